@@ -1,0 +1,92 @@
+"""The calibrator protocol every method implements (STYLE.md: constructor stores options,
+fitted values end in ``_``).
+
+A calibrator is fitted on calibration logits and labels and then maps any (N, K) logits to
+calibrated log-probabilities, row by row, so ``apply`` can stream. "Logits" means any log-space
+scores whose softmax is the model's probabilities: raw logits, log-probabilities, or
+log(max(p, 1e-12)) of probabilities (see :meth:`calib.io.Predictions.logits`).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from ..bundle import State
+from ..errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """A method without options."""
+
+
+class Calibrator(abc.ABC):
+    #: The ``--method`` name.
+    name: ClassVar[str]
+    #: One line for ``calib methods``.
+    summary: ClassVar[str]
+    #: A frozen dataclass of the method's options with their defaults.
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options=None):
+        self.options = options if options is not None else self.Options()
+
+    @abc.abstractmethod
+    def fit(self, logits: np.ndarray, labels: np.ndarray, *, seed: int = 0) -> "Calibrator":
+        """Fit on calibration ``logits`` (N, K) float64 and integer ``labels`` (N,)."""
+
+    @abc.abstractmethod
+    def transform(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated log-probabilities (N, K) for ``logits`` (N, K); rows are independent."""
+
+    def predict_proba(self, logits: np.ndarray) -> np.ndarray:
+        return np.exp(self.transform(logits))
+
+    def fit_report(self) -> dict:
+        """Fitted parameters and counts worth printing after ``fit`` (plain JSON values)."""
+        return {}
+
+    @abc.abstractmethod
+    def to_state(self) -> State:
+        """Everything fitted, as JSON parameters and numeric arrays."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_state(cls, options, state: State) -> "Calibrator":
+        """Rebuild a fitted calibrator from its options and saved state."""
+
+    @classmethod
+    def parse_options(cls, given: dict) -> object:
+        """Build ``Options`` from strings or values; unknown names and bad values are usage errors."""
+        fields = {f.name: f for f in dataclasses.fields(cls.Options)}
+        values = {}
+        for key, raw in given.items():
+            attr = key.replace("-", "_")
+            if attr not in fields:
+                valid = ", ".join(f"--{n.replace('_', '-')}" for n in fields) or "none"
+                raise UsageError(f"method {cls.name!r} takes no option --{key.replace('_', '-')} (its options: {valid})")
+            values[attr] = _coerce(raw, type(fields[attr].default), key)
+        try:
+            options = cls.Options(**values)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"method {cls.name!r}: {exc}") from None
+        return options
+
+
+def _coerce(raw, kind: type, key: str):
+    if not isinstance(raw, str) or kind is str:
+        return raw
+    try:
+        if kind is bool:
+            if raw.lower() in ("1", "true", "yes"):
+                return True
+            if raw.lower() in ("0", "false", "no"):
+                return False
+            raise ValueError(raw)
+        return kind(raw)
+    except ValueError:
+        raise UsageError(f"option --{key.replace('_', '-')} must be {kind.__name__}; got {raw!r}") from None

@@ -1,0 +1,83 @@
+"""Temperature scaling (Guo et al. 2017): p = softmax(z / T) with T minimising calibration NLL."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..bundle import State
+from ..numerics import log_softmax
+from .base import Calibrator
+
+#: Bracket for beta = 1/T (calibrators.md): [e^-16, e^16].
+LOG_BETA_BOUND = 16.0
+#: Relative tolerance on beta (hence on T) at which the root search stops; the spec asks 1e-8.
+BETA_RTOL = 1e-12
+MAX_ITERATIONS = 200
+
+
+def nll_gradient(beta: float, logits: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """First and second derivative in beta of NLL(beta) = mean_i [lse(beta z_i) - beta z_{i,y_i}].
+
+    d/dbeta = mean_i (E_{p_beta}[z_i] - z_{i,y_i});  d2/dbeta2 = mean_i Var_{p_beta}(z_i) >= 0,
+    so NLL is convex in beta and the derivative is non-decreasing.
+    """
+    probs = np.exp(log_softmax(beta * logits))
+    mean_z = (probs * logits).sum(axis=1)
+    var_z = (probs * logits**2).sum(axis=1) - mean_z**2
+    own = logits[np.arange(len(labels)), labels]
+    return float(np.mean(mean_z - own)), float(np.mean(np.maximum(var_z, 0.0)))
+
+
+def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
+    """beta = 1/T minimising the NLL on [e^-16, e^16]: safeguarded Newton on the convex NLL.
+
+    Keeps a bracket [lo, hi] with gradient(lo) < 0 < gradient(hi); a Newton step that leaves the
+    bracket is replaced by bisection in log beta. Stops at relative step 1e-12 (the spec asks 1e-8).
+    If the gradient has one sign on the whole bracket, the minimum is at that bracket end.
+    """
+    lo, hi = np.exp(-LOG_BETA_BOUND), np.exp(LOG_BETA_BOUND)
+    if nll_gradient(lo, logits, labels)[0] >= 0.0:
+        return float(lo)
+    if nll_gradient(hi, logits, labels)[0] <= 0.0:
+        return float(hi)
+    beta = 1.0
+    for _ in range(MAX_ITERATIONS):
+        grad, curvature = nll_gradient(beta, logits, labels)
+        if grad == 0.0:
+            return beta
+        if grad < 0.0:
+            lo = beta
+        else:
+            hi = beta
+        step = beta - grad / curvature if curvature > 0.0 else np.nan
+        new = step if lo < step < hi else float(np.sqrt(lo * hi))
+        if abs(new - beta) <= BETA_RTOL * beta or (hi - lo) <= BETA_RTOL * lo:
+            return float(new)
+        beta = new
+    return float(beta)
+
+
+class TemperatureScaling(Calibrator):
+    """``ts``: p = softmax(z / T), T = 1/beta minimising the calibration NLL (calibrators.md)."""
+
+    name = "ts"
+    summary = "temperature scaling: one temperature T minimising NLL (Guo et al. 2017)"
+
+    def fit(self, logits, labels, *, seed=0):
+        self.temperature_ = 1.0 / fit_inverse_temperature(np.asarray(logits, dtype=np.float64), labels)
+        return self
+
+    def transform(self, logits):
+        return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_)
+
+    def fit_report(self):
+        return {"temperature": self.temperature_}
+
+    def to_state(self):
+        return State(params={"temperature": self.temperature_})
+
+    @classmethod
+    def from_state(cls, options, state):
+        calibrator = cls(options)
+        calibrator.temperature_ = float(state.params["temperature"])
+        return calibrator

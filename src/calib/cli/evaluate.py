@@ -1,0 +1,61 @@
+"""`calib evaluate PRED [--bundle B] [--json PATH|-] [--fail-if EXPR]...`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .. import pipeline
+from ..evaluate import evaluate as build_report
+from ..evaluate import parse_gate, parse_increase_gates
+from ..io import read_predictions
+from ..io.atomic import write_bytes_atomic
+from ..metrics import MetricConfig
+from . import options, render
+
+
+def evaluate(
+    pred: options.Pred,
+    labels: options.Labels = None,
+    bundle: Annotated[Optional[str], typer.Option("--bundle", "-b", help="Apply this bundle first; the table shows before and after.", show_default=False)] = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma-separated metric keys (`calib methods` lists them).", show_default=False)] = None,
+    bins: Annotated[int, typer.Option("--bins", min=1, help="Equal-width bins of the ECE family.")] = 15,
+    cmce_bins: Annotated[int, typer.Option("--cmce-bins", min=1, help="Equal-width bins of CMCE.")] = 25,
+    json_path: Annotated[Optional[str], typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False)] = None,
+    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="Gate, e.g. 'cmce>0.01': exit 1 when it holds (repeatable).", show_default=False)] = None,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier JSON report to compare against.", show_default=False)] = None,
+    max_increase: Annotated[Optional[list[str]], typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False)] = None,
+    input_kind: options.InputKind = "auto",
+    score_prefix: options.ScorePrefix = None,
+) -> None:
+    """Evaluate PRED (after applying --bundle if given): metric table or JSON report, and CI gates.
+
+    Exit code 1 when a gate fails (the report is still written). Example:
+    calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
+    """
+    gates = [parse_gate(expr) for expr in fail_if or []]
+    increase_gates = parse_increase_gates(max_increase or [], baseline)
+    keys = [k.strip() for k in metrics.split(",") if k.strip()] if metrics else None
+    calibrator = saved = None
+    if bundle is not None:
+        calibrator, saved = pipeline.load_calibrator(bundle)
+    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
+    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
+    if saved is not None:
+        pipeline.check_compatible(saved, preds, bundle)
+    report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
+                          calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates)
+    text = json.dumps(report, indent=2) + "\n"
+    if json_path == "-":
+        sys.stdout.write(text)
+    else:
+        if json_path is not None:
+            write_bytes_atomic(json_path, text.encode())
+        render.report_table(report)
+    if not report["passed"]:
+        failed = [g["expr"] for g in report["gates"] if not g["passed"]]
+        render.error(f"gate failed: {'; '.join(failed)}")
+        raise typer.Exit(1)

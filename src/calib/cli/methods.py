@@ -1,0 +1,15 @@
+"""`calib methods`: the calibrators and metrics, one line each."""
+
+from __future__ import annotations
+
+from ..metrics import METRICS
+from ..registry import CALIBRATORS
+from . import render
+
+
+def methods() -> None:
+    """List the calibrators (with their options) and the metrics.
+
+    Example: calib methods
+    """
+    render.methods_table(CALIBRATORS, METRICS)

@@ -1,0 +1,109 @@
+"""Everything the command line shows: the only module that imports rich."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+def note(message: str) -> None:
+    """A remark for the person at the terminal (stderr, so pipelines stay clean)."""
+    _err.print(f"[dim]{message}[/dim]", soft_wrap=True)
+
+
+def error(message: str) -> None:
+    """The one line a failed command prints (plain text: it may be read by scripts)."""
+    sys.stderr.write(f"calib: error: {message}\n")
+    sys.stderr.flush()
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) >= 1e-4 or value == 0 else f"{value:.3e}"
+    return str(value)
+
+
+def _settings(settings: dict) -> str:
+    """A short reading of a metric's settings for the table (the JSON report has them in full)."""
+    parts = []
+    for key, value in settings.items():
+        if key == "bins":
+            parts.append(f"{value} bins")
+        elif key == "range":
+            parts.append(f"mass in [{value[0]}, {value[1]}]")
+        elif key == "prob_clip":
+            parts.append(f"p clipped at {value:g}")
+        elif key in ("scheme", "norm", "label") and value not in ("equal-width", "l1", "top"):
+            parts.append(str(value))
+    return ", ".join(parts)
+
+
+def fit_summary(method: str, report: dict, *, n: int, k: int, kind: str, seconds: float, out: str) -> None:
+    table = Table(title=f"calib fit: {method}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("rows x classes", f"{n} x {k} ({kind})")
+    for key, value in report.items():
+        table.add_row(key.replace("_", " "), _fmt(value))
+    table.add_row("time", f"{seconds:.2f} s")
+    table.add_row("bundle", out)
+    _err.print(table)
+
+
+def report_table(report: dict) -> None:
+    """The metric table of `calib evaluate`: before/after/change columns when a bundle was applied."""
+    inp = report["input"]
+    title = f"calib evaluate: {inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})"
+    before = report.get("uncalibrated_metrics")
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric", style="bold", no_wrap=True)
+    if before is not None:
+        table.add_column("uncalibrated", justify="right")
+        table.add_column("calibrated", justify="right")
+        table.add_column("change", justify="right")
+    else:
+        table.add_column("value", justify="right")
+    table.add_column("settings", style="dim")
+    for key, entry in report["metrics"].items():
+        row = [key]
+        if before is not None:
+            old, new = before[key]["value"], entry["value"]
+            change = "" if old is None or new is None else f"{new - old:+.4g}"
+            row += [_fmt(old), _fmt(new), change]
+        else:
+            row.append(_fmt(entry["value"]))
+        row.append(_settings(entry["settings"]))
+        table.add_row(*row)
+    _out.print(table)
+    if report.get("bundle"):
+        _out.print(f"[dim]bundle: {report['bundle']}[/dim]")
+    for gate in report["gates"]:
+        mark = "[green]pass[/green]" if gate["passed"] else "[red]FAIL[/red]"
+        extra = f" (baseline {_fmt(gate['baseline'])}, increase {_fmt(gate['increase'])})" if "baseline" in gate else ""
+        _out.print(f"gate {mark}: {gate['expr']}  value {_fmt(gate['value'])}{extra}")
+
+
+def methods_table(calibrators: dict, metrics: dict) -> None:
+    table = Table(title="calibrators (calib fit --method NAME)", title_justify="left")
+    table.add_column("method", style="bold")
+    table.add_column("options")
+    table.add_column("what it does")
+    for name, cls in calibrators.items():
+        import dataclasses
+
+        options = " ".join(f"--{f.name.replace('_', '-')} ({f.default})" for f in dataclasses.fields(cls.Options))
+        table.add_row(name, options or "-", cls.summary)
+    _out.print(table)
+    table = Table(title="metrics (calib evaluate --metrics KEY,...)", title_justify="left")
+    table.add_column("metric", style="bold")
+    table.add_column("what it measures")
+    for key, metric in metrics.items():
+        table.add_row(key, metric.summary)
+    _out.print(table)

@@ -1,0 +1,194 @@
+"""The evaluation report: metrics streamed over chunks of rows, and the CI gates (cli.md)."""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from dataclasses import dataclass
+
+from . import __version__
+from .calibrators.base import Calibrator
+from .errors import InputError, UsageError
+from .io.predictions import Predictions
+from .metrics import DEFAULT_METRICS, METRICS, Batch, MetricConfig, compute_value
+from .numerics import log_softmax_and_softmax
+
+_OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_GATE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+
+
+class MetricSet:
+    """The accumulators behind a list of metrics, shared where metrics read the same one."""
+
+    def __init__(self, keys: list[str], config: MetricConfig, n_classes: int):
+        self.config = config
+        self.metrics = [METRICS[key] for key in keys]
+        self.accumulators: dict[tuple, object] = {}
+        self.source: dict[str, tuple] = {}
+        for metric in self.metrics:
+            identity, factory = metric.accumulator(config, n_classes)
+            if identity not in self.accumulators:
+                self.accumulators[identity] = factory()
+            self.source[metric.key] = identity
+
+    def update(self, batch: Batch) -> None:
+        for accumulator in self.accumulators.values():
+            accumulator.update(batch)
+
+    def results(self) -> dict[str, dict]:
+        out = {}
+        for metric in self.metrics:
+            state = self.accumulators[self.source[metric.key]]
+            out[metric.key] = {"value": compute_value(metric, state, self.config), "settings": metric.settings(self.config, state)}
+        return out
+
+
+def check_metric_keys(keys) -> list[str]:
+    unknown = [k for k in keys if k not in METRICS]
+    if unknown:
+        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+    return list(dict.fromkeys(keys))
+
+
+def uncalibrated_batch(preds: Predictions, rows: slice) -> Batch:
+    """The model's own probabilities: as given for probs inputs, else log-softmax of the logits."""
+    labels = preds.labels[rows]
+    given = preds.probs_as_given(rows)
+    if given is not None:
+        return Batch(labels, probs=given)
+    log_probs, probs = log_softmax_and_softmax(preds.logits(rows))
+    return Batch(labels, log_probs=log_probs, probs=probs)
+
+
+def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None):
+    """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
+
+    With a calibrator, the first dict holds the calibrated metrics and the second the model's own.
+    """
+    if preds.labels is None:
+        raise InputError(f"{preds.name}: evaluation needs labels; pass --labels FILE")
+    calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
+    uncalibrated = MetricSet(keys, config, preds.k)
+    for rows in preds.chunks():
+        uncalibrated.update(uncalibrated_batch(preds, rows))
+        if calibrated is not None:
+            calibrated.update(Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows))))
+    if calibrated is None:
+        return uncalibrated.results(), None
+    return calibrated.results(), uncalibrated.results()
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``--fail-if "cmce>0.01"``: the gate fails when the condition holds (or the value is undefined)."""
+
+    expr: str
+    metric: str
+    op: str
+    threshold: float
+
+    def check(self, metrics: dict) -> dict:
+        value = metrics[self.metric]["value"]
+        failed = value is None or _OPERATORS[self.op](value, self.threshold)
+        return {"expr": self.expr, "value": value, "passed": not failed}
+
+
+@dataclass(frozen=True)
+class IncreaseGate:
+    """``--baseline old.json --max-increase cmce=0.001``: fails when new - old > allowed."""
+
+    metric: str
+    allowed: float
+    baseline: dict
+
+    def check(self, metrics: dict) -> dict:
+        new = metrics[self.metric]["value"]
+        old = self.baseline["value"]
+        increase = None if new is None or old is None else new - old
+        return {
+            "expr": f"{self.metric} - baseline <= {self.allowed:g}",
+            "value": new, "baseline": old, "increase": increase,
+            "passed": increase is not None and increase <= self.allowed,
+        }
+
+
+def parse_gate(expr: str) -> Gate:
+    match = _GATE.match(expr)
+    if not match:
+        raise UsageError(f"--fail-if {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. 'cmce>0.01'")
+    metric, op, number = match.groups()
+    check_metric_keys([metric])
+    try:
+        return Gate(expr, metric, op, float(number))
+    except ValueError:
+        raise UsageError(f"--fail-if {expr!r}: {number!r} is not a number") from None
+
+
+def parse_increase_gates(specs: list[str], baseline_path: str | None) -> list[IncreaseGate]:
+    if not specs:
+        return []
+    if baseline_path is None:
+        raise UsageError("--max-increase needs --baseline REPORT.json")
+    baseline = read_report(baseline_path)
+    gates = []
+    for spec in specs:
+        metric, sep, number = spec.partition("=")
+        metric = metric.strip()
+        try:
+            allowed = float(number)
+        except ValueError:
+            allowed = None
+        if not sep or allowed is None:
+            raise UsageError(f"--max-increase {spec!r}: expected METRIC=NUMBER, e.g. cmce=0.001")
+        check_metric_keys([metric])
+        if metric not in baseline.get("metrics", {}):
+            raise InputError(f"{baseline_path}: the baseline report has no metric {metric!r}")
+        gates.append(IncreaseGate(metric, allowed, baseline["metrics"][metric]))
+    return gates
+
+
+def read_report(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON report of calib evaluate ({exc})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("metrics"), dict):
+        raise InputError(f"{path}: not a JSON report of calib evaluate (no 'metrics')")
+    return report
+
+
+def evaluate(
+    preds: Predictions,
+    *,
+    metrics: list[str] | None = None,
+    config: MetricConfig = MetricConfig(),
+    calibrator: Calibrator | None = None,
+    bundle_path: str | None = None,
+    gates: list[Gate] = (),
+    increase_gates: list[IncreaseGate] = (),
+) -> dict:
+    """The JSON report of cli.md. Gate metrics are computed even when not asked for."""
+    keys = check_metric_keys(list(metrics or DEFAULT_METRICS) + [g.metric for g in (*gates, *increase_gates)])
+    values, before = compute_metrics(preds, keys, config, calibrator)
+    for gate in increase_gates:
+        if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:
+            raise InputError(
+                f"baseline {gate.metric} was computed with settings {gate.baseline.get('settings')}, "
+                f"this run with {values[gate.metric]['settings']}; the numbers are not comparable"
+            )
+    checked = [g.check(values) for g in (*gates, *increase_gates)]
+    report = {
+        "calib_version": __version__,
+        "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k, "sha256": preds.sha256},
+        "bundle": bundle_path,
+        "metrics": values,
+        "gates": checked,
+        "passed": all(g["passed"] for g in checked),
+    }
+    if before is not None:
+        report["uncalibrated_metrics"] = before
+    return report

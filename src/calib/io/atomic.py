@@ -1,0 +1,70 @@
+"""Crash-safe writes: everything goes to a temporary sibling first and is renamed into place.
+
+A reader (or a process killed mid-write) sees the old file or the new one, never a truncated one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+from ..errors import CalibError
+
+
+@contextlib.contextmanager
+def atomic_path(path: str):
+    """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CalibError(f"{path}: the folder {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str, *, force: bool):
+    """Yield a fresh temporary directory; on success it replaces ``path``.
+
+    An existing non-empty ``path`` is refused unless ``force``; then the old directory is moved
+    aside, the new one renamed in, and only then the old one deleted.
+    """
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CalibError(f"{path}: exists and is not a directory")
+    if os.path.isdir(path) and os.listdir(path) and not force:
+        raise CalibError(f"{path}: directory exists and is not empty; pass --force to replace it")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise CalibError(f"{path}: the folder {parent} does not exist")
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    try:
+        yield tmp
+        for name in os.listdir(tmp):
+            with open(os.path.join(tmp, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        os.chmod(tmp, 0o755)
+        if os.path.isdir(path) and os.listdir(path):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".old", dir=parent)
+            os.replace(path, os.path.join(old, "bundle"))
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)  # rename(2) may replace an empty directory
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)

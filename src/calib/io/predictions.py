@@ -1,0 +1,76 @@
+"""The in-memory view of a predictions file: raw scores (possibly memory-mapped), their kind, labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..numerics import log_of_probs, log_softmax, row_chunks
+
+
+@dataclass
+class Predictions:
+    """An (N, K) score matrix with its resolved kind and optional labels.
+
+    ``scores`` is kept as read (float16/32/64, maybe a read-only memmap) and converted to float64
+    one chunk of rows at a time. A binary column (N,) or (N, 1) is presented as K = 2.
+    """
+
+    name: str
+    scores: np.ndarray
+    kind: str
+    kind_reason: str
+    labels: np.ndarray | None
+    sha256: str
+    passthrough: object | None = None  # pyarrow.Table of parquet columns carried through `apply`
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return int(self.scores.shape[0])
+
+    @property
+    def binary_column(self) -> bool:
+        return self.scores.ndim == 1 or self.scores.shape[1] == 1
+
+    @property
+    def k(self) -> int:
+        return 2 if self.binary_column else int(self.scores.shape[1])
+
+    def chunks(self) -> Iterator[slice]:
+        return row_chunks(self.n, self.k)
+
+    def logits(self, rows: slice = slice(None)) -> np.ndarray:
+        """Float64 log-space scores whose softmax is the model's probability vector.
+
+        logits: as given; log-probs: log-softmax of them (exact renormalisation);
+        probs: log(max(p, 1e-12)). A binary column becomes two columns: [0, z], [log(1-p), log p].
+        """
+        raw = np.asarray(self.scores[rows], dtype=np.float64)
+        if self.binary_column:
+            raw = raw.reshape(-1)
+            if self.kind == "logits":
+                return np.stack([np.zeros_like(raw), raw], axis=1)
+            p1 = np.exp(raw) if self.kind == "log-probs" else raw
+            return log_of_probs(np.stack([1.0 - p1, p1], axis=1))
+        if self.kind == "probs":
+            return log_of_probs(raw)
+        if self.kind == "log-probs":
+            return log_softmax(raw)
+        return raw
+
+    def probs_as_given(self, rows: slice = slice(None)) -> np.ndarray | None:
+        """The probability matrix exactly as the file gives it (kind probs), else None."""
+        if self.kind != "probs":
+            return None
+        raw = np.asarray(self.scores[rows], dtype=np.float64)
+        if self.binary_column:
+            raw = raw.reshape(-1)
+            return np.stack([1.0 - raw, raw], axis=1)
+        return raw
+
+    def all_logits(self) -> np.ndarray:
+        """Every row at once (for fitting, where the calibration split is held in memory)."""
+        return self.logits(slice(None))

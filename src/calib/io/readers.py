@@ -1,0 +1,225 @@
+"""Readers for .npy (memory-mapped), .npz, .parquet and a .npy stream on stdin (cli.md, "Inputs").
+
+Every failure becomes an :class:`InputError` naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import sys
+import zipfile
+
+import numpy as np
+
+from ..errors import InputError
+from ..validation import check_labels, check_score_array, resolve_kind
+from .predictions import Predictions
+
+#: Array / column names and the kind of scores they hold (cli.md).
+SCORE_NAMES = {"logits": "logits", "log_probs": "log-probs", "probs": "probs"}
+#: Wide parquet columns tried when no --score-prefix is given.
+WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}
+LABEL_ARRAY = "labels"
+LABEL_COLUMN = "label"
+
+
+def file_sha256(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def read_predictions(
+    path: str,
+    *,
+    labels_path: str | None = None,
+    input_kind: str = "auto",
+    score_prefix: str | None = None,
+    require_labels: bool = False,
+) -> Predictions:
+    """Read and validate a predictions file; ``path == "-"`` reads a .npy stream from stdin."""
+    name = "<stdin>" if path == "-" else path
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        sha = hashlib.sha256(data).hexdigest()
+        scores = _load_npy(io.BytesIO(data), name, mmap=False)
+        labels, named_kind, passthrough = None, None, None
+    else:
+        _require_file(path)
+        suffix = os.path.splitext(path)[1].lower()
+        sha = file_sha256(path)
+        if suffix == ".npy":
+            scores, labels, named_kind, passthrough = _load_npy(path, name, mmap=True), None, None, None
+        elif suffix == ".npz":
+            scores, labels, named_kind = _read_npz(path)
+            passthrough = None
+        elif suffix == ".parquet":
+            scores, labels, named_kind, passthrough = _read_parquet(path, score_prefix)
+        else:
+            raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected .npy, .npz or .parquet")
+    check_score_array(scores, name)
+    if named_kind is not None and input_kind == "auto":
+        _, _ = resolve_kind(scores, named_kind, name)  # the array name says the kind: check it holds
+        kind, reason = named_kind, f"the array is named for {named_kind}"
+    else:
+        kind, reason = resolve_kind(scores, input_kind, name)
+    preds = Predictions(name, scores, kind, reason, None, sha, passthrough)
+    if labels_path is not None:
+        labels = read_labels(labels_path)
+        label_name = labels_path
+    else:
+        label_name = name
+    if labels is not None:
+        preds.labels = check_labels(labels, preds.n, preds.k, label_name)
+    elif require_labels:
+        raise InputError(f"{name}: no labels in the file; pass --labels FILE")
+    return preds
+
+
+def read_labels(path: str) -> np.ndarray:
+    """Labels from a .npy of integers or a text file with one integer per line."""
+    _require_file(path)
+    if path.lower().endswith(".npy"):
+        return np.asarray(_load_npy(path, path, mmap=False))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+    except (UnicodeDecodeError, OSError) as exc:
+        raise InputError(f"{path}: cannot read labels as text ({exc.__class__.__name__})") from None
+    try:
+        return np.array([int(line) for line in lines], dtype=np.int64)
+    except ValueError:
+        bad = next(line for line in lines if not re.fullmatch(r"[+-]?\d+", line))
+        raise InputError(f"{path}: labels must be integers, one a line; got {bad[:40]!r}") from None
+
+
+def _require_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory, expected a file")
+
+
+def _load_npy(source, name: str, *, mmap: bool) -> np.ndarray:
+    try:
+        return np.load(source, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise InputError(f"{name}: holds Python objects (pickled data is never loaded); need a numeric array") from None
+        raise InputError(f"{name}: not a readable .npy file (truncated or corrupt: {exc})") from None
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{name}: not a readable .npy file ({exc})") from None
+
+
+def _read_npz(path: str):
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    with archive:
+        names = set(archive.files)
+        present = [key for key in SCORE_NAMES if key in names]
+        if len(present) > 1:
+            raise InputError(f"{path}: several score arrays ({', '.join(present)}); keep one")
+        if present:
+            key, kind = present[0], SCORE_NAMES[present[0]]
+        elif names - {LABEL_ARRAY} == {"arr_0"}:
+            key, kind = "arr_0", None
+        else:
+            raise InputError(f"{path}: no score array; expected one named logits, log_probs or probs (found {', '.join(sorted(names)) or 'none'})")
+        try:
+            scores = archive[key]
+            labels = archive[LABEL_ARRAY] if LABEL_ARRAY in names else None
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{path}: array {key!r} is unreadable ({exc})") from None
+    return scores, labels, kind
+
+
+def _read_parquet(path: str, score_prefix: str | None):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a readable parquet file ({exc})") from None
+    columns = table.column_names
+    labels = None
+    if LABEL_COLUMN in columns:
+        label_col = table.column(LABEL_COLUMN)
+        if label_col.null_count:
+            raise InputError(f"{path}: column 'label' has {label_col.null_count} missing values")
+        labels = label_col.to_numpy()
+    list_names = [c for c in SCORE_NAMES if c in columns]
+    if score_prefix is None and list_names:
+        if len(list_names) > 1:
+            raise InputError(f"{path}: several score columns ({', '.join(list_names)}); keep one")
+        key = list_names[0]
+        scores = _list_column_to_matrix(table.column(key), path, key)
+        used, kind = [key], SCORE_NAMES[key]
+    else:
+        prefixes = {score_prefix: None} if score_prefix is not None else WIDE_PREFIXES
+        used, kind = [], None
+        for prefix, prefix_kind in prefixes.items():
+            used = [c for c in columns if c.startswith(prefix)]
+            if used:
+                kind = prefix_kind
+                break
+        if not used:
+            raise InputError(
+                f"{path}: no score column; expected a list column logits, log_probs or probs, "
+                f"or wide columns by prefix (--score-prefix)"
+            )
+        used = _order_wide(used)
+        scores = _wide_columns_to_matrix(table, used, path)
+    keep = [c for c in columns if c not in used and c != LABEL_COLUMN]
+    passthrough = table.select(keep) if keep else None
+    return scores, labels, kind, passthrough
+
+
+def _list_column_to_matrix(column, path: str, key: str) -> np.ndarray:
+    import pyarrow as pa
+
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type)):
+        raise InputError(f"{path}: column {key!r} must be a list of numbers per row; got {array.type}")
+    if array.null_count:
+        raise InputError(f"{path}: column {key!r} has {array.null_count} missing rows")
+    if len(array) == 0:
+        return np.zeros((0, 0), dtype=np.float64)
+    if pa.types.is_fixed_size_list(array.type):
+        width = array.type.list_size
+    else:
+        lengths = array.value_lengths().to_numpy()
+        width = int(lengths[0])
+        if (lengths != width).any():
+            row = int(np.argmax(lengths != width))
+            raise InputError(f"{path}: ragged rows in column {key!r}: row 0 has {width} scores, row {row} has {lengths[row]}")
+    values = array.flatten()
+    if values.null_count:
+        raise InputError(f"{path}: column {key!r} has {values.null_count} missing scores")
+    if not pa.types.is_floating(values.type):
+        raise InputError(f"{path}: column {key!r} must hold floating-point scores; got {values.type}")
+    return values.to_numpy(zero_copy_only=False).reshape(len(array), width)
+
+
+def _order_wide(names: list[str]) -> list[str]:
+    """Wide columns in the order of their numeric suffix when every suffix is an integer."""
+    suffixes = [re.search(r"(\d+)$", n) for n in names]
+    if all(suffixes):
+        return [n for _, n in sorted(zip((int(s.group(1)) for s in suffixes), names))]
+    return names
+
+
+def _wide_columns_to_matrix(table, names: list[str], path: str) -> np.ndarray:
+    import pyarrow as pa
+
+    for n in names:
+        col = table.column(n)
+        if not pa.types.is_floating(col.type):
+            raise InputError(f"{path}: score column {n!r} must be floating point; got {col.type}")
+        if col.null_count:
+            raise InputError(f"{path}: score column {n!r} has {col.null_count} missing values")
+    return np.stack([table.column(n).to_numpy() for n in names], axis=1)

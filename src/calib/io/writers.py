@@ -1,0 +1,93 @@
+"""Writers for calibrated outputs in the format of the output path's extension (cli.md, `apply`)."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+
+import numpy as np
+
+from ..errors import InputError
+from .atomic import atomic_path, write_bytes_atomic
+
+OUTPUT_SUFFIXES = (".npy", ".npz", ".parquet")
+#: Array / column name used for each output kind.
+OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs"}
+
+
+def check_output_path(path: str, inputs: list[str]) -> None:
+    """Refuse unknown extensions and any output that would overwrite one of the inputs."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in OUTPUT_SUFFIXES:
+        raise InputError(f"{path}: unknown output type {suffix or '(none)'}; use .npy, .npz or .parquet")
+    for source in inputs:
+        if source != "-" and os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
+            raise InputError(f"{path}: is an input of this command; refusing to overwrite it")
+
+
+def write_matrix(path: str, matrix: np.ndarray, what: str, *, labels=None, passthrough=None) -> None:
+    """Write an (N, K) float matrix (``what`` = probs or log-probs) atomically.
+
+    .npy: the matrix alone. .npz: the matrix under its kind's name, plus ``labels`` if known.
+    .parquet: a fixed-size-list column named for the kind, ``label``, and the carried-through columns.
+    """
+    name = OUTPUT_NAMES[what]
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".npy":
+        write_bytes_atomic(path, npy_bytes(matrix))
+    elif suffix == ".npz":
+        arrays = {name: matrix}
+        if labels is not None:
+            arrays["labels"] = labels
+        write_bytes_atomic(path, npz_bytes(arrays))
+    else:
+        write_parquet(path, {name: matrix}, labels=labels, passthrough=passthrough)
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    """The .npy encoding of ``array`` (never pickled)."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def npz_bytes(arrays: dict) -> bytes:
+    """An uncompressed .npz whose bytes depend only on the arrays.
+
+    ``np.savez`` stamps each zip entry with the current time; here every entry gets the fixed
+    date 1980-01-01, so the same arrays always give the same file.
+    """
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+        for key, array in arrays.items():
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            archive.writestr(info, npy_bytes(np.asarray(array)))
+    return buffer.getvalue()
+
+
+def write_parquet(path: str, list_columns: dict, *, labels=None, passthrough=None) -> None:
+    """Parquet with one fixed-size-list (or list) column per entry, then ``label`` and pass-through."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays, names = [], []
+    for column, values in list_columns.items():
+        arrays.append(values if isinstance(values, pa.Array) else _fixed_size_list(values))
+        names.append(column)
+    if labels is not None:
+        arrays.append(pa.array(np.asarray(labels, dtype=np.int64)))
+        names.append("label")
+    table = pa.Table.from_arrays(arrays, names=names)
+    if passthrough is not None:
+        for field_name, column in zip(passthrough.column_names, passthrough.columns):
+            table = table.append_column(field_name, column)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def _fixed_size_list(matrix: np.ndarray):
+    import pyarrow as pa
+
+    matrix = np.ascontiguousarray(matrix)
+    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), matrix.shape[1])

@@ -1,0 +1,97 @@
+"""Streaming accumulators: each is updated chunk by chunk from a :class:`Batch` and merged by
+addition. Metrics are computed from them at the end (see :mod:`calib.metrics.registry`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .batch import Batch
+from .binning import BinCounter
+
+
+class ProperScores:
+    """Sums for accuracy, NLL and Brier (metrics.md, "Proper scores and accuracy")."""
+
+    def __init__(self):
+        self.n = 0
+        self.n_correct = 0.0
+        self.nll_sum = 0.0
+        self.brier_sum = 0.0
+        self.prob_clipped = False
+
+    def update(self, batch: Batch) -> None:
+        own_log = batch.log_probs[batch.rows, batch.labels]
+        own = batch.probs[batch.rows, batch.labels]
+        self.n += batch.n
+        self.n_correct += float(batch.correct.sum())
+        self.nll_sum -= float(own_log.sum())
+        # sum_k (p_k - 1{y=k})^2 = sum_k p_k^2 - 2 p_y + 1
+        self.brier_sum += float(np.einsum("ij,ij->", batch.probs, batch.probs) - 2.0 * own.sum() + batch.n)
+        self.prob_clipped |= batch.prob_clipped
+
+
+class TopLabelBins:
+    """Confidence max_k p_k against correctness, in equal-width bins (ECE, MCE, debiased ECE^2)."""
+
+    def __init__(self, n_bins: int):
+        self.counter = BinCounter(n_bins)
+        self.n = 0
+
+    def update(self, batch: Batch) -> None:
+        self.counter.add(batch.confidence, batch.correct)
+        self.n += batch.n
+
+
+class TopLabelValues:
+    """Every row's confidence and correctness (O(N) memory, not O(N K)): for equal-mass bins,
+    whose edges depend on all rows and so cannot be merged from per-chunk counts."""
+
+    def __init__(self):
+        self.confidence: list[np.ndarray] = []
+        self.correct: list[np.ndarray] = []
+
+    def update(self, batch: Batch) -> None:
+        self.confidence.append(batch.confidence.copy())
+        self.correct.append(batch.correct)
+
+
+class ClasswiseBins:
+    """Per class k, p_ik against 1{y_i = k} over all rows, in equal-width bins (cw-ECE)."""
+
+    def __init__(self, n_bins: int, n_classes: int):
+        self.counter = BinCounter(n_bins, n_classes)
+        self.n_classes = n_classes
+
+    def update(self, batch: Batch) -> None:
+        self.counter.add(batch.probs, None, group=np.arange(self.n_classes)[None, :])
+        self.counter.add_hits(batch.probs[batch.rows, batch.labels], group=batch.labels)
+
+
+class CumulativeMassBins:
+    """All N K pairs (m_ik, c_ik) of cumulative top-k mass and coverage, in equal-width bins (CMCE)."""
+
+    def __init__(self, n_bins: int):
+        self.counter = BinCounter(n_bins)
+
+    def update(self, batch: Batch) -> None:
+        self.counter.add(batch.cumulative_mass, batch.covered)
+
+
+class CumulativeMassRange:
+    """Pairs with lo <= m_ik <= hi and how many of them cover the label (Coverage[lo, hi]).
+
+    m_ik is non-decreasing in k, so each row's pairs in range are the positions
+    [#(m < lo), #(m <= hi)); the covered ones are those at or after the label's rank.
+    """
+
+    def __init__(self, lo: float, hi: float):
+        self.lo, self.hi = lo, hi
+        self.count = 0
+        self.covered = 0
+
+    def update(self, batch: Batch) -> None:
+        mass = batch.cumulative_mass
+        start = (mass < self.lo).sum(axis=1)
+        stop = (mass <= self.hi).sum(axis=1)
+        self.count += int((stop - start).sum())
+        self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())

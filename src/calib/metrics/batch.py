@@ -1,0 +1,73 @@
+"""One chunk of rows as every metric sees it, with the derived views computed once and shared."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from ..numerics import label_rank, log_of_probs
+
+
+class Batch:
+    """Probabilities, log-probabilities and labels of a chunk of rows (float64).
+
+    Give ``log_probs`` (normalised, e.g. from log-softmax) and/or ``probs`` (both when both are at
+    hand: they must then agree). When only ``probs`` is given, ``log_probs`` is log(max(p, 1e-12))
+    (metrics.md) and ``prob_clipped`` is set; when only ``log_probs``, probs = exp(log_probs).
+    """
+
+    def __init__(self, labels: np.ndarray, *, log_probs: np.ndarray | None = None, probs: np.ndarray | None = None):
+        if log_probs is None and probs is None:
+            raise ValueError("Batch needs log_probs or probs")
+        self.labels = labels
+        self._log_probs = log_probs
+        self._probs = probs
+        self.prob_clipped = log_probs is None
+
+    @property
+    def n(self) -> int:
+        return int(self.labels.shape[0])
+
+    @cached_property
+    def log_probs(self) -> np.ndarray:
+        return self._log_probs if self._log_probs is not None else log_of_probs(self._probs)
+
+    @cached_property
+    def probs(self) -> np.ndarray:
+        return self._probs if self._probs is not None else np.exp(self._log_probs)
+
+    @cached_property
+    def rows(self) -> np.ndarray:
+        return np.arange(self.n)
+
+    @cached_property
+    def predicted(self) -> np.ndarray:
+        """argmax_k p_ik; ties go to the lowest class index (np.argmax returns the first)."""
+        return np.argmax(self.probs, axis=1)
+
+    @cached_property
+    def confidence(self) -> np.ndarray:
+        return self.probs[self.rows, self.predicted]
+
+    @cached_property
+    def correct(self) -> np.ndarray:
+        return self.predicted == self.labels
+
+    @cached_property
+    def label_rank(self) -> np.ndarray:
+        """0-based position of the label in the non-increasing order of p (ties: lower index first)."""
+        return label_rank(self.probs, self.labels)
+
+    @cached_property
+    def cumulative_mass(self) -> np.ndarray:
+        """m_ik = mass of the top-k classes, k = 1..K, clipped to [0, 1] (metrics.md, CMCE)."""
+        ordered = np.sort(self.probs, axis=1)[:, ::-1]
+        mass = np.cumsum(ordered, axis=1)
+        np.clip(mass, 0.0, 1.0, out=mass)
+        return mass
+
+    @cached_property
+    def covered(self) -> np.ndarray:
+        """c_ik = 1{y_i among the top-k} = 1{k - 1 >= rank_i}, as a boolean (N, K) matrix."""
+        return np.arange(self.probs.shape[1])[None, :] >= self.label_rank[:, None]

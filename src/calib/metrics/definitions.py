@@ -1,0 +1,129 @@
+"""Metric keys of metrics.md: what each accumulates, how it is computed, and its settings.
+
+Metrics that share an accumulator (ece, mce and debiased_ece_sq share one set of top-label bins)
+share one instance: the accumulator's identity is ``(class, settings)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..numerics import PROB_FLOOR
+from . import accumulators as acc
+
+
+@dataclass(frozen=True)
+class MetricConfig:
+    bins: int = 15
+    cmce_bins: int = 25
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    summary: str
+    #: (config, K) -> (identity, factory) of the accumulator it reads.
+    accumulator: Callable[[MetricConfig, int], tuple[tuple, Callable[[], object]]]
+    #: (accumulator, config) -> value (None when undefined, e.g. no pair in a coverage band).
+    compute: Callable[[object, MetricConfig], float | None]
+    #: (config, accumulator) -> the settings reported beside the value.
+    settings: Callable[[MetricConfig, object], dict]
+
+
+def _proper(config, k):
+    return ("proper",), acc.ProperScores
+
+
+def _top_bins(config, k):
+    return ("top", config.bins), lambda: acc.TopLabelBins(config.bins)
+
+
+def _top_values(config, k):
+    return ("top-values",), acc.TopLabelValues
+
+
+def _classwise(config, k):
+    return ("classwise", config.bins, k), lambda: acc.ClasswiseBins(config.bins, k)
+
+
+def _cumulative(config, k):
+    return ("cumulative", config.cmce_bins), lambda: acc.CumulativeMassBins(config.cmce_bins)
+
+
+def _coverage(lo, hi):
+    return lambda config, k: (("coverage", lo, hi), lambda: acc.CumulativeMassRange(lo, hi))
+
+
+def _clip_settings(config, state):
+    return {"prob_clip": PROB_FLOOR} if state.prob_clipped else {}
+
+
+def _bins(config, state):
+    return {"bins": config.bins, "scheme": "equal-width", "norm": "l1", "label": "top"}
+
+
+def debiased_ece_sq(state: acc.TopLabelBins, config: MetricConfig) -> float:
+    """sum_b (n_b/N) [(f_b - y_b)^2 - y_b (1 - y_b) / (n_b - 1)] over bins with n_b > 1 (Kumar et al. 2019)."""
+    counter = state.counter
+    keep = counter.count > 1
+    n_b = counter.count[keep]
+    f_b = counter.sum_pred[keep] / n_b
+    y_b = counter.sum_true[keep] / n_b
+    return float(np.sum(n_b / state.n * ((f_b - y_b) ** 2 - y_b * (1.0 - y_b) / (n_b - 1.0))))
+
+
+def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
+    """Top-label ECE with equal-mass bins: edges at the quantiles of the confidences, duplicate
+    edges merged, bins [l, u) with the last one closed."""
+    confidence = np.concatenate(state.confidence)
+    correct = np.concatenate(state.correct)
+    edges = np.unique(np.quantile(confidence, np.linspace(0.0, 1.0, config.bins + 1)))
+    n_edges = max(len(edges) - 1, 1)
+    index = np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_edges - 1)
+    gaps = np.bincount(index, weights=correct - confidence, minlength=n_edges)
+    return float(np.abs(gaps).sum() / len(confidence))
+
+
+def _coverage_value(state: acc.CumulativeMassRange, config: MetricConfig) -> float | None:
+    return state.covered / state.count if state.count else None
+
+
+_METRICS = [
+    Metric("accuracy", "share of rows whose argmax is the label", _proper,
+           lambda s, c: s.n_correct / s.n, lambda c, s: {}),
+    Metric("nll", "negative log-likelihood of the label", _proper,
+           lambda s, c: s.nll_sum / s.n, _clip_settings),
+    Metric("brier", "Brier score summed over classes", _proper,
+           lambda s, c: s.brier_sum / s.n, lambda c, s: {"sum_over_classes": True}),
+    Metric("ece", "top-label expected calibration error, equal-width bins", _top_bins,
+           lambda s, c: float(s.counter.weighted_error()[0]), _bins),
+    Metric("mce", "top-label maximum calibration error over non-empty bins", _top_bins,
+           lambda s, c: s.counter.max_error(), _bins),
+    Metric("ece_quantile", "top-label ECE with equal-mass bins", _top_values,
+           ece_quantile, lambda c, s: {"bins": c.bins, "scheme": "equal-mass", "norm": "l1", "label": "top"}),
+    Metric("debiased_ece_sq", "debiased squared top-label ECE (Kumar et al. 2019); may be negative", _top_bins,
+           debiased_ece_sq, lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "squared", "label": "top"}),
+    Metric("cw_ece", "classwise ECE averaged over all K classes", _classwise,
+           lambda s, c: float(np.mean(s.counter.weighted_error())),
+           lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l1", "label": "classwise"}),
+    Metric("cmce", "cumulative mass calibration error (paper 000), weighted over N*K pairs", _cumulative,
+           lambda s, c: float(s.counter.weighted_error()[0]),
+           lambda c, s: {"bins": c.cmce_bins, "scheme": "equal-width", "weighting": "weighted"}),
+    Metric("coverage_0.9_0.92", "label coverage of top-k sets with mass in [0.9, 0.92]", _coverage(0.9, 0.92),
+           _coverage_value, lambda c, s: {"range": [0.9, 0.92]}),
+    Metric("coverage_0.99_0.995", "label coverage of top-k sets with mass in [0.99, 0.995]", _coverage(0.99, 0.995),
+           _coverage_value, lambda c, s: {"range": [0.99, 0.995]}),
+]
+
+METRICS: dict[str, Metric] = {m.key: m for m in _METRICS}
+#: The default table of `calib evaluate` (metrics.md keys; V-ECE joins when it exists).
+DEFAULT_METRICS = ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995")
+
+
+def compute_value(metric: Metric, state, config: MetricConfig) -> float | None:
+    """The metric's value as a float, or None where it is undefined (never NaN in a report)."""
+    value = metric.compute(state, config)
+    return None if value is None or not np.isfinite(value) else float(value)

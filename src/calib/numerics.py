@@ -1,0 +1,80 @@
+"""Numerical primitives shared by metrics and calibrators: one stable copy of each."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Probabilities are clipped below at this value before a log is taken (metrics.md: log p >= log 1e-12).
+PROB_FLOOR = 1e-12
+LOG_PROB_FLOOR = float(np.log(PROB_FLOOR))
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise ``z - logsumexp(z)`` in float64, stable for any finite ``z`` (max subtracted first)."""
+    z = np.asarray(logits, dtype=np.float64)
+    shifted = z - z.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def log_softmax_and_softmax(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both ``log_softmax(z)`` and ``softmax(z)`` from a single ``exp`` (the costly pass)."""
+    z = np.asarray(logits, dtype=np.float64)
+    shifted = z - z.max(axis=1, keepdims=True)
+    probs = np.exp(shifted)
+    total = probs.sum(axis=1, keepdims=True)
+    probs /= total
+    shifted -= np.log(total)
+    return shifted, probs
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 through :func:`log_softmax` (rows sum to 1 within float rounding)."""
+    return np.exp(log_softmax(logits))
+
+
+def logsumexp_rows(values: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp in float64."""
+    v = np.asarray(values, dtype=np.float64)
+    top = v.max(axis=1)
+    return top + np.log(np.exp(v - top[:, None]).sum(axis=1))
+
+
+def log_of_probs(probs: np.ndarray) -> np.ndarray:
+    """``log(max(p, PROB_FLOOR))`` in float64: the log-space view of a probability matrix."""
+    return np.log(np.maximum(np.asarray(probs, dtype=np.float64), PROB_FLOOR))
+
+
+def bin_index(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-width bin of each value in [0, 1]: ``b = min(floor(v * B), B - 1)``.
+
+    Bins are [l, u) with the last one closed, so 1.0 falls in bin B - 1. Values are assumed in
+    [0, 1]; a value a rounding error below 0 is put in bin 0.
+    """
+    idx = np.multiply(values, n_bins, dtype=np.float64).astype(np.intp)
+    np.clip(idx, 0, n_bins - 1, out=idx)
+    return idx
+
+
+def label_rank(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """0-based rank of each row's label in the non-increasing order of ``scores``.
+
+    Ties go to the lower class index: rank = #{j : s_j > s_y} + #{j < y : s_j = s_y}.
+    Vectorised over rows; no sort needed.
+    """
+    rows = np.arange(scores.shape[0])
+    own = scores[rows, labels][:, None]
+    above = (scores > own).sum(axis=1)
+    tied_before = ((scores == own) & (np.arange(scores.shape[1])[None, :] < labels[:, None])).sum(axis=1)
+    return above + tied_before
+
+
+#: Elements (rows x classes) processed at once by streaming code: 2**21 float64 values = 16 MiB per
+#: temporary, so a pass over any input holds a few tens of MiB whatever N is.
+CHUNK_ELEMENTS = 1 << 21
+
+
+def row_chunks(n_rows: int, n_cols: int, chunk_elements: int = CHUNK_ELEMENTS):
+    """Yield ``slice`` objects covering ``range(n_rows)`` with about ``chunk_elements`` values each."""
+    step = max(1, chunk_elements // max(1, n_cols))
+    for start in range(0, n_rows, step):
+        yield slice(start, min(start + step, n_rows))

@@ -1,0 +1,73 @@
+"""Fit a calibrator to a bundle, load it back with its compatibility checks, apply it in chunks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import __version__
+from .bundle import Bundle, read_bundle, write_bundle
+from .calibrators.base import Calibrator
+from .errors import InputError, UsageError
+from .io.predictions import Predictions
+from .registry import CALIBRATORS, calibrator_class
+
+
+def fit_calibrator(preds: Predictions, method: str, options: dict | None = None, *, seed: int = 0) -> Calibrator:
+    """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``."""
+    cls = calibrator_class(method)
+    if preds.labels is None:
+        raise InputError(f"{preds.name}: fitting needs labels; pass --labels FILE")
+    parsed = cls.parse_options(options or {})
+    return cls(parsed).fit(preds.all_logits(), preds.labels, seed=seed)
+
+
+def save_calibrator(calibrator: Calibrator, preds: Predictions, path: str, *, seed: int = 0, force: bool = False) -> dict:
+    """Write the bundle directory for a calibrator fitted on ``preds``; returns the manifest."""
+    manifest = {
+        "calib_version": __version__,
+        "method": calibrator.name,
+        "options": {**dataclasses.asdict(calibrator.options), "seed": seed},
+        "n_classes": preds.k,
+        "input_kind": preds.kind,
+        "fitted_on": {"n": preds.n, "sha256": preds.sha256},
+        "fit_report": calibrator.fit_report(),
+    }
+    write_bundle(path, manifest=manifest, state=calibrator.to_state(), force=force)
+    return manifest
+
+
+def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
+    """Read and verify a bundle and rebuild its fitted calibrator."""
+    bundle = read_bundle(path, CALIBRATORS)
+    cls = CALIBRATORS[bundle.method]
+    options = dict(bundle.manifest["options"])
+    options.pop("seed", None)
+    try:
+        calibrator = cls.from_state(cls.parse_options(options), bundle.state)
+    except (KeyError, TypeError, ValueError, UsageError) as exc:
+        from .errors import BundleError
+
+        raise BundleError(f"{path}: the saved state of {bundle.method!r} is incomplete or invalid ({exc})") from None
+    return calibrator, bundle
+
+
+def check_compatible(bundle: Bundle, preds: Predictions, bundle_path: str) -> None:
+    """A bundle applies only to inputs with its class count and input kind."""
+    if preds.k != bundle.n_classes:
+        raise InputError(f"{preds.name}: has K = {preds.k} classes but bundle {bundle_path} was fitted for K = {bundle.n_classes}")
+    if preds.kind != bundle.input_kind:
+        raise InputError(
+            f"{preds.name}: input kind is {preds.kind} ({preds.kind_reason}) but bundle {bundle_path} "
+            f"was fitted on {bundle.input_kind}; pass --input-kind {bundle.input_kind} if that is what the file holds"
+        )
+
+
+def apply_calibrator(calibrator: Calibrator, preds: Predictions, what: str = "probs") -> np.ndarray:
+    """Calibrated probabilities (``what="probs"``) or log-probabilities for every row, in chunks."""
+    out = np.empty((preds.n, preds.k), dtype=np.float64)
+    for rows in preds.chunks():
+        log_probs = calibrator.transform(preds.logits(rows))
+        out[rows] = np.exp(log_probs) if what == "probs" else log_probs
+    return out
