@@ -35,8 +35,8 @@ def apply(
         check_output_path(out, [pred, labels or "-"])
     calibrator, saved = pipeline.load_calibrator(bundle)
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix)
-    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     pipeline.check_compatible(saved, preds, bundle)
+    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     result = pipeline.apply_calibrator(calibrator, preds, what)
     if out == "-":
         sys.stdout.buffer.write(npy_bytes(result))

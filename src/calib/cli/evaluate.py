@@ -10,7 +10,7 @@ import typer
 
 from .. import pipeline
 from ..evaluate import evaluate as build_report
-from ..evaluate import parse_gate, parse_increase_gates
+from ..evaluate import check_metric_keys, parse_gate, parse_increase_gates
 from ..io import read_predictions
 from ..io.atomic import write_bytes_atomic
 from ..metrics import MetricConfig
@@ -38,14 +38,14 @@ def evaluate(
     """
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_increase_gates(max_increase or [], baseline)
-    keys = [k.strip() for k in metrics.split(",") if k.strip()] if metrics else None
+    keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
     calibrator = saved = None
     if bundle is not None:
         calibrator, saved = pipeline.load_calibrator(bundle)
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
-    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     if saved is not None:
         pipeline.check_compatible(saved, preds, bundle)
+    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
                           calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates)
     text = json.dumps(report, indent=2) + "\n"

@@ -41,8 +41,8 @@ def fit(
         given[key.strip()] = value.strip()
     start = time.perf_counter()
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
-    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     calibrator = pipeline.fit_calibrator(preds, method, given, seed=seed)
     pipeline.save_calibrator(calibrator, preds, out, seed=seed, force=force)
+    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     render.fit_summary(method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind,
                        seconds=time.perf_counter() - start, out=out)

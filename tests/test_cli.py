@@ -1,0 +1,153 @@
+"""The command line end to end, as a user runs it (cli.md)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import reference as ref
+from calib.numerics import log_softmax
+from conftest import ROOT, SAMPLE
+
+
+def _json(out):
+    return json.loads(out)
+
+
+def test_done_when_fit_apply_evaluate_cifar100(tmp_path, run, cifar100):
+    bundle, out = tmp_path / "B", tmp_path / "p.npy"
+    assert run("fit", cifar100["val"], "--method", "ts", "--out", bundle)[0] == 0
+    code, _, err = run("apply", bundle, cifar100["test"], "--out", out)
+    assert code == 0, err
+    code, stdout, err = run("evaluate", cifar100["test"], "--bundle", bundle, "--json", "-")
+    assert code == 0, err
+    report = _json(stdout)
+    temperature = json.loads((bundle / "params.json").read_text())["temperature"]
+    # independent computation of the calibrated metrics from the definitions
+    probs = np.exp(log_softmax(cifar100["test_logits"].astype(np.float64) / temperature))
+    labels = cifar100["test_labels"]
+    assert np.allclose(np.load(out), probs, atol=1e-12, rtol=0)
+    m = {k: v["value"] for k, v in report["metrics"].items()}
+    assert m["accuracy"] == pytest.approx(np.mean(probs.argmax(1) == labels), abs=1e-12)
+    assert m["nll"] == pytest.approx(-np.mean(np.log(probs[np.arange(len(labels)), labels])), abs=1e-6)
+    assert m["brier"] == pytest.approx(np.mean(((probs - np.eye(100)[labels]) ** 2).sum(1)), abs=1e-6)
+    assert m["ece"] == pytest.approx(ref.ece(probs, labels), abs=1e-6)
+    assert m["mce"] == pytest.approx(ref.mce(probs, labels), abs=1e-6)
+    subset = slice(0, 400)  # the literal pair-by-pair CMCE is slow: check it on a subset below
+    assert m["cw_ece"] == pytest.approx(ref.cw_ece(probs, labels), abs=1e-6)
+    assert report["uncalibrated_metrics"]["ece"]["value"] == pytest.approx(ref.ece(ref.softmax(cifar100["test_logits"]), labels), abs=1e-6)
+    np.savez(tmp_path / "sub.npz", probs=probs[subset], labels=labels[subset])
+    code, stdout, _ = run("evaluate", tmp_path / "sub.npz", "--json", "-", "--metrics", "cmce,coverage_0.9_0.92")
+    sub = _json(stdout)["metrics"]
+    assert sub["cmce"]["value"] == pytest.approx(ref.cmce(probs[subset], labels[subset]), abs=1e-9)
+    assert sub["coverage_0.9_0.92"]["value"] == pytest.approx(ref.coverage(probs[subset], labels[subset], 0.9, 0.92), abs=1e-12)
+    assert report["input"] == {"path": str(cifar100["test"]), "kind": "logits", "n": 10000, "k": 100,
+                               "sha256": report["input"]["sha256"]}
+    assert report["passed"] is True and report["gates"] == []
+
+
+def test_parquet_and_npy_with_labels_give_the_same_numbers(tmp_path, run, cifar100):
+    assert run("fit", cifar100["val"], "--method", "ts", "--out", tmp_path / "B")[0] == 0
+    logits, labels = cifar100["test_logits"], cifar100["test_labels"]
+    np.save(tmp_path / "t.npy", logits)
+    (tmp_path / "y.txt").write_text("\n".join(map(str, labels)))
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(logits.reshape(-1)), 100)
+    pq.write_table(pa.table({"row_id": np.arange(len(labels)), "logits": fixed, "label": labels}), tmp_path / "t.parquet")
+    reports = [
+        _json(run("evaluate", cifar100["test"], "--bundle", tmp_path / "B", "--json", "-")[1]),
+        _json(run("evaluate", tmp_path / "t.npy", "--labels", tmp_path / "y.txt", "--bundle", tmp_path / "B", "--json", "-")[1]),
+        _json(run("evaluate", tmp_path / "t.parquet", "--bundle", tmp_path / "B", "--json", "-")[1]),
+    ]
+    assert reports[0]["metrics"] == reports[1]["metrics"] == reports[2]["metrics"]
+    # apply carries parquet columns through
+    assert run("apply", tmp_path / "B", tmp_path / "t.parquet", "--out", tmp_path / "o.parquet")[0] == 0
+    table = pq.read_table(tmp_path / "o.parquet")
+    assert table.column("row_id").to_pylist() == list(range(len(labels)))
+    assert table.column("label").to_pylist() == labels.tolist()
+    assert "probs" in table.column_names
+
+
+def test_gates_and_exit_codes(tmp_path, run):
+    test = SAMPLE / "cifar10_test.npz"
+    code, out, err = run("evaluate", test, "--fail-if", "cmce>0.5", "--json", tmp_path / "r.json")
+    assert code == 0 and "gate pass" in out
+    code, out, err = run("evaluate", test, "--fail-if", "cmce>0.0001", "--fail-if", "accuracy<0.5", "--json", tmp_path / "r2.json")
+    assert code == 1 and "gate failed: cmce>0.0001" in err
+    report = json.loads((tmp_path / "r2.json").read_text())  # written even when a gate fails
+    assert report["passed"] is False and [g["passed"] for g in report["gates"]] == [False, True]
+    # a gate on a metric not in --metrics is computed anyway
+    code, out, _ = run("evaluate", test, "--metrics", "accuracy", "--fail-if", "ece>0.5", "--json", "-")
+    assert code == 0 and "ece" in _json(out)["metrics"]
+
+
+def test_baseline_gate(tmp_path, run):
+    val, test = SAMPLE / "cifar10_val.npz", SAMPLE / "cifar10_test.npz"
+    assert run("evaluate", test, "--json", tmp_path / "base.json")[0] == 0
+    assert run("fit", val, "--method", "ts", "--out", tmp_path / "B")[0] == 0
+    code, out, _ = run("evaluate", test, "--bundle", tmp_path / "B", "--baseline", tmp_path / "base.json",
+                       "--max-increase", "cmce=0.001", "--json", "-")
+    gate = _json(out)["gates"][0]
+    base = json.loads((tmp_path / "base.json").read_text())["metrics"]["cmce"]["value"]
+    assert gate["baseline"] == base and gate["increase"] == pytest.approx(gate["value"] - base)
+    assert code == (0 if gate["increase"] <= 0.001 else 1)
+    # an impossible budget fails: the same file against itself with a negative allowance
+    code, _, err = run("evaluate", test, "--baseline", tmp_path / "base.json", "--max-increase", "cmce=-1")
+    assert code == 1
+    # different settings are not comparable
+    code, _, err = run("evaluate", test, "--cmce-bins", "10", "--baseline", tmp_path / "base.json", "--max-increase", "cmce=1")
+    assert code == 2 and "not comparable" in err
+
+
+def test_table_output_and_methods(run):
+    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz")
+    assert code == 0 and "cmce" in out and "coverage_0.99_0.995" in out
+    code, out, _ = run("methods")
+    assert code == 0 and "ts" in out and "cmce" in out
+
+
+@pytest.mark.parametrize("command", ["fit", "apply", "evaluate", "methods"])
+def test_every_command_has_help_with_an_example(run, command):
+    code, out, _ = run(command, "--help")
+    assert code == 0 and "Example" in out
+
+
+def test_apply_to_stdout_and_log_probs(tmp_path, run):
+    assert run("fit", SAMPLE / "cifar10_val.npz", "--method", "ts", "--out", tmp_path / "B")[0] == 0
+    done = subprocess.run([sys.executable, "-m", "calib", "apply", str(tmp_path / "B"), str(SAMPLE / "cifar10_test.npz"),
+                           "--out", "-", "--what", "log-probs"], capture_output=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    import io
+
+    log_probs = np.load(io.BytesIO(done.stdout))
+    assert log_probs.shape == (10000, 10) and np.allclose(np.exp(log_probs).sum(1), 1)
+
+
+def test_same_seed_same_bytes(tmp_path, run):
+    for name in ("a", "b"):
+        assert run("fit", SAMPLE / "cifar10_val.npz", "--method", "ts", "--out", tmp_path / name, "--seed", "3")[0] == 0
+        for suffix in ("npy", "npz", "parquet"):
+            assert run("apply", tmp_path / name, SAMPLE / "cifar10_test.npz", "--out", tmp_path / f"{name}.{suffix}")[0] == 0
+    for suffix in ("npy", "npz", "parquet"):
+        assert (tmp_path / f"a.{suffix}").read_bytes() == (tmp_path / f"b.{suffix}").read_bytes()
+
+
+def test_console_script_starts_without_heavy_imports():
+    code = ("import sys, calib.cli.app; heavy = {'torch', 'catboost', 'matplotlib', 'pyarrow'} & set(sys.modules); "
+            "print(sorted(heavy))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_public_api_is_pinned():
+    import calib
+
+    assert calib.__all__ == [
+        "Bundle", "BundleError", "CALIBRATORS", "CalibError", "Calibrator", "InputError", "METRICS",
+        "MetricConfig", "Predictions", "State", "TemperatureScaling", "UsageError", "__version__",
+        "apply_calibrator", "calibrator_class", "evaluate", "fit_calibrator", "load_calibrator",
+        "read_bundle", "read_predictions", "save_calibrator", "write_bundle",
+    ]

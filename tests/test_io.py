@@ -1,0 +1,125 @@
+"""Readers and writers: every format round-trips, kinds are detected, parquet columns carried."""
+
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from calib.io import read_predictions, write_matrix
+from calib.io.writers import npz_bytes
+
+
+@pytest.fixture
+def arrays():
+    rng = np.random.default_rng(0)
+    logits = (rng.normal(size=(40, 4)) * 3).astype(np.float32)
+    labels = rng.integers(0, 4, 40)
+    return logits, labels
+
+
+def test_npy_with_labels_files(tmp_path, arrays):
+    logits, labels = arrays
+    np.save(tmp_path / "s.npy", logits)
+    np.save(tmp_path / "y.npy", labels)
+    (tmp_path / "y.txt").write_text("\n".join(map(str, labels)) + "\n")
+    a = read_predictions(str(tmp_path / "s.npy"), labels_path=str(tmp_path / "y.npy"))
+    b = read_predictions(str(tmp_path / "s.npy"), labels_path=str(tmp_path / "y.txt"))
+    assert a.kind == "logits" and np.array_equal(a.labels, labels) and np.array_equal(b.labels, labels)
+    assert np.array_equal(a.logits(), logits.astype(np.float64))
+
+
+@pytest.mark.parametrize("name,kind", [("logits", "logits"), ("log_probs", "log-probs"), ("probs", "probs")])
+def test_npz_names_say_the_kind(tmp_path, arrays, name, kind):
+    logits, labels = arrays
+    z = logits.astype(np.float64)
+    lp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    data = {"logits": z, "log_probs": lp, "probs": np.exp(lp)}[name]
+    np.savez(tmp_path / "p.npz", **{name: data, "labels": labels})
+    preds = read_predictions(str(tmp_path / "p.npz"))
+    assert preds.kind == kind
+    assert np.allclose(np.exp(preds.logits()) / np.exp(preds.logits()).sum(1, keepdims=True), np.exp(lp), atol=1e-12)
+
+
+def test_auto_detection_reports_its_decision(tmp_path, arrays):
+    logits, _ = arrays
+    z = logits.astype(np.float64)
+    lp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    for data, kind in ((z, "logits"), (lp, "log-probs"), (np.exp(lp), "probs")):
+        np.save(tmp_path / "a.npy", data)
+        preds = read_predictions(str(tmp_path / "a.npy"))
+        assert preds.kind == kind and preds.kind_reason
+    np.savez(tmp_path / "unnamed.npz", z)
+    assert read_predictions(str(tmp_path / "unnamed.npz")).kind == "logits"
+
+
+def test_binary_single_column(tmp_path):
+    p1 = np.array([0.1, 0.8, 0.5])
+    np.save(tmp_path / "b.npy", p1)
+    preds = read_predictions(str(tmp_path / "b.npy"))
+    assert preds.kind == "probs" and preds.k == 2
+    assert np.allclose(np.exp(preds.logits()), np.stack([1 - p1, p1], 1))
+    np.save(tmp_path / "z.npy", np.array([[-2.0], [3.0]]))
+    preds = read_predictions(str(tmp_path / "z.npy"))
+    assert preds.kind == "logits" and preds.logits().tolist() == [[0.0, -2.0], [0.0, 3.0]]
+
+
+def test_parquet_list_fixed_and_wide_columns_agree(tmp_path, arrays):
+    logits, labels = arrays
+    ids = [f"id{i}" for i in range(len(labels))]
+    lists = pa.array(logits.tolist(), type=pa.list_(pa.float32()))
+    pq.write_table(pa.table({"id": ids, "logits": lists, "label": labels}), tmp_path / "list.parquet")
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(logits.reshape(-1)), 4)
+    pq.write_table(pa.table({"logits": fixed, "label": labels}), tmp_path / "fixed.parquet")
+    wide = {f"logit_{j}": logits[:, j] for j in (2, 0, 3, 1)}  # out of order on purpose
+    pq.write_table(pa.table({**wide, "label": labels, "id": ids}), tmp_path / "wide.parquet")
+    for name in ("list", "fixed", "wide"):
+        preds = read_predictions(str(tmp_path / f"{name}.parquet"))
+        assert preds.kind == "logits" and np.array_equal(preds.labels, labels), name
+        assert np.array_equal(preds.logits(), logits.astype(np.float64)), name
+    carried = read_predictions(str(tmp_path / "wide.parquet")).passthrough
+    assert carried.column_names == ["id"]
+    custom = read_predictions(str(tmp_path / "wide.parquet"), score_prefix="logit_")
+    assert np.array_equal(custom.logits(), logits.astype(np.float64))
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".parquet"])
+def test_writer_round_trip(tmp_path, arrays, suffix):
+    logits, labels = arrays
+    probs = np.exp(logits - logits.max(1, keepdims=True)).astype(np.float64)
+    probs /= probs.sum(1, keepdims=True)
+    path = str(tmp_path / f"out{suffix}")
+    passthrough = pa.table({"id": list(range(len(labels)))})
+    write_matrix(path, probs, "probs", labels=labels, passthrough=passthrough if suffix == ".parquet" else None)
+    back = read_predictions(path, labels_path=None)
+    assert back.kind == "probs"
+    assert np.array_equal(np.asarray(back.scores), probs)
+    if suffix != ".npy":
+        assert np.array_equal(back.labels, labels)
+    if suffix == ".parquet":
+        assert back.passthrough.column("id").to_pylist() == list(range(len(labels)))
+
+
+def test_npz_bytes_are_deterministic():
+    arrays = {"probs": np.eye(3), "labels": np.arange(3)}
+    assert npz_bytes(arrays) == npz_bytes(arrays)
+    loaded = np.load(io.BytesIO(npz_bytes(arrays)))
+    assert np.array_equal(loaded["probs"], np.eye(3))
+
+
+def test_stdin_npy_stream(tmp_path, arrays):
+    logits, labels = arrays
+    np.save(tmp_path / "y.npy", labels)
+    buffer = io.BytesIO()
+    np.save(buffer, logits)
+    done = subprocess.run([sys.executable, "-m", "calib", "evaluate", "-", "--labels", str(tmp_path / "y.npy"), "--json", "-",
+                           "--metrics", "accuracy"], input=buffer.getvalue(), capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    import json
+
+    report = json.loads(done.stdout)
+    assert report["input"]["path"] == "<stdin>"
+    assert report["metrics"]["accuracy"]["value"] == pytest.approx(np.mean(logits.argmax(1) == labels))
