@@ -11,7 +11,7 @@ from . import __version__
 from .calibrators.base import Calibrator
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
-from .metrics import DEFAULT_METRICS, METRICS, Batch, MetricConfig, compute_value
+from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
 from .numerics import log_softmax_and_softmax
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -53,12 +53,12 @@ def check_metric_keys(keys) -> list[str]:
 
 def uncalibrated_batch(preds: Predictions, rows: slice) -> Batch:
     """The model's own probabilities: as given for probs inputs, else log-softmax of the logits."""
-    labels = preds.labels[rows]
+    labels, truth = preds.labels[rows], preds.true_probs_rows(rows)
     given = preds.probs_as_given(rows)
     if given is not None:
-        return Batch(labels, probs=given)
+        return Batch(labels, probs=given, true_probs=truth)
     log_probs, probs = log_softmax_and_softmax(preds.logits(rows))
-    return Batch(labels, log_probs=log_probs, probs=probs)
+    return Batch(labels, log_probs=log_probs, probs=probs, true_probs=truth)
 
 
 def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None):
@@ -73,7 +73,8 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
     for rows in preds.chunks():
         uncalibrated.update(uncalibrated_batch(preds, rows))
         if calibrated is not None:
-            calibrated.update(Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows))))
+            calibrated.update(Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows)),
+                                    true_probs=preds.true_probs_rows(rows)))
     if calibrated is None:
         return uncalibrated.results(), None
     return calibrated.results(), uncalibrated.results()
@@ -172,7 +173,12 @@ def evaluate(
     increase_gates: list[IncreaseGate] = (),
 ) -> dict:
     """The JSON report of cli.md. Gate metrics are computed even when not asked for."""
-    keys = check_metric_keys(list(metrics or DEFAULT_METRICS) + [g.metric for g in (*gates, *increase_gates)])
+    default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
+    keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
+    if preds.true_probs is None:
+        needing = [key for key in keys if METRICS[key].needs_truth]
+        if needing:
+            raise UsageError(f"metric {needing[0]!r} needs the true probabilities: pass --true-probs FILE")
     values, before = compute_metrics(preds, keys, config, calibrator)
     for gate in increase_gates:
         if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:

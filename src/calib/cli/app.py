@@ -14,6 +14,7 @@ from .apply import apply
 from .evaluate import evaluate
 from .fit import fit
 from .methods import methods
+from .synth import app as synth_app
 
 app = typer.Typer(
     name="calib",
@@ -26,6 +27,7 @@ app.command()(fit)
 app.command()(apply)
 app.command()(evaluate)
 app.command()(methods)
+app.add_typer(synth_app, name="synth")
 
 
 def _version(value: bool) -> None:

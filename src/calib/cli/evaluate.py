@@ -11,7 +11,7 @@ import typer
 from .. import pipeline
 from ..evaluate import evaluate as build_report
 from ..evaluate import check_metric_keys, parse_gate, parse_increase_gates
-from ..io import read_predictions
+from ..io import read_predictions, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from ..metrics import MetricConfig
 from . import options, render
@@ -28,6 +28,7 @@ def evaluate(
     fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="Gate, e.g. 'cmce>0.01': exit 1 when it holds (repeatable).", show_default=False)] = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier JSON report to compare against.", show_default=False)] = None,
     max_increase: Annotated[Optional[list[str]], typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False)] = None,
+    true_probs: Annotated[Optional[str], typer.Option("--true-probs", help="True probabilities (synthetic data): .npy, or the true_probs array/column of a .npz/.parquet; adds nll_true, brier_true and CPSME.", show_default=False)] = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
 ) -> None:
@@ -45,6 +46,8 @@ def evaluate(
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
     if saved is not None:
         pipeline.check_compatible(saved, preds, bundle)
+    if true_probs is not None:
+        preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
                           calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from rich.console import Console
@@ -43,6 +44,30 @@ def _settings(settings: dict) -> str:
         elif key in ("scheme", "norm", "label") and value not in ("equal-width", "l1", "top"):
             parts.append(str(value))
     return ", ".join(parts)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int):
+    """A progress bar on stderr; yields ``advance(status)`` to call once per step."""
+    if total <= 0:
+        yield lambda status="": None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
+                  TimeElapsedColumn(), console=_err, transient=True) as bar:
+        task = bar.add_task(description, total=total, status="")
+        yield lambda status="": bar.update(task, advance=1, status=status)
+
+
+def key_values(title: str, values: dict) -> None:
+    """A two-column table of names and values (stderr: a summary, not data)."""
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in values.items():
+        table.add_row(str(key).replace("_", " "), _fmt(value))
+    _err.print(table)
 
 
 def fit_summary(method: str, report: dict, *, n: int, k: int, kind: str, seconds: float, out: str) -> None:

@@ -25,6 +25,7 @@ class Predictions:
     labels: np.ndarray | None
     sha256: str
     passthrough: object | None = None  # pyarrow.Table of parquet columns carried through `apply`
+    true_probs: np.ndarray | None = None  # (N, K) true conditional probabilities (synthetic data)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -70,6 +71,9 @@ class Predictions:
             raw = raw.reshape(-1)
             return np.stack([1.0 - raw, raw], axis=1)
         return raw
+
+    def true_probs_rows(self, rows: slice) -> np.ndarray | None:
+        return None if self.true_probs is None else np.asarray(self.true_probs[rows], dtype=np.float64)
 
     def all_logits(self) -> np.ndarray:
         """Every row at once (for fitting, where the calibration split is held in memory)."""

@@ -78,6 +78,43 @@ def read_predictions(
     return preds
 
 
+#: Array / column holding the true conditional probabilities in synthetic-data files.
+TRUE_PROBS = "true_probs"
+
+
+def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
+    """True probabilities for ``preds``: a .npy matrix, the ``true_probs`` array of a .npz, or the
+    ``true_probs`` list column of a .parquet; checked as probabilities of shape (N, K)."""
+    _require_file(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".npy":
+        truth = _load_npy(path, path, mmap=True)
+    elif suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                if TRUE_PROBS not in archive.files:
+                    raise InputError(f"{path}: no array named {TRUE_PROBS!r} (found {', '.join(archive.files) or 'none'})")
+                truth = archive[TRUE_PROBS]
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    elif suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path, columns=[TRUE_PROBS])
+        except (pa.ArrowException, OSError, KeyError) as exc:
+            raise InputError(f"{path}: no readable list column {TRUE_PROBS!r} ({exc})") from None
+        truth = _list_column_to_matrix(table.column(TRUE_PROBS), path, TRUE_PROBS)
+    else:
+        raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected .npy, .npz or .parquet")
+    check_score_array(truth, path)
+    if truth.shape != (preds.n, preds.k):
+        raise InputError(f"{path}: true probabilities have shape {truth.shape}; the predictions are ({preds.n}, {preds.k})")
+    resolve_kind(truth, "probs", path)
+    return truth
+
+
 def read_labels(path: str) -> np.ndarray:
     """Labels from a .npy of integers or a text file with one integer per line."""
     _require_file(path)

@@ -13,7 +13,7 @@ from .atomic import atomic_path, write_bytes_atomic
 
 OUTPUT_SUFFIXES = (".npy", ".npz", ".parquet")
 #: Array / column name used for each output kind.
-OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs"}
+OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs", "logits": "logits"}
 
 
 def check_output_path(path: str, inputs: list[str]) -> None:
@@ -27,7 +27,7 @@ def check_output_path(path: str, inputs: list[str]) -> None:
 
 
 def write_matrix(path: str, matrix: np.ndarray, what: str, *, labels=None, passthrough=None) -> None:
-    """Write an (N, K) float matrix (``what`` = probs or log-probs) atomically.
+    """Write an (N, K) float matrix (``what`` = probs, log-probs or logits) atomically.
 
     .npy: the matrix alone. .npz: the matrix under its kind's name, plus ``labels`` if known.
     .parquet: a fixed-size-list column named for the kind, ``label``, and the carried-through columns.

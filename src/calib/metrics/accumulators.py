@@ -95,3 +95,37 @@ class CumulativeMassRange:
         stop = (mass <= self.hi).sum(axis=1)
         self.count += int((stop - start).sum())
         self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
+
+
+#: Levels of CPSME (metrics.md): alpha = 0.05, 0.10, ..., 0.50.
+CPSME_ALPHAS = tuple(round(0.05 * i, 2) for i in range(1, 11))
+
+
+class TrueProbScores:
+    """Scores against the TRUE conditional distribution p (synthetic data), per row:
+
+    - nll_true = -sum_k p_k log p^_k  (the expected NLL when labels are drawn from p);
+    - brier_true = sum_k (p^_k - p_k)^2  (the expected Brier score less its irreducible part);
+    - cpsme_alpha = |sum_{y in C*_alpha} (p_y - p^_y)|, C*_alpha the smallest top-k set of p with
+      mass >= 1 - alpha, ties to the lower class index (paper 002, section 5.2; metrics.md).
+    """
+
+    def __init__(self):
+        self.n = 0
+        self.nll_sum = 0.0
+        self.brier_sum = 0.0
+        self.cpsme_sum = np.zeros(len(CPSME_ALPHAS))
+
+    def update(self, batch: Batch) -> None:
+        truth, probs = batch.true_probs, batch.probs
+        self.n += batch.n
+        self.nll_sum -= float(np.einsum("ij,ij->", truth, batch.log_probs))
+        self.brier_sum += float(((probs - truth) ** 2).sum())
+        order = np.argsort(-truth, axis=1, kind="stable")
+        true_sorted = np.take_along_axis(truth, order, axis=1)
+        mass = np.cumsum(true_sorted, axis=1)
+        gap = np.cumsum(true_sorted - np.take_along_axis(probs, order, axis=1), axis=1)
+        last = truth.shape[1] - 1
+        for i, alpha in enumerate(CPSME_ALPHAS):
+            size = np.minimum((mass < 1.0 - alpha).sum(axis=1), last)  # 0-based end of C*_alpha
+            self.cpsme_sum[i] += np.abs(gap[batch.rows, size]).sum()

@@ -13,14 +13,17 @@ class Batch:
     """Probabilities, log-probabilities and labels of a chunk of rows (float64).
 
     Give ``log_probs`` (normalised, e.g. from log-softmax) and/or ``probs`` (both when both are at
-    hand: they must then agree). When only ``probs`` is given, ``log_probs`` is log(max(p, 1e-12))
+    hand: they must then agree), and ``true_probs`` where the true conditional distribution is known
+    (synthetic data). When only ``probs`` is given, ``log_probs`` is log(max(p, 1e-12))
     (metrics.md) and ``prob_clipped`` is set; when only ``log_probs``, probs = exp(log_probs).
     """
 
-    def __init__(self, labels: np.ndarray, *, log_probs: np.ndarray | None = None, probs: np.ndarray | None = None):
+    def __init__(self, labels: np.ndarray, *, log_probs: np.ndarray | None = None, probs: np.ndarray | None = None,
+                 true_probs: np.ndarray | None = None):
         if log_probs is None and probs is None:
             raise ValueError("Batch needs log_probs or probs")
         self.labels = labels
+        self.true_probs = true_probs
         self._log_probs = log_probs
         self._probs = probs
         self.prob_clipped = log_probs is None

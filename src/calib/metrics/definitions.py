@@ -31,6 +31,8 @@ class Metric:
     compute: Callable[[object, MetricConfig], float | None]
     #: (config, accumulator) -> the settings reported beside the value.
     settings: Callable[[MetricConfig, object], dict]
+    #: True when the metric needs the true conditional probabilities (--true-probs).
+    needs_truth: bool = False
 
 
 def _proper(config, k):
@@ -118,7 +120,30 @@ _METRICS = [
            _coverage_value, lambda c, s: {"range": [0.99, 0.995]}),
 ]
 
-METRICS: dict[str, Metric] = {m.key: m for m in _METRICS}
+def _truth(config, k):
+    return ("truth",), acc.TrueProbScores
+
+
+def _cpsme(index):
+    return lambda s, c: float(s.cpsme_sum[index] / s.n)
+
+
+_TRUTH_METRICS = [
+    Metric("nll_true", "expected NLL under the true probabilities: mean -sum_k p_k log p^_k", _truth,
+           lambda s, c: s.nll_sum / s.n, lambda c, s: {"against": "true_probs"}, needs_truth=True),
+    Metric("brier_true", "squared distance to the true probabilities: mean sum_k (p^_k - p_k)^2", _truth,
+           lambda s, c: s.brier_sum / s.n, lambda c, s: {"against": "true_probs"}, needs_truth=True),
+    Metric("cpsme_avg", "CPSME averaged over alpha = 0.05..0.5 (paper 002)", _truth,
+           lambda s, c: float(s.cpsme_sum.mean() / s.n), lambda c, s: {"alphas": list(acc.CPSME_ALPHAS)}, needs_truth=True),
+] + [
+    Metric(f"cpsme_{alpha:g}", f"mass error on the true {1 - alpha:g}-set of the true probabilities", _truth,
+           _cpsme(i), lambda c, s, a=alpha: {"alpha": a}, needs_truth=True)
+    for i, alpha in enumerate(acc.CPSME_ALPHAS)
+]
+
+METRICS: dict[str, Metric] = {m.key: m for m in _METRICS + _TRUTH_METRICS}
+#: Added to the default table when the true probabilities are given.
+TRUTH_METRICS = tuple(m.key for m in _TRUTH_METRICS)
 #: The default table of `calib evaluate` (metrics.md keys; V-ECE joins when it exists).
 DEFAULT_METRICS = ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995")
 

@@ -1,0 +1,132 @@
+"""`calib synth gaussian-grid | contaminate | known-ce`: data with known truth (benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from ..bundle import dumps
+from ..errors import UsageError
+from ..io import check_output_path, read_predictions
+from ..io.atomic import atomic_directory, write_bytes_atomic
+from ..io.writers import npz_bytes, write_matrix
+from ..synth import contaminate as contaminate_logits
+from ..synth import contamination_temperatures, known_ce_data, true_calibration_errors
+from ..synth.gaussian_grid import CIRCLE_RADIUS, SIGMA, make_gaussian_grid
+from . import options, render
+
+app = typer.Typer(help="Generate data with known truth: the Gaussian grid, contamination, known calibration error.",
+                  no_args_is_help=True)
+
+Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice.")]
+
+
+@app.command("gaussian-grid")
+def gaussian_grid(
+    out: Annotated[str, typer.Option("--out", "-o", help="Directory to write cal.npz, test.npz and meta.json.", show_default=False)],
+    classes: Annotated[int, typer.Option("--classes", "-k", min=2, help="Number of classes K (up to 10,000).")] = 10,
+    n_cal: Annotated[int, typer.Option("--n-cal", min=1, help="Calibration rows.")] = 5000,
+    n_test: Annotated[int, typer.Option("--n-test", min=1, help="Test rows.")] = 10000,
+    n_train: Annotated[int, typer.Option("--n-train", min=1, help="Rows the classifier is trained on.")] = 50000,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Training epochs.")] = 15,
+    sigma: Annotated[float, typer.Option("--sigma", min=0.0, help="Class standard deviation (paper 002's circle: 0.75).")] = SIGMA,
+    layout: Annotated[str, typer.Option("--layout", help="auto (circle for K < 10, else square grid) | grid | circle.")] = "auto",
+    radius: Annotated[float, typer.Option("--radius", help="Circle radius.")] = CIRCLE_RADIUS,
+    model: Annotated[str, typer.Option("--model", help="mlp (train the RFF + MLP classifier) | truth (logits = log p(y|x)).")] = "mlp",
+    seed: Seed = 0,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty directory.")] = False,
+) -> None:
+    """Gaussian-grid task of paper 000 with a trained classifier, its logits, and the true p(y|x).
+
+    Example: calib synth gaussian-grid --classes 100 --seed 0 --out grid100
+    Paper 002's task: calib synth gaussian-grid --classes 10 --layout circle --sigma 0.75 --model truth --out circle
+    """
+    if sigma <= 0:
+        raise UsageError(f"--sigma must be > 0; got {sigma}")
+    start = time.perf_counter()
+    with render.progress(f"training the K = {classes} classifier", epochs if model == "mlp" else 0) as advance:
+        try:
+            data = make_gaussian_grid(classes, n_cal, n_test, n_train=n_train, sigma=sigma, layout=layout, radius=radius,
+                                      model=model, epochs=epochs, seed=seed,
+                                      progress=lambda epoch, total, loss: advance(f"epoch {epoch}/{total}, loss {loss:.4f}"))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    data["meta"]["seconds"] = round(time.perf_counter() - start, 1)
+    with atomic_directory(out, force=force) as tmp:
+        for split in ("cal", "test"):
+            with open(os.path.join(tmp, f"{split}.npz"), "wb") as handle:
+                handle.write(npz_bytes(data[split]))
+        with open(os.path.join(tmp, "meta.json"), "wb") as handle:
+            handle.write(dumps({k: v for k, v in data["meta"].items() if k != "seconds"}))
+    render.key_values(f"calib synth gaussian-grid -> {out}", data["meta"])
+
+
+@app.command()
+def contaminate(
+    pred: options.Pred,
+    out: Annotated[str, typer.Option("--out", "-o", help="Output file (.npz, .parquet or .npy).", show_default=False)],
+    labels: options.Labels = None,
+    seed: Seed = 0,
+    input_kind: options.InputKind = "auto",
+) -> None:
+    """Paper 002's class-group temperature contamination: same argmax, destroyed calibration.
+
+    Classes split by index in three groups; each row draws T from {2, 3, 5}, 1, or {0.25, 0.5, 0.75}
+    by the group of its label, and p~ = softmax(log p / T). Other .npz arrays are carried over.
+    Example: calib synth contaminate grid/test.npz --seed 0 --out grid/test_contaminated.npz
+    """
+    check_output_path(out, [pred, labels or "-"])
+    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, require_labels=True)
+    rng = np.random.default_rng(seed)
+    temperatures = contamination_temperatures(preds.labels, preds.k, rng)
+    log_probs = contaminate_logits(preds.all_logits(), temperatures)
+    if out.lower().endswith(".npz"):
+        arrays = _other_npz_arrays(pred)
+        arrays.update(logits=log_probs, labels=preds.labels, temperatures=temperatures)
+        write_bytes_atomic(out, npz_bytes(arrays))
+    else:
+        write_matrix(out, log_probs, "logits", labels=preds.labels, passthrough=preds.passthrough)
+    accuracy_kept = bool(np.array_equal(log_probs.argmax(1), preds.all_logits().argmax(1)))
+    render.note(f"contaminated {preds.n} rows (argmax unchanged: {accuracy_kept}); wrote logits to {out}")
+
+
+def _other_npz_arrays(path: str) -> dict:
+    if not path.lower().endswith(".npz"):
+        return {}
+    with np.load(path, allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files if key not in ("logits", "log_probs", "probs")}
+
+
+@app.command("known-ce")
+def known_ce(
+    out: Annotated[str, typer.Option("--out", "-o", help="Output .npz (probs, labels, true_probs); the truths go to OUT.truth.json.", show_default=False)],
+    classes: Annotated[int, typer.Option("--classes", "-k", min=2, help="Number of classes K.")] = 10,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="f = softmax(log C / T): T < 1 over-confident, T > 1 under-confident.")] = 0.5,
+    n: Annotated[int, typer.Option("--n", min=1, help="Rows.")] = 10000,
+    seed: Seed = 0,
+) -> None:
+    """Predictions with an exactly known calibration error: C ~ Dirichlet(1), y ~ C, f = softmax(log C / T).
+
+    Writes the TRUE l1, l2, sq, top_l1, over and under errors of f (exact given C and f).
+    Example: calib synth known-ce --classes 4 --temperature 0.5 --out known.npz
+    """
+    if temperature <= 0:
+        raise UsageError(f"--temperature must be > 0; got {temperature}")
+    if not out.lower().endswith(".npz"):
+        raise UsageError(f"--out {out}: known-ce writes a .npz file")
+    probs, labels, truth = known_ce_data(n, classes, temperature, np.random.default_rng(seed))
+    errors = true_calibration_errors(probs, truth)
+    write_bytes_atomic(out, npz_bytes({"probs": probs, "labels": labels, "true_probs": truth}))
+    report = {"classes": classes, "temperature": temperature, "n": n, "seed": seed, "true_errors": errors}
+    write_bytes_atomic(truth_path(out), dumps(report))
+    render.key_values(f"calib synth known-ce -> {out} (+ {os.path.basename(truth_path(out))})",
+                      {f"true {key}": value for key, value in errors.items()})
+
+
+def truth_path(out: str) -> str:
+    return os.path.splitext(out)[0] + ".truth.json"

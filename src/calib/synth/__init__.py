@@ -1,0 +1,14 @@
+"""Data generators with known truth (benchmarks.md): the Gaussian grid of paper 000 (and paper
+002's circle), paper 002's contamination, and predictions with an exactly known calibration error.
+
+Torch is imported only by :mod:`calib.synth.classifier`, when a model is trained.
+"""
+
+from .contamination import contaminate, contamination_temperatures, class_groups
+from .gaussian_grid import grid_centres, sample_points, true_posterior
+from .known_ce import known_ce_data, true_calibration_errors
+
+__all__ = [
+    "class_groups", "contaminate", "contamination_temperatures", "grid_centres", "known_ce_data",
+    "sample_points", "true_calibration_errors", "true_posterior",
+]
