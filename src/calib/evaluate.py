@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import operator
 import re
+
+import numpy as np
 from dataclasses import dataclass
 
 from . import __version__
@@ -61,23 +63,57 @@ def uncalibrated_batch(preds: Predictions, rows: slice) -> Batch:
     return Batch(labels, log_probs=log_probs, probs=probs, true_probs=truth)
 
 
-def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None):
+class SetStats:
+    """Conformal sets of a bundle on the evaluated rows: coverage P(y in C(x)), mean |C(x)|, and the
+    shares of empty and full sets."""
+
+    def __init__(self, calibrator):
+        self.settings = {k: v for k, v in calibrator.fit_report().items() if k in ("alpha", "score", "threshold")}
+        self.n = self.covered = self.size = self.empty = self.full = 0
+
+    def update(self, in_set: np.ndarray, labels: np.ndarray) -> None:
+        sizes = in_set.sum(axis=1)
+        self.n += len(labels)
+        self.covered += int(in_set[np.arange(len(labels)), labels].sum())
+        self.size += int(sizes.sum())
+        self.empty += int((sizes == 0).sum())
+        self.full += int((sizes == in_set.shape[1]).sum())
+
+    def results(self) -> dict:
+        values = {"set_coverage": self.covered, "set_size": self.size, "set_empty": self.empty, "set_full": self.full}
+        return {key: {"value": value / self.n, "settings": self.settings} for key, value in values.items()}
+
+
+def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None,
+                    features: np.ndarray | None = None):
     """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
 
-    With a calibrator, the first dict holds the calibrated metrics and the second the model's own.
+    With a calibrator, the first dict holds the calibrated metrics and the second the model's own;
+    a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty, set_full).
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; pass --labels FILE")
+    if calibrator is not None and features is None and calibrator.needs_features:
+        raise InputError("this bundle's threshold was fitted on --features; pass --features FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
+    sets = SetStats(calibrator) if hasattr(calibrator, "sets") else None
     uncalibrated = MetricSet(keys, config, preds.k)
     for rows in preds.chunks():
         uncalibrated.update(uncalibrated_batch(preds, rows))
-        if calibrated is not None:
-            calibrated.update(Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows)),
-                                    true_probs=preds.true_probs_rows(rows)))
+        if calibrated is None:
+            continue
+        logits = preds.logits(rows)
+        chunk_features = None if features is None else features[rows]
+        calibrated.update(Batch(preds.labels[rows], log_probs=calibrator.transform(logits, chunk_features),
+                                true_probs=preds.true_probs_rows(rows)))
+        if sets is not None:
+            sets.update(calibrator.sets(logits, chunk_features), preds.labels[rows])
     if calibrated is None:
         return uncalibrated.results(), None
-    return calibrated.results(), uncalibrated.results()
+    values = calibrated.results()
+    if sets is not None:
+        values.update(sets.results())
+    return values, uncalibrated.results()
 
 
 @dataclass(frozen=True)
@@ -171,6 +207,7 @@ def evaluate(
     bundle_path: str | None = None,
     gates: list[Gate] = (),
     increase_gates: list[IncreaseGate] = (),
+    features: np.ndarray | None = None,
 ) -> dict:
     """The JSON report of cli.md. Gate metrics are computed even when not asked for."""
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
@@ -179,7 +216,7 @@ def evaluate(
         needing = [key for key in keys if METRICS[key].needs_truth]
         if needing:
             raise UsageError(f"metric {needing[0]!r} needs the true probabilities: pass --true-probs FILE")
-    values, before = compute_metrics(preds, keys, config, calibrator)
+    values, before = compute_metrics(preds, keys, config, calibrator, features)
     for gate in increase_gates:
         if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:
             raise InputError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Iterator
 
 import numpy as np
 
@@ -14,13 +15,14 @@ from .io.predictions import Predictions
 from .registry import CALIBRATORS, calibrator_class
 
 
-def fit_calibrator(preds: Predictions, method: str, options: dict | None = None, *, seed: int = 0) -> Calibrator:
+def fit_calibrator(preds: Predictions, method: str, options: dict | None = None, *, seed: int = 0,
+                   features: np.ndarray | None = None) -> Calibrator:
     """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``."""
     cls = calibrator_class(method)
     if preds.labels is None:
         raise InputError(f"{preds.name}: fitting needs labels; pass --labels FILE")
     parsed = cls.parse_options(options or {})
-    return cls(parsed).fit(preds.all_logits(), preds.labels, seed=seed)
+    return cls(parsed).fit(preds.all_logits(), preds.labels, seed=seed, features=features)
 
 
 def save_calibrator(calibrator: Calibrator, preds: Predictions, path: str, *, seed: int = 0, force: bool = False) -> dict:
@@ -64,10 +66,34 @@ def check_compatible(bundle: Bundle, preds: Predictions, bundle_path: str) -> No
         )
 
 
-def apply_calibrator(calibrator: Calibrator, preds: Predictions, what: str = "probs") -> np.ndarray:
-    """Calibrated probabilities (``what="probs"``) or log-probabilities for every row, in chunks."""
-    out = np.empty((preds.n, preds.k), dtype=np.float64)
+def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "probs",
+                      features: np.ndarray | None = None) -> Iterator[tuple[slice, np.ndarray, dict]]:
+    """Yield (rows, block, counts) chunk by chunk: calibrated probabilities (``what="probs"``),
+    log-probabilities, or the boolean conformal-set mask (``what="sets"``), with the method's row counts."""
+    if what == "sets" and not hasattr(calibrator, "sets"):
+        raise UsageError(f"method {calibrator.name!r} builds no conformal sets; --what sets needs a conformal method")
+    if features is None and calibrator.needs_features:
+        raise InputError("this bundle's threshold was fitted on --features; pass --features FILE")
     for rows in preds.chunks():
-        log_probs = calibrator.transform(preds.logits(rows))
-        out[rows] = np.exp(log_probs) if what == "probs" else log_probs
-    return out
+        chunk_features = None if features is None else features[rows]
+        if what == "sets":
+            yield rows, calibrator.sets(preds.logits(rows), chunk_features), {}
+            continue
+        log_probs, info = calibrator.transform_with_info(preds.logits(rows), chunk_features)
+        yield rows, (np.exp(log_probs, out=log_probs) if what == "probs" else log_probs), info
+
+
+def apply_calibrator(calibrator: Calibrator, preds: Predictions, what: str = "probs",
+                     features: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    """Every row of :func:`calibrated_blocks` in one array, with the summed row counts."""
+    out = np.empty((preds.n, preds.k), dtype=bool if what == "sets" else np.float64)
+    counts: dict = {}
+    for rows, block, info in calibrated_blocks(calibrator, preds, what, features):
+        out[rows] = block
+        add_counts(counts, info)
+    return out, counts
+
+
+def add_counts(total: dict, more: dict) -> None:
+    for key, value in more.items():
+        total[key] = total.get(key, 0) + value

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from .calibrators.ats import ATSAdaptive, ATSGlobal, ConformalTS
 from .calibrators.base import Calibrator
-from .calibrators.temperature import TemperatureScaling
+from .calibrators.conformal_mass import MassRescaling
+from .calibrators.temperature import CMCETemperature, TemperatureScaling
 from .errors import UsageError
 
-CALIBRATORS: dict[str, type[Calibrator]] = {cls.name: cls for cls in (TemperatureScaling,)}
+CALIBRATORS: dict[str, type[Calibrator]] = {
+    cls.name: cls
+    for cls in (TemperatureScaling, CMCETemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive)
+}
 
 
 def calibrator_class(name: str) -> type[Calibrator]:

@@ -36,15 +36,26 @@ class Calibrator(abc.ABC):
         self.options = options if options is not None else self.Options()
 
     @abc.abstractmethod
-    def fit(self, logits: np.ndarray, labels: np.ndarray, *, seed: int = 0) -> "Calibrator":
-        """Fit on calibration ``logits`` (N, K) float64 and integer ``labels`` (N,)."""
+    def fit(self, logits: np.ndarray, labels: np.ndarray, *, seed: int = 0, features: np.ndarray | None = None) -> "Calibrator":
+        """Fit on calibration ``logits`` (N, K) float64 and integer ``labels`` (N,).
+
+        ``features`` (N, d) are optional inputs that methods with an x-dependent part condition on
+        instead of the logits; methods without one ignore them.
+        """
 
     @abc.abstractmethod
-    def transform(self, logits: np.ndarray) -> np.ndarray:
+    def transform(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
         """Calibrated log-probabilities (N, K) for ``logits`` (N, K); rows are independent."""
 
-    def predict_proba(self, logits: np.ndarray) -> np.ndarray:
-        return np.exp(self.transform(logits))
+    def transform_with_info(self, logits: np.ndarray, features: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+        """:meth:`transform` plus counts of rows worth reporting (e.g. infeasible rows)."""
+        return self.transform(logits, features), {}
+
+    def predict_proba(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
+        return np.exp(self.transform(logits, features))
+
+    #: Whether the fitted calibrator needs ``features`` at transform time.
+    needs_features: bool = False
 
     def fit_report(self) -> dict:
         """Fitted parameters and counts worth printing after ``fit`` (plain JSON values)."""

@@ -63,11 +63,11 @@ class TemperatureScaling(Calibrator):
     name = "ts"
     summary = "temperature scaling: one temperature T minimising NLL (Guo et al. 2017)"
 
-    def fit(self, logits, labels, *, seed=0):
+    def fit(self, logits, labels, *, seed=0, features=None):
         self.temperature_ = 1.0 / fit_inverse_temperature(np.asarray(logits, dtype=np.float64), labels)
         return self
 
-    def transform(self, logits):
+    def transform(self, logits, features=None):
         return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_)
 
     def fit_report(self):
@@ -80,4 +80,63 @@ class TemperatureScaling(Calibrator):
     def from_state(cls, options, state):
         calibrator = cls(options)
         calibrator.temperature_ = float(state.params["temperature"])
+        return calibrator
+
+
+#: cmce-ts grid (calibrators.md): 301 log-spaced temperatures on [1e-2, 1e2]; the exponent is an
+#: exact integer ratio so that T = 1 is on the grid exactly.
+CMCE_GRID = 10.0 ** (np.arange(-150, 151) / 75.0)
+CMCE_BINS = 25
+
+
+def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: np.ndarray, n_bins: int = CMCE_BINS) -> np.ndarray:
+    """CMCE (metrics.md, weighted, ``n_bins`` bins) of softmax(z / T) for each T.
+
+    The class order does not depend on T, so each row is sorted once (non-increasing, ties to the
+    lower index) and the label's rank computed once; each T then costs one softmax and cumsum.
+    """
+    from ..metrics.binning import BinCounter
+    from ..numerics import label_rank
+
+    logits = np.asarray(logits, dtype=np.float64)
+    ordered = -np.sort(-logits, axis=1)
+    covered = np.arange(logits.shape[1])[None, :] >= label_rank(logits, labels)[:, None]
+    out = np.empty(len(temperatures))
+    for i, temperature in enumerate(temperatures):
+        mass = np.cumsum(np.exp(log_softmax(ordered / temperature)), axis=1)
+        np.clip(mass, 0.0, 1.0, out=mass)
+        counter = BinCounter(n_bins)
+        counter.add(mass, covered)
+        out[i] = counter.weighted_error()[0]
+    return out
+
+
+class CMCETemperature(Calibrator):
+    """``cmce-ts``: paper 000's naive CMCE temperature, T = argmin CMCE on a grid (calibrators.md)."""
+
+    name = "cmce-ts"
+    summary = "naive CMCE temperature: T minimising CMCE (25 bins) on a 301-point log grid (paper 000)"
+
+    def fit(self, logits, labels, *, seed=0, features=None):
+        values = cmce_at_temperatures(logits, labels, CMCE_GRID)
+        best = np.flatnonzero(values == values.min())
+        # ties go to the temperature closest to 1 (in log scale)
+        self.temperature_ = float(CMCE_GRID[best[np.argmin(np.abs(np.log(CMCE_GRID[best])))]])
+        self.cmce_ = float(values.min())
+        return self
+
+    def transform(self, logits, features=None):
+        return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_)
+
+    def fit_report(self):
+        return {"temperature": self.temperature_, "cmce on the calibration rows": self.cmce_}
+
+    def to_state(self):
+        return State(params={"temperature": self.temperature_, "cmce": self.cmce_})
+
+    @classmethod
+    def from_state(cls, options, state):
+        calibrator = cls(options)
+        calibrator.temperature_ = float(state.params["temperature"])
+        calibrator.cmce_ = float(state.params["cmce"])
         return calibrator

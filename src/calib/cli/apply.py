@@ -5,42 +5,63 @@ from __future__ import annotations
 import sys
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from .. import pipeline
 from ..errors import UsageError
-from ..io import check_output_path, read_predictions, write_matrix
-from ..io.writers import npy_bytes
+from ..io import check_output_path, read_features, read_predictions, write_matrix, write_npy_stream, write_sets
 from . import options, render
 
-WHAT = ("probs", "log-probs")
+WHAT = ("probs", "log-probs", "sets")
 
 
 def apply(
     bundle: Annotated[str, typer.Argument(help="Bundle directory written by `calib fit`.", show_default=False)],
     pred: options.Pred,
     out: Annotated[str, typer.Option("--out", "-o", help="Output file (.npy, .npz, .parquet); - writes .npy to stdout.", show_default=False)],
-    what: Annotated[str, typer.Option("--what", help="probs | log-probs.")] = "probs",
+    what: Annotated[str, typer.Option("--what", help="probs | log-probs | sets (conformal methods: the sets C(x)).")] = "probs",
     labels: options.Labels = None,
+    features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
 ) -> None:
     """Apply a fitted bundle to PRED and write calibrated probabilities.
 
     Example: calib apply ts_bundle test.npz --out calibrated.npz
+    Sets of a conformal bundle: calib apply ats_bundle test.parquet --what sets --out sets.parquet
     """
     if what not in WHAT:
         raise UsageError(f"--what must be one of {', '.join(WHAT)}; got {what!r}")
     if out != "-":
-        check_output_path(out, [pred, labels or "-"])
+        check_output_path(out, [pred, labels or "-", features or "-"])
     calibrator, saved = pipeline.load_calibrator(bundle)
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix)
     pipeline.check_compatible(saved, preds, bundle)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    result = pipeline.apply_calibrator(calibrator, preds, what)
-    if out == "-":
-        sys.stdout.buffer.write(npy_bytes(result))
-        sys.stdout.buffer.flush()
-        return
-    write_matrix(out, result, what, labels=preds.labels, passthrough=preds.passthrough)
-    render.note(f"wrote {what} for {preds.n} rows to {out}")
+    feature_rows = read_features(features, preds.n) if features is not None else None
+    counts: dict = {}
+
+    def blocks():
+        for _, block, info in pipeline.calibrated_blocks(calibrator, preds, what, feature_rows):
+            pipeline.add_counts(counts, info)
+            yield block
+
+    dtype = bool if what == "sets" else np.float64
+    if out == "-" or out.lower().endswith(".npy"):
+        write_npy_stream(sys.stdout.buffer if out == "-" else out, (preds.n, preds.k), dtype, blocks())
+    else:
+        result = np.empty((preds.n, preds.k), dtype=dtype)
+        start = 0
+        for block in blocks():
+            result[start:start + len(block)] = block
+            start += len(block)
+        if what == "sets":
+            write_sets(out, result, labels=preds.labels, passthrough=preds.passthrough)
+        else:
+            write_matrix(out, result, what, labels=preds.labels, passthrough=preds.passthrough)
+    flagged = ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in counts.items() if count)
+    if flagged:
+        render.note(f"infeasible rows left as the rule says: {flagged}")
+    if out != "-":
+        render.note(f"wrote {what} for {preds.n} rows to {out}")

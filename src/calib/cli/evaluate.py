@@ -11,7 +11,7 @@ import typer
 from .. import pipeline
 from ..evaluate import evaluate as build_report
 from ..evaluate import check_metric_keys, parse_gate, parse_increase_gates
-from ..io import read_predictions, read_true_probs
+from ..io import read_features, read_predictions, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from ..metrics import MetricConfig
 from . import options, render
@@ -29,6 +29,7 @@ def evaluate(
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier JSON report to compare against.", show_default=False)] = None,
     max_increase: Annotated[Optional[list[str]], typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False)] = None,
     true_probs: Annotated[Optional[str], typer.Option("--true-probs", help="True probabilities (synthetic data): .npy, or the true_probs array/column of a .npz/.parquet; adds nll_true, brier_true and CPSME.", show_default=False)] = None,
+    features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
 ) -> None:
@@ -50,7 +51,8 @@ def evaluate(
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
-                          calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates)
+                          calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,
+                          features=read_features(features, preds.n) if features is not None else None)
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)

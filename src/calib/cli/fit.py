@@ -9,7 +9,7 @@ import typer
 
 from .. import pipeline
 from ..errors import UsageError
-from ..io import read_predictions
+from ..io import read_features, read_predictions
 from . import options, render
 
 
@@ -24,16 +24,19 @@ def fit(
     score: Annotated[Optional[str], typer.Option("--score", help="Nonconformity score of conformal methods: msp | aps.", show_default=False)] = None,
     threshold: Annotated[Optional[str], typer.Option("--threshold", help="Conformal threshold: constant | adaptive.", show_default=False)] = None,
     variant: Annotated[Optional[str], typer.Option("--variant", help="ATS-CP variant: prob | score.", show_default=False)] = None,
+    flow: Annotated[Optional[str], typer.Option("--flow", help="Flow of the adaptive threshold: er | gauss.", show_default=False)] = None,
     option: Annotated[Optional[list[str]], typer.Option("--option", "-O", help="Any method option as KEY=VALUE (repeatable).", show_default=False)] = None,
+    features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
 ) -> None:
     """Fit a calibrator on PRED and its labels and save it as a bundle directory.
 
     Example: calib fit val.npz --method ts --out ts_bundle
+    Conformal: calib fit val.npz --method ats-gq --alpha 0.1 --score aps --out ats_bundle
     """
     given = {name: value for name, value in
-             {"alpha": alpha, "score": score, "threshold": threshold, "variant": variant}.items() if value is not None}
+             {"alpha": alpha, "score": score, "threshold": threshold, "variant": variant, "flow": flow}.items() if value is not None}
     for item in option or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -41,7 +44,8 @@ def fit(
         given[key.strip()] = value.strip()
     start = time.perf_counter()
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
-    calibrator = pipeline.fit_calibrator(preds, method, given, seed=seed)
+    feature_rows = read_features(features, preds.n) if features is not None else None
+    calibrator = pipeline.fit_calibrator(preds, method, given, seed=seed, features=feature_rows)
     pipeline.save_calibrator(calibrator, preds, out, seed=seed, force=force)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     render.fit_summary(method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind,

@@ -43,6 +43,8 @@ def _settings(settings: dict) -> str:
             parts.append(f"p clipped at {value:g}")
         elif key in ("scheme", "norm", "label") and value not in ("equal-width", "l1", "top"):
             parts.append(str(value))
+        elif key in ("alpha", "score", "threshold"):
+            parts.append(f"{key} {value}")
     return ", ".join(parts)
 
 
@@ -99,8 +101,9 @@ def report_table(report: dict) -> None:
     for key, entry in report["metrics"].items():
         row = [key]
         if before is not None:
-            old, new = before[key]["value"], entry["value"]
+            old, new = before.get(key, {}).get("value"), entry["value"]
             change = "" if old is None or new is None else f"{new - old:+.4g}"
+            old = old if key in before else "-"
             row += [_fmt(old), _fmt(new), change]
         else:
             row.append(_fmt(entry["value"]))

@@ -115,6 +115,38 @@ def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
     return truth
 
 
+#: Arrays a .npz may hold features under (synthetic data stores its 2-d inputs as "points").
+FEATURE_NAMES = ("features", "points")
+
+
+def read_features(path: str, n_rows: int) -> np.ndarray:
+    """Per-row features (N, d) that adaptive thresholds condition on: a .npy matrix, or the
+    ``features`` (else ``points``) array of a .npz. Finite floats, one row per prediction row."""
+    _require_file(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".npy":
+        features = np.asarray(_load_npy(path, path, mmap=False))
+    elif suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                key = next((k for k in FEATURE_NAMES if k in archive.files), None)
+                if key is None:
+                    raise InputError(f"{path}: no array named {' or '.join(FEATURE_NAMES)}")
+                features = archive[key]
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    else:
+        raise InputError(f"{path}: features must be a .npy or .npz file")
+    if not np.issubdtype(features.dtype, np.number) or features.dtype == np.bool_:
+        raise InputError(f"{path}: features must be numeric; got dtype {features.dtype}")
+    features = features.reshape(len(features), -1).astype(np.float64)
+    if len(features) != n_rows:
+        raise InputError(f"{path}: {len(features)} feature rows for {n_rows} rows of scores")
+    if not np.isfinite(features).all():
+        raise InputError(f"{path}: features contain NaN or inf")
+    return features
+
+
 def read_labels(path: str) -> np.ndarray:
     """Labels from a .npy of integers or a text file with one integer per line."""
     _require_file(path)

@@ -45,6 +45,43 @@ def write_matrix(path: str, matrix: np.ndarray, what: str, *, labels=None, passt
         write_parquet(path, {name: matrix}, labels=labels, passthrough=passthrough)
 
 
+def write_sets(path: str, in_set: np.ndarray, *, labels=None, passthrough=None) -> None:
+    """Conformal sets: .npy / .npz hold the boolean (N, K) mask (npz: ``sets`` and ``labels``);
+    .parquet a list column ``set`` of each row's class indices (ascending), ``label`` and carried columns."""
+    import pyarrow as pa
+
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".npy":
+        write_bytes_atomic(path, npy_bytes(in_set))
+    elif suffix == ".npz":
+        arrays = {"sets": in_set}
+        if labels is not None:
+            arrays["labels"] = labels
+        write_bytes_atomic(path, npz_bytes(arrays))
+    else:
+        _, classes = np.nonzero(in_set)
+        offsets = np.concatenate([[0], np.cumsum(in_set.sum(axis=1))]).astype(np.int32)
+        members = pa.ListArray.from_arrays(pa.array(offsets), pa.array(classes.astype(np.int32)))
+        write_parquet(path, {"set": members}, labels=labels, passthrough=passthrough)
+
+
+def write_npy_stream(target, shape: tuple, dtype, blocks) -> None:
+    """Write a .npy of ``shape`` block by block (rows in order) to a path (atomically) or a binary
+    stream, never holding the whole array. The bytes equal ``np.save`` of the assembled array."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+
+    def _write(handle):
+        np.lib.format.write_array_header_1_0(handle, header)
+        for block in blocks:
+            handle.write(np.ascontiguousarray(block, dtype=dtype).data)
+
+    if isinstance(target, str):
+        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+            _write(handle)
+    else:
+        _write(target)
+
+
 def npy_bytes(array: np.ndarray) -> bytes:
     """The .npy encoding of ``array`` (never pickled)."""
     buffer = io.BytesIO()

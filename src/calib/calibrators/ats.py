@@ -1,0 +1,86 @@
+"""ATS-CP with an alpha-specific threshold (paper 002; calibrators.md): ``ats-gq``, its prob-variant
+alias ``conformal-ts`` (paper 000's "TS (ours)"), and ``ats-aq``.
+
+For each row, SelectTau finds tau with sum_{y in C(x)} p~_y(tau) = 1 - alpha, where
+  prob variant:  p~(tau) = softmax(z / tau)
+  score variant: p~(tau) = softmax(-log V(x, .) / tau),  V clamped >= 1e-12.
+The ranking is kept, so the argmax is unchanged (prob variant). Empty or full sets leave the row
+unchanged; other infeasible rows take the bracket end nearest the target (select_tau).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..numerics import log_softmax
+from .conformal import EMPTY, FULL, SCORES, check_alpha, check_choice
+from .select_tau import select_temperature
+from .set_based import SetCalibrator, SetOptions
+from .thresholds import SCORE_FLOOR
+
+VARIANTS = ("prob", "score")
+
+
+@dataclasses.dataclass(frozen=True)
+class ATSOptions(SetOptions):
+    variant: str = "prob"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice("variant", self.variant, VARIANTS)
+
+
+@dataclasses.dataclass(frozen=True)
+class AQOptions:
+    alpha: float = 0.1
+    score: str = "msp"
+    variant: str = "prob"
+    allow_full_set: bool = False
+
+    def __post_init__(self):
+        check_alpha(self.alpha)
+        check_choice("score", self.score, SCORES)
+        check_choice("variant", self.variant, VARIANTS)
+
+
+class ATSGlobal(SetCalibrator):
+    name = "ats-gq"
+    summary = "ATS-CP, global quantile: per-row temperature giving the conformal set 1 - alpha mass (paper 002)"
+    Options = ATSOptions
+
+    @property
+    def variant(self) -> str:
+        return self.options.variant
+
+    def calibrate(self, logits, log_probs, probs, scores, in_set):
+        tempered = logits if self.variant == "prob" else -np.log(np.maximum(scores, SCORE_FLOOR))
+        tau, category = select_temperature(tempered, in_set, 1.0 - self.options.alpha)
+        unchanged = (category == EMPTY) | (category == FULL)
+        out = log_softmax(tempered / tau[:, None])
+        out[unchanged] = log_probs[unchanged]
+        return out, category
+
+    def fit_report(self):
+        return {**super().fit_report(), "variant": self.variant}
+
+
+class ConformalTS(ATSGlobal):
+    name = "conformal-ts"
+    summary = "conformal temperature scaling, paper 000's TS (ours): ats-gq with the prob variant"
+    Options = SetOptions
+
+    @property
+    def variant(self) -> str:
+        return "prob"
+
+
+class ATSAdaptive(ATSGlobal):
+    name = "ats-aq"
+    summary = "ATS-CP, adaptive quantile: conformalised quantile-regression MLP threshold (paper 002)"
+    Options = AQOptions
+
+    @property
+    def threshold_kind(self) -> str:
+        return "qr"

@@ -1,0 +1,92 @@
+"""The conformal core shared by MR, conformal TS and ATS-CP (calibrators.md, "Conformal core").
+
+Nonconformity scores V(x, y) on p = softmax(z):
+  msp: V = 1 - p_y;  aps: V = sum of p over the classes ranked at or above y (non-increasing order,
+  ties to the lower index), non-randomised.
+Split-conformal quantile of n calibration scores: k = ceil((n + 1)(1 - alpha)), q = k-th smallest;
+k > n is an error naming the smallest workable n. Sets: C(x) = {y : V(x, y) <= q(x)}, exactly as
+defined (possibly empty); for both scores a top set of the probability ranking.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UsageError
+from ..numerics import row_chunks, softmax
+
+SCORES = ("msp", "aps")
+
+# Row categories of the infeasible-row rule (calibrators.md, "Infeasible rows"), counted in fit and
+# apply reports. EMPTY / FULL: the row is left unchanged; TOO_LARGE: even tau = 1e6 leaves >= 1 - alpha
+# in the set (e.g. |C|/K > 1 - alpha); UNREACHABLE: even tau = 1e-4 leaves < 1 - alpha (a score
+# outside the set ties the top one); TINY_MASS: P_in or P_out < 1e-12 (MR leaves the row unchanged).
+FEASIBLE, EMPTY, FULL, TOO_LARGE, UNREACHABLE, TINY_MASS = range(6)
+CATEGORY_NAMES = {EMPTY: "empty_set", FULL: "full_set", TOO_LARGE: "set_too_large",
+                  UNREACHABLE: "target_unreachable", TINY_MASS: "mass_below_1e-12"}
+#: (n + 1)(1 - alpha) is a product of floats: 10 * 0.9 may come out a hair above 9. Values within
+#: this of an integer are taken as that integer before the ceiling.
+QUANTILE_SLACK = 1e-9
+
+
+def check_alpha(alpha: float) -> float:
+    if not 0.0 < alpha < 1.0:
+        raise UsageError(f"'alpha' must be in (0, 1); got {alpha}")
+    return float(alpha)
+
+
+def check_choice(name: str, value: str, choices) -> str:
+    if value not in choices:
+        raise UsageError(f"'{name}' must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def nonconformity(probs: np.ndarray, score: str) -> np.ndarray:
+    """V(x, y) for every class of every row, (N, K), from probabilities."""
+    if score == "msp":
+        return 1.0 - probs
+    order = np.argsort(-probs, axis=1, kind="stable")  # non-increasing, ties to the lower index
+    cumulative = np.cumsum(np.take_along_axis(probs, order, axis=1), axis=1)
+    scores = np.empty_like(cumulative)
+    np.put_along_axis(scores, order, cumulative, axis=1)
+    return scores
+
+
+def label_scores(logits: np.ndarray, labels: np.ndarray, score: str) -> np.ndarray:
+    """V(x_i, y_i) for calibration rows, computed a chunk of rows at a time.
+
+    msp: 1 - p_y. aps: sum of p_j over j ranked at or above y, i.e. p_j > p_y, or p_j = p_y with
+    j <= y (ties to the lower index): no sort needed for one class per row.
+    """
+    out = np.empty(len(labels))
+    for rows in row_chunks(*logits.shape):
+        probs = softmax(logits[rows])
+        own = probs[np.arange(len(probs)), labels[rows]][:, None]
+        if score == "msp":
+            out[rows] = 1.0 - own[:, 0]
+            continue
+        index = np.arange(probs.shape[1])[None, :]
+        at_or_above = (probs > own) | ((probs == own) & (index <= labels[rows][:, None]))
+        out[rows] = np.sum(probs, axis=1, where=at_or_above)
+    return out
+
+
+def min_calibration_size(alpha: float) -> int:
+    """Smallest n with ceil((n + 1)(1 - alpha)) <= n, i.e. n >= (1 - alpha) / alpha."""
+    return math.ceil((1.0 - alpha) / alpha - QUANTILE_SLACK)
+
+
+def conformal_quantile(scores: np.ndarray, alpha: float, *, allow_full_set: bool = False) -> float:
+    """The ceil((n + 1)(1 - alpha))-th smallest score; +inf (the full set) only if allowed."""
+    n = len(scores)
+    k = math.ceil((n + 1) * (1.0 - alpha) - QUANTILE_SLACK)
+    if k > n:
+        if allow_full_set:
+            return math.inf
+        raise UsageError(
+            f"{n} calibration rows are too few for alpha = {alpha:g}: split conformal needs at least "
+            f"{min_calibration_size(alpha)} (or pass --option allow_full_set=true for the trivial full set)"
+        )
+    return float(np.partition(scores, k - 1)[k - 1])

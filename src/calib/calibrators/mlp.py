@@ -1,0 +1,71 @@
+"""Small MLPs for conformal thresholds: trained in torch (imported lazily, only while fitting),
+stored as named float32 arrays in the bundle, and evaluated in numpy, so loading and applying a
+bundle never imports torch and gives the same numbers every time.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+
+def standardise_stats(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and std of the training inputs (std floored at 1e-6: constant features)."""
+    return inputs.mean(axis=0), np.maximum(inputs.std(axis=0), 1e-6)
+
+
+def forward(arrays: dict, prefix: str, inputs: np.ndarray) -> np.ndarray:
+    """Standardise with the stored statistics, then Linear (+ ReLU between layers), in float64."""
+    h = (np.asarray(inputs, dtype=np.float64) - arrays[f"{prefix}_mean"]) / arrays[f"{prefix}_std"]
+    n_layers = sum(1 for key in arrays if key.startswith(f"{prefix}_w"))
+    for i in range(n_layers):
+        h = h @ arrays[f"{prefix}_w{i}"].astype(np.float64) + arrays[f"{prefix}_b{i}"].astype(np.float64)
+        if i < n_layers - 1:
+            np.maximum(h, 0.0, out=h)
+    return h
+
+
+def train(inputs: np.ndarray, targets: np.ndarray, hidden: tuple[int, ...], n_out: int,
+          loss_fn: Callable, *, prefix: str, steps: int, lr: float, batch_size: int, seed: int,
+          restarts: int = 10, bad_loss: float = 10.0) -> dict:
+    """Train an MLP with Adam on minibatches; returns its arrays (weights, biases, input statistics).
+
+    ``loss_fn(output, target_batch)`` is a torch scalar. When the final full-data loss is NaN or
+    above ``bad_loss``, training restarts from a fresh initialisation with lr / 10, at most
+    ``restarts`` times (calibrators.md, adaptive thresholds).
+    """
+    import torch
+    from torch import nn
+
+    mean, std = standardise_stats(inputs)
+    x = torch.as_tensor((inputs - mean) / std, dtype=torch.float32)
+    y = torch.as_tensor(targets, dtype=torch.float32)
+    sizes = (x.shape[1], *hidden, n_out)
+    batch_size = max(1, min(batch_size, len(x)))
+    for attempt in range(restarts + 1):
+        torch.manual_seed(seed + attempt)
+        layers = []
+        for i in range(len(sizes) - 1):
+            layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+            if i < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        model = nn.Sequential(*layers)
+        optimiser = torch.optim.Adam(model.parameters(), lr=lr / 10**attempt)
+        generator = torch.Generator().manual_seed(seed + attempt)
+        for _ in range(steps):
+            batch = torch.randint(0, len(x), (batch_size,), generator=generator)
+            optimiser.zero_grad()
+            loss = loss_fn(model(x[batch]), y[batch])
+            loss.backward()
+            optimiser.step()
+        with torch.no_grad():
+            final = float(loss_fn(model(x), y))
+        if np.isfinite(final) and final <= bad_loss:
+            break
+    arrays = {f"{prefix}_mean": mean.astype(np.float64), f"{prefix}_std": std.astype(np.float64)}
+    linear = [m for m in model if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(linear):
+        arrays[f"{prefix}_w{i}"] = layer.weight.detach().numpy().T.copy()
+        arrays[f"{prefix}_b{i}"] = layer.bias.detach().numpy().copy()
+    return arrays

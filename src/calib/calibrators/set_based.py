@@ -1,0 +1,143 @@
+"""Shared machinery of the calibrators built on conformal sets (MR, conformal TS, ATS-CP).
+
+Fitting computes the calibration scores V(x_i, y_i), fits the threshold (constant, adaptive flow,
+or quantile regression; :mod:`calib.calibrators.thresholds`) conditioned on the logits or on
+``features``, and counts the infeasible rows of the calibration split. Subclasses turn each row's
+set into probabilities in :meth:`SetCalibrator.calibrate`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+
+import numpy as np
+
+from ..bundle import State
+from ..errors import InputError
+from ..numerics import log_softmax_and_softmax, row_chunks, softmax
+from .base import Calibrator
+from .conformal import CATEGORY_NAMES, SCORES, check_alpha, check_choice, label_scores, nonconformity
+from .thresholds import FLOWS, fit_threshold, threshold_values
+
+
+@dataclasses.dataclass(frozen=True)
+class SetOptions:
+    alpha: float = 0.1
+    score: str = "msp"
+    threshold: str = "constant"
+    flow: str = "gauss"
+    allow_full_set: bool = False
+
+    def __post_init__(self):
+        check_alpha(self.alpha)
+        check_choice("score", self.score, SCORES)
+        check_choice("threshold", self.threshold, ("constant", "adaptive"))
+        check_choice("flow", self.flow, FLOWS)
+
+
+class SetCalibrator(Calibrator):
+    Options = SetOptions
+
+    @property
+    def threshold_kind(self) -> str:
+        return self.options.threshold
+
+    @property
+    def flow(self) -> str:
+        return getattr(self.options, "flow", "gauss")
+
+    @property
+    def needs_features(self) -> bool:
+        return getattr(self, "conditioning_", "logits") == "features"
+
+    def fit(self, logits, labels, *, seed=0, features=None):
+        logits = np.asarray(logits, dtype=np.float64)
+        scores = label_scores(logits, labels, self.options.score)
+        self.conditioning_ = "features" if features is not None else "logits"
+        self.n_conditioning_ = int((features if features is not None else logits).shape[1])
+        self.threshold_ = fit_threshold(self.threshold_kind, scores, self._conditioning(logits, features),
+                                        self.options.alpha, flow=self.flow, seed=seed,
+                                        allow_full_set=self.options.allow_full_set)
+        self.fit_counts_ = self._count_rows(logits, features)
+        return self
+
+    def _count_rows(self, logits, features) -> dict:
+        """Infeasible-row counts on the calibration rows, a chunk of rows at a time."""
+        counts: dict = {}
+        for rows in row_chunks(*logits.shape):
+            info = self.transform_with_info(logits[rows], None if features is None else features[rows])[1]
+            for key, value in info.items():
+                counts[key] = counts.get(key, 0) + value
+        return counts
+
+    def _conditioning(self, logits, features):
+        """What an adaptive threshold is a function of: the logits, or the features it was fitted on."""
+        if self.threshold_kind == "constant":
+            return None
+        if self.conditioning_ == "features":
+            if features is None:
+                raise InputError("this bundle's threshold was fitted on --features; pass --features FILE")
+            chosen = features
+        else:
+            chosen = logits
+        if chosen.shape[1] != self.n_conditioning_:
+            raise InputError(f"the threshold expects {self.n_conditioning_} {self.conditioning_} columns; got {chosen.shape[1]}")
+        return chosen
+
+    def thresholds(self, logits, features=None) -> np.ndarray:
+        """q(x) for every row."""
+        return threshold_values(self.threshold_kind, self.threshold_, self._conditioning(logits, features), len(logits),
+                                flow=self.flow)
+
+    def sets(self, logits, features=None) -> np.ndarray:
+        """Boolean (N, K) mask of the conformal sets C(x) = {y : V(x, y) <= q(x)}."""
+        return self._scores_and_sets(softmax(logits), logits, features)[1]
+
+    def _scores_and_sets(self, probs, logits, features):
+        scores = nonconformity(probs, self.options.score)
+        q = self.thresholds(logits, features)
+        return scores, scores <= q[:, None]  # one threshold per row, broadcast along its classes
+
+    def transform_with_info(self, logits, features=None):
+        logits = np.asarray(logits, dtype=np.float64)
+        log_probs, probs = log_softmax_and_softmax(logits)
+        scores, in_set = self._scores_and_sets(probs, logits, features)
+        out, category = self.calibrate(logits, log_probs, probs, scores, in_set)
+        counts = np.bincount(category, minlength=len(CATEGORY_NAMES) + 1)
+        return out, {name: int(counts[code]) for code, name in CATEGORY_NAMES.items()}
+
+    def transform(self, logits, features=None):
+        return self.transform_with_info(logits, features)[0]
+
+    @abc.abstractmethod
+    def calibrate(self, logits, log_probs, probs, scores, in_set) -> tuple[np.ndarray, np.ndarray]:
+        """(calibrated log-probs, per-row category: FEASIBLE or a code of conformal.CATEGORY_NAMES).
+
+        ``log_probs`` and ``probs`` belong to the caller's chunk and may be overwritten."""
+
+    def fit_report(self):
+        report = {"alpha": self.options.alpha, "score": self.options.score, "threshold": self.threshold_kind}
+        if self.threshold_kind == "constant":
+            report["q"] = float(self.threshold_["q"])
+        else:
+            report["q (transformed scale)"] = float(self.threshold_["q"])
+            report["conditioned on"] = self.conditioning_
+        report.update({f"infeasible {k.replace('_', ' ')} (cal rows)": v for k, v in self.fit_counts_.items() if v})
+        return report
+
+    def to_state(self):
+        params = {"conditioning": self.conditioning_, "n_conditioning": self.n_conditioning_,
+                  "fit_counts": self.fit_counts_}
+        return State(params=params, arrays={f"threshold_{k}": v for k, v in self.threshold_.items()})
+
+    @classmethod
+    def from_state(cls, options, state):
+        calibrator = cls(options)
+        calibrator.conditioning_ = state.params["conditioning"]
+        calibrator.n_conditioning_ = int(state.params["n_conditioning"])
+        calibrator.fit_counts_ = dict(state.params["fit_counts"])
+        calibrator.threshold_ = {k[len("threshold_"):]: v for k, v in state.arrays.items() if k.startswith("threshold_")}
+        if "q" not in calibrator.threshold_:
+            raise KeyError("threshold_q")
+        return calibrator

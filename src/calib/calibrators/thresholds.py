@@ -1,0 +1,93 @@
+"""Conformal thresholds q(x): constant, adaptive by a normalising-flow score transform
+(Colombo 2024; calibrators.md), and conformalised quantile regression (ATS-CP AQ, paper 002).
+
+Every adaptive kind is fitted on a seeded random half of the calibration rows and conformalised on
+the other half, so marginal coverage P(Y in C(X)) >= 1 - alpha holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import mlp
+from .conformal import conformal_quantile
+
+FLOW_GAMMA = 1e-3
+#: V is clamped below before a log (calibrators.md).
+SCORE_FLOOR = 1e-12
+FLOW_HIDDEN = (100,) * 6  # Linear(d,100)+ReLU, 5 x [Linear(100,100)+ReLU], Linear(100,1)
+FLOW_STEPS = 3000
+FLOW_LR = {"er": 1e-2, "gauss": 1e-4}
+QR_HIDDEN = (64, 16)
+QR_STEPS = 2000
+QR_LR = 1e-3
+KINDS = ("constant", "adaptive", "qr")
+FLOWS = ("er", "gauss")
+
+
+def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random split of range(n) into a fitting half and a conformalising half."""
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[: n // 2]), np.sort(order[n // 2:])
+
+
+def fit_threshold(kind: str, scores: np.ndarray, features: np.ndarray, alpha: float, *, flow: str = "gauss",
+                  seed: int = 0, allow_full_set: bool = False) -> dict:
+    """Fit a threshold on calibration scores V(x_i, y_i) and features x_i; returns its state arrays.
+
+    constant: q = the conformal quantile of all scores.
+    adaptive: w(x) = |MLP(x)| on the first half; b = F(V, x) = V / (gamma + w) (er) or
+      log(V / (gamma + w)) (gauss); q = conformal quantile of b on the second half.
+    qr: qr(x) estimates the (1 - alpha) quantile of V (pinball loss) on the first half;
+      q = conformal quantile of E = V - qr(x) on the second half.
+    """
+    if kind == "constant":
+        return {"q": np.array(conformal_quantile(scores, alpha, allow_full_set=allow_full_set))}
+    fit_rows, conformal_rows = split_halves(len(scores), seed)
+    batch = max(1, len(fit_rows) // 5)
+    if kind == "adaptive":
+        import torch
+
+        target_v = np.maximum(scores[fit_rows], SCORE_FLOOR)
+        if flow == "er":
+            loss = lambda out, v: torch.mean((v - out.abs()[:, 0]) ** 2)  # noqa: E731
+        else:
+            loss = lambda out, v: torch.mean(torch.log(v / (FLOW_GAMMA + out.abs()[:, 0])) ** 2)  # noqa: E731
+        arrays = mlp.train(features[fit_rows], target_v, FLOW_HIDDEN, 1, loss, prefix="flow", steps=FLOW_STEPS,
+                           lr=FLOW_LR[flow], batch_size=batch, seed=seed)
+        transformed = flow_transform(scores[conformal_rows], flow_scale(arrays, features[conformal_rows]), flow)
+    else:
+        import torch
+
+        level = 1.0 - alpha
+
+        def pinball(out, v):
+            residual = v - out[:, 0]
+            return torch.mean(torch.maximum(level * residual, (level - 1.0) * residual))
+
+        arrays = mlp.train(features[fit_rows], scores[fit_rows], QR_HIDDEN, 1, pinball, prefix="qr", steps=QR_STEPS,
+                           lr=QR_LR, batch_size=batch, seed=seed)
+        transformed = scores[conformal_rows] - mlp.forward(arrays, "qr", features[conformal_rows])[:, 0]
+    arrays["q"] = np.array(conformal_quantile(transformed, alpha, allow_full_set=allow_full_set))
+    return arrays
+
+
+def flow_scale(arrays: dict, features: np.ndarray) -> np.ndarray:
+    """gamma + w(x), w = |MLP(x)|."""
+    return FLOW_GAMMA + np.abs(mlp.forward(arrays, "flow", features)[:, 0])
+
+
+def flow_transform(scores: np.ndarray, scale: np.ndarray, flow: str) -> np.ndarray:
+    ratio = np.maximum(scores, SCORE_FLOOR) / scale
+    return ratio if flow == "er" else np.log(ratio)
+
+
+def threshold_values(kind: str, arrays: dict, features: np.ndarray | None, n_rows: int, *, flow: str = "gauss") -> np.ndarray:
+    """q(x) per row: q; F^{-1}(q, x) = q (gamma + w(x)) (er) or exp(q) (gamma + w(x)) (gauss); qr(x) + q."""
+    q = float(arrays["q"])
+    if kind == "constant":
+        return np.full(n_rows, q)
+    if kind == "adaptive":
+        scale = flow_scale(arrays, features)
+        return q * scale if flow == "er" else np.exp(q) * scale
+    return mlp.forward(arrays, "qr", features)[:, 0] + q
