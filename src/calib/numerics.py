@@ -28,8 +28,11 @@ def log_softmax_and_softmax(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64 through :func:`log_softmax` (rows sum to 1 within float rounding)."""
-    return np.exp(log_softmax(logits))
+    """Row-wise softmax in float64, one ``exp`` (rows sum to 1 within float rounding)."""
+    z = np.asarray(logits, dtype=np.float64)
+    probs = np.exp(z - z.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    return probs
 
 
 def logsumexp_rows(values: np.ndarray) -> np.ndarray:

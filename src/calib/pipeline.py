@@ -79,8 +79,10 @@ def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "p
         if what == "sets":
             yield rows, calibrator.sets(preds.logits(rows), chunk_features), {}
             continue
-        log_probs, info = calibrator.transform_with_info(preds.logits(rows), chunk_features)
-        yield rows, (np.exp(log_probs, out=log_probs) if what == "probs" else log_probs), info
+        if what == "probs":
+            yield rows, *calibrator.transform_probs_with_info(preds.logits(rows), chunk_features)
+        else:
+            yield rows, *calibrator.transform_with_info(preds.logits(rows), chunk_features)
 
 
 def apply_calibrator(calibrator: Calibrator, preds: Predictions, what: str = "probs",

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from ..numerics import log_softmax
+from ..numerics import log_softmax, softmax
 from .conformal import EMPTY, FULL, SCORES, check_alpha, check_choice
 from .select_tau import select_temperature
 from .set_based import SetCalibrator, SetOptions
@@ -54,12 +54,23 @@ class ATSGlobal(SetCalibrator):
     def variant(self) -> str:
         return self.options.variant
 
-    def calibrate(self, logits, log_probs, probs, scores, in_set):
+    def _temperatures(self, logits, scores, in_set):
         tempered = logits if self.variant == "prob" else -np.log(np.maximum(scores, SCORE_FLOOR))
         tau, category = select_temperature(tempered, in_set, 1.0 - self.options.alpha)
-        unchanged = (category == EMPTY) | (category == FULL)
-        out = log_softmax(tempered / tau[:, None])
+        return tempered / tau[:, None], category, (category == EMPTY) | (category == FULL)
+
+    def calibrate(self, logits, log_probs, probs, scores, in_set):
+        """log p~(tau(x)); rows with an empty or full set keep log p."""
+        tempered, category, unchanged = self._temperatures(logits, scores, in_set)
+        out = log_softmax(tempered)
         out[unchanged] = log_probs[unchanged]
+        return out, category
+
+    def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
+        """p~(tau(x)) = softmax(u / tau) with one exp; rows with an empty or full set keep p."""
+        tempered, category, unchanged = self._temperatures(logits, scores, in_set)
+        out = softmax(tempered)
+        out[unchanged] = probs[unchanged]
         return out, category
 
     def fit_report(self):

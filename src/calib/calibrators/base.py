@@ -51,8 +51,13 @@ class Calibrator(abc.ABC):
         """:meth:`transform` plus counts of rows worth reporting (e.g. infeasible rows)."""
         return self.transform(logits, features), {}
 
+    def transform_probs_with_info(self, logits: np.ndarray, features: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+        """Calibrated probabilities and row counts; methods that can skip the log override this."""
+        log_probs, info = self.transform_with_info(logits, features)
+        return np.exp(log_probs, out=log_probs), info
+
     def predict_proba(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
-        return np.exp(self.transform(logits, features))
+        return self.transform_probs_with_info(logits, features)[0]
 
     #: Whether the fitted calibrator needs ``features`` at transform time.
     needs_features: bool = False

@@ -21,7 +21,8 @@ class MassRescaling(SetCalibrator):
     name = "mr"
     summary = "conformal mass rescaling: put exactly 1 - alpha of the mass on the conformal set (paper 000)"
 
-    def calibrate(self, logits, log_probs, probs, scores, in_set):
+    def _factors(self, probs, in_set):
+        """Per row: log((1 - alpha) / P_in), log(alpha / P_out) (0 for rows left unchanged), category."""
         alpha = self.options.alpha
         p_in = np.sum(probs, axis=1, where=in_set)
         p_out = np.sum(probs, axis=1, where=~in_set)
@@ -31,9 +32,20 @@ class MassRescaling(SetCalibrator):
         category[size == 0] = EMPTY
         category[size == in_set.shape[1]] = FULL
         ok = category == FEASIBLE
-        # log p~ = log p + log((1 - alpha) / P_in) in the set, + log(alpha / P_out) outside; 0 elsewhere
-        shift_out = np.where(ok, np.log(alpha) - np.log(np.where(ok, p_out, 1.0)), 0.0)
         shift_in = np.where(ok, np.log1p(-alpha) - np.log(np.where(ok, p_in, 1.0)), 0.0)
+        shift_out = np.where(ok, np.log(alpha) - np.log(np.where(ok, p_out, 1.0)), 0.0)
+        return shift_in, shift_out, category
+
+    def calibrate(self, logits, log_probs, probs, scores, in_set):
+        """log p~ = log p + log((1 - alpha) / P_in) in the set, + log(alpha / P_out) outside."""
+        shift_in, shift_out, category = self._factors(probs, in_set)
         log_probs += shift_out[:, None]
         np.add(log_probs, (shift_in - shift_out)[:, None], out=log_probs, where=in_set)
         return log_probs, category
+
+    def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
+        """p~ = p (1 - alpha) / P_in in the set, p alpha / P_out outside: no exp needed."""
+        shift_in, shift_out, category = self._factors(probs, in_set)
+        probs *= np.exp(shift_out)[:, None]
+        np.multiply(probs, np.exp(shift_in - shift_out)[:, None], out=probs, where=in_set)
+        return probs, category

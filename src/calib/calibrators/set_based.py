@@ -100,12 +100,23 @@ class SetCalibrator(Calibrator):
         return scores, scores <= q[:, None]  # one threshold per row, broadcast along its classes
 
     def transform_with_info(self, logits, features=None):
+        out, category = self.calibrate(*self._prepare(logits, features))
+        return out, _count(category)
+
+    def transform_probs_with_info(self, logits, features=None):
+        out, category = self.calibrate_probs(*self._prepare(logits, features))
+        return out, _count(category)
+
+    def _prepare(self, logits, features):
         logits = np.asarray(logits, dtype=np.float64)
         log_probs, probs = log_softmax_and_softmax(logits)
         scores, in_set = self._scores_and_sets(probs, logits, features)
+        return logits, log_probs, probs, scores, in_set
+
+    def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
+        """:meth:`calibrate` in probability space; methods with a cheaper direct form override it."""
         out, category = self.calibrate(logits, log_probs, probs, scores, in_set)
-        counts = np.bincount(category, minlength=len(CATEGORY_NAMES) + 1)
-        return out, {name: int(counts[code]) for code, name in CATEGORY_NAMES.items()}
+        return np.exp(out, out=out), category
 
     def transform(self, logits, features=None):
         return self.transform_with_info(logits, features)[0]
@@ -141,3 +152,8 @@ class SetCalibrator(Calibrator):
         if "q" not in calibrator.threshold_:
             raise KeyError("threshold_q")
         return calibrator
+
+
+def _count(category: np.ndarray) -> dict:
+    counts = np.bincount(category, minlength=len(CATEGORY_NAMES) + 1)
+    return {name: int(counts[code]) for code, name in CATEGORY_NAMES.items()}
