@@ -50,7 +50,7 @@ def main() -> None:
         runs = []
         for _ in range(args.repeats):
             floor_s, floor_mib = measure([sys.executable, "-c", FLOOR, scores])
-            calib_s, calib_mib = measure([sys.executable, "-m", "calib", "evaluate", scores, "--labels", labels,
+            calib_s, calib_mib = measure([sys.executable, "-m", "calib", "evaluate", scores, "--labels", labels, "--no-vece",
                                           "--json", os.path.join(tmp, "report.json")])
             runs.append({"floor_s": floor_s, "calib_s": calib_s, "ratio": calib_s / floor_s,
                          "floor_peak_mib": floor_mib, "calib_peak_mib": calib_mib})

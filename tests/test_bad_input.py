@@ -91,7 +91,7 @@ def test_every_bad_input_fails_cleanly_in_every_command(good, run):
         out_file = tmp_path / f"o_{name.replace(' ', '_')}.npy"
         _assert_one_line_error(*run("fit", path, "--method", "ts", "--out", out_dir, *extra), str(path.name), *words)
         assert not out_dir.exists(), name
-        _assert_one_line_error(*run("evaluate", path, *extra), str(path.name), *words)
+        _assert_one_line_error(*run("evaluate", "--no-vece", path, *extra), str(path.name), *words)
         if name not in ("no labels", "N mismatch", "label >= K", "label < 0", "string labels", "float labels"):
             _assert_one_line_error(*run("apply", tmp_path / "bundle", path, "--out", out_file, *extra), str(path.name), *words)
             assert not out_file.exists(), name
@@ -104,7 +104,7 @@ def test_bundle_for_another_k_or_kind(good, run):
     _assert_one_line_error(*run("apply", tmp_path / "b", tmp_path / "k4.npz", "--out", tmp_path / "o.npy"), "K = 4", "K = 3")
     probs = np.full((5, 3), 1 / 3)
     np.savez(tmp_path / "p.npz", probs=probs, labels=np.zeros(5, int))
-    _assert_one_line_error(*run("evaluate", tmp_path / "p.npz", "--bundle", tmp_path / "b"), "probs", "logits")
+    _assert_one_line_error(*run("evaluate", "--no-vece", tmp_path / "p.npz", "--bundle", tmp_path / "b"), "probs", "logits")
     assert not (tmp_path / "o.npy").exists()
 
 
@@ -113,10 +113,10 @@ def test_usage_errors(good, run):
     npz = tmp_path / "good.npz"
     _assert_one_line_error(*run("fit", npz, "--method", "nope", "--out", tmp_path / "x"), "unknown method", "ts")
     _assert_one_line_error(*run("fit", npz, "--method", "ts", "--alpha", "0.1", "--out", tmp_path / "x"), "takes no option --alpha")
-    _assert_one_line_error(*run("evaluate", npz, "--metrics", "ece,bogus"), "unknown metric 'bogus'")
-    _assert_one_line_error(*run("evaluate", npz, "--fail-if", "cmce>>1"), "--fail-if")
-    _assert_one_line_error(*run("evaluate", npz, "--max-increase", "cmce=0.1"), "--baseline")
-    _assert_one_line_error(*run("evaluate", npz, "--input-kind", "weird"), "--input-kind")
+    _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--metrics", "ece,bogus"), "unknown metric 'bogus'")
+    _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--fail-if", "cmce>>1"), "--fail-if")
+    _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--max-increase", "cmce=0.1"), "--baseline")
+    _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--input-kind", "weird"), "--input-kind")
     _assert_one_line_error(*run("apply", tmp_path / "nobundle", npz, "--out", tmp_path / "o.npy"), "nobundle")
     assert not (tmp_path / "x").exists()
 

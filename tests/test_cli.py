@@ -23,7 +23,7 @@ def test_done_when_fit_apply_evaluate_cifar100(tmp_path, run, cifar100):
     assert run("fit", cifar100["val"], "--method", "ts", "--out", bundle)[0] == 0
     code, _, err = run("apply", bundle, cifar100["test"], "--out", out)
     assert code == 0, err
-    code, stdout, err = run("evaluate", cifar100["test"], "--bundle", bundle, "--json", "-")
+    code, stdout, err = run("evaluate", "--no-vece", cifar100["test"], "--bundle", bundle, "--json", "-")
     assert code == 0, err
     report = _json(stdout)
     temperature = json.loads((bundle / "params.json").read_text())["temperature"]
@@ -41,7 +41,7 @@ def test_done_when_fit_apply_evaluate_cifar100(tmp_path, run, cifar100):
     assert m["cw_ece"] == pytest.approx(ref.cw_ece(probs, labels), abs=1e-6)
     assert report["uncalibrated_metrics"]["ece"]["value"] == pytest.approx(ref.ece(ref.softmax(cifar100["test_logits"]), labels), abs=1e-6)
     np.savez(tmp_path / "sub.npz", probs=probs[subset], labels=labels[subset])
-    code, stdout, _ = run("evaluate", tmp_path / "sub.npz", "--json", "-", "--metrics", "cmce,coverage_0.9_0.92")
+    code, stdout, _ = run("evaluate", "--no-vece", tmp_path / "sub.npz", "--json", "-", "--metrics", "cmce,coverage_0.9_0.92")
     sub = _json(stdout)["metrics"]
     assert sub["cmce"]["value"] == pytest.approx(ref.cmce(probs[subset], labels[subset]), abs=1e-9)
     assert sub["coverage_0.9_0.92"]["value"] == pytest.approx(ref.coverage(probs[subset], labels[subset], 0.9, 0.92), abs=1e-12)
@@ -58,9 +58,9 @@ def test_parquet_and_npy_with_labels_give_the_same_numbers(tmp_path, run, cifar1
     fixed = pa.FixedSizeListArray.from_arrays(pa.array(logits.reshape(-1)), 100)
     pq.write_table(pa.table({"row_id": np.arange(len(labels)), "logits": fixed, "label": labels}), tmp_path / "t.parquet")
     reports = [
-        _json(run("evaluate", cifar100["test"], "--bundle", tmp_path / "B", "--json", "-")[1]),
-        _json(run("evaluate", tmp_path / "t.npy", "--labels", tmp_path / "y.txt", "--bundle", tmp_path / "B", "--json", "-")[1]),
-        _json(run("evaluate", tmp_path / "t.parquet", "--bundle", tmp_path / "B", "--json", "-")[1]),
+        _json(run("evaluate", "--no-vece", cifar100["test"], "--bundle", tmp_path / "B", "--json", "-")[1]),
+        _json(run("evaluate", "--no-vece", tmp_path / "t.npy", "--labels", tmp_path / "y.txt", "--bundle", tmp_path / "B", "--json", "-")[1]),
+        _json(run("evaluate", "--no-vece", tmp_path / "t.parquet", "--bundle", tmp_path / "B", "--json", "-")[1]),
     ]
     assert reports[0]["metrics"] == reports[1]["metrics"] == reports[2]["metrics"]
     # apply carries parquet columns through
@@ -73,37 +73,37 @@ def test_parquet_and_npy_with_labels_give_the_same_numbers(tmp_path, run, cifar1
 
 def test_gates_and_exit_codes(tmp_path, run):
     test = SAMPLE / "cifar10_test.npz"
-    code, out, err = run("evaluate", test, "--fail-if", "cmce>0.5", "--json", tmp_path / "r.json")
+    code, out, err = run("evaluate", "--no-vece", test, "--fail-if", "cmce>0.5", "--json", tmp_path / "r.json")
     assert code == 0 and "gate pass" in out
-    code, out, err = run("evaluate", test, "--fail-if", "cmce>0.0001", "--fail-if", "accuracy<0.5", "--json", tmp_path / "r2.json")
+    code, out, err = run("evaluate", "--no-vece", test, "--fail-if", "cmce>0.0001", "--fail-if", "accuracy<0.5", "--json", tmp_path / "r2.json")
     assert code == 1 and "gate failed: cmce>0.0001" in err
     report = json.loads((tmp_path / "r2.json").read_text())  # written even when a gate fails
     assert report["passed"] is False and [g["passed"] for g in report["gates"]] == [False, True]
     # a gate on a metric not in --metrics is computed anyway
-    code, out, _ = run("evaluate", test, "--metrics", "accuracy", "--fail-if", "ece>0.5", "--json", "-")
+    code, out, _ = run("evaluate", "--no-vece", test, "--metrics", "accuracy", "--fail-if", "ece>0.5", "--json", "-")
     assert code == 0 and "ece" in _json(out)["metrics"]
 
 
 def test_baseline_gate(tmp_path, run):
     val, test = SAMPLE / "cifar10_val.npz", SAMPLE / "cifar10_test.npz"
-    assert run("evaluate", test, "--json", tmp_path / "base.json")[0] == 0
+    assert run("evaluate", "--no-vece", test, "--json", tmp_path / "base.json")[0] == 0
     assert run("fit", val, "--method", "ts", "--out", tmp_path / "B")[0] == 0
-    code, out, _ = run("evaluate", test, "--bundle", tmp_path / "B", "--baseline", tmp_path / "base.json",
+    code, out, _ = run("evaluate", "--no-vece", test, "--bundle", tmp_path / "B", "--baseline", tmp_path / "base.json",
                        "--max-increase", "cmce=0.001", "--json", "-")
     gate = _json(out)["gates"][0]
     base = json.loads((tmp_path / "base.json").read_text())["metrics"]["cmce"]["value"]
     assert gate["baseline"] == base and gate["increase"] == pytest.approx(gate["value"] - base)
     assert code == (0 if gate["increase"] <= 0.001 else 1)
     # an impossible budget fails: the same file against itself with a negative allowance
-    code, _, err = run("evaluate", test, "--baseline", tmp_path / "base.json", "--max-increase", "cmce=-1")
+    code, _, err = run("evaluate", "--no-vece", test, "--baseline", tmp_path / "base.json", "--max-increase", "cmce=-1")
     assert code == 1
     # different settings are not comparable
-    code, _, err = run("evaluate", test, "--cmce-bins", "10", "--baseline", tmp_path / "base.json", "--max-increase", "cmce=1")
+    code, _, err = run("evaluate", "--no-vece", test, "--cmce-bins", "10", "--baseline", tmp_path / "base.json", "--max-increase", "cmce=1")
     assert code == 2 and "not comparable" in err
 
 
 def test_table_output_and_methods(run):
-    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz")
+    code, out, _ = run("evaluate", "--no-vece", SAMPLE / "cifar10_test.npz")
     assert code == 0 and "cmce" in out and "coverage_0.99_0.995" in out
     code, out, _ = run("methods")
     assert code == 0 and "ts" in out and "cmce" in out

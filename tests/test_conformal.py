@@ -273,7 +273,7 @@ def test_cli_conformal_end_to_end(tmp_path, run):
     assert code == 0, err and "alpha" in err
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["options"]["alpha"] == 0.05 and manifest["method"] == "ats-gq"
-    code, out, err = run("evaluate", test, "--bundle", tmp_path / "b", "--json", "-")
+    code, out, err = run("evaluate", "--no-vece", test, "--bundle", tmp_path / "b", "--json", "-")
     assert code == 0, err
     metrics = json.loads(out)["metrics"]
     assert metrics["set_coverage"]["value"] >= 0.95 - 0.01

@@ -143,7 +143,7 @@ def test_synth_commands_end_to_end(tmp_path, run):
     run("synth", "gaussian-grid", "--classes", "9", "--n-cal", "300", "--n-test", "400", "--n-train", "3000",
         "--epochs", "2", "--seed", "1", "--out", again)
     assert (out / "test.npz").read_bytes() == (again / "test.npz").read_bytes()  # same seed, same bytes
-    code, stdout, err = run("evaluate", out / "test.npz", "--true-probs", out / "test.npz", "--json", "-")
+    code, stdout, err = run("evaluate", "--no-vece", out / "test.npz", "--true-probs", out / "test.npz", "--json", "-")
     assert code == 0, err
     metrics = json.loads(stdout)["metrics"]
     assert {"nll_true", "brier_true", "cpsme_avg", "cpsme_0.05", "cpsme_0.5"} <= set(metrics)
@@ -162,7 +162,7 @@ def test_synth_commands_end_to_end(tmp_path, run):
 def test_truth_metrics_need_true_probs(run):
     from conftest import SAMPLE
 
-    code, _, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--metrics", "cpsme_avg")
+    code, _, err = run("evaluate", "--no-vece", SAMPLE / "cifar10_test.npz", "--metrics", "cpsme_avg")
     assert code == 2 and "--true-probs" in err
-    code, _, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--true-probs", SAMPLE / "cifar10_test.npz")
+    code, _, err = run("evaluate", "--no-vece", SAMPLE / "cifar10_test.npz", "--true-probs", SAMPLE / "cifar10_test.npz")
     assert code == 2 and "true_probs" in err

@@ -14,7 +14,8 @@ from .calibrators.base import Calibrator
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
-from .numerics import log_softmax_and_softmax
+from .estimators import VECE_METRICS, variational_calibration_error
+from .numerics import log_softmax_and_softmax, softmax
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _GATE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
@@ -47,10 +48,40 @@ class MetricSet:
 
 
 def check_metric_keys(keys) -> list[str]:
-    unknown = [k for k in keys if k not in METRICS]
+    unknown = [k for k in keys if k not in METRICS and k not in VECE_METRICS]
     if unknown:
-        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join([*METRICS, *VECE_METRICS])}")
     return list(dict.fromkeys(keys))
+
+
+@dataclass(frozen=True)
+class VeceConfig:
+    """V-ECE settings of an evaluation (metrics.md); it needs every row at once, so inputs with more
+    than ``max_rows`` rows are subsampled (seeded) and the report says so."""
+
+    recalibrator: str = "ws-catboost"
+    seed: int = 0
+    max_rows: int = 20_000
+
+
+def vece_results(preds: Predictions, keys: list[str], config: VeceConfig, calibrator: Calibrator | None = None,
+                 features: np.ndarray | None = None, progress=None) -> dict:
+    """The vece_* entries: one out-of-fold recalibration serves every key."""
+    rows = np.arange(preds.n)
+    if preds.n > config.max_rows:
+        rows = np.sort(np.random.default_rng(config.seed).choice(preds.n, config.max_rows, replace=False))
+    logits = preds.logits(rows)
+    if calibrator is not None:
+        probs = calibrator.transform_probs_with_info(logits, None if features is None else features[rows])[0]
+    else:
+        given = preds.probs_as_given(rows)
+        probs = given if given is not None else softmax(logits)
+    estimate = variational_calibration_error(probs, preds.labels[rows], config.recalibrator, seed=config.seed,
+                                             progress=progress)
+    settings = {"recalibrator": config.recalibrator, "folds": estimate.folds, "seed": config.seed,
+                "rows": len(rows), "subsampled": len(rows) < preds.n, "coarsened_boosting": estimate.coarsened}
+    return {key: {"value": estimate.values[VECE_METRICS[key]], "settings": settings,
+                  "unclipped": estimate.unclipped[VECE_METRICS[key]]} for key in keys}
 
 
 def uncalibrated_batch(preds: Predictions, rows: slice) -> Batch:
@@ -208,15 +239,26 @@ def evaluate(
     gates: list[Gate] = (),
     increase_gates: list[IncreaseGate] = (),
     features: np.ndarray | None = None,
+    vece: VeceConfig | None = VeceConfig(),
+    progress=None,
 ) -> dict:
-    """The JSON report of cli.md. Gate metrics are computed even when not asked for."""
+    """The JSON report of cli.md. Gate metrics are computed even when not asked for; V-ECE keys are
+    in the default list unless ``vece`` is None."""
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
+    default += tuple(VECE_METRICS) if vece is not None else ()
     keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
+    vece_keys = [key for key in keys if key in VECE_METRICS]
+    keys = [key for key in keys if key not in VECE_METRICS]
     if preds.true_probs is None:
         needing = [key for key in keys if METRICS[key].needs_truth]
         if needing:
             raise UsageError(f"metric {needing[0]!r} needs the true probabilities: pass --true-probs FILE")
     values, before = compute_metrics(preds, keys, config, calibrator, features)
+    if vece_keys:
+        vece = vece or VeceConfig()
+        values.update(vece_results(preds, vece_keys, vece, calibrator, features, progress))
+        if before is not None:
+            before.update(vece_results(preds, vece_keys, vece, None, None, progress))
     for gate in increase_gates:
         if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:
             raise InputError(

@@ -28,14 +28,14 @@ def nll_gradient(beta: float, logits: np.ndarray, labels: np.ndarray) -> tuple[f
     return float(np.mean(mean_z - own)), float(np.mean(np.maximum(var_z, 0.0)))
 
 
-def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
-    """beta = 1/T minimising the NLL on [e^-16, e^16]: safeguarded Newton on the convex NLL.
+def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray, log_bound: float = LOG_BETA_BOUND) -> float:
+    """beta = 1/T minimising the NLL on [e^-bound, e^bound] (default 16): safeguarded Newton on the convex NLL.
 
     Keeps a bracket [lo, hi] with gradient(lo) < 0 < gradient(hi); a Newton step that leaves the
     bracket is replaced by bisection in log beta. Stops at relative step 1e-12 (the spec asks 1e-8).
     If the gradient has one sign on the whole bracket, the minimum is at that bracket end.
     """
-    lo, hi = np.exp(-LOG_BETA_BOUND), np.exp(LOG_BETA_BOUND)
+    lo, hi = np.exp(-log_bound), np.exp(log_bound)
     if nll_gradient(lo, logits, labels)[0] >= 0.0:
         return float(lo)
     if nll_gradient(hi, logits, labels)[0] <= 0.0:

@@ -10,7 +10,10 @@ import typer
 
 from .. import pipeline
 from ..evaluate import evaluate as build_report
-from ..evaluate import check_metric_keys, parse_gate, parse_increase_gates
+from ..errors import UsageError
+from ..estimators import VECE_METRICS
+from ..estimators.recalibrators import RECALIBRATORS
+from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
 from ..io import read_features, read_predictions, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from ..metrics import MetricConfig
@@ -29,6 +32,10 @@ def evaluate(
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier JSON report to compare against.", show_default=False)] = None,
     max_increase: Annotated[Optional[list[str]], typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False)] = None,
     true_probs: Annotated[Optional[str], typer.Option("--true-probs", help="True probabilities (synthetic data): .npy, or the true_probs array/column of a .npz/.parquet; adds nll_true, brier_true and CPSME.", show_default=False)] = None,
+    no_vece: Annotated[bool, typer.Option("--no-vece", help="Skip V-ECE (it refits a recalibrator 5 times: seconds to minutes).")] = False,
+    vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help="V-ECE recalibration map: ws-catboost | ts.")] = "ws-catboost",
+    vece_max_rows: Annotated[int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")] = 20000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample.")] = 0,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
@@ -50,9 +57,19 @@ def evaluate(
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
-                          calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,
-                          features=read_features(features, preds.n) if features is not None else None)
+    if vece_recalibrator not in RECALIBRATORS:
+        raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {vece_recalibrator!r}")
+    vece = None if no_vece else VeceConfig(vece_recalibrator, seed, vece_max_rows)
+    wants_vece = any(key in VECE_METRICS for key in (keys or VECE_METRICS))
+    if vece is not None and wants_vece and preds.n > vece_max_rows:
+        render.note(f"V-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
+    boosting = vece is not None and wants_vece and vece_recalibrator == "ws-catboost"
+    fits = 40 * (2 if bundle is not None else 1) if boosting else 0
+    with render.progress("V-ECE: boosting the recalibrator", fits) as advance:
+        report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
+                              calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,
+                              features=read_features(features, preds.n) if features is not None else None,
+                              vece=vece, progress=lambda: advance(""))
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..estimators import VECE_SUMMARIES
 from ..metrics import METRICS
 from ..registry import CALIBRATORS
 from . import render
@@ -12,4 +13,4 @@ def methods() -> None:
 
     Example: calib methods
     """
-    render.methods_table(CALIBRATORS, METRICS)
+    render.methods_table(CALIBRATORS, METRICS, VECE_SUMMARIES)

@@ -27,6 +27,7 @@ def _fmt(value) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
+        value += 0.0  # -0.0 prints as 0
         return f"{value:.6g}" if abs(value) >= 1e-4 or value == 0 else f"{value:.3e}"
     return str(value)
 
@@ -45,6 +46,8 @@ def _settings(settings: dict) -> str:
             parts.append(str(value))
         elif key in ("alpha", "score", "threshold"):
             parts.append(f"{key} {value}")
+        elif key == "recalibrator":
+            parts.append(f"{value}, {settings['folds']} folds" + (f", {settings['rows']} rows sampled" if settings["subsampled"] else ""))
     return ", ".join(parts)
 
 
@@ -118,7 +121,7 @@ def report_table(report: dict) -> None:
         _out.print(f"gate {mark}: {gate['expr']}  value {_fmt(gate['value'])}{extra}")
 
 
-def methods_table(calibrators: dict, metrics: dict) -> None:
+def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict) -> None:
     table = Table(title="calibrators (calib fit --method NAME)", title_justify="left")
     table.add_column("method", style="bold")
     table.add_column("options")
@@ -134,4 +137,6 @@ def methods_table(calibrators: dict, metrics: dict) -> None:
     table.add_column("what it measures")
     for key, metric in metrics.items():
         table.add_row(key, metric.summary)
+    for key, summary in vece_summaries.items():
+        table.add_row(key, summary)
     _out.print(table)

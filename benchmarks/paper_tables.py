@@ -1,0 +1,116 @@
+"""Paper-style quality tables (not tests): fit on a calibration split, evaluate on a test split.
+
+    python -m benchmarks.paper_tables cifar100 --out results/   # paper 000 Table 1 style, CIFAR-100
+    python -m benchmarks.paper_tables cifar10 --out results/
+    python -m benchmarks.paper_tables grid --classes 10 100 1000 --out results/   # paper 000 figure 1
+
+Writes results/<suite>.json and results/<suite>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from calib import calibrator_class
+from calib.evaluate import compute_metrics
+from calib.io import Predictions
+from calib.metrics import MetricConfig
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+TABLE_METRICS = ["accuracy", "ece", "mce", "cw_ece", "nll", "brier", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995"]
+GRID_METRICS = ["accuracy", "nll_true", "brier_true", "cmce", "cpsme_avg", "ece"]
+
+
+def conformal_configs(alphas=(0.1, 0.01)):
+    """Every method of the conformal issue at each alpha, score and threshold."""
+    configs = [("uncalibrated", {}), ("ts", {}), ("cmce-ts", {})]
+    for alpha in alphas:
+        for score in ("msp", "aps"):
+            for threshold in ("constant", "adaptive"):
+                configs.append(("mr", {"alpha": alpha, "score": score, "threshold": threshold}))
+                configs.append(("conformal-ts", {"alpha": alpha, "score": score, "threshold": threshold}))
+            configs.append(("ats-gq", {"alpha": alpha, "score": score, "variant": "score"}))
+            configs.append(("ats-aq", {"alpha": alpha, "score": score}))
+    return configs
+
+
+def evaluate_config(method, options, cal, test, metrics, seed=0):
+    preds = Predictions("test", test["logits"], "logits", "", test["labels"], "", true_probs=test.get("true_probs"))
+    start = time.perf_counter()
+    calibrator = None
+    if method != "uncalibrated":
+        cls = calibrator_class(method)
+        calibrator = cls(cls.parse_options(options)).fit(np.asarray(cal["logits"], dtype=np.float64), cal["labels"], seed=seed)
+    values, before = compute_metrics(preds, metrics, MetricConfig(), calibrator)
+    row = {"method": method, **options, "seconds": round(time.perf_counter() - start, 2)}
+    row.update({k: v["value"] for k, v in values.items()})
+    return row
+
+
+def markdown(rows, metrics):
+    keys = ["method", "alpha", "score", "threshold", "variant"]
+    extra = [k for k in ("set_coverage", "set_size") if any(k in r for r in rows)]
+    head = keys + metrics + extra
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [str(r.get(k, "")) for k in keys]
+        cells += ["n/a" if r.get(k) is None else f"{r[k]:.4f}" for k in metrics + extra]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def cifar(name, out):
+    cal = dict(np.load(SHARED / f"{name}_resnet110_val.npz"))
+    test = dict(np.load(SHARED / f"{name}_resnet110_test.npz"))
+    rows = []
+    for method, options in conformal_configs():
+        rows.append(evaluate_config(method, options, cal, test, TABLE_METRICS))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows, TABLE_METRICS
+
+
+def grid(classes, out, n_cal=5000, n_test=10000):
+    from calib.synth.gaussian_grid import make_gaussian_grid
+
+    rows = []
+    for k in classes:
+        start = time.perf_counter()
+        n_c, n_t = (n_cal, n_test) if k <= 1000 else (5000, 5000)
+        data = make_gaussian_grid(k, n_c, n_t, seed=0)
+        print(f"K={k}: data and model in {time.perf_counter() - start:.0f} s, test accuracy {data['meta']['test_accuracy']:.3f}", flush=True)
+        for method, options in [("uncalibrated", {}), ("ts", {}), ("cmce-ts", {}), ("mr", {"alpha": 0.1}),
+                                ("conformal-ts", {"alpha": 0.1}), ("ats-gq", {"alpha": 0.1, "variant": "score"}),
+                                ("ats-aq", {"alpha": 0.1})]:
+            row = evaluate_config(method, options, data["cal"], data["test"], GRID_METRICS)
+            row["classes"] = k
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows, GRID_METRICS
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suite", choices=["cifar10", "cifar100", "grid"])
+    parser.add_argument("--classes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--out", default="results")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    if args.suite == "grid":
+        rows, metrics = grid(args.classes, args.out)
+        text = "\n\n".join(f"K = {k}\n\n" + markdown([r for r in rows if r["classes"] == k], metrics) for k in args.classes)
+    else:
+        rows, metrics = cifar(args.suite, args.out)
+        text = markdown(rows, metrics)
+    Path(args.out, f"{args.suite}.json").write_text(json.dumps(rows, indent=2))
+    Path(args.out, f"{args.suite}.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Recalibration maps g for the variational estimator (paper 003, section 5.1; metrics.md).
+
+Each takes mixed probabilities P (n, K) of the training folds and labels, and returns a function
+from probabilities to recalibrated probabilities. For K = 2 the binary ones work on P_1 only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..calibrators.temperature import fit_inverse_temperature
+from ..numerics import log_softmax, softmax
+
+#: log(P + 1e-12) is the logit of a mixed probability vector (metrics.md, WS-CatBoost step 1).
+LOGIT_EPS = 1e-12
+#: V-ECE's temperature search interval in log beta (metrics.md).
+TS_LOG_BOUND = 10.0
+INNER_FOLDS = 8
+CATBOOST_PARAMS = dict(iterations=100, learning_rate=0.2, early_stopping_rounds=20, bootstrap_type="Bernoulli",
+                       subsample=0.5, border_count=32, depth=6)
+
+
+def kfold(n: int, n_folds: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffled k-fold: a seeded permutation cut into n_folds near-equal parts (held-out indices)."""
+    return [np.sort(part) for part in np.array_split(rng.permutation(n), n_folds)]
+
+
+def temperature_scaling(probs, labels, rng):
+    """TS on log(P + 1e-12), beta in (e^-10, e^10); g(P) = softmax(beta log(P + 1e-12))."""
+    beta = fit_inverse_temperature(np.log(probs + LOGIT_EPS), labels, log_bound=TS_LOG_BOUND)
+    return lambda new: softmax(beta * np.log(new + LOGIT_EPS))
+
+
+#: Above this many classes the boosting step of WS-CatBoost works on a coarsened problem (the
+#: TS warm start stays exact on all K classes): see :func:`coarsen` and docs/vece.md.
+MAX_BOOSTED_CLASSES = 10
+
+
+def coarsen(probs: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Each row's classes ``order`` (the top ones by f), in that order, plus one "rest" column."""
+    kept = np.take_along_axis(probs, order, axis=1)
+    return np.concatenate([kept, np.maximum(1.0 - kept.sum(axis=1, keepdims=True), 0.0)], axis=1)
+
+
+def refine(base: np.ndarray, coarse_g: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Back to K classes: the kept classes take the recalibrated coarse values; the others share the
+    recalibrated rest in proportion to ``base`` (the TS warm start). A function of f alone, so the
+    variational estimate keeps its lower-bound property."""
+    top = order.shape[1]
+    rest = np.maximum(1.0 - np.take_along_axis(base, order, axis=1).sum(axis=1), 0.0)
+    scale = np.where(rest > 0, coarse_g[:, top] / np.where(rest > 0, rest, 1.0), 0.0)
+    out = base * scale[:, None]
+    np.put_along_axis(out, order, coarse_g[:, :top], axis=1)
+    return out
+
+
+def ws_catboost(probs, labels, rng, progress=None, max_classes=MAX_BOOSTED_CLASSES):
+    """WS-CatBoost (paper 003, appendix E.2): TS warm start s(P), then 8 CatBoost models on inner
+    folds with baseline s(P), features P (binary: P_1), early stopping on the held-out inner fold;
+    g = mean over models of softmax(s(P) + h_j(P)) (a sigmoid in the binary case).
+
+    K > ``max_classes``: TS stays on all K classes; the boosting runs on the coarsened problem of the
+    top (max_classes - 1) classes by f plus a rest class, with features and baseline coarsened alike,
+    and :func:`refine` maps its output back (docs/vece.md).
+    """
+    n_classes = probs.shape[1]
+    beta = fit_inverse_temperature(np.log(probs + LOGIT_EPS), labels, log_bound=TS_LOG_BOUND)
+
+    def warm(p):
+        return softmax(beta * np.log(p + LOGIT_EPS))
+
+    if n_classes <= max_classes:
+        boost = _boosted(probs, warm(probs), labels, rng, progress)
+        return lambda new: boost(new, warm(new))
+
+    def top_order(p):
+        return np.argsort(-p, axis=1, kind="stable")[:, : max_classes - 1]
+
+    order = top_order(probs)
+    hit = order == labels[:, None]
+    coarse_labels = np.where(hit.any(axis=1), hit.argmax(axis=1), max_classes - 1)
+    base = warm(probs)
+    boost = _boosted(coarsen(probs, order), coarsen(base, order), coarse_labels, rng, progress)
+
+    def predict(new):
+        new_order, new_base = top_order(new), warm(new)
+        return refine(new_base, boost(coarsen(new, new_order), coarsen(new_base, new_order)), new_order)
+
+    return predict
+
+
+def _boosted(features_probs, warm_probs, labels, rng, progress):
+    """8 inner-fold CatBoost models on features P with baseline log(warm start); returns
+    predict(P, warm(P)) = mean_j softmax(log warm + h_j(P))."""
+    from catboost import CatBoostClassifier, Pool
+
+    n_classes = features_probs.shape[1]
+    binary = n_classes == 2
+
+    def baseline(w):
+        s = np.log(np.maximum(w, LOGIT_EPS))
+        return (s[:, 1] - s[:, 0]) if binary else s
+
+    def features(p):
+        return p[:, 1:2] if binary else p
+
+    start = baseline(warm_probs)
+    models = []  # (model or None, the classes it boosts)
+    for held_out in kfold(len(features_probs), INNER_FOLDS, rng):
+        train = np.setdiff1d(np.arange(len(features_probs)), held_out, assume_unique=True)
+        seed = int(rng.integers(2**31 - 1))
+        # Classes absent from this training fold get no correction (their warm start stays); with
+        # fewer than two classes present there is nothing to boost.
+        present = np.unique(labels[train])
+        if len(present) < 2:
+            models.append((None, present))
+        else:
+            columns = slice(None) if binary else present
+            model = CatBoostClassifier(
+                loss_function="Logloss" if binary else "MultiClass", random_seed=seed, class_names=list(present),
+                verbose=False, allow_writing_files=False, thread_count=-1, **CATBOOST_PARAMS)
+            known = held_out[np.isin(labels[held_out], present)]
+            eval_set = Pool(features(features_probs[known]), labels[known], baseline=start[known][..., columns]) if len(known) else None
+            model.fit(Pool(features(features_probs[train]), labels[train], baseline=start[train][..., columns]),
+                      eval_set=eval_set)
+            models.append((model, present))
+        if progress is not None:
+            progress()
+
+    def predict(new_probs, new_warm):
+        s = baseline(new_warm)
+        total = np.zeros((len(new_probs), n_classes))
+        for model, present in models:
+            raw = np.zeros(s.shape)
+            if model is not None:
+                out = np.asarray(model.predict(Pool(features(new_probs)), prediction_type="RawFormulaVal"))
+                if binary:
+                    raw = out.reshape(-1)
+                else:
+                    raw[:, present] = out.reshape(len(new_probs), len(present))
+            if binary:
+                p1 = 1.0 / (1.0 + np.exp(-(s + raw)))
+                total += np.stack([1.0 - p1, p1], axis=1)
+            else:
+                total += softmax(s + raw)
+        return total / len(models)
+
+    return predict
+
+
+RECALIBRATORS = {"ws-catboost": ws_catboost, "ts": temperature_scaling}

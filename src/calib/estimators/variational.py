@@ -1,0 +1,112 @@
+"""V-ECE, the cross-validated variational calibration error (paper 003; metrics.md).
+
+CE(f) = E[l_f(f(X), Y)] - inf_g E[l_f(g(f(X)), Y)] for a proper loss that may depend on f. A
+recalibration map g is fitted out of fold (m = 5 shuffled folds), its inputs mixed with the uniform
+distribution, P = (1 - lam) p + lam / K with lam = 1 / (n_train + 1); the losses are evaluated at the
+original p. The estimate is -(1/N) sum_i l_i, clipped at 0 once at the end; any g gives a lower bound
+in expectation. With d = g - f and o = one-hot(y):
+  l1:  l = sum_j sign(d_j) (f_j - o_j)          l2: l = <d / ||d||_2, f - o>  (0 where d = 0)
+  sq:  l = sum_j (g_j - o_j)^2 - (f_j - o_j)^2  kl: l = -log g_y + log f_y
+  K = 2 uses the class-1 probability only: l = sign(g1 - f1)(f1 - y) and (g1 - y)^2 - (f1 - y)^2.
+Top class j* = argmax f, F = f_j*, G = g_j*, Y = 1{y = j*}:
+  over = (1/N) sum 1{G < F}(F - Y),  under = (1/N) sum 1{G > F}(Y - F),  over + under = top_l1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..numerics import PROB_FLOOR
+from .recalibrators import MAX_BOOSTED_CLASSES, RECALIBRATORS, kfold
+
+OUTER_FOLDS = 5
+LOSSES = ("l1", "l2", "sq", "kl", "top_l1", "over", "under")
+#: ||d||_2 floor of the L2 loss (metrics.md).
+NORM_FLOOR = 1e-300
+
+
+@dataclass
+class VariationalEstimate:
+    """Clipped estimates (>= 0, except over/under which are reported raw) and unclipped values."""
+
+    values: dict
+    unclipped: dict
+    recalibrator: str
+    coarsened: bool
+    folds: int
+    seed: int
+
+
+def out_of_fold_recalibration(probs: np.ndarray, labels: np.ndarray, recalibrator: str = "ws-catboost", *,
+                              folds: int = OUTER_FOLDS, seed: int = 0, progress=None,
+                              max_classes: int = MAX_BOOSTED_CLASSES) -> np.ndarray:
+    """g(f(X_i)) for every row, g fitted on the other folds' mixed probabilities."""
+    n, n_classes = probs.shape
+    fit = RECALIBRATORS[recalibrator]
+    rng = np.random.default_rng(seed)
+    n_train = (n * (folds - 1)) // folds
+    lam = 1.0 / (n_train + 1)
+    mixed = (1.0 - lam) * probs + lam / n_classes
+    out = np.empty_like(probs)
+    for held_out in kfold(n, folds, rng):
+        train = np.setdiff1d(np.arange(n), held_out, assume_unique=True)
+        kwargs = {"progress": progress, "max_classes": max_classes} if recalibrator == "ws-catboost" else {}
+        g = fit(mixed[train], labels[train], rng, **kwargs)
+        out[held_out] = g(mixed[held_out])
+    return out
+
+
+def per_sample_losses(probs: np.ndarray, recalibrated: np.ndarray, labels: np.ndarray) -> dict:
+    """l_i of every loss of the module docstring (the estimate is minus their mean)."""
+    rows = np.arange(len(labels))
+    onehot = np.zeros_like(probs)
+    onehot[rows, labels] = 1.0
+    residual = probs - onehot
+    diff = recalibrated - probs
+    if probs.shape[1] == 2:
+        y = labels.astype(np.float64)
+        l1 = np.sign(diff[:, 1]) * residual[:, 1]
+        losses = {"l1": l1, "l2": l1, "sq": (recalibrated[:, 1] - y) ** 2 - residual[:, 1] ** 2}
+    else:
+        norm = np.maximum(np.sqrt((diff**2).sum(axis=1)), NORM_FLOOR)
+        losses = {
+            "l1": (np.sign(diff) * residual).sum(axis=1),
+            "l2": np.where(norm > NORM_FLOOR, (diff * residual).sum(axis=1) / norm, 0.0),
+            "sq": ((recalibrated - onehot) ** 2 - residual**2).sum(axis=1),
+        }
+    losses["kl"] = -np.log(np.maximum(recalibrated[rows, labels], PROB_FLOOR)) + np.log(np.maximum(probs[rows, labels], PROB_FLOOR))
+    top = probs.argmax(axis=1)
+    f_top, g_top = probs[rows, top], recalibrated[rows, top]
+    y_top = (labels == top).astype(np.float64)
+    losses["over"] = -np.where(g_top < f_top, f_top - y_top, 0.0)
+    losses["under"] = -np.where(g_top > f_top, y_top - f_top, 0.0)
+    losses["top_l1"] = losses["over"] + losses["under"]
+    return losses
+
+
+def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalibrator: str = "ws-catboost", *,
+                                  folds: int = OUTER_FOLDS, seed: int = 0, progress=None,
+                                  max_classes: int = MAX_BOOSTED_CLASSES) -> VariationalEstimate:
+    """V-ECE of ``probs`` (N, K) against ``labels``: every loss from one out-of-fold recalibration."""
+    probs = np.asarray(probs, dtype=np.float64)
+    recalibrated = out_of_fold_recalibration(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress,
+                                             max_classes=max_classes)
+    raw = {key: float(-np.mean(value)) for key, value in per_sample_losses(probs, recalibrated, labels).items()}
+    values = {key: (value if key in ("over", "under") else max(value, 0.0)) for key, value in raw.items()}
+    coarsened = recalibrator == "ws-catboost" and probs.shape[1] > max_classes
+    return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed)
+
+
+#: ``calib evaluate`` keys of the V-ECE family (metrics.md) and the estimate each reports.
+VECE_METRICS = {"vece_l1": "l1", "vece_l2": "l2", "vece_sq": "sq", "vece_top_l1": "top_l1",
+                "vece_over": "over", "vece_under": "under"}
+VECE_SUMMARIES = {
+    "vece_l1": "V-ECE: cross-validated variational L1 calibration error (paper 003)",
+    "vece_l2": "V-ECE: variational L2 calibration error",
+    "vece_sq": "V-ECE: variational squared (Brier) calibration error",
+    "vece_top_l1": "V-ECE: top-class L1 calibration error = over + under",
+    "vece_over": "V-ECE: over-confidence E[(F - C)+] of the top class",
+    "vece_under": "V-ECE: under-confidence E[(C - F)+] of the top class",
+}

@@ -1,0 +1,126 @@
+"""V-ECE against TRUE calibration errors computed from known C (never against other estimators)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from calib.estimators import variational_calibration_error
+from calib.estimators.recalibrators import coarsen, refine
+from calib.estimators.variational import per_sample_losses
+from calib.synth import known_ce_data, true_calibration_errors
+
+KEYS = ("l1", "l2", "sq", "over", "under")
+
+
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_ts_recalibrator_recovers_known_errors_over_seeds(temperature):
+    estimates, truths = [], []
+    for seed in range(6):
+        probs, labels, truth = known_ce_data(3000, 4, temperature, np.random.default_rng(seed))
+        estimates.append(variational_calibration_error(probs, labels, "ts", seed=seed).values)
+        truths.append(true_calibration_errors(probs, truth))
+    for key in KEYS:
+        est = np.array([e[key] for e in estimates])
+        tru = np.array([t[key] for t in truths])
+        assert np.all(np.abs(est - tru) <= 0.1 * tru.max() + 0.01), key
+        # lower bound in expectation: the mean estimate is not above the mean truth beyond noise
+        assert est.mean() <= tru.mean() + 3 * est.std() / np.sqrt(len(est)) + 1e-3, key
+    over, under = np.mean([e["over"] for e in estimates]), np.mean([e["under"] for e in estimates])
+    assert (over > under) if temperature < 1 else (under > over)
+
+
+def test_ws_catboost_on_a_binary_case_with_known_truth():
+    # the spec's binary demo: p ~ Beta(0.5, 0.5), y ~ Bernoulli(sigmoid(0.4 logit p + 0.3))
+    rng = np.random.default_rng(0)
+    p1 = np.clip(rng.beta(0.5, 0.5, 3000), 1e-6, 1 - 1e-6)
+    c1 = 1 / (1 + np.exp(-(0.4 * np.log(p1 / (1 - p1)) + 0.3)))
+    labels = (rng.random(3000) < c1).astype(int)
+    probs = np.stack([1 - p1, p1], 1)
+    truth = true_calibration_errors(probs, np.stack([1 - c1, c1], 1))
+    estimate = variational_calibration_error(probs, labels, "ws-catboost", seed=0)
+    assert estimate.values["l1"] == pytest.approx(truth["l1"], abs=0.02)
+    assert estimate.values["sq"] == pytest.approx(truth["sq"], abs=0.01)
+    assert estimate.values["l1"] <= truth["l1"] + 0.01
+
+
+def test_over_under_split_is_exact_and_names_the_right_side_at_k100():
+    # an over-confident 100-class model whose top probability is usually below 1/2: probmetrics'
+    # top-class variant (sign(F - 1/2)) would swap the names here
+    probs, labels, truth = known_ce_data(4000, 100, 0.5, np.random.default_rng(0))
+    assert np.median(probs.max(1)) < 0.5
+    estimate = variational_calibration_error(probs, labels, "ts", seed=0)
+    raw = estimate.unclipped
+    assert raw["over"] + raw["under"] == pytest.approx(raw["top_l1"], abs=1e-15)
+    assert raw["over"] > 10 * abs(raw["under"])
+    exact = true_calibration_errors(probs, truth)
+    assert raw["over"] == pytest.approx(exact["over"], abs=0.01)
+
+
+def test_losses_by_hand():
+    # f = (.5, .3, .2), g = (.6, .2, .2), y = 0: d = (.1, -.1, 0), f - o = (-.5, .3, .2)
+    f = np.array([[0.5, 0.3, 0.2]])
+    g = np.array([[0.6, 0.2, 0.2]])
+    losses = per_sample_losses(f, g, np.array([0]))
+    assert losses["l1"][0] == pytest.approx(-0.5 - 0.3)            # sign(d) . (f - o)
+    assert losses["l2"][0] == pytest.approx((0.1 * -0.5 - 0.1 * 0.3) / np.sqrt(0.02))
+    assert losses["sq"][0] == pytest.approx((0.16 + 0.04 + 0.04) - (0.25 + 0.09 + 0.04))
+    assert losses["kl"][0] == pytest.approx(-np.log(0.6) + np.log(0.5))
+    assert losses["over"][0] == 0.0 and losses["under"][0] == pytest.approx(-(1 - 0.5))
+
+
+def test_clipped_once_and_calibrated_model_near_zero():
+    rng = np.random.default_rng(3)
+    probs = rng.dirichlet(np.ones(5), 3000)
+    labels = (probs.cumsum(1) > rng.random((3000, 1))).argmax(1)
+    estimate = variational_calibration_error(probs, labels, "ts", seed=0)
+    for key in ("l1", "l2", "sq"):
+        assert estimate.values[key] == max(estimate.unclipped[key], 0.0)
+        assert estimate.values[key] < 0.03
+
+
+def test_coarsened_boosting_is_a_function_of_f_and_keeps_mass():
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(30), 50)
+    order = np.argsort(-probs, axis=1, kind="stable")[:, :9]
+    coarse = coarsen(probs, order)
+    assert coarse.shape == (50, 10) and np.allclose(coarse.sum(1), 1)
+    back = refine(probs, coarse, order)  # the identity recalibration maps back to f itself
+    assert np.allclose(back, probs)
+
+
+def test_large_k_reduction_matches_the_exact_recipe_where_both_run():
+    probs, labels, truth = known_ce_data(1500, 15, 0.5, np.random.default_rng(2))
+    coarse = variational_calibration_error(probs, labels, "ws-catboost", seed=0)
+    exact = variational_calibration_error(probs, labels, "ws-catboost", seed=0, max_classes=1000)
+    assert coarse.coarsened and not exact.coarsened
+    for key in ("l1", "l2", "sq", "over"):
+        assert coarse.values[key] == pytest.approx(exact.values[key], abs=0.02), key
+
+
+def test_missing_classes_in_a_fold_do_not_crash():
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(6), 400)
+    labels = rng.integers(0, 5, 400)
+    labels[0] = 5  # class 5 appears once: absent from most training folds
+    estimate = variational_calibration_error(probs, labels, "ws-catboost", seed=0)
+    assert all(np.isfinite(v) for v in estimate.values.values())
+
+
+def test_evaluate_reports_vece_with_settings_and_unclipped(run, tmp_path):
+    from conftest import SAMPLE
+
+    code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--vece-recalibrator", "ts", "--vece-max-rows", "4000",
+                         "--json", "-")
+    assert code == 0, err
+    metrics = json.loads(out)["metrics"]
+    entry = metrics["vece_over"]
+    assert entry["settings"] == {"recalibrator": "ts", "folds": 5, "seed": 0, "rows": 4000, "subsampled": True,
+                                 "coarsened_boosting": False}
+    assert metrics["vece_top_l1"]["unclipped"] == pytest.approx(entry["unclipped"] + metrics["vece_under"]["unclipped"])
+    assert entry["value"] > metrics["vece_under"]["value"]  # this ResNet-110 is over-confident (ECE 2.6%)
+    code, out, _ = run("evaluate", "--no-vece", SAMPLE / "cifar10_test.npz", "--json", "-")
+    assert not any(key.startswith("vece") for key in json.loads(out)["metrics"])
+    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--metrics", "ece,vece_l1", "--vece-recalibrator", "ts",
+                       "--fail-if", "vece_l1>0.5", "--json", "-")
+    assert code == 0 and set(json.loads(out)["metrics"]) == {"ece", "vece_l1"}
