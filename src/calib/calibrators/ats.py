@@ -15,9 +15,9 @@ import dataclasses
 import numpy as np
 
 from ..numerics import log_softmax, softmax
-from .conformal import EMPTY, FULL, SCORES, check_alpha, check_choice
+from .conformal import EMPTY, FULL, check_choice
 from .select_tau import select_temperature
-from .set_based import SetCalibrator, SetOptions
+from .set_based import ConformalOptions, SetCalibrator, SetOptions
 from .thresholds import SCORE_FLOOR
 
 VARIANTS = ("prob", "score")
@@ -33,15 +33,13 @@ class ATSOptions(SetOptions):
 
 
 @dataclasses.dataclass(frozen=True)
-class AQOptions:
-    alpha: float = 0.1
-    score: str = "msp"
+class AQOptions(ConformalOptions):
+    """ats-aq: its threshold is always the conformalised quantile regression."""
+
     variant: str = "prob"
-    allow_full_set: bool = False
 
     def __post_init__(self):
-        check_alpha(self.alpha)
-        check_choice("score", self.score, SCORES)
+        super().__post_init__()
         check_choice("variant", self.variant, VARIANTS)
 
 
@@ -54,24 +52,21 @@ class ATSGlobal(SetCalibrator):
     def variant(self) -> str:
         return self.options.variant
 
-    def _temperatures(self, logits, scores, in_set):
+    def _tempered(self, logits, kept, scores, in_set, normalise):
+        """normalise(u / tau(x)) per row (log_softmax or softmax); rows with an empty or full set
+        keep ``kept`` (the model's own log-probs or probs)."""
         tempered = logits if self.variant == "prob" else -np.log(np.maximum(scores, SCORE_FLOOR))
         tau, category = select_temperature(tempered, in_set, 1.0 - self.options.alpha)
-        return tempered / tau[:, None], category, (category == EMPTY) | (category == FULL)
+        out = normalise(tempered / tau[:, None])
+        unchanged = (category == EMPTY) | (category == FULL)
+        out[unchanged] = kept[unchanged]
+        return out, category
 
     def calibrate(self, logits, log_probs, probs, scores, in_set):
-        """log p~(tau(x)); rows with an empty or full set keep log p."""
-        tempered, category, unchanged = self._temperatures(logits, scores, in_set)
-        out = log_softmax(tempered)
-        out[unchanged] = log_probs[unchanged]
-        return out, category
+        return self._tempered(logits, log_probs, scores, in_set, log_softmax)
 
     def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
-        """p~(tau(x)) = softmax(u / tau) with one exp; rows with an empty or full set keep p."""
-        tempered, category, unchanged = self._temperatures(logits, scores, in_set)
-        out = softmax(tempered)
-        out[unchanged] = probs[unchanged]
-        return out, category
+        return self._tempered(logits, probs, scores, in_set, softmax)  # one exp, no log
 
     def fit_report(self):
         return {**super().fit_report(), "variant": self.variant}

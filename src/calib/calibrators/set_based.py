@@ -22,16 +22,27 @@ from .thresholds import FLOWS, fit_threshold, threshold_values
 
 
 @dataclasses.dataclass(frozen=True)
-class SetOptions:
+class ConformalOptions:
+    """Options every conformal method takes."""
+
     alpha: float = 0.1
     score: str = "msp"
-    threshold: str = "constant"
-    flow: str = "gauss"
     allow_full_set: bool = False
 
     def __post_init__(self):
         check_alpha(self.alpha)
         check_choice("score", self.score, SCORES)
+
+
+@dataclasses.dataclass(frozen=True)
+class SetOptions(ConformalOptions):
+    """...plus the choice of threshold, for the methods that offer one."""
+
+    threshold: str = "constant"
+    flow: str = "gauss"
+
+    def __post_init__(self):
+        super().__post_init__()
         check_choice("threshold", self.threshold, ("constant", "adaptive"))
         check_choice("flow", self.flow, FLOWS)
 
