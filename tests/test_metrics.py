@@ -160,3 +160,27 @@ def test_calibration_perfect_model_has_small_cmce():
     got = metrics_of(probs, labels)
     assert got["cmce"] < 0.01 and got["ece"] < 0.02
     assert got["coverage_0.9_0.92"] == pytest.approx(0.91, abs=0.02)
+
+
+@pytest.mark.parametrize("source", ["cifar10_resnet110_test.npz", "cifar100_resnet110_test.npz", "news20_probs.npz", "synthetic"])
+def test_smece_agrees_with_relplot(source):
+    relplot = pytest.importorskip("relplot")
+    from conftest import shared_file
+
+    if source == "synthetic":
+        rng = np.random.default_rng(0)
+        conf = rng.random(4000)
+        labels_ok = rng.random(4000) < conf**2
+        probs = np.stack([1 - conf, conf], 1)
+        labels = np.where(labels_ok, 1, 0)
+        # top-label view of a binary model is not conf itself when conf < 1/2: use the top-label
+        conf, correct = probs.max(1), probs.argmax(1) == labels
+        scores, kind = probs, "probs"
+    else:
+        data = np.load(shared_file(source))
+        kind = "logits" if "logits" in data.files else "probs"
+        scores, labels = data[kind].astype(np.float64), data["labels"]
+        probs = np.exp(log_softmax(scores)) if kind == "logits" else scores
+        conf, correct = probs.max(1), probs.argmax(1) == labels
+    got = metrics_of(scores, labels, kind=kind, keys=["smece"])["smece"]
+    assert got == pytest.approx(relplot.smECE(conf, correct.astype(float)), abs=1e-3)

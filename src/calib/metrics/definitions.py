@@ -13,6 +13,7 @@ import numpy as np
 
 from ..numerics import PROB_FLOOR
 from . import accumulators as acc
+from .smooth import GRID, smooth_ece
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,10 @@ def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
     return float(np.abs(gaps).sum() / len(confidence))
 
 
+def _smece(state: acc.TopLabelValues, config: MetricConfig) -> float:
+    return smooth_ece(np.concatenate(state.confidence), np.concatenate(state.correct))[0]
+
+
 def _coverage_value(state: acc.CumulativeMassRange, config: MetricConfig) -> float | None:
     return state.covered / state.count if state.count else None
 
@@ -106,6 +111,8 @@ _METRICS = [
            lambda s, c: s.counter.max_error(), _bins),
     Metric("ece_quantile", "top-label ECE with equal-mass bins", _top_values,
            ece_quantile, lambda c, s: {"bins": c.bins, "scheme": "equal-mass", "norm": "l1", "label": "top"}),
+    Metric("smece", "smooth ECE at its fixed-point bandwidth (Blasiok & Nakkiran 2024)", _top_values,
+           _smece, lambda c, s: {"grid": GRID, "kernel": "gaussian, reflected", "bandwidth": "fixed point", "label": "top"}),
     Metric("debiased_ece_sq", "debiased squared top-label ECE (Kumar et al. 2019); may be negative", _top_bins,
            debiased_ece_sq, lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "squared", "label": "top"}),
     Metric("cw_ece", "classwise ECE averaged over all K classes", _classwise,
