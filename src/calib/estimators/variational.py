@@ -29,7 +29,7 @@ NORM_FLOOR = 1e-300
 
 @dataclass
 class VariationalEstimate:
-    """Clipped estimates (>= 0, except over/under which are reported raw) and unclipped values."""
+    """Estimates clipped at 0 once at the end, and the raw values (over + under = top_l1 exactly)."""
 
     values: dict
     unclipped: dict
@@ -94,7 +94,7 @@ def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalib
     recalibrated = out_of_fold_recalibration(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress,
                                              max_classes=max_classes)
     raw = {key: float(-np.mean(value)) for key, value in per_sample_losses(probs, recalibrated, labels).items()}
-    values = {key: (value if key in ("over", "under") else max(value, 0.0)) for key, value in raw.items()}
+    values = {key: max(value, 0.0) for key, value in raw.items()}
     coarsened = recalibrator == "ws-catboost" and probs.shape[1] > max_classes
     return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed)
 
