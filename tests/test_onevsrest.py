@@ -1,0 +1,82 @@
+"""One-vs-rest baselines against scikit-learn, and the contract every registered calibrator keeps."""
+
+import numpy as np
+import pytest
+
+from calib import CALIBRATORS, calibrator_class
+from calib.calibrators import thresholds as thresholds_module
+from calib.calibrators.onevsrest import renormalise
+from calib.numerics import softmax
+from calib.pipeline import load_calibrator
+
+
+@pytest.fixture
+def cifar10():
+    from conftest import SAMPLE
+
+    val, test = np.load(SAMPLE / "cifar10_val.npz"), np.load(SAMPLE / "cifar10_test.npz")
+    return val["logits"].astype(np.float64), val["labels"], test["logits"][:2000].astype(np.float64)
+
+
+def test_platt_matches_sklearn_logistic_regression(cifar10):
+    from sklearn.linear_model import LogisticRegression
+
+    logits, labels, test = cifar10
+    platt = calibrator_class("platt")().fit(logits, labels)
+    for k in range(10):
+        reference = LogisticRegression(C=1e6, tol=1e-12, max_iter=10000).fit(logits[:, k:k + 1], labels == k)
+        assert platt.slope_[k] == pytest.approx(reference.coef_[0, 0], rel=2e-3)
+        assert platt.intercept_[k] == pytest.approx(reference.intercept_[0], rel=2e-3)
+
+
+def test_isotonic_matches_sklearn(cifar10):
+    from sklearn.isotonic import IsotonicRegression
+
+    logits, labels, test = cifar10
+    isotonic = calibrator_class("isotonic")().fit(logits, labels)
+    maps = isotonic.class_maps(test)
+    p, q = softmax(logits), softmax(test)
+    for k in (0, 4, 9):
+        reference = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(p[:, k], labels == k)
+        assert np.allclose(maps[:, k], reference.predict(q[:, k]), atol=1e-9)
+
+
+def test_hist_by_hand_and_absent_classes():
+    # 3 classes; class 2 never appears. Class 0 probabilities .9 (y=0), .9 (y=1), .1 (y=1)
+    probs = np.array([[0.9, 0.05, 0.05], [0.9, 0.05, 0.05], [0.1, 0.85, 0.05]])
+    labels = np.array([0, 1, 1])
+    hist = calibrator_class("hist")().fit(np.log(probs), labels)
+    # class 0, bin 13 (0.9 * 15 = 13.5): 1 hit of 2 -> 0.5; bin 1 (0.1): 0 of 1; empty bins: base rate 1/3
+    assert hist.values_[0, 13] == 0.5 and hist.values_[0, 1] == 0.0 and hist.values_[0, 5] == pytest.approx(1 / 3)
+    assert np.all(hist.values_[2] == 0.0)  # absent class: base rate 0 everywhere
+    for method in ("platt", "isotonic"):
+        fitted = calibrator_class(method)().fit(np.log(probs), labels)
+        out = np.exp(fitted.transform(np.log(probs)))
+        assert np.allclose(out.sum(1), 1) and np.all(out[:, 2] < 1e-6)
+
+
+def test_all_zero_rows_become_uniform():
+    assert np.allclose(renormalise(np.array([[0.0, 0.0, 0.0], [1.0, 3.0, 0.0]])), [[1 / 3] * 3, [0.25, 0.75, 0.0]])
+
+
+@pytest.mark.parametrize("method", sorted(CALIBRATORS))
+def test_every_calibrator_keeps_the_contract(method, tmp_path, monkeypatch):
+    """Normalised rows, shape kept when classes are missing from the fit, bit-identical bundles."""
+    monkeypatch.setattr(thresholds_module, "QR_STEPS", 50)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(400, 6)) * 2
+    labels = rng.integers(0, 5, 400)  # class 5 never appears
+    cls = calibrator_class(method)
+    calibrator = cls(cls.parse_options({})).fit(logits, labels, seed=0)
+    test = rng.normal(size=(50, 6)) * 2
+    out = calibrator.transform(test)
+    probs, _ = calibrator.transform_probs_with_info(test)
+    assert out.shape == (50, 6) and np.all(np.isfinite(out))
+    assert np.allclose(np.exp(out).sum(1), 1.0, atol=1e-9) and np.allclose(probs.sum(1), 1.0, atol=1e-9)
+    from calib.io import Predictions
+    from calib.pipeline import save_calibrator
+
+    preds = Predictions("t", logits, "logits", "t", labels, "0")
+    save_calibrator(calibrator, preds, str(tmp_path / "b"))
+    reloaded, _ = load_calibrator(str(tmp_path / "b"))
+    assert np.array_equal(reloaded.transform(test), out)
