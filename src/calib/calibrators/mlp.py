@@ -18,10 +18,10 @@ def standardise_stats(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def forward(arrays: dict, prefix: str, inputs: np.ndarray) -> np.ndarray:
     """Standardise with the stored statistics, then Linear (+ ReLU between layers), in float64."""
     h = (np.asarray(inputs, dtype=np.float64) - arrays[f"{prefix}_mean"]) / arrays[f"{prefix}_std"]
-    n_layers = sum(1 for key in arrays if key.startswith(f"{prefix}_w"))
-    for i in range(n_layers):
+    depth = sum(1 for key in arrays if key.startswith(f"{prefix}_w"))  # number of Linear layers
+    for i in range(depth):
         h = h @ arrays[f"{prefix}_w{i}"].astype(np.float64) + arrays[f"{prefix}_b{i}"].astype(np.float64)
-        if i < n_layers - 1:
+        if i < depth - 1:
             np.maximum(h, 0.0, out=h)
     return h
 
