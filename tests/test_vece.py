@@ -124,3 +124,20 @@ def test_evaluate_reports_vece_with_settings_and_unclipped(run, tmp_path):
     code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--metrics", "ece,vece_l1", "--vece-recalibrator", "ts",
                        "--fail-if", "vece_l1>0.5", "--json", "-")
     assert code == 0 and set(json.loads(out)["metrics"]) == {"ece", "vece_l1"}
+
+
+@pytest.mark.parametrize("recalibrator", ["ts", "hist-uniform", "hist-quantile", "isotonic"])
+def test_every_recalibrator_recovers_known_errors(recalibrator):
+    rng = np.random.default_rng(0)
+    p1 = np.clip(rng.beta(0.5, 0.5, 3000), 1e-6, 1 - 1e-6)
+    c1 = 1 / (1 + np.exp(-(0.4 * np.log(p1 / (1 - p1)) + 0.3)))
+    labels = (rng.random(3000) < c1).astype(int)
+    probs = np.stack([1 - p1, p1], 1)
+    truth = true_calibration_errors(probs, np.stack([1 - c1, c1], 1))
+    binary = variational_calibration_error(probs, labels, recalibrator, seed=0).values
+    assert binary["l1"] == pytest.approx(truth["l1"], abs=0.015) and binary["l1"] <= truth["l1"] + 0.01
+    probs, labels, truth_probs = known_ce_data(3000, 10, 0.5, np.random.default_rng(1))
+    truth = true_calibration_errors(probs, truth_probs)
+    multi = variational_calibration_error(probs, labels, recalibrator, seed=0).values
+    assert multi["top_l1"] == pytest.approx(truth["top_l1"], abs=0.015)
+    assert 0.7 * truth["l1"] <= multi["l1"] <= truth["l1"] + 0.03  # top-class maps give a lower bound

@@ -148,4 +148,60 @@ def _boosted(features_probs, warm_probs, labels, rng, progress):
     return predict
 
 
-RECALIBRATORS = {"ws-catboost": ws_catboost, "ts": temperature_scaling}
+#: Bins of the histogram recalibrators (paper 003, section 5.1).
+HIST_BINS = 10
+
+
+def _top_class_map(fit_binary):
+    """A binary recalibrator as a multiclass one (metrics.md): for K = 2 it maps P_1; otherwise it
+    maps the top-class probability F to G (fitted on 1{y = argmax}) and the other classes share
+    1 - G in proportion to P, as :func:`refine` does for one kept class."""
+
+    def fit(probs, labels, rng):
+        binary = probs.shape[1] == 2
+        top = np.ones(len(probs), dtype=np.intp) if binary else probs.argmax(axis=1)
+        score = probs[np.arange(len(probs)), top]
+        g = fit_binary(score, (labels == top).astype(np.float64))
+
+        def predict(new):
+            if binary:
+                p1 = np.clip(g(new[:, 1]), 0.0, 1.0)
+                return np.stack([1.0 - p1, p1], axis=1)
+            order = new.argmax(axis=1)[:, None]
+            coarse_g = np.clip(g(np.take_along_axis(new, order, axis=1)[:, 0]), 0.0, 1.0)
+            return refine(new, np.stack([coarse_g, 1.0 - coarse_g], axis=1), order)
+
+        return predict
+
+    return fit
+
+
+def _histogram(edges_of):
+    def fit_binary(score, outcome):
+        edges = edges_of(score)
+        index = np.clip(np.searchsorted(edges, score, side="right") - 1, 0, len(edges) - 2)
+        counts = np.bincount(index, minlength=len(edges) - 1)
+        means = np.where(counts > 0, np.bincount(index, outcome, minlength=len(edges) - 1) / np.maximum(counts, 1),
+                         outcome.mean())
+        return lambda new: means[np.clip(np.searchsorted(edges, new, side="right") - 1, 0, len(edges) - 2)]
+
+    return fit_binary
+
+
+def _isotonic(score, outcome):
+    from scipy.optimize import isotonic_regression
+
+    order = np.argsort(score, kind="stable")
+    fitted = isotonic_regression(outcome[order]).x
+    x, start = np.unique(score[order], return_index=True)
+    y = np.add.reduceat(fitted, start) / np.diff(np.append(start, len(score)))
+    return lambda new: np.interp(new, x, y)
+
+
+RECALIBRATORS = {
+    "ws-catboost": ws_catboost,
+    "ts": temperature_scaling,
+    "hist-uniform": _top_class_map(_histogram(lambda s: np.linspace(0.0, 1.0, HIST_BINS + 1))),
+    "hist-quantile": _top_class_map(_histogram(lambda s: np.unique(np.quantile(s, np.linspace(0.0, 1.0, HIST_BINS + 1))))),
+    "isotonic": _top_class_map(_isotonic),
+}
