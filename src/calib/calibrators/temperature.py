@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..bundle import State
-from ..numerics import log_softmax
+from ..numerics import log_softmax, softmax
 from .base import Calibrator
 
 #: Bracket for beta = 1/T (calibrators.md): [e^-16, e^16].
@@ -19,13 +19,19 @@ def nll_gradient(beta: float, logits: np.ndarray, labels: np.ndarray) -> tuple[f
     """First and second derivative in beta of NLL(beta) = mean_i [lse(beta z_i) - beta z_{i,y_i}].
 
     d/dbeta = mean_i (E_{p_beta}[z_i] - z_{i,y_i});  d2/dbeta2 = mean_i Var_{p_beta}(z_i) >= 0,
-    so NLL is convex in beta and the derivative is non-decreasing.
+    so NLL is convex in beta and the derivative is non-decreasing. Summed a chunk of rows at a time.
     """
-    probs = np.exp(log_softmax(beta * logits))
-    mean_z = (probs * logits).sum(axis=1)
-    var_z = (probs * logits**2).sum(axis=1) - mean_z**2
-    own = logits[np.arange(len(labels)), labels]
-    return float(np.mean(mean_z - own)), float(np.mean(np.maximum(var_z, 0.0)))
+    from ..numerics import row_chunks
+
+    grad = curvature = 0.0
+    for rows in row_chunks(*logits.shape):
+        z = logits[rows]
+        probs = softmax(beta * z)
+        mean_z = np.einsum("ij,ij->i", probs, z)
+        var_z = np.einsum("ij,ij->i", probs, z * z) - mean_z**2
+        grad += float((mean_z - z[np.arange(len(z)), labels[rows]]).sum())
+        curvature += float(np.maximum(var_z, 0.0).sum())
+    return grad / len(labels), curvature / len(labels)
 
 
 def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray, log_bound: float = LOG_BETA_BOUND) -> float:
@@ -92,23 +98,24 @@ CMCE_BINS = 25
 def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: np.ndarray, n_bins: int = CMCE_BINS) -> np.ndarray:
     """CMCE (metrics.md, weighted, ``n_bins`` bins) of softmax(z / T) for each T.
 
-    The class order does not depend on T, so each row is sorted once (non-increasing, ties to the
-    lower index) and the label's rank computed once; each T then costs one softmax and cumsum.
+    The class order does not depend on T, so each chunk of rows is sorted once (non-increasing,
+    ties to the lower index) and its labels' ranks computed once; each T then costs one softmax and
+    cumsum per chunk, added to that T's bin counter. Memory is bounded by the chunk size.
     """
     from ..metrics.binning import BinCounter
-    from ..numerics import label_rank
+    from ..numerics import label_rank, row_chunks
 
     logits = np.asarray(logits, dtype=np.float64)
-    ordered = -np.sort(-logits, axis=1)
-    covered = np.arange(logits.shape[1])[None, :] >= label_rank(logits, labels)[:, None]
-    out = np.empty(len(temperatures))
-    for i, temperature in enumerate(temperatures):
-        mass = np.cumsum(np.exp(log_softmax(ordered / temperature)), axis=1)
-        np.clip(mass, 0.0, 1.0, out=mass)
-        counter = BinCounter(n_bins)
-        counter.add(mass, covered)
-        out[i] = counter.weighted_error()[0]
-    return out
+    counters = [BinCounter(n_bins) for _ in temperatures]
+    for rows in row_chunks(*logits.shape):
+        chunk = logits[rows]
+        ordered = -np.sort(-chunk, axis=1)
+        covered = np.arange(chunk.shape[1])[None, :] >= label_rank(chunk, labels[rows])[:, None]
+        for counter, temperature in zip(counters, temperatures):
+            mass = np.cumsum(softmax(ordered / temperature), axis=1)
+            np.clip(mass, 0.0, 1.0, out=mass)
+            counter.add(mass, covered)
+    return np.array([counter.weighted_error()[0] for counter in counters])
 
 
 class CMCETemperature(Calibrator):
