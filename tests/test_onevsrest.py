@@ -25,8 +25,22 @@ def test_platt_matches_sklearn_logistic_regression(cifar10):
     platt = calibrator_class("platt")().fit(logits, labels)
     for k in range(10):
         reference = LogisticRegression(C=1e6, tol=1e-12, max_iter=10000).fit(logits[:, k:k + 1], labels == k)
-        assert platt.slope_[k] == pytest.approx(reference.coef_[0, 0], rel=2e-3)
-        assert platt.intercept_[k] == pytest.approx(reference.intercept_[0], rel=2e-3)
+        assert platt.weights_[k, 0] == pytest.approx(reference.coef_[0, 0], rel=2e-3)
+        assert platt.weights_[k, 1] == pytest.approx(reference.intercept_[0], rel=2e-3)
+
+
+@pytest.mark.parametrize("method", ["quadratic", "beta"])
+def test_feature_logistic_maps_match_sklearn(cifar10, method):
+    from sklearn.linear_model import LogisticRegression
+
+    logits, labels, test = cifar10
+    fitted = calibrator_class(method)().fit(logits, labels)
+    phi = fitted.features(logits)
+    for k in (0, 5):
+        reference = LogisticRegression(C=1e6, tol=1e-12, max_iter=100000).fit(phi[:, k, :-1], labels == k)
+        ours = fitted.class_maps(test)[:, k]
+        theirs = reference.predict_proba(fitted.features(test)[:, k, :-1])[:, 1]
+        assert np.allclose(ours, theirs, atol=2e-3)
 
 
 def test_isotonic_matches_sklearn(cifar10):

@@ -5,14 +5,14 @@ from __future__ import annotations
 from .calibrators.ats import ATSAdaptive, ATSGlobal, ConformalTS
 from .calibrators.base import Calibrator
 from .calibrators.conformal_mass import MassRescaling
-from .calibrators.onevsrest import HistogramBinning, Isotonic, Platt
+from .calibrators.onevsrest import Beta, HistogramBinning, Isotonic, Platt, Quadratic
 from .calibrators.temperature import CMCETemperature, TemperatureScaling
 from .errors import UsageError
 
 CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls
     for cls in (TemperatureScaling, CMCETemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive,
-                Platt, Isotonic, HistogramBinning)
+                Platt, Quadratic, Beta, Isotonic, HistogramBinning)
 }
 
 

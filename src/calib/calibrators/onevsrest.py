@@ -3,8 +3,9 @@ on (score_k, 1{y = k}), applied to every class and renormalised, p~_k = g_k / su
 zeros becomes uniform). A class absent from the calibration split gets the constant map at its
 base rate (0), never a crash.
 
-- ``platt``: g_k = sigma(A_k z_k + B_k) on the logit z_k; Newton on the log-loss for all K classes at
-  once (a batched 2x2 system) with a tiny ridge so separable classes stay finite.
+- ``platt``: g_k = sigma(A_k z_k + B_k) on the logit z_k; ``quadratic``: logistic on (z_k, z_k^2, 1);
+  ``beta``: logistic on (log p_k, -log(1 - p_k), 1). All fitted by Newton on the log-loss for all K
+  classes at once (a batched d x d system) with a tiny ridge so separable classes stay finite.
 - ``isotonic``: the non-decreasing PAVA fit of 1{y = k} on p_k, interpolated between its points.
 - ``hist``: 15 equal-width bins of p_k per class; an empty bin predicts the class base rate.
 
@@ -16,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..bundle import State
-from ..numerics import bin_index, log_of_probs, softmax
+from ..numerics import PROB_FLOOR, bin_index, log_of_probs, softmax
 from .base import Calibrator
 
-PLATT_RIDGE = 1e-6
-PLATT_ITERATIONS = 100
-PLATT_TOL = 1e-10
+LOGISTIC_RIDGE = 1e-6
+NEWTON_ITERATIONS = 100
+NEWTON_TOL = 1e-10
 HIST_BINS = 15
 
 
@@ -44,60 +45,82 @@ class OneVsRest(Calibrator):
         return log_of_probs(self.transform_probs_with_info(logits)[0])
 
 
-class Platt(OneVsRest):
-    name = "platt"
-    summary = "Platt scaling one-vs-rest: sigma(A z_k + B) per class, renormalised"
+class LogisticOneVsRest(OneVsRest):
+    """g_k = sigma(w_k . phi(x)_k) per class, phi a few features of the class score; the mean
+    log-loss (+ a tiny ridge) is minimised by Newton for all K classes at once (a stack of K d x d
+    systems), with per-class backtracking so the loss never rises. Starts at the constant base-rate
+    map. Subclasses name the features."""
+
+    def features(self, logits: np.ndarray) -> np.ndarray:  # (N, K, d)
+        raise TypeError("subclasses define features")
 
     def fit(self, logits, labels, *, seed=0, features=None):
-        z = np.asarray(logits, dtype=np.float64)
-        n, k = z.shape
+        phi = self.features(np.asarray(logits, dtype=np.float64))
+        n, k, d = phi.shape
         target = (labels[:, None] == np.arange(k)[None, :]).astype(np.float64)
         rate = np.clip(target.mean(axis=0), 1.0 / (n + 1), n / (n + 1))
-        a, b = np.zeros(k), np.log(rate / (1.0 - rate))  # start: the constant base-rate map
-        loss = _platt_loss(a, b, z, target)
-        for _ in range(PLATT_ITERATIONS):
-            p = _sigmoid(a * z + b)
-            w = p * (1.0 - p)
-            residual = p - target
-            # gradient and Hessian of the mean log-loss (+ ridge) in (A, B), every class at once
-            g_a = (residual * z).mean(axis=0) + PLATT_RIDGE * a
-            g_b = residual.mean(axis=0) + PLATT_RIDGE * b
-            h_aa = (w * z * z).mean(axis=0) + PLATT_RIDGE
-            h_ab = (w * z).mean(axis=0)
-            h_bb = w.mean(axis=0) + PLATT_RIDGE
-            det = h_aa * h_bb - h_ab**2
-            step_a = (h_bb * g_a - h_ab * g_b) / det
-            step_b = (h_aa * g_b - h_ab * g_a) / det
-            # backtracking per class: halve the Newton step until the loss does not rise
+        weights = np.zeros((k, d))
+        weights[:, -1] = np.log(rate / (1.0 - rate))  # the last feature is the constant 1
+        loss = _logistic_loss(weights, phi, target)
+        for _ in range(NEWTON_ITERATIONS):
+            p = _sigmoid(np.einsum("nkd,kd->nk", phi, weights))
+            gradient = np.einsum("nk,nkd->kd", p - target, phi) / n + LOGISTIC_RIDGE * weights
+            hessian = np.einsum("nk,nkd,nke->kde", p * (1.0 - p), phi, phi) / n + LOGISTIC_RIDGE * np.eye(d)
+            step = np.linalg.solve(hessian, gradient[:, :, None])[:, :, 0]
             scale = np.ones(k)
-            for _ in range(30):
-                trial = _platt_loss(a - scale * step_a, b - scale * step_b, z, target)
+            for _ in range(30):  # backtracking per class: halve the step until the loss does not rise
+                trial = _logistic_loss(weights - scale[:, None] * step, phi, target)
                 worse = trial > loss + 1e-15
                 if not worse.any():
                     break
                 scale = np.where(worse, scale / 2, scale)
-            a, b, loss = a - scale * step_a, b - scale * step_b, trial
-            if max(np.abs(scale * step_a).max(), np.abs(scale * step_b).max()) < PLATT_TOL:
+            weights, loss = weights - scale[:, None] * step, trial
+            if np.abs(scale[:, None] * step).max() < NEWTON_TOL:
                 break
-        present = target.sum(axis=0) > 0
-        self.slope_ = np.where(present, a, 0.0)
-        self.intercept_ = np.where(present, b, -np.inf)  # absent class: the constant 0 map
+        self.present_ = target.sum(axis=0) > 0  # absent class: the constant 0 map
+        self.weights_ = weights
         return self
 
     def class_maps(self, logits):
-        return _sigmoid(self.slope_ * logits + self.intercept_)
+        linear = np.einsum("nkd,kd->nk", self.features(logits), self.weights_)
+        return np.where(self.present_, _sigmoid(linear), 0.0)
 
     def fit_report(self):
-        return {"classes fitted": int(np.isfinite(self.intercept_).sum()), "mean slope": float(self.slope_.mean())}
+        return {"classes fitted": int(self.present_.sum()), "mean weights": [round(float(w), 4) for w in self.weights_.mean(axis=0)]}
 
     def to_state(self):
-        return State(arrays={"slope": self.slope_, "intercept": self.intercept_})
+        return State(arrays={"weights": self.weights_, "present": self.present_})
 
     @classmethod
     def from_state(cls, options, state):
         calibrator = cls(options)
-        calibrator.slope_, calibrator.intercept_ = state.arrays["slope"], state.arrays["intercept"]
+        calibrator.weights_, calibrator.present_ = state.arrays["weights"], state.arrays["present"].astype(bool)
         return calibrator
+
+
+class Platt(LogisticOneVsRest):
+    name = "platt"
+    summary = "Platt scaling one-vs-rest: sigma(A z_k + B) per class, renormalised"
+
+    def features(self, logits):
+        return np.stack([logits, np.ones_like(logits)], axis=2)
+
+
+class Quadratic(LogisticOneVsRest):
+    name = "quadratic"
+    summary = "quadratic scaling one-vs-rest: logistic on z_k, z_k^2 and 1 per class, renormalised"
+
+    def features(self, logits):
+        return np.stack([logits, logits**2, np.ones_like(logits)], axis=2)
+
+
+class Beta(LogisticOneVsRest):
+    name = "beta"
+    summary = "beta calibration one-vs-rest: logistic on log p_k, -log(1 - p_k) and 1 (Kull et al. 2017)"
+
+    def features(self, logits):
+        probs = np.clip(softmax(logits), PROB_FLOOR, 1.0 - PROB_FLOOR)
+        return np.stack([np.log(probs), -np.log1p(-probs), np.ones_like(probs)], axis=2)
 
 
 def _sigmoid(x):
@@ -105,11 +128,10 @@ def _sigmoid(x):
         return 1.0 / (1.0 + np.exp(-x))
 
 
-def _platt_loss(a, b, z, target):
-    """Mean log-loss per class of sigma(a z + b), plus the ridge; log(1 + e^x) computed stably."""
-    x = a * z + b
-    softplus = np.logaddexp(0.0, x)
-    return (softplus - target * x).mean(axis=0) + 0.5 * PLATT_RIDGE * (a**2 + b**2)
+def _logistic_loss(weights, phi, target):
+    """Mean log-loss per class of sigma(w_k . phi), plus the ridge; log(1 + e^x) computed stably."""
+    x = np.einsum("nkd,kd->nk", phi, weights)
+    return (np.logaddexp(0.0, x) - target * x).mean(axis=0) + 0.5 * LOGISTIC_RIDGE * (weights**2).sum(axis=1)
 
 
 class Isotonic(OneVsRest):
