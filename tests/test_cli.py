@@ -109,7 +109,7 @@ def test_table_output_and_methods(run):
     assert code == 0 and "ts" in out and "cmce" in out
 
 
-@pytest.mark.parametrize("command", ["fit", "apply", "evaluate", "methods"])
+@pytest.mark.parametrize("command", ["fit", "apply", "evaluate", "diagnose", "methods", "synth"])
 def test_every_command_has_help_with_an_example(run, command):
     code, out, _ = run(command, "--help")
     assert code == 0 and "Example" in out

@@ -11,6 +11,7 @@ from .. import __version__
 from ..errors import CalibError
 from . import render
 from .apply import apply
+from .diagnose import diagnose
 from .evaluate import evaluate
 from .fit import fit
 from .methods import methods
@@ -18,7 +19,7 @@ from .synth import app as synth_app
 
 app = typer.Typer(
     name="calib",
-    help="Calibrate classifier logits: fit, apply, evaluate. Exit codes: 0 ok, 1 a gate failed, 2 usage or input error.",
+    help="Calibrate classifier logits: fit, apply, evaluate, diagnose. Exit codes: 0 ok, 1 a gate failed, 2 usage or input error.",
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.command()(fit)
 app.command()(apply)
 app.command()(evaluate)
+app.command()(diagnose)
 app.command()(methods)
 app.add_typer(synth_app, name="synth")
 

@@ -140,3 +140,44 @@ def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict) -> Non
     for key, summary in vece_summaries.items():
         table.add_row(key, summary)
     _out.print(table)
+
+
+def _bar(value: float, scale: float, width: int = 24) -> str:
+    filled = 0 if scale <= 0 else int(round(width * min(value / scale, 1.0)))
+    return "#" * filled
+
+
+def diagnosis(result) -> None:
+    """Findings, text reliability diagram and cumulative mass curve, worst classes, comparison."""
+    _out.print(f"[bold]calib diagnose[/bold]: {result.n} x {result.k} ({result.kind})")
+    for line in result.findings:
+        _out.print(f"  - {line}", soft_wrap=True)
+    for title, rows, key in (("reliability (top label)", result.reliability, "confidence"),
+                             ("cumulative mass calibration curve (paper 000)", result.cumulative_mass, "mass")):
+        table = Table(title=title, title_justify="left")
+        for column in ("bin", "rows", key, "observed", "gap", ""):
+            table.add_column(column, justify="right" if column not in ("bin", "") else "left")
+        scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
+        for r in rows:
+            gap = r["observed"] - r[key]
+            colour = "red" if gap < 0 else "blue"
+            table.add_row(f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})", str(r["count"]), f"{r[key]:.3f}", f"{r['observed']:.3f}",
+                          f"{gap:+.3f}", f"[{colour}]{_bar(abs(gap), scale)}[/{colour}]")
+        _out.print(table)
+    _out.print("[dim]gap = observed - predicted: red bars over-confident, blue under-confident[/dim]")
+    table = Table(title="worst classes (classwise ECE)", title_justify="left")
+    for column in ("class", "cw-ECE", "support"):
+        table.add_column(column, justify="right")
+    for r in result.worst_classes:
+        table.add_row(str(r["class"]), f"{r['cw_ece']:.4f}", str(r["support"]))
+    _out.print(table)
+    if result.comparison:
+        keys = [k for k in result.comparison[0] if k != "method"]
+        table = Table(title="cross-validated comparison (mean±std over folds)", title_justify="left")
+        table.add_column("method", style="bold", no_wrap=True)
+        for key in keys:
+            table.add_column(key.replace("coverage_", "cov_"), justify="right")
+        for row in result.comparison:
+            table.add_row(row["method"], *("n/a" if row[k] is None else f"{row[k][0]:.4g}±{row[k][1]:.1g}" for k in keys))
+        _out.print(table)
+        _out.print(f"[bold]recommendation:[/bold] {result.recommendation}")

@@ -20,7 +20,8 @@ from ..synth import contamination_temperatures, known_ce_data, true_calibration_
 from ..synth.gaussian_grid import CIRCLE_RADIUS, SIGMA, make_gaussian_grid
 from . import options, render
 
-app = typer.Typer(help="Generate data with known truth: the Gaussian grid, contamination, known calibration error.",
+app = typer.Typer(help="Generate data with known truth: the Gaussian grid, contamination, known calibration error. "
+                       "Example: calib synth gaussian-grid --classes 100 --out grid100",
                   no_args_is_help=True)
 
 Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice.")]

@@ -1,0 +1,44 @@
+"""`calib diagnose PRED [--bundle B] [--out REPORT_DIR] [--compare METHODS]`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .. import pipeline
+from ..diagnose import diagnose as run_diagnosis
+from ..io import read_predictions
+from . import options, render
+
+
+def diagnose(
+    pred: options.Pred,
+    labels: options.Labels = None,
+    bundle: Annotated[Optional[str], typer.Option("--bundle", "-b", help="Diagnose the probabilities after this bundle.", show_default=False)] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Write report.json, PNG/SVG figures and report.html here.", show_default=False)] = None,
+    compare: Annotated[Optional[str], typer.Option("--compare", help="Comma-separated methods to compare by cross-validation, e.g. ts,mr,isotonic.", show_default=False)] = None,
+    folds: Annotated[int, typer.Option("--folds", min=2, help="Folds of the comparison.")] = 5,
+    rank_by: Annotated[str, typer.Option("--rank-by", help="Metric that ranks the compared methods.")] = "cmce",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the comparison's folds and methods.")] = 0,
+    input_kind: options.InputKind = "auto",
+    score_prefix: options.ScorePrefix = None,
+) -> None:
+    """Check the inputs, show where the probabilities are miscalibrated, and compare calibrators.
+
+    Example: calib diagnose val.npz --compare ts,cmce-ts,mr,isotonic --out report/
+    """
+    calibrator = saved = None
+    if bundle is not None:
+        calibrator, saved = pipeline.load_calibrator(bundle)
+    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
+    if saved is not None:
+        pipeline.check_compatible(saved, preds, bundle)
+    methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
+    result = run_diagnosis(preds, calibrator=calibrator, compare=methods, folds=folds, seed=seed, rank_by=rank_by)
+    render.diagnosis(result)
+    if out is not None:
+        from ..plots import write_report
+
+        written = write_report(result, out)
+        render.note(f"wrote {', '.join(written)} to {out}")

@@ -1,0 +1,161 @@
+"""`calib diagnose`: what is wrong with a model's probabilities, where, and which calibrator helps.
+
+Returns a plain :class:`Diagnosis` (no printing here; the CLI renders it). Curves come from the same
+mergeable bin counters as the metrics: the reliability diagram from top-label bins, the cumulative
+mass calibration curve of paper 000 from the CMCE bins (25), worst classes from classwise bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .calibrators.conformal import min_calibration_size
+from .evaluate import MetricSet, check_metric_keys, uncalibrated_batch
+from .io.predictions import Predictions
+from .metrics import Batch, MetricConfig
+from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
+from .registry import calibrator_class
+
+#: Logits beyond this magnitude make softmax saturate to exact 0/1 in float64.
+SATURATED_LOGIT = 700.0
+COMPARE_METRICS = ("cmce", "ece", "nll", "brier", "cw_ece", "coverage_0.9_0.92")
+
+
+@dataclass
+class Diagnosis:
+    n: int
+    k: int
+    kind: str
+    findings: list[str] = field(default_factory=list)
+    reliability: list[dict] = field(default_factory=list)      # per confidence bin
+    cumulative_mass: list[dict] = field(default_factory=list)  # per mass bin (paper 000's curve)
+    worst_classes: list[dict] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    comparison: list[dict] = field(default_factory=list)
+    recommendation: str | None = None
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int = 25):
+    top, cumulative, classwise = TopLabelBins(bins), CumulativeMassBins(cmce_bins), ClasswiseBins(bins, preds.k)
+    support = np.bincount(preds.labels, minlength=preds.k)
+    saturated = 0
+    for rows in preds.chunks():
+        if calibrator is None:
+            batch = uncalibrated_batch(preds, rows)
+        else:
+            batch = Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows)))
+        saturated += int(((batch.probs == 0.0) | (batch.probs == 1.0)).any(axis=1).sum())
+        for accumulator in (top, cumulative, classwise):
+            accumulator.update(batch)
+    return top.counter, cumulative.counter, classwise.counter, support, saturated
+
+
+def _bin_rows(counter, value_key: str) -> list[dict]:
+    rows = []
+    for b in np.flatnonzero(counter.count > 0):
+        n_b = counter.count[b]
+        mean_pred, mean_true = counter.sum_pred[b] / n_b, counter.sum_true[b] / n_b
+        rows.append({"bin": [b / counter.n_bins, (b + 1) / counter.n_bins], "count": int(n_b),
+                     value_key: float(mean_pred), "observed": float(mean_true),
+                     "over": float(max(mean_pred - mean_true, 0.0) * n_b / counter.count.sum()),
+                     "under": float(max(mean_true - mean_pred, 0.0) * n_b / counter.count.sum())})
+    return rows
+
+
+def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), folds: int = 5, seed: int = 0,
+             rank_by: str = "cmce", worst: int = 10) -> Diagnosis:
+    """Findings, curves, worst classes and (with ``compare``) a cross-validated ranking of methods."""
+    result = Diagnosis(preds.n, preds.k, preds.kind)
+    result.findings.append(f"input kind: {preds.kind} ({preds.kind_reason})")
+    top, cumulative, classwise, support, saturated = _curves(preds, calibrator)
+    if saturated:
+        result.findings.append(f"{saturated} rows ({saturated / preds.n:.1%}) hold a probability of exactly 0 or 1: "
+                               "log-losses clip them at 1e-12 and logit-based calibrators see huge scores")
+    if preds.kind == "logits":
+        big = max(float(np.abs(preds.logits(rows)).max()) for rows in preds.chunks())
+        if big > SATURATED_LOGIT:
+            result.findings.append(f"logits reach |z| = {big:.3g}: softmax saturates; check they are not scaled scores")
+    unseen = np.flatnonzero(support == 0)
+    if len(unseen):
+        listed = ", ".join(map(str, unseen[:10])) + (" ..." if len(unseen) > 10 else "")
+        result.findings.append(f"{len(unseen)} of {preds.k} classes never appear among the labels ({listed}); "
+                               "one-vs-rest calibrators give them a constant 0 map")
+    if preds.labels.max() + 1 < preds.k / 2:
+        result.findings.append(f"labels only reach {preds.labels.max()} but K = {preds.k}: are the scores for another label set?")
+    if preds.kind == "logits":
+        raw = [np.asarray(preds.scores[rows]) for rows in preds.chunks()]
+        if all(chunk.min() >= 0.0 and chunk.max() <= 1.0 for chunk in raw):
+            result.findings.append("every score lies in [0, 1] although the input is read as logits: probabilities "
+                                   "passed as logits? (--input-kind probs)")
+    for alpha in (0.1, 0.05, 0.01):
+        if preds.n < min_calibration_size(alpha):
+            result.findings.append(f"{preds.n} rows are too few to calibrate a conformal method at alpha = {alpha:g} "
+                                   f"(needs {min_calibration_size(alpha)})")
+    result.reliability = _bin_rows(top, "confidence")
+    result.cumulative_mass = _bin_rows(cumulative, "mass")
+    per_class = classwise.weighted_error()
+    order = np.argsort(-per_class, kind="stable")[:worst]
+    result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
+    over = sum(r["over"] for r in result.reliability)
+    under = sum(r["under"] for r in result.reliability)
+    result.metrics = {"ece": float(top.weighted_error()[0]), "cmce": float(cumulative.weighted_error()[0]),
+                      "ece_over": over, "ece_under": under}
+    direction = "over-confident" if over > 2 * under else "under-confident" if under > 2 * over else "mixed"
+    result.findings.append(f"top-label calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
+                           f"{under:.4f} from under-confidence ({direction})")
+    if compare:
+        result.comparison, result.recommendation = compare_methods(preds, list(compare), folds=folds, seed=seed, rank_by=rank_by)
+    return result
+
+
+def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, seed: int = 0, rank_by: str = "cmce"):
+    """k-fold cross-validation (seeded): fit each method on k - 1 folds, evaluate on the held-out one;
+    mean and std per metric, ranked by ``rank_by`` (lower is better, except coverage: closest to 0.91)."""
+    check_metric_keys([rank_by])
+    keys = list(dict.fromkeys([rank_by, *COMPARE_METRICS]))
+    for method in methods:
+        calibrator_class(method)  # unknown names fail before any fitting
+    parts = np.array_split(np.random.default_rng(seed).permutation(preds.n), folds)
+    logits = preds.all_logits()
+    scores: dict[str, list[dict]] = {"uncalibrated": [], **{method: [] for method in methods}}
+    for held_out in parts:
+        train = np.setdiff1d(np.arange(preds.n), held_out)
+        test_preds = Predictions("fold", logits[held_out], "logits", "", preds.labels[held_out], "")
+        for name in scores:
+            metric_set = MetricSet(keys, MetricConfig(), preds.k)
+            calibrator = None
+            if name != "uncalibrated":
+                cls = calibrator_class(name)
+                calibrator = cls(cls.parse_options({})).fit(logits[train], preds.labels[train], seed=seed)
+            for rows in test_preds.chunks():
+                batch = (uncalibrated_batch(test_preds, rows) if calibrator is None else
+                         Batch(test_preds.labels[rows], log_probs=calibrator.transform(test_preds.logits(rows))))
+                metric_set.update(batch)
+            scores[name].append({k: v["value"] for k, v in metric_set.results().items()})
+    table = []
+    for name, runs in scores.items():
+        row = {"method": name}
+        for key in keys:
+            values = np.array([r[key] for r in runs if r[key] is not None], dtype=float)
+            row[key] = [float(values.mean()), float(values.std())] if len(values) else None
+        table.append(row)
+
+    def badness(row):
+        value = row[rank_by]
+        if value is None:
+            return np.inf
+        return abs(value[0] - 0.91) if rank_by.startswith("coverage") else value[0]
+
+    table.sort(key=badness)
+    best, base = table[0], next(r for r in table if r["method"] == "uncalibrated")
+    if best["method"] == "uncalibrated":
+        advice = f"keep the model's own probabilities: no method lowers {rank_by} in {folds}-fold cross-validation"
+    else:
+        advice = (f"use {best['method']}: lowest {rank_by} in {folds}-fold cross-validation "
+                  f"({best[rank_by][0]:.4g} +- {best[rank_by][1]:.2g} against {base[rank_by][0]:.4g} uncalibrated)")
+    return table, advice
