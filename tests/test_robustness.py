@@ -1,0 +1,96 @@
+"""Hostile inputs and crash safety (issue: robustness)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from calib.errors import CalibError
+from calib.io import read_predictions
+from conftest import SAMPLE
+
+
+def _real_npy_bytes(tmp_path_factory):
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    path = tmp_path_factory.mktemp("src") / "v.npy"
+    np.save(path, data["logits"][:200])
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def npy_bytes(tmp_path_factory):
+    return _real_npy_bytes(tmp_path_factory)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(min_value=0, max_value=8128), flips=st.lists(st.tuples(st.integers(0, 8127), st.integers(0, 255)), max_size=6))
+def test_truncated_or_mutated_npy_never_crashes(tmp_path, npy_bytes, cut, flips):
+    """Any prefix of a real .npy, with some bytes overwritten, reads cleanly or fails with one CalibError."""
+    data = bytearray(npy_bytes[:cut] if cut < len(npy_bytes) else npy_bytes)
+    for position, value in flips:
+        if position < len(data):
+            data[position] = value
+    path = tmp_path / "fuzz.npy"
+    path.write_bytes(bytes(data))
+    try:
+        preds = read_predictions(str(path), input_kind="auto")
+    except CalibError as exc:
+        assert str(exc).startswith(str(path))
+        return
+    logits = preds.logits()  # a file that reads must give finite, usable scores
+    assert np.isfinite(logits).all() and logits.shape[0] == preds.n
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scores=st.lists(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1, max_size=4),
+                       min_size=1, max_size=5))
+def test_arbitrary_small_matrices(tmp_path, scores):
+    width = len(scores[0])
+    rows = [r for r in scores if len(r) == width]
+    array = np.array(rows, dtype=np.float32)
+    path = tmp_path / "m.npy"
+    np.save(path, array)
+    try:
+        preds = read_predictions(str(path))
+    except CalibError:
+        return
+    assert np.isfinite(preds.logits()).all()
+
+
+def test_sigkill_mid_write_leaves_the_old_file_or_none(tmp_path):
+    """`apply` writes to a temporary file and renames it: killing it at any moment never leaves a
+    truncated output."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(150_000, 100)).astype(np.float32)
+    np.save(tmp_path / "big.npy", logits)
+    np.save(tmp_path / "labels.npy", rng.integers(0, 100, 150_000))
+    subprocess.run([sys.executable, "-m", "calib", "fit", str(tmp_path / "big.npy"), "--labels", str(tmp_path / "labels.npy"),
+                    "--method", "ts", "--out", str(tmp_path / "b")], check=True, capture_output=True)
+    out = tmp_path / "out.npy"
+    old = np.arange(6.0).reshape(2, 3)
+    np.save(out, old)
+    outcomes = set()
+    for delay in (0.5, 1.0, 1.5, 2.0, 3.0):
+        process = subprocess.Popen([sys.executable, "-m", "calib", "apply", str(tmp_path / "b"), str(tmp_path / "big.npy"),
+                                    "--out", str(out)], stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        result = np.load(out)
+        if result.shape == old.shape:
+            assert np.array_equal(result, old)
+            outcomes.add("old")
+        else:
+            assert result.shape == (150_000, 100) and np.isfinite(result).all()
+            outcomes.add("new")
+            np.save(out, old)
+    assert "old" in outcomes  # at least one kill landed mid-run
+    leftovers = [name for name in os.listdir(tmp_path) if name.startswith(".out.npy.")]
+    for name in leftovers:  # a killed writer may leave its temporary file, never the target
+        assert name.endswith(".tmp")
