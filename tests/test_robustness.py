@@ -94,3 +94,35 @@ def test_sigkill_mid_write_leaves_the_old_file_or_none(tmp_path):
     leftovers = [name for name in os.listdir(tmp_path) if name.startswith(".out.npy.")]
     for name in leftovers:  # a killed writer may leave its temporary file, never the target
         assert name.endswith(".tmp")
+
+
+@pytest.fixture(scope="module")
+def real_files(tmp_path_factory):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    folder = tmp_path_factory.mktemp("real")
+    np.savez(folder / "v.npz", logits=data["logits"][:100], labels=data["labels"][:100])
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(data["logits"][:100].reshape(-1)), 10)
+    pq.write_table(pa.table({"logits": fixed, "label": data["labels"][:100]}), folder / "v.parquet")
+    return {suffix: (folder / f"v{suffix}").read_bytes() for suffix in (".npz", ".parquet")}
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".parquet"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fraction=st.floats(0.0, 1.0), flips=st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, 255)), max_size=8))
+def test_truncated_or_mutated_archives_never_crash(tmp_path, real_files, suffix, fraction, flips):
+    original = real_files[suffix]
+    data = bytearray(original[: int(fraction * len(original))] if fraction < 0.999 else original)
+    for position, value in flips:
+        if data:
+            data[int(position * (len(data) - 1))] = value
+    path = tmp_path / f"fuzz{suffix}"
+    path.write_bytes(bytes(data))
+    try:
+        preds = read_predictions(str(path))
+    except CalibError as exc:
+        assert str(exc).startswith(str(path))
+        return
+    assert np.isfinite(preds.logits()).all()

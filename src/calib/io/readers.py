@@ -11,6 +11,7 @@ import mmap
 import os
 import re
 import sys
+import tokenize
 import zipfile
 
 import numpy as np
@@ -101,7 +102,7 @@ def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
                 if TRUE_PROBS not in archive.files:
                     raise InputError(f"{path}: no array named {TRUE_PROBS!r} (found {', '.join(archive.files) or 'none'})")
                 truth = archive[TRUE_PROBS]
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        except PARSE_ERRORS as exc:
             raise InputError(f"{path}: not a readable .npz file ({exc})") from None
     elif suffix == ".parquet":
         import pyarrow as pa
@@ -139,7 +140,7 @@ def read_features(path: str, n_rows: int) -> np.ndarray:
                 if key is None:
                     raise InputError(f"{path}: no array named {' or '.join(FEATURE_NAMES)}")
                 features = archive[key]
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        except PARSE_ERRORS as exc:
             raise InputError(f"{path}: not a readable .npz file ({exc})") from None
     else:
         raise InputError(f"{path}: features must be a .npy or .npz file")
@@ -177,21 +178,25 @@ def _require_file(path: str) -> None:
         raise InputError(f"{path}: is a directory, expected a file")
 
 
+#: What a parser of an untrusted file may raise besides ValueError / OSError: numpy parses .npy
+#: headers with ast and tokenize, so a corrupted header surfaces as SyntaxError or TokenError.
+PARSE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError, TypeError, KeyError,
+                IndexError, OverflowError, UnicodeDecodeError, zipfile.BadZipFile)
+
+
 def _load_npy(source, name: str, *, mmap: bool) -> np.ndarray:
     try:
         return np.load(source, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except ValueError as exc:
+    except PARSE_ERRORS as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
             raise InputError(f"{name}: holds Python objects (pickled data is never loaded); need a numeric array") from None
-        raise InputError(f"{name}: not a readable .npy file (truncated or corrupt: {exc})") from None
-    except (OSError, EOFError) as exc:
-        raise InputError(f"{name}: not a readable .npy file ({exc})") from None
+        raise InputError(f"{name}: not a readable .npy file (truncated or corrupt: {exc.__class__.__name__}: {exc})") from None
 
 
 def _read_npz(path: str):
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except PARSE_ERRORS as exc:
         raise InputError(f"{path}: not a readable .npz file ({exc})") from None
     with archive:
         names = set(archive.files)
@@ -207,7 +212,7 @@ def _read_npz(path: str):
         try:
             scores = archive[key]
             labels = archive[LABEL_ARRAY] if LABEL_ARRAY in names else None
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        except PARSE_ERRORS as exc:
             raise InputError(f"{path}: array {key!r} is unreadable ({exc})") from None
     return scores, labels, kind
 
@@ -218,7 +223,7 @@ def _read_parquet(path: str, score_prefix: str | None):
 
     try:
         table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{path}: not a readable parquet file ({exc})") from None
     columns = table.column_names
     labels = None
