@@ -94,3 +94,18 @@ def test_every_calibrator_keeps_the_contract(method, tmp_path, monkeypatch):
     save_calibrator(calibrator, preds, str(tmp_path / "b"))
     reloaded, _ = load_calibrator(str(tmp_path / "b"))
     assert np.array_equal(reloaded.transform(test), out)
+
+
+def test_dirichlet_contains_temperature_scaling_and_recovers_a_known_map():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(4000, 4)) * 2
+    log_p = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    true_w = np.array([[1.5, 0.3, 0.0, 0.0], [0.0, 0.8, 0.0, 0.2], [0.1, 0.0, 1.2, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    true_b = np.array([0.2, -0.1, 0.0, 0.3])
+    truth = softmax(log_p @ true_w.T + true_b)
+    labels = (truth.cumsum(1) > rng.random((4000, 1))).argmax(1)
+    fitted = calibrator_class("dirichlet")(calibrator_class("dirichlet").Options(odir_lambda=1e-4, odir_mu=1e-4)).fit(logits, labels)
+    ts = calibrator_class("ts")().fit(logits, labels)
+    nll = lambda log_q: -np.mean(log_q[np.arange(len(labels)), labels])  # noqa: E731
+    assert nll(fitted.transform(logits)) <= nll(ts.transform(logits)) + 1e-9
+    assert np.abs(softmax(fitted.transform(logits)) - truth).mean() < 0.02
