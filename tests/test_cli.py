@@ -109,7 +109,7 @@ def test_table_output_and_methods(run):
     assert code == 0 and "ts" in out and "cmce" in out
 
 
-@pytest.mark.parametrize("command", ["fit", "apply", "evaluate", "diagnose", "methods", "synth"])
+@pytest.mark.parametrize("command", ["fit", "apply", "evaluate", "diagnose", "merge-states", "methods", "synth"])
 def test_every_command_has_help_with_an_example(run, command):
     code, out, _ = run(command, "--help")
     assert code == 0 and "Example" in out
@@ -151,3 +151,24 @@ def test_public_api_is_pinned():
         "apply_calibrator", "calibrator_class", "evaluate", "fit_calibrator", "load_calibrator",
         "read_bundle", "read_predictions", "save_calibrator", "write_bundle",
     ]
+
+
+def test_merged_states_equal_one_run_over_all_rows(tmp_path, run, cifar100):
+    keys = "accuracy,nll,brier,ece,mce,cw_ece,cmce,coverage_0.9_0.92,coverage_0.99_0.995,smece,ece_quantile,debiased_ece_sq"
+    logits, labels = cifar100["test_logits"], cifar100["test_labels"]
+    states = []
+    for i, (a, b) in enumerate(((0, 2500), (2500, 7000), (7000, 10000))):
+        np.savez(tmp_path / f"p{i}.npz", logits=logits[a:b], labels=labels[a:b])
+        states.append(tmp_path / f"s{i}.npz")
+        assert run("evaluate", "--no-vece", tmp_path / f"p{i}.npz", "--metrics", keys, "--emit-state", states[-1], "--json", tmp_path / "x.json")[0] == 0
+    code, out, err = run("merge-states", *states, "--json", "-")
+    assert code == 0, err
+    merged = _json(out)
+    whole = _json(run("evaluate", "--no-vece", cifar100["test"], "--metrics", keys, "--json", "-")[1])["metrics"]
+    assert merged["input"]["n"] == 10000 and len(merged["input"]["merged_from"]) == 3
+    for key, entry in whole.items():
+        assert merged["metrics"][key]["value"] == pytest.approx(entry["value"], abs=1e-12), key
+        assert merged["metrics"][key]["settings"] == entry["settings"]
+    run("evaluate", "--no-vece", tmp_path / "p0.npz", "--metrics", keys, "--bins", "10", "--emit-state", tmp_path / "other.npz", "--json", tmp_path / "x.json")
+    code, _, err = run("merge-states", states[0], tmp_path / "other.npz")
+    assert code == 2 and "cannot be merged" in err

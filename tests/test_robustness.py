@@ -126,3 +126,20 @@ def test_truncated_or_mutated_archives_never_crash(tmp_path, real_files, suffix,
         assert str(exc).startswith(str(path))
         return
     assert np.isfinite(preds.logits()).all()
+
+
+def test_special_files_are_written_in_place_never_replaced(tmp_path, run):
+    """--json /dev/stdout or a named pipe must receive the bytes, not be renamed over (as root that
+    would replace the device itself)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    import threading
+
+    received = []
+    reader = threading.Thread(target=lambda: received.append(open(fifo, "rb").read()))
+    reader.start()
+    code, _, err = run("evaluate", "--no-vece", SAMPLE / "cifar10_test.npz", "--metrics", "ece", "--json", fifo)
+    reader.join(timeout=30)
+    assert code == 0, err
+    assert b'"ece"' in received[0]
+    assert not os.path.isfile(fifo)  # still a pipe

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import operator
 import re
+import zipfile
 
 import numpy as np
 from dataclasses import dataclass
@@ -38,6 +39,16 @@ class MetricSet:
     def update(self, batch: Batch) -> None:
         for accumulator in self.accumulators.values():
             accumulator.update(batch)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Every accumulator's additive state, keyed "<index>/<name>" in accumulator order."""
+        return {f"{i}/{name}": array for i, accumulator in enumerate(self.accumulators.values())
+                for name, array in accumulator.state().items()}
+
+    def absorb(self, state: dict[str, np.ndarray]) -> None:
+        for i, accumulator in enumerate(self.accumulators.values()):
+            prefix = f"{i}/"
+            accumulator.absorb({key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)})
 
     def results(self) -> dict[str, dict]:
         out = {}
@@ -116,11 +127,12 @@ class SetStats:
 
 
 def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None,
-                    features: np.ndarray | None = None):
+                    features: np.ndarray | None = None, state_out: list | None = None):
     """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
 
     With a calibrator, the first dict holds the calibrated metrics and the second the model's own;
     a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty, set_full).
+    ``state_out``, if given, receives the MetricSet behind the first dict (for --emit-state).
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; pass --labels FILE")
@@ -139,6 +151,8 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
                                 true_probs=preds.true_probs_rows(rows)))
         if sets is not None:
             sets.update(calibrator.sets(logits, chunk_features), preds.labels[rows])
+    if state_out is not None:
+        state_out.append(calibrated if calibrated is not None else uncalibrated)
     if calibrated is None:
         return uncalibrated.results(), None
     values = calibrated.results()
@@ -241,6 +255,7 @@ def evaluate(
     features: np.ndarray | None = None,
     vece: VeceConfig | None = VeceConfig(),
     progress=None,
+    emit_state: str | None = None,
 ) -> dict:
     """The JSON report of cli.md. Gate metrics are computed even when not asked for; V-ECE keys are
     in the default list unless ``vece`` is None."""
@@ -253,7 +268,10 @@ def evaluate(
         needing = [key for key in keys if METRICS[key].needs_truth]
         if needing:
             raise UsageError(f"metric {needing[0]!r} needs the true probabilities: pass --true-probs FILE")
-    values, before = compute_metrics(preds, keys, config, calibrator, features)
+    streamed: list = []
+    values, before = compute_metrics(preds, keys, config, calibrator, features, streamed)
+    if emit_state is not None:
+        write_metric_state(emit_state, streamed[0], keys, config, preds, bundle_path)
     if vece_keys:
         vece = vece or VeceConfig()
         values.update(vece_results(preds, vece_keys, vece, calibrator, features, progress))
@@ -277,3 +295,48 @@ def evaluate(
     if before is not None:
         report["uncalibrated_metrics"] = before
     return report
+
+
+#: Metric state files: an .npz of numeric arrays, the header as JSON bytes (no pickle anywhere).
+STATE_FORMAT = "calib-metric-state"
+STATE_VERSION = 1
+
+
+def write_metric_state(path: str, metric_set: MetricSet, keys: list[str], config: MetricConfig,
+                       preds: Predictions, bundle_path: str | None) -> None:
+    """The additive state behind this evaluation's streamed metrics (V-ECE is not additive: left out)."""
+    from .io.atomic import write_bytes_atomic
+    from .io.writers import npz_bytes
+
+    header = {"format": STATE_FORMAT, "format_version": STATE_VERSION, "calib_version": __version__,
+              "keys": keys, "config": {"bins": config.bins, "cmce_bins": config.cmce_bins}, "k": preds.k,
+              "n": preds.n, "inputs": [{"path": preds.name, "sha256": preds.sha256}], "bundle": bundle_path}
+    arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **metric_set.state()}
+    write_bytes_atomic(path, npz_bytes(arrays))
+
+
+def merge_metric_states(paths: list[str]) -> dict:
+    """Add up state files written by ``evaluate --emit-state`` (same metrics, settings and K) and
+    compute the metrics of all their rows together: the same numbers as one run over every row."""
+    merged = headers = None
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                arrays = {key: archive[key] for key in archive.files}
+            header = json.loads(arrays.pop("header").tobytes())
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{path}: not a calib metric state file ({exc.__class__.__name__})") from None
+        if header.get("format") != STATE_FORMAT or header.get("format_version", 99) > STATE_VERSION:
+            raise InputError(f"{path}: not a calib metric state file of a version this calib reads")
+        if merged is None:
+            headers = header
+            config = MetricConfig(**header["config"])
+            merged = MetricSet(check_metric_keys(header["keys"]), config, int(header["k"]))
+        elif (header["keys"], header["config"], header["k"]) != (headers["keys"], headers["config"], headers["k"]):
+            raise InputError(f"{path}: its metrics, settings or K differ from {paths[0]}'s; states cannot be merged")
+        else:
+            headers["n"] += header["n"]
+            headers["inputs"] += header["inputs"]
+        merged.absorb(arrays)
+    return {"calib_version": __version__, "input": {"merged_from": headers["inputs"], "n": headers["n"], "k": headers["k"]},
+            "bundle": headers["bundle"], "metrics": merged.results(), "gates": [], "passed": True}

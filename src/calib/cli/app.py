@@ -12,7 +12,7 @@ from ..errors import CalibError
 from . import render
 from .apply import apply
 from .diagnose import diagnose
-from .evaluate import evaluate
+from .evaluate import evaluate, merge_states
 from .fit import fit
 from .methods import methods
 from .synth import app as synth_app
@@ -28,6 +28,7 @@ app.command()(fit)
 app.command()(apply)
 app.command()(evaluate)
 app.command()(diagnose)
+app.command("merge-states")(merge_states)
 app.command()(methods)
 app.add_typer(synth_app, name="synth")
 

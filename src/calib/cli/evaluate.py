@@ -36,6 +36,7 @@ def evaluate(
     vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help="V-ECE recalibration map: ws-catboost | ts | hist-uniform | hist-quantile | isotonic.")] = "ws-catboost",
     vece_max_rows: Annotated[int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")] = 20000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample.")] = 0,
+    emit_state: Annotated[Optional[str], typer.Option("--emit-state", help="Also write the additive metric state (.npz) for `calib merge-states`.", show_default=False)] = None,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
@@ -69,7 +70,7 @@ def evaluate(
         report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
                               calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,
                               features=read_features(features, preds.n) if features is not None else None,
-                              vece=vece, progress=lambda: advance(""))
+                              vece=vece, progress=lambda: advance(""), emit_state=emit_state)
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)
@@ -81,3 +82,26 @@ def evaluate(
         failed = [g["expr"] for g in report["gates"] if not g["passed"]]
         render.error(f"gate failed: {'; '.join(failed)}")
         raise typer.Exit(1)
+
+
+def merge_states(
+    states: Annotated[list[str], typer.Argument(help="State files written by `calib evaluate --emit-state`.", show_default=False)],
+    json_path: Annotated[Optional[str], typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False)] = None,
+) -> None:
+    """Merge metric states of several evaluations (shards of one dataset) into one report.
+
+    The numbers equal one evaluation over all the rows (V-ECE, which is not additive, is left out).
+    Example: calib merge-states part1.npz part2.npz --json -
+    """
+    from ..evaluate import merge_metric_states
+
+    report = merge_metric_states(states)
+    text = json.dumps(report, indent=2) + "\n"
+    if json_path == "-":
+        sys.stdout.write(text)
+        return
+    if json_path is not None:
+        write_bytes_atomic(json_path, text.encode())
+    inputs = report["input"]
+    render.report_table({**report, "input": {"path": f"{len(inputs['merged_from'])} merged states", "n": inputs["n"],
+                                             "k": inputs["k"], "kind": "state"}})

@@ -15,7 +15,16 @@ from ..errors import CalibError
 
 @contextlib.contextmanager
 def atomic_path(path: str):
-    """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``."""
+    """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``.
+
+    Only regular files are replaced this way. An existing special file (``/dev/null``,
+    ``/dev/stdout``, a named pipe) is written in place: renaming onto it would replace the device.
+    """
+    if os.path.exists(path) and not os.path.isfile(path):
+        if os.path.isdir(path):
+            raise CalibError(f"{path}: is a directory, expected a file")
+        yield path
+        return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CalibError(f"{path}: the folder {directory} does not exist")

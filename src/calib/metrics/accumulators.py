@@ -9,15 +9,51 @@ from .batch import Batch
 from .binning import BinCounter
 
 
-class ProperScores:
+class Additive:
+    """Accumulators whose state is a sum: ``STATE`` names the attributes (numbers, arrays,
+    :class:`BinCounter` s, or lists of per-chunk arrays that merge by concatenation). Two states of
+    the same metric settings merge by :meth:`absorb`, so files, shards and machines can be combined."""
+
+    STATE: tuple[str, ...] = ()
+
+    def state(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name in self.STATE:
+            value = getattr(self, name)
+            if isinstance(value, BinCounter):
+                out.update({f"{name}.{key}": array for key, array in value.state().items()})
+            elif isinstance(value, list):
+                out[name] = np.concatenate(value) if value else np.zeros(0)
+            else:
+                out[name] = np.asarray(value)
+        return out
+
+    def absorb(self, state: dict[str, np.ndarray]) -> None:
+        """Add another accumulator's :meth:`state` into this one."""
+        for name in self.STATE:
+            value = getattr(self, name)
+            if isinstance(value, BinCounter):
+                for key in ("count", "sum_pred", "sum_true"):
+                    setattr(value, key, getattr(value, key) + state[f"{name}.{key}"])
+            elif isinstance(value, list):
+                value.append(np.asarray(state[name]))
+            elif isinstance(value, np.ndarray):
+                setattr(self, name, value + state[name])
+            else:
+                setattr(self, name, type(value)(value + state[name].item()))
+
+
+class ProperScores(Additive):
     """Sums for accuracy, NLL and Brier (metrics.md, "Proper scores and accuracy")."""
+
+    STATE = ("n", "n_correct", "nll_sum", "brier_sum", "prob_clipped")
 
     def __init__(self):
         self.n = 0
         self.n_correct = 0.0
         self.nll_sum = 0.0
         self.brier_sum = 0.0
-        self.prob_clipped = False
+        self.prob_clipped = 0  # chunks whose log p came from clipped probabilities
 
     def update(self, batch: Batch) -> None:
         own_log = batch.log_probs[batch.rows, batch.labels]
@@ -27,11 +63,13 @@ class ProperScores:
         self.nll_sum -= float(own_log.sum())
         # sum_k (p_k - 1{y=k})^2 = sum_k p_k^2 - 2 p_y + 1
         self.brier_sum += float(np.einsum("ij,ij->", batch.probs, batch.probs) - 2.0 * own.sum() + batch.n)
-        self.prob_clipped |= batch.prob_clipped
+        self.prob_clipped += int(batch.prob_clipped)
 
 
-class TopLabelBins:
+class TopLabelBins(Additive):
     """Confidence max_k p_k against correctness, in equal-width bins (ECE, MCE, debiased ECE^2)."""
+
+    STATE = ("counter", "n")
 
     def __init__(self, n_bins: int):
         self.counter = BinCounter(n_bins)
@@ -42,9 +80,11 @@ class TopLabelBins:
         self.n += batch.n
 
 
-class TopLabelValues:
+class TopLabelValues(Additive):
     """Every row's confidence and correctness (O(N) memory, not O(N K)): for equal-mass bins,
     whose edges depend on all rows and so cannot be merged from per-chunk counts."""
+
+    STATE = ("confidence", "correct")
 
     def __init__(self):
         self.confidence: list[np.ndarray] = []
@@ -55,8 +95,10 @@ class TopLabelValues:
         self.correct.append(batch.correct)
 
 
-class ClasswiseBins:
+class ClasswiseBins(Additive):
     """Per class k, p_ik against 1{y_i = k} over all rows, in equal-width bins (cw-ECE)."""
+
+    STATE = ("counter",)
 
     def __init__(self, n_bins: int, n_classes: int):
         self.counter = BinCounter(n_bins, n_classes)
@@ -67,8 +109,10 @@ class ClasswiseBins:
         self.counter.add_hits(batch.probs[batch.rows, batch.labels], group=batch.labels)
 
 
-class CumulativeMassBins:
+class CumulativeMassBins(Additive):
     """All N K pairs (m_ik, c_ik) of cumulative top-k mass and coverage, in equal-width bins (CMCE)."""
+
+    STATE = ("counter",)
 
     def __init__(self, n_bins: int):
         self.counter = BinCounter(n_bins)
@@ -77,12 +121,14 @@ class CumulativeMassBins:
         self.counter.add(batch.cumulative_mass, batch.covered)
 
 
-class CumulativeMassRange:
+class CumulativeMassRange(Additive):
     """Pairs with lo <= m_ik <= hi and how many of them cover the label (Coverage[lo, hi]).
 
     m_ik is non-decreasing in k, so each row's pairs in range are the positions
     [#(m < lo), #(m <= hi)); the covered ones are those at or after the label's rank.
     """
+
+    STATE = ("count", "covered")
 
     def __init__(self, lo: float, hi: float):
         self.lo, self.hi = lo, hi
@@ -101,7 +147,7 @@ class CumulativeMassRange:
 CPSME_ALPHAS = tuple(round(0.05 * i, 2) for i in range(1, 11))
 
 
-class TrueProbScores:
+class TrueProbScores(Additive):
     """Scores against the TRUE conditional distribution p (synthetic data), per row:
 
     - nll_true = -sum_k p_k log p^_k  (the expected NLL when labels are drawn from p);
@@ -109,6 +155,8 @@ class TrueProbScores:
     - cpsme_alpha = |sum_{y in C*_alpha} (p_y - p^_y)|, C*_alpha the smallest top-k set of p with
       mass >= 1 - alpha, ties to the lower class index (paper 002, section 5.2; metrics.md).
     """
+
+    STATE = ("n", "nll_sum", "brier_sum", "cpsme_sum")
 
     def __init__(self):
         self.n = 0
