@@ -66,6 +66,20 @@ def check_compatible(bundle: Bundle, preds: Predictions, bundle_path: str) -> No
         )
 
 
+def read_with_bundle(pred: str, bundle_path: str | None, **read_options) -> tuple[Predictions, Calibrator | None]:
+    """Load and verify the bundle (if any) first, then read the predictions and check that the
+    bundle fits them (K and input kind): the shared start of apply, evaluate and diagnose."""
+    from .io.readers import read_predictions
+
+    calibrator = saved = None
+    if bundle_path is not None:
+        calibrator, saved = load_calibrator(bundle_path)
+    preds = read_predictions(pred, **read_options)
+    if saved is not None:
+        check_compatible(saved, preds, bundle_path)
+    return preds, calibrator
+
+
 def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "probs",
                       features: np.ndarray | None = None) -> Iterator[tuple[slice, np.ndarray, dict]]:
     """Yield (rows, block, counts) chunk by chunk: calibrated probabilities (``what="probs"``),

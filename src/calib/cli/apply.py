@@ -10,7 +10,7 @@ import typer
 
 from .. import pipeline
 from ..errors import UsageError
-from ..io import check_output_path, read_features, read_predictions, write_matrix, write_npy_stream, write_sets
+from ..io import check_output_path, read_features, write_matrix, write_npy_stream, write_sets
 from . import options, render
 
 WHAT = ("probs", "log-probs", "sets")
@@ -35,9 +35,8 @@ def apply(
         raise UsageError(f"--what must be one of {', '.join(WHAT)}; got {what!r}")
     if out != "-":
         check_output_path(out, [pred, labels or "-", features or "-"])
-    calibrator, saved = pipeline.load_calibrator(bundle)
-    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix)
-    pipeline.check_compatible(saved, preds, bundle)
+    preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
+                                                  score_prefix=score_prefix)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n) if features is not None else None
     counts: dict = {}

@@ -8,7 +8,6 @@ import typer
 
 from .. import pipeline
 from ..diagnose import diagnose as run_diagnosis
-from ..io import read_predictions
 from . import options, render
 
 
@@ -28,12 +27,8 @@ def diagnose(
 
     Example: calib diagnose val.npz --compare ts,cmce-ts,mr,isotonic --out report/
     """
-    calibrator = saved = None
-    if bundle is not None:
-        calibrator, saved = pipeline.load_calibrator(bundle)
-    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
-    if saved is not None:
-        pipeline.check_compatible(saved, preds, bundle)
+    preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
+                                                  score_prefix=score_prefix, require_labels=True)
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     result = run_diagnosis(preds, calibrator=calibrator, compare=methods, folds=folds, seed=seed, rank_by=rank_by)
     render.diagnosis(result)

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..estimators import VECE_METRICS
 from ..estimators.recalibrators import RECALIBRATORS
 from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
-from ..io import read_features, read_predictions, read_true_probs
+from ..io import read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from ..metrics import MetricConfig
 from . import options, render
@@ -49,12 +49,8 @@ def evaluate(
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_increase_gates(max_increase or [], baseline)
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
-    calibrator = saved = None
-    if bundle is not None:
-        calibrator, saved = pipeline.load_calibrator(bundle)
-    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
-    if saved is not None:
-        pipeline.check_compatible(saved, preds, bundle)
+    preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
+                                                  score_prefix=score_prefix, require_labels=True)
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
