@@ -14,6 +14,8 @@ Outputs can hold exact zeros; their log-probabilities are floored at log(1e-12),
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from ..bundle import State
@@ -35,8 +37,9 @@ def renormalise(scores: np.ndarray) -> np.ndarray:
 class OneVsRest(Calibrator):
     """Shared transform: class maps -> renormalised probabilities -> floored logs."""
 
-    def class_maps(self, logits: np.ndarray) -> np.ndarray:  # (N, K) values of g_k
-        raise TypeError("subclasses define class_maps")
+    @abc.abstractmethod
+    def class_maps(self, logits: np.ndarray) -> np.ndarray:
+        """(N, K): g_k applied to every class of every row, before renormalising."""
 
     def transform_probs_with_info(self, logits, features=None):
         return renormalise(self.class_maps(np.asarray(logits, dtype=np.float64))), {}
@@ -51,8 +54,9 @@ class LogisticOneVsRest(OneVsRest):
     systems), with per-class backtracking so the loss never rises. Starts at the constant base-rate
     map. Subclasses name the features."""
 
-    def features(self, logits: np.ndarray) -> np.ndarray:  # (N, K, d)
-        raise TypeError("subclasses define features")
+    @abc.abstractmethod
+    def features(self, logits: np.ndarray) -> np.ndarray:
+        """(N, K, d): the features of each class score; the last one is the constant 1."""
 
     def fit(self, logits, labels, *, seed=0, features=None):
         phi = self.features(np.asarray(logits, dtype=np.float64))
