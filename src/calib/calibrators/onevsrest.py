@@ -23,8 +23,8 @@ from ..numerics import PROB_FLOOR, bin_index, log_of_probs, softmax
 from .base import Calibrator
 
 LOGISTIC_RIDGE = 1e-6
-NEWTON_ITERATIONS = 100
-NEWTON_TOL = 1e-10
+MAX_NEWTON_STEPS = 100
+NEWTON_STEP_TOL = 1e-10
 HIST_BINS = 15
 
 
@@ -66,7 +66,7 @@ class LogisticOneVsRest(OneVsRest):
         weights = np.zeros((k, d))
         weights[:, -1] = np.log(rate / (1.0 - rate))  # the last feature is the constant 1
         loss = _logistic_loss(weights, phi, target)
-        for _ in range(NEWTON_ITERATIONS):
+        for _ in range(MAX_NEWTON_STEPS):
             p = _sigmoid(np.einsum("nkd,kd->nk", phi, weights))
             gradient = np.einsum("nk,nkd->kd", p - target, phi) / n + LOGISTIC_RIDGE * weights
             hessian = np.einsum("nk,nkd,nke->kde", p * (1.0 - p), phi, phi) / n + LOGISTIC_RIDGE * np.eye(d)
@@ -79,7 +79,7 @@ class LogisticOneVsRest(OneVsRest):
                     break
                 scale = np.where(worse, scale / 2, scale)
             weights, loss = weights - scale[:, None] * step, trial
-            if np.abs(scale[:, None] * step).max() < NEWTON_TOL:
+            if np.abs(scale[:, None] * step).max() < NEWTON_STEP_TOL:
                 break
         self.present_ = target.sum(axis=0) > 0  # absent class: the constant 0 map
         self.weights_ = weights
