@@ -172,7 +172,7 @@ def test_in_set_mass_is_exactly_one_minus_alpha(cifar100, method, options):
     assert np.allclose(np.exp(out).sum(1), 1.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["conformal-ts", "ats-gq", "cmce-ts", "ts"])
+@pytest.mark.parametrize("method", ["conformal-ts", "ats-gq", "cmce-ts", "ts", "adaptive-ts"])
 def test_temperature_methods_keep_the_argmax(cifar100, method):
     calibrator = fit(method, cifar100["val_logits"], cifar100["val_labels"])
     logits = cifar100["test_logits"].astype(np.float64)

@@ -7,12 +7,12 @@ from .calibrators.base import Calibrator
 from .calibrators.conformal_mass import MassRescaling
 from .calibrators.dirichlet import Dirichlet
 from .calibrators.onevsrest import Beta, HistogramBinning, Isotonic, Platt, Quadratic
-from .calibrators.temperature import CMCETemperature, TemperatureScaling
+from .calibrators.temperature import AdaptiveTemperature, CMCETemperature, TemperatureScaling
 from .errors import UsageError
 
 CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls
-    for cls in (TemperatureScaling, CMCETemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive,
+    for cls in (TemperatureScaling, CMCETemperature, AdaptiveTemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive,
                 Platt, Quadratic, Beta, Isotonic, HistogramBinning, Dirichlet)
 }
 

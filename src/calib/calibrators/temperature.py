@@ -147,3 +147,59 @@ class CMCETemperature(Calibrator):
         calibrator.temperature_ = float(state.params["temperature"])
         calibrator.cmce_ = float(state.params["cmce"])
         return calibrator
+
+
+#: adaptive-ts (calibrators.md): MLP hidden sizes, optimiser and schedule; T(x) floor.
+ADAPTIVE_HIDDEN = (128, 64)
+ADAPTIVE_LR = 5e-4
+ADAPTIVE_EPOCHS = 100
+ADAPTIVE_BATCH = 256
+TEMPERATURE_FLOOR = 1e-6
+
+
+class AdaptiveTemperature(Calibrator):
+    """``adaptive-ts`` (sample-dependent temperature, Joy et al. 2023; calibrators.md):
+    p = softmax(z / T(x)), T(x) = softplus(MLP(z)) + 1e-6, MLP (128, 64) ReLU on the logits, trained on
+    the NLL with Adam (lr 5e-4), 100 epochs' worth of minibatches of 256 drawn with replacement, seeded.
+    The argmax is kept. Weights are stored as arrays and applied in numpy."""
+
+    name = "adaptive-ts"
+    summary = "adaptive temperature: T(x) = softplus(MLP(z)) + 1e-6 trained on NLL (Joy et al. 2023)"
+
+    def fit(self, logits, labels, *, seed=0, features=None):
+        import torch
+
+        from . import mlp
+
+        z = np.asarray(logits, dtype=np.float64)
+        k = z.shape[1]
+        # the target carries the raw logits (the loss needs them) and the label in its last column
+        target = np.concatenate([z, labels[:, None].astype(np.float64)], axis=1)
+
+        def nll(out, batch):
+            temperature = torch.nn.functional.softplus(out[:, 0]) + TEMPERATURE_FLOOR
+            log_q = torch.log_softmax(batch[:, :k] / temperature[:, None], dim=1)
+            return -log_q.gather(1, batch[:, k:].long()).mean()
+
+        steps = max(1, ADAPTIVE_EPOCHS * len(z) // ADAPTIVE_BATCH)
+        self.arrays_ = mlp.train(z, target, ADAPTIVE_HIDDEN, 1, nll, prefix="temperature", steps=steps, lr=ADAPTIVE_LR,
+                                 batch_size=ADAPTIVE_BATCH, seed=seed, bad_loss=np.inf)
+        return self
+
+    def temperatures(self, logits) -> np.ndarray:
+        from . import mlp
+
+        return np.logaddexp(0.0, mlp.forward(self.arrays_, "temperature", logits)[:, 0]) + TEMPERATURE_FLOOR
+
+    def transform(self, logits, features=None):
+        z = np.asarray(logits, dtype=np.float64)
+        return log_softmax(z / self.temperatures(z)[:, None])
+
+    def to_state(self):
+        return State(arrays=self.arrays_)
+
+    @classmethod
+    def from_state(cls, options, state):
+        calibrator = cls(options)
+        calibrator.arrays_ = dict(state.arrays)
+        return calibrator
