@@ -13,6 +13,10 @@ from ..io import read_features, read_predictions
 from . import options, render
 
 
+#: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
+FLAG_OPTIONS = ("alpha", "score", "threshold", "variant", "flow")
+
+
 def fit(
     pred: options.Pred,
     method: Annotated[str, typer.Option("--method", "-m", help="Calibrator; `calib methods` lists them.", show_default=False)],
@@ -35,8 +39,8 @@ def fit(
     Example: calib fit val.npz --method ts --out ts_bundle
     Conformal: calib fit val.npz --method ats-gq --alpha 0.1 --score aps --out ats_bundle
     """
-    given = {name: value for name, value in
-             {"alpha": alpha, "score": score, "threshold": threshold, "variant": variant, "flow": flow}.items() if value is not None}
+    flags = dict(zip(FLAG_OPTIONS, (alpha, score, threshold, variant, flow)))
+    given = {name: value for name, value in flags.items() if value is not None}
     for item in option or []:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -6,6 +6,7 @@ from ..estimators import VECE_SUMMARIES
 from ..metrics import METRICS
 from ..registry import CALIBRATORS
 from . import render
+from .fit import FLAG_OPTIONS
 
 
 def methods() -> None:
@@ -13,4 +14,4 @@ def methods() -> None:
 
     Example: calib methods
     """
-    render.methods_table(CALIBRATORS, METRICS, VECE_SUMMARIES)
+    render.methods_table(CALIBRATORS, METRICS, VECE_SUMMARIES, FLAG_OPTIONS)

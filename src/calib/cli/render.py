@@ -121,15 +121,16 @@ def report_table(report: dict) -> None:
         _out.print(f"gate {mark}: {gate['expr']}  value {_fmt(gate['value'])}{extra}")
 
 
-def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict) -> None:
-    table = Table(title="calibrators (calib fit --method NAME)", title_justify="left")
+def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:
+    import dataclasses
+
+    table = Table(title="calibrators (calib fit --method NAME; other options: -O NAME=VALUE)", title_justify="left")
     table.add_column("method", style="bold")
-    table.add_column("options")
+    table.add_column("options (default)")
     table.add_column("what it does")
     for name, cls in calibrators.items():
-        import dataclasses
-
-        options = " ".join(f"--{f.name.replace('_', '-')} ({f.default})" for f in dataclasses.fields(cls.Options))
+        options = " ".join(f"--{f.name} {f.default}" if f.name in flag_options else f"-O {f.name}={f.default}"
+                           for f in dataclasses.fields(cls.Options))
         table.add_row(name, options or "-", cls.summary)
     _out.print(table)
     table = Table(title="metrics (calib evaluate --metrics KEY,...)", title_justify="left")
