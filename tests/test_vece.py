@@ -30,14 +30,19 @@ def test_ts_recalibrator_recovers_known_errors_over_seeds(temperature):
     assert (over > under) if temperature < 1 else (under > over)
 
 
-def test_ws_catboost_on_a_binary_case_with_known_truth():
-    # the spec's binary demo: p ~ Beta(0.5, 0.5), y ~ Bernoulli(sigmoid(0.4 logit p + 0.3))
-    rng = np.random.default_rng(0)
-    p1 = np.clip(rng.beta(0.5, 0.5, 3000), 1e-6, 1 - 1e-6)
+def binary_demo(n=3000, seed=0):
+    """The spec's binary demo: p ~ Beta(0.5, 0.5), y ~ Bernoulli(sigmoid(0.4 logit p + 0.3)), with
+    the exact errors of p against that true C."""
+    rng = np.random.default_rng(seed)
+    p1 = np.clip(rng.beta(0.5, 0.5, n), 1e-6, 1 - 1e-6)
     c1 = 1 / (1 + np.exp(-(0.4 * np.log(p1 / (1 - p1)) + 0.3)))
-    labels = (rng.random(3000) < c1).astype(int)
+    labels = (rng.random(n) < c1).astype(int)
     probs = np.stack([1 - p1, p1], 1)
-    truth = true_calibration_errors(probs, np.stack([1 - c1, c1], 1))
+    return probs, labels, true_calibration_errors(probs, np.stack([1 - c1, c1], 1))
+
+
+def test_ws_catboost_on_a_binary_case_with_known_truth():
+    probs, labels, truth = binary_demo()
     estimate = variational_calibration_error(probs, labels, "ws-catboost", seed=0)
     assert estimate.values["l1"] == pytest.approx(truth["l1"], abs=0.02)
     assert estimate.values["sq"] == pytest.approx(truth["sq"], abs=0.01)
@@ -128,12 +133,7 @@ def test_evaluate_reports_vece_with_settings_and_unclipped(run, tmp_path):
 
 @pytest.mark.parametrize("recalibrator", ["ts", "hist-uniform", "hist-quantile", "isotonic"])
 def test_every_recalibrator_recovers_known_errors(recalibrator):
-    rng = np.random.default_rng(0)
-    p1 = np.clip(rng.beta(0.5, 0.5, 3000), 1e-6, 1 - 1e-6)
-    c1 = 1 / (1 + np.exp(-(0.4 * np.log(p1 / (1 - p1)) + 0.3)))
-    labels = (rng.random(3000) < c1).astype(int)
-    probs = np.stack([1 - p1, p1], 1)
-    truth = true_calibration_errors(probs, np.stack([1 - c1, c1], 1))
+    probs, labels, truth = binary_demo()
     binary = variational_calibration_error(probs, labels, recalibrator, seed=0).values
     assert binary["l1"] == pytest.approx(truth["l1"], abs=0.015) and binary["l1"] <= truth["l1"] + 0.01
     probs, labels, truth_probs = known_ce_data(3000, 10, 0.5, np.random.default_rng(1))

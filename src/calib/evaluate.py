@@ -6,16 +6,16 @@ import json
 import operator
 import re
 import zipfile
+from dataclasses import dataclass
 
 import numpy as np
-from dataclasses import dataclass
 
 from . import __version__
 from .calibrators.base import Calibrator
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
-from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
 from .estimators import VECE_METRICS, variational_calibration_error
+from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
 from .numerics import log_softmax_and_softmax, softmax
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -136,8 +136,6 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; pass --labels FILE")
-    if calibrator is not None and features is None and calibrator.needs_features:
-        raise InputError("this bundle's threshold was fitted on --features; pass --features FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
     sets = SetStats(calibrator) if hasattr(calibrator, "sets") else None
     uncalibrated = MetricSet(keys, config, preds.k)

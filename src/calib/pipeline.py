@@ -9,7 +9,7 @@ import numpy as np
 
 from . import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.base import Calibrator
+from .calibrators.base import Calibrator, add_counts
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .registry import CALIBRATORS, calibrator_class
@@ -86,8 +86,6 @@ def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "p
     log-probabilities, or the boolean conformal-set mask (``what="sets"``), with the method's row counts."""
     if what == "sets" and not hasattr(calibrator, "sets"):
         raise UsageError(f"method {calibrator.name!r} builds no conformal sets; --what sets needs a conformal method")
-    if features is None and calibrator.needs_features:
-        raise InputError("this bundle's threshold was fitted on --features; pass --features FILE")
     for rows in preds.chunks():
         chunk_features = None if features is None else features[rows]
         if what == "sets":
@@ -108,8 +106,3 @@ def apply_calibrator(calibrator: Calibrator, preds: Predictions, what: str = "pr
         out[rows] = block
         add_counts(counts, info)
     return out, counts
-
-
-def add_counts(total: dict, more: dict) -> None:
-    for key, value in more.items():
-        total[key] = total.get(key, 0) + value

@@ -24,6 +24,12 @@ class NoOptions:
     """A method without options."""
 
 
+def add_counts(total: dict, more: dict) -> None:
+    """Sum per-chunk row counts (e.g. infeasible rows) of :meth:`Calibrator.transform_with_info`."""
+    for key, value in more.items():
+        total[key] = total.get(key, 0) + value
+
+
 class Calibrator(abc.ABC):
     #: The ``--method`` name.
     name: ClassVar[str]
@@ -58,9 +64,6 @@ class Calibrator(abc.ABC):
 
     def predict_proba(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
         return self.transform_probs_with_info(logits, features)[0]
-
-    #: Whether the fitted calibrator needs ``features`` at transform time.
-    needs_features: bool = False
 
     def fit_report(self) -> dict:
         """Fitted parameters and counts worth printing after ``fit`` (plain JSON values)."""

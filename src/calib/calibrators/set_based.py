@@ -16,7 +16,7 @@ import numpy as np
 from ..bundle import State
 from ..errors import InputError
 from ..numerics import log_softmax_and_softmax, row_chunks, softmax
-from .base import Calibrator
+from .base import Calibrator, add_counts
 from .conformal import CATEGORY_NAMES, SCORES, check_alpha, check_choice, label_scores, nonconformity
 from .thresholds import FLOWS, fit_threshold, threshold_values
 
@@ -58,10 +58,6 @@ class SetCalibrator(Calibrator):
     def flow(self) -> str:
         return getattr(self.options, "flow", "gauss")
 
-    @property
-    def needs_features(self) -> bool:
-        return getattr(self, "conditioning_", "logits") == "features"
-
     def fit(self, logits, labels, *, seed=0, features=None):
         logits = np.asarray(logits, dtype=np.float64)
         scores = label_scores(logits, labels, self.options.score)
@@ -77,9 +73,7 @@ class SetCalibrator(Calibrator):
         """Infeasible-row counts on the calibration rows, a chunk of rows at a time."""
         counts: dict = {}
         for rows in row_chunks(*logits.shape):
-            info = self.transform_with_info(logits[rows], None if features is None else features[rows])[1]
-            for key, value in info.items():
-                counts[key] = counts.get(key, 0) + value
+            add_counts(counts, self.transform_with_info(logits[rows], None if features is None else features[rows])[1])
         return counts
 
     def _conditioning(self, logits, features):

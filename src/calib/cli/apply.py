@@ -38,7 +38,7 @@ def apply(
     preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
                                                   score_prefix=score_prefix)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    feature_rows = read_features(features, preds.n) if features is not None else None
+    feature_rows = read_features(features, preds.n)
     counts: dict = {}
 
     def blocks():

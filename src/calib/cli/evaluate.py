@@ -65,7 +65,7 @@ def evaluate(
     with render.progress("V-ECE: boosting the recalibrator", fits) as advance:
         report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
                               calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,
-                              features=read_features(features, preds.n) if features is not None else None,
+                              features=read_features(features, preds.n),
                               vece=vece, progress=lambda: advance(""), emit_state=emit_state)
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":

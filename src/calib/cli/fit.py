@@ -48,8 +48,7 @@ def fit(
         given[key.strip()] = value.strip()
     start = time.perf_counter()
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
-    feature_rows = read_features(features, preds.n) if features is not None else None
-    calibrator = pipeline.fit_calibrator(preds, method, given, seed=seed, features=feature_rows)
+    calibrator = pipeline.fit_calibrator(preds, method, given, seed=seed, features=read_features(features, preds.n))
     pipeline.save_calibrator(calibrator, preds, out, seed=seed, force=force)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     render.fit_summary(method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind,

@@ -85,14 +85,15 @@ def contaminate(
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, require_labels=True)
     rng = np.random.default_rng(seed)
     temperatures = contamination_temperatures(preds.labels, preds.k, rng)
-    log_probs = contaminate_logits(preds.all_logits(), temperatures)
+    logits = preds.all_logits()
+    log_probs = contaminate_logits(logits, temperatures)
     if out.lower().endswith(".npz"):
         arrays = _other_npz_arrays(pred)
         arrays.update(logits=log_probs, labels=preds.labels, temperatures=temperatures)
         write_bytes_atomic(out, npz_bytes(arrays))
     else:
         write_matrix(out, log_probs, "logits", labels=preds.labels, passthrough=preds.passthrough)
-    accuracy_kept = bool(np.array_equal(log_probs.argmax(1), preds.all_logits().argmax(1)))
+    accuracy_kept = bool(np.array_equal(log_probs.argmax(1), logits.argmax(1)))
     render.note(f"contaminated {preds.n} rows (argmax unchanged: {accuracy_kept}); wrote logits to {out}")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -26,7 +26,6 @@ class Predictions:
     sha256: str
     passthrough: object | None = None  # pyarrow.Table of parquet columns carried through `apply`
     true_probs: np.ndarray | None = None  # (N, K) true conditional probabilities (synthetic data)
-    notes: list[str] = field(default_factory=list)
 
     @property
     def n(self) -> int:

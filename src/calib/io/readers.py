@@ -97,13 +97,7 @@ def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
     if suffix == ".npy":
         truth = _load_npy(path, path, mmap=True)
     elif suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                if TRUE_PROBS not in archive.files:
-                    raise InputError(f"{path}: no array named {TRUE_PROBS!r} (found {', '.join(archive.files) or 'none'})")
-                truth = archive[TRUE_PROBS]
-        except PARSE_ERRORS as exc:
-            raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+        truth = _npz_array(path, (TRUE_PROBS,))
     elif suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -126,22 +120,18 @@ def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
 FEATURE_NAMES = ("features", "points")
 
 
-def read_features(path: str, n_rows: int) -> np.ndarray:
+def read_features(path: str | None, n_rows: int) -> np.ndarray | None:
     """Per-row features (N, d) that adaptive thresholds condition on: a .npy matrix, or the
-    ``features`` (else ``points``) array of a .npz. Finite floats, one row per prediction row."""
+    ``features`` (else ``points``) array of a .npz. Finite floats, one row per prediction row.
+    No path, no features (None)."""
+    if path is None:
+        return None
     _require_file(path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".npy":
         features = np.asarray(_load_npy(path, path, mmap=False))
     elif suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                key = next((k for k in FEATURE_NAMES if k in archive.files), None)
-                if key is None:
-                    raise InputError(f"{path}: no array named {' or '.join(FEATURE_NAMES)}")
-                features = archive[key]
-        except PARSE_ERRORS as exc:
-            raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+        features = _npz_array(path, FEATURE_NAMES)
     else:
         raise InputError(f"{path}: features must be a .npy or .npz file")
     if not np.issubdtype(features.dtype, np.number) or features.dtype == np.bool_:
@@ -152,6 +142,18 @@ def read_features(path: str, n_rows: int) -> np.ndarray:
     if not np.isfinite(features).all():
         raise InputError(f"{path}: features contain NaN or inf")
     return features
+
+
+def _npz_array(path: str, names: tuple[str, ...]) -> np.ndarray:
+    """The first of ``names`` that a .npz holds; a clear error when it holds none or is unreadable."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            key = next((k for k in names if k in archive.files), None)
+            if key is None:
+                raise InputError(f"{path}: no array named {' or '.join(names)} (found {', '.join(archive.files) or 'none'})")
+            return archive[key]
+    except PARSE_ERRORS as exc:
+        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
 
 
 def read_labels(path: str) -> np.ndarray:
