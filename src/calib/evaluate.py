@@ -145,10 +145,12 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
             continue
         logits = preds.logits(rows)
         chunk_features = None if features is None else features[rows]
-        calibrated.update(Batch(preds.labels[rows], log_probs=calibrator.transform(logits, chunk_features),
-                                true_probs=preds.true_probs_rows(rows)))
-        if sets is not None:
-            sets.update(calibrator.sets(logits, chunk_features), preds.labels[rows])
+        if sets is None:
+            log_probs = calibrator.transform(logits, chunk_features)
+        else:
+            log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features)
+            sets.update(in_set, preds.labels[rows])
+        calibrated.update(Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows)))
     if state_out is not None:
         state_out.append(calibrated if calibrated is not None else uncalibrated)
     if calibrated is None:

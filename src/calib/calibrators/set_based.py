@@ -108,6 +108,11 @@ class SetCalibrator(Calibrator):
         out, category = self.calibrate(*self._prepare(logits, features))
         return out, _count(category)
 
+    def transform_and_sets(self, logits, features=None) -> tuple[np.ndarray, np.ndarray]:
+        """Calibrated log-probabilities and the set mask from one pass (softmax, scores, sets once)."""
+        prepared = self._prepare(logits, features)
+        return self.calibrate(*prepared)[0], prepared[-1]
+
     def transform_probs_with_info(self, logits, features=None):
         out, category = self.calibrate_probs(*self._prepare(logits, features))
         return out, _count(category)
