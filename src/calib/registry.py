@@ -5,7 +5,7 @@ from __future__ import annotations
 from .calibrators.ats import ATSAdaptive, ATSGlobal, ConformalTS
 from .calibrators.base import Calibrator
 from .calibrators.conformal_mass import MassRescaling
-from .calibrators.dirichlet import Dirichlet
+from .calibrators.matrix_scaling import Dirichlet, MatrixScaling, VectorScaling
 from .calibrators.onevsrest import Beta, HistogramBinning, Isotonic, Platt, Quadratic
 from .calibrators.temperature import AdaptiveTemperature, CMCETemperature, TemperatureScaling
 from .errors import UsageError
@@ -13,7 +13,7 @@ from .errors import UsageError
 CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls
     for cls in (TemperatureScaling, CMCETemperature, AdaptiveTemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive,
-                Platt, Quadratic, Beta, Isotonic, HistogramBinning, Dirichlet)
+                Platt, Quadratic, Beta, Isotonic, HistogramBinning, Dirichlet, VectorScaling, MatrixScaling)
 }
 
 
