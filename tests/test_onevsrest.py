@@ -149,3 +149,42 @@ def test_structured_scaling_matches_probmetrics(cifar10, method):
     x_test = ours.inputs(test)
     reference_probs = softmax(x_test + (x_test @ delta.T if method == "sms" else x_test * delta) + bias)
     assert np.abs(np.exp(ours.transform(test)) - reference_probs).max() < 2e-3
+
+
+def test_venn_abers_equals_isotonic_refits_with_the_test_point():
+    """(p0, p1) from the one-sweep tables equal the definition: scikit-learn's isotonic regression
+    refitted with the test point added as label 0 and as label 1, evaluated there."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from calib.calibrators.venn_abers import venn_abers_runs
+
+    rng = np.random.default_rng(1)
+    for _ in range(25):
+        n = int(rng.integers(1, 60))
+        scores = np.round(rng.random(n), int(rng.integers(1, 3)))  # many ties
+        targets = (rng.random(n) < scores).astype(float)
+        boundaries, p0, p1, _ = venn_abers_runs(scores, targets)
+        tests = np.concatenate([scores, rng.random(8), [-1.0, 0.0, 1.0, 2.0]])
+        run = np.searchsorted(boundaries, tests, side="right") - 1
+        for s, r in zip(tests, run):
+            refit = [IsotonicRegression().fit(np.append(scores, s), np.append(targets, t)).predict([s])[0] for t in (0, 1)]
+            assert p0[r] == pytest.approx(refit[0], abs=1e-12) and p1[r] == pytest.approx(refit[1], abs=1e-12)
+        assert np.all(p0 <= p1 + 1e-15) and np.all(np.diff(p0) >= -1e-15) and np.all(np.diff(p1) >= -1e-15)
+
+
+def test_venn_abers_on_cifar10_improves_nll_and_handles_absent_classes(cifar10):
+    logits, labels, test = cifar10
+    calibrator = calibrator_class("venn-abers")().fit(logits, labels)
+    p0, p1 = calibrator.interval(test)
+    assert np.all((0 <= p0) & (p0 <= p1) & (p1 <= 1))
+    assert calibrator.report_["walk steps per row"] < 100  # linear sweep, not a walk per query
+    probs = calibrator.predict_proba(test)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+    from conftest import SAMPLE
+
+    test_labels = np.load(SAMPLE / "cifar10_test.npz")["labels"][:2000]
+    nll = lambda p: -np.mean(np.log(p[np.arange(len(p)), test_labels]))  # noqa: E731
+    assert nll(probs) < nll(softmax(test)) - 0.005
+    absent = calibrator_class("venn-abers")().fit(logits[labels != 3], labels[labels != 3])
+    probs = absent.predict_proba(test)
+    assert np.all(np.isfinite(probs)) and probs[:, 3].max() == 0.0

@@ -7,13 +7,14 @@ from .calibrators.base import Calibrator
 from .calibrators.conformal_mass import MassRescaling
 from .calibrators.matrix_scaling import Dirichlet, MatrixScaling, VectorScaling
 from .calibrators.onevsrest import Beta, HistogramBinning, Isotonic, Platt, Quadratic
+from .calibrators.venn_abers import VennAbers
 from .calibrators.temperature import AdaptiveTemperature, CMCETemperature, TemperatureScaling
 from .errors import UsageError
 
 CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls
     for cls in (TemperatureScaling, CMCETemperature, AdaptiveTemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive,
-                Platt, Quadratic, Beta, Isotonic, HistogramBinning, Dirichlet, VectorScaling, MatrixScaling)
+                Platt, Quadratic, Beta, Isotonic, HistogramBinning, Dirichlet, VectorScaling, MatrixScaling, VennAbers)
 }
 
 

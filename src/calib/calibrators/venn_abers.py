@@ -1,0 +1,194 @@
+"""Inductive Venn-Abers predictors one-vs-rest (Vovk & Petej 2014; Vovk, Petej & Fedorova 2015,
+"Large-scale probabilistic predictors with and without guarantees of validity"; calibrators.md).
+
+For class k, with calibration scores s_i = p_ik and labels t_i = 1{y_i = k}, a test score s gets
+two isotonic fits: p0 = the isotonic regression of the calibration points plus (s, 0), evaluated at
+s; p1 the same with (s, 1). They are merged as p = p1 / (1 - p0 + p1) and the K merged values are
+renormalised per row. A class absent from the calibration split maps to 0, as in the other
+one-vs-rest methods (its raw interval would be [0, 1] wherever its score tops the calibration set).
+
+No refit per test point: isotonic regression is the slope of the greatest convex minorant of the
+cumulative sum diagram (CSD) P_0 = (0, 0), P_i = (W_i, Y_i) over the m distinct sorted scores
+(W, Y cumulative counts and label sums). Adding the test point with label t between the groups
+L and R (R = L if s falls strictly between two distinct scores, R = L + 1 if s equals one) shifts
+every CSD point right of it by (1, t). Its fitted value is therefore the slope of the lower common
+tangent ("bridge") of
+
+    the lower hull of {P_l - (1, t) : l <= L}   and   the lower hull of {P_r : r >= R}.
+
+Fitting sweeps L = 0..m once per label: the left hull is a stack (each point pushed and popped
+once); the right hulls are one persistent linked list built right-to-left (suffix hull of R =
+R -> next[R] -> ...). The bridge is found by alternating tangent walks that stop at the mutual
+tangent. The bridge slope never decreases along the sweep (p0, p1 are non-decreasing in s), so
+both bridge ends only move right and the walks resume where the last query stopped: a sweep is
+O(m), a class O(n log n) with the sort. ``fit`` reports the walk steps per calibration row. The 2m + 1 positions (below, at and between the distinct scores) are stored
+run-length encoded as sorted boundaries, so applying is a binary search: O(m log n) per class.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..bundle import State
+from ..numerics import softmax
+from .onevsrest import OneVsRest
+
+
+def _sweep(sorted_scores, sorted_targets):
+    """(distinct scores, values (2, 2m + 1): p0 and p1 at every position, walk steps) for one class.
+
+    Plain Python that numba compiles (:func:`_kernel`). A hull vertex b is dropped when
+    slope(a, b) > slope(b, c) for neighbours a.x < b.x < c.x, written without division.
+    """
+    n = sorted_scores.shape[0]
+    # distinct scores and the CSD: px = W, py = Y, with P_0 = (0, 0)
+    distinct = np.empty(n)
+    px = np.zeros(n + 1)
+    py = np.zeros(n + 1)
+    m = 0
+    for i in range(n):
+        if m == 0 or sorted_scores[i] != distinct[m - 1]:
+            distinct[m] = sorted_scores[i]
+            m += 1
+            px[m] = px[m - 1]
+            py[m] = py[m - 1]
+        px[m] += 1.0
+        py[m] += sorted_targets[i]
+    # persistent suffix lower hulls: next_vertex[r] follows P_r on the hull of {P_r, ..., P_m}
+    next_vertex = np.full(m + 1, -1)
+    stack = np.empty(m + 1, dtype=np.int64)
+    top = -1
+    for r in range(m, -1, -1):
+        while top >= 1:
+            b, c = stack[top], stack[top - 1]
+            if (py[b] - py[r]) * (px[c] - px[b]) <= (py[c] - py[b]) * (px[b] - px[r]):
+                break
+            top -= 1
+        if top >= 0:
+            next_vertex[r] = stack[top]
+        top += 1
+        stack[top] = r
+    values = np.empty((2, 2 * m + 1))
+    steps = 0
+    left_x = np.empty(m + 1)
+    left_y = np.empty(m + 1)
+    for label in range(2):
+        top = -1
+        a, b = 0, 0  # bridge ends (left stack position, CSD index): both only move right
+        for ell in range(m + 1):
+            ax, ay = px[ell] - 1.0, py[ell] - label
+            while top >= 1 and ((left_y[top] - left_y[top - 1]) * (ax - left_x[top])
+                                > (ay - left_y[top]) * (left_x[top] - left_x[top - 1])):
+                top -= 1
+            top += 1
+            left_x[top], left_y[top] = ax, ay
+            a = min(a, top)  # a popped bridge end is replaced by the new point
+            for right in (ell, ell + 1):
+                if right > m:
+                    continue
+                b = max(b, right)
+                moved = True
+                while moved:
+                    moved = False
+                    while next_vertex[b] >= 0:
+                        c = next_vertex[b]
+                        # slope(A_a, P_c) <= slope(A_a, P_b): the tangent from A_a lies further right
+                        if (py[c] - left_y[a]) * (px[b] - left_x[a]) <= (py[b] - left_y[a]) * (px[c] - left_x[a]):
+                            b = c
+                            moved = True
+                            steps += 1
+                        else:
+                            break
+                    while a < top:
+                        # slope(A_{a+1}, P_b) >= slope(A_a, P_b): the tangent from P_b lies further right
+                        if ((py[b] - left_y[a + 1]) * (px[b] - left_x[a])
+                                >= (py[b] - left_y[a]) * (px[b] - left_x[a + 1])):
+                            a += 1
+                            moved = True
+                            steps += 1
+                        else:
+                            break
+                values[label, 2 * ell + (right - ell)] = (py[b] - left_y[a]) / (px[b] - left_x[a])
+    return distinct[:m], values, steps
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel():
+    """The compiled sweep; numba is imported only here (fitting venn-abers needs it) and caches
+    the machine code between runs."""
+    from numba import njit
+
+    return njit(cache=True)(_sweep)
+
+
+def venn_abers_runs(scores: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(boundaries, p0, p1, walk steps) for one class: a test score s takes run
+    ``searchsorted(boundaries, s, 'right') - 1``.
+
+    Position 2i lies strictly between the distinct scores c_{i-1} and c_i (its boundary is the float
+    after c_{i-1}, or -inf for i = 0); position 2i + 1 is s = c_i (boundary c_i). Consecutive
+    positions with equal (p0, p1) are merged into one run.
+    """
+    order = np.argsort(scores, kind="stable")
+    distinct, values, steps = _kernel()(np.ascontiguousarray(scores[order], dtype=np.float64),
+                                         targets[order].astype(np.float64))
+    boundaries = np.empty(2 * len(distinct) + 1)
+    boundaries[0] = -np.inf
+    boundaries[2::2] = np.nextafter(distinct, np.inf)
+    boundaries[1::2] = distinct
+    change = np.ones(len(boundaries), dtype=bool)
+    change[1:] = (np.diff(values[0]) != 0) | (np.diff(values[1]) != 0)
+    return boundaries[change], values[0, change], values[1, change], steps
+
+
+class VennAbers(OneVsRest):
+    name = "venn-abers"
+    summary = "inductive Venn-Abers one-vs-rest on p_k: p1 / (1 - p0 + p1), renormalised (Vovk et al. 2015)"
+
+    def fit(self, logits, labels, *, seed=0, features=None):
+        probs = softmax(np.asarray(logits, dtype=np.float64))
+        parts, offsets, steps = [], [0], 0
+        for k in range(probs.shape[1]):  # a loop over classes; each sweep is compiled code over rows
+            boundaries, p0, p1, walked = venn_abers_runs(probs[:, k], labels == k)
+            parts.append((boundaries, p0, p1))
+            offsets.append(offsets[-1] + len(boundaries))
+            steps += walked
+        self.boundaries_, self.p0_, self.p1_ = (np.concatenate(column) for column in zip(*parts))
+        self.offsets_ = np.array(offsets)
+        self.present_ = np.bincount(labels, minlength=probs.shape[1]) > 0
+        self.report_ = {"runs": int(offsets[-1]), "walk steps per row": round(steps / max(len(labels), 1), 2)}
+        return self
+
+    def interval(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The per-class (p0, p1) pairs, each (N, K): the Venn-Abers multiprobability prediction."""
+        probs = softmax(np.asarray(logits, dtype=np.float64))
+        p0, p1 = np.empty_like(probs), np.empty_like(probs)
+        for k in range(probs.shape[1]):
+            piece = slice(self.offsets_[k], self.offsets_[k + 1])
+            run = np.searchsorted(self.boundaries_[piece], probs[:, k], side="right") - 1
+            p0[:, k], p1[:, k] = self.p0_[piece][run], self.p1_[piece][run]
+        return p0, p1
+
+    def class_maps(self, logits):
+        p0, p1 = self.interval(logits)
+        # an absent class's interval is [0, 1] above its highest calibration score: the spec's
+        # constant map at the base rate (0) instead, as for the other one-vs-rest maps
+        return np.where(self.present_, p1 / (1.0 - p0 + p1), 0.0)
+
+    def fit_report(self):
+        return dict(self.report_)
+
+    def to_state(self):
+        return State(params=self.report_, arrays={"boundaries": self.boundaries_, "p0": self.p0_, "p1": self.p1_,
+                                                  "offsets": self.offsets_, "present": self.present_})
+
+    @classmethod
+    def from_state(cls, options, state):
+        calibrator = cls(options)
+        for name in ("boundaries", "p0", "p1", "offsets"):
+            setattr(calibrator, name + "_", state.arrays[name])
+        calibrator.present_ = state.arrays["present"].astype(bool)
+        calibrator.report_ = dict(state.params)
+        return calibrator
