@@ -27,9 +27,10 @@ WRAPPER = (
 )
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of ``cmd`` run alone in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], check=True, capture_output=True, text=True)
+def measure(cmd: list[str], timeout: float | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of ``cmd`` run alone in a fresh process; raises
+    subprocess.TimeoutExpired past ``timeout`` seconds."""
+    done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], check=True, capture_output=True, text=True, timeout=timeout)
     seconds, mib = map(float, done.stdout.split())
     return seconds, mib
 

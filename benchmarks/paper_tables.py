@@ -3,6 +3,8 @@
     python -m benchmarks.paper_tables cifar100 --out results/   # paper 000 Table 1 style, CIFAR-100
     python -m benchmarks.paper_tables cifar10 --out results/
     python -m benchmarks.paper_tables grid --classes 10 100 1000 --out results/   # paper 000 figure 1
+    python -m benchmarks.paper_tables grid-ovr --classes 10 100 1000 10000 --out results/   # one-vs-rest vs K
+    python -m benchmarks.paper_tables cifar10-baselines --out results/   # every baseline, through the CLI
 
 Writes results/<suite>.json and results/<suite>.md.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,7 +79,40 @@ def cifar(name, out):
     return rows, TABLE_METRICS
 
 
-def grid(classes, out, n_cal=5000, n_test=10000):
+BASELINES = ["ts", "platt", "quadratic", "beta", "isotonic", "hist", "dirichlet", "svs", "sms", "adaptive-ts", "venn-abers"]
+
+
+def cli_baselines(name):
+    """fit on val, apply to test, evaluate the applied probabilities: the user's chain, each step a
+    ``calib`` process, timed; the metrics come from ``evaluate --json``."""
+    val, test = SHARED / f"{name}_resnet110_val.npz", SHARED / f"{name}_resnet110_test.npz"
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for method in ["uncalibrated"] + BASELINES:
+            row, applied = {"method": method}, test
+            if method != "uncalibrated":
+                bundle, applied = Path(scratch, method), Path(scratch, f"{method}.npz")
+                for step, command in (("fit s", ["fit", str(val), "--method", method, "--out", str(bundle), "--force"]),
+                                      ("apply s", ["apply", str(bundle), str(test), "--out", str(applied)])):
+                    start = time.perf_counter()
+                    subprocess.run(["calib", *command], check=True, capture_output=True)
+                    row[step] = round(time.perf_counter() - start, 2)
+            report = subprocess.run(["calib", "evaluate", str(applied), "--no-vece", "--json", "-"], check=True,
+                                    capture_output=True, text=True).stdout
+            row.update({k: v["value"] for k, v in json.loads(report)["metrics"].items()})
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows, TABLE_METRICS + ["fit s", "apply s"]
+
+
+GRID_CONFORMAL = [("uncalibrated", {}), ("ts", {}), ("cmce-ts", {}), ("mr", {"alpha": 0.1}), ("conformal-ts", {"alpha": 0.1}),
+                  ("ats-gq", {"alpha": 0.1, "variant": "score"}), ("ats-aq", {"alpha": 0.1})]
+#: One-vs-rest maps as K grows (paper 000 reports they lose accuracy at K = 10,000).
+GRID_ONE_VS_REST = [("uncalibrated", {}), ("ts", {}), ("platt", {}), ("quadratic", {}), ("beta", {}), ("isotonic", {}),
+                    ("hist", {}), ("venn-abers", {}), ("svs", {})]
+
+
+def grid(classes, out, configs=GRID_CONFORMAL, n_cal=5000, n_test=10000):
     from calib.synth.gaussian_grid import make_gaussian_grid
 
     rows = []
@@ -84,9 +121,7 @@ def grid(classes, out, n_cal=5000, n_test=10000):
         n_c, n_t = (n_cal, n_test) if k <= 1000 else (5000, 5000)
         data = make_gaussian_grid(k, n_c, n_t, seed=0)
         print(f"K={k}: data and model in {time.perf_counter() - start:.0f} s, test accuracy {data['meta']['test_accuracy']:.3f}", flush=True)
-        for method, options in [("uncalibrated", {}), ("ts", {}), ("cmce-ts", {}), ("mr", {"alpha": 0.1}),
-                                ("conformal-ts", {"alpha": 0.1}), ("ats-gq", {"alpha": 0.1, "variant": "score"}),
-                                ("ats-aq", {"alpha": 0.1})]:
+        for method, options in configs:
             row = evaluate_config(method, options, data["cal"], data["test"], GRID_METRICS)
             row["classes"] = k
             rows.append(row)
@@ -96,14 +131,18 @@ def grid(classes, out, n_cal=5000, n_test=10000):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("suite", choices=["cifar10", "cifar100", "grid"])
+    parser.add_argument("suite", choices=["cifar10", "cifar100", "grid", "grid-ovr", "cifar10-baselines",
+                                                  "cifar100-baselines"])
     parser.add_argument("--classes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--out", default="results")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if args.suite == "grid":
-        rows, metrics = grid(args.classes, args.out)
+    if args.suite.startswith("grid"):
+        rows, metrics = grid(args.classes, args.out, GRID_ONE_VS_REST if args.suite == "grid-ovr" else GRID_CONFORMAL)
         text = "\n\n".join(f"K = {k}\n\n" + markdown([r for r in rows if r["classes"] == k], metrics) for k in args.classes)
+    elif args.suite.endswith("-baselines"):
+        rows, metrics = cli_baselines(args.suite.split("-")[0])
+        text = markdown(rows, metrics)
     else:
         rows, metrics = cifar(args.suite, args.out)
         text = markdown(rows, metrics)

@@ -131,7 +131,7 @@ def test_evaluate_reports_vece_with_settings_and_unclipped(run, tmp_path):
     assert code == 0 and set(json.loads(out)["metrics"]) == {"ece", "vece_l1"}
 
 
-@pytest.mark.parametrize("recalibrator", ["ts", "hist-uniform", "hist-quantile", "isotonic"])
+@pytest.mark.parametrize("recalibrator", ["ts", "hist-uniform", "hist-quantile", "isotonic", "quadratic", "beta", "svs", "sms"])
 def test_every_recalibrator_recovers_known_errors(recalibrator):
     probs, labels, truth = binary_demo()
     binary = variational_calibration_error(probs, labels, recalibrator, seed=0).values

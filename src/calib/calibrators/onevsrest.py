@@ -48,11 +48,37 @@ class OneVsRest(Calibrator):
         return log_of_probs(self.transform_probs_with_info(logits)[0])
 
 
+def fit_logistic(phi: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Weights (K, d) of sigma(w_k . phi_k) minimising the mean log-loss of each of the K columns of
+    ``target`` (+ a tiny ridge): Newton for all K at once (a stack of K d x d systems) with
+    per-column backtracking so the loss never rises, started at the constant base-rate map.
+    ``phi`` is (N, K, d) and its last feature is the constant 1."""
+    n, k, d = phi.shape
+    rate = np.clip(target.mean(axis=0), 1.0 / (n + 1), n / (n + 1))
+    weights = np.zeros((k, d))
+    weights[:, -1] = np.log(rate / (1.0 - rate))
+    loss = _logistic_loss(weights, phi, target)
+    for _ in range(MAX_NEWTON_STEPS):
+        p = sigmoid(np.einsum("nkd,kd->nk", phi, weights))
+        gradient = np.einsum("nk,nkd->kd", p - target, phi) / n + LOGISTIC_RIDGE * weights
+        hessian = np.einsum("nk,nkd,nke->kde", p * (1.0 - p), phi, phi) / n + LOGISTIC_RIDGE * np.eye(d)
+        step = np.linalg.solve(hessian, gradient[:, :, None])[:, :, 0]
+        scale = np.ones(k)
+        for _ in range(30):  # backtracking per class: halve the step until the loss does not rise
+            trial = _logistic_loss(weights - scale[:, None] * step, phi, target)
+            worse = trial > loss + 1e-15
+            if not worse.any():
+                break
+            scale = np.where(worse, scale / 2, scale)
+        weights, loss = weights - scale[:, None] * step, trial
+        if np.abs(scale[:, None] * step).max() < NEWTON_STEP_TOL:
+            break
+    return weights
+
+
 class LogisticOneVsRest(OneVsRest):
-    """g_k = sigma(w_k . phi(x)_k) per class, phi a few features of the class score; the mean
-    log-loss (+ a tiny ridge) is minimised by Newton for all K classes at once (a stack of K d x d
-    systems), with per-class backtracking so the loss never rises. Starts at the constant base-rate
-    map. Subclasses name the features."""
+    """g_k = sigma(w_k . phi(x)_k) per class, phi a few features of the class score, fitted by
+    :func:`fit_logistic`. Subclasses name the features."""
 
     @abc.abstractmethod
     def features(self, logits: np.ndarray) -> np.ndarray:
@@ -60,34 +86,14 @@ class LogisticOneVsRest(OneVsRest):
 
     def fit(self, logits, labels, *, seed=0, features=None):
         phi = self.features(np.asarray(logits, dtype=np.float64))
-        n, k, d = phi.shape
-        target = (labels[:, None] == np.arange(k)[None, :]).astype(np.float64)
-        rate = np.clip(target.mean(axis=0), 1.0 / (n + 1), n / (n + 1))
-        weights = np.zeros((k, d))
-        weights[:, -1] = np.log(rate / (1.0 - rate))  # the last feature is the constant 1
-        loss = _logistic_loss(weights, phi, target)
-        for _ in range(MAX_NEWTON_STEPS):
-            p = _sigmoid(np.einsum("nkd,kd->nk", phi, weights))
-            gradient = np.einsum("nk,nkd->kd", p - target, phi) / n + LOGISTIC_RIDGE * weights
-            hessian = np.einsum("nk,nkd,nke->kde", p * (1.0 - p), phi, phi) / n + LOGISTIC_RIDGE * np.eye(d)
-            step = np.linalg.solve(hessian, gradient[:, :, None])[:, :, 0]
-            scale = np.ones(k)
-            for _ in range(30):  # backtracking per class: halve the step until the loss does not rise
-                trial = _logistic_loss(weights - scale[:, None] * step, phi, target)
-                worse = trial > loss + 1e-15
-                if not worse.any():
-                    break
-                scale = np.where(worse, scale / 2, scale)
-            weights, loss = weights - scale[:, None] * step, trial
-            if np.abs(scale[:, None] * step).max() < NEWTON_STEP_TOL:
-                break
+        target = (labels[:, None] == np.arange(phi.shape[1])[None, :]).astype(np.float64)
+        self.weights_ = fit_logistic(phi, target)
         self.present_ = target.sum(axis=0) > 0  # absent class: the constant 0 map
-        self.weights_ = weights
         return self
 
     def class_maps(self, logits):
         linear = np.einsum("nkd,kd->nk", self.features(logits), self.weights_)
-        return np.where(self.present_, _sigmoid(linear), 0.0)
+        return np.where(self.present_, sigmoid(linear), 0.0)
 
     def fit_report(self):
         return {"classes fitted": int(self.present_.sum()), "mean weights": [round(float(w), 4) for w in self.weights_.mean(axis=0)]}
@@ -115,7 +121,7 @@ class Quadratic(LogisticOneVsRest):
     summary = "quadratic scaling one-vs-rest: logistic on z_k, z_k^2 and 1 per class, renormalised"
 
     def features(self, logits):
-        return np.stack([logits, logits**2, np.ones_like(logits)], axis=2)
+        return quadratic_features(logits)
 
 
 class Beta(LogisticOneVsRest):
@@ -123,11 +129,21 @@ class Beta(LogisticOneVsRest):
     summary = "beta calibration one-vs-rest: logistic on log p_k, -log(1 - p_k) and 1 (Kull et al. 2017)"
 
     def features(self, logits):
-        probs = np.clip(softmax(logits), PROB_FLOOR, 1.0 - PROB_FLOOR)
-        return np.stack([np.log(probs), -np.log1p(-probs), np.ones_like(probs)], axis=2)
+        return beta_features(softmax(logits))
 
 
-def _sigmoid(x):
+def quadratic_features(z: np.ndarray) -> np.ndarray:
+    """(z, z^2, 1) of each logit: quadratic scaling's inputs."""
+    return np.stack([z, z**2, np.ones_like(z)], axis=2)
+
+
+def beta_features(probs: np.ndarray) -> np.ndarray:
+    """(log p, -log(1 - p), 1) of each probability, clipped to [1e-12, 1 - 1e-12]: beta calibration's inputs."""
+    probs = np.clip(probs, PROB_FLOOR, 1.0 - PROB_FLOOR)
+    return np.stack([np.log(probs), -np.log1p(-probs), np.ones_like(probs)], axis=2)
+
+
+def sigmoid(x):
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + np.exp(-x))
 

@@ -33,7 +33,7 @@ def evaluate(
     max_increase: Annotated[Optional[list[str]], typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False)] = None,
     true_probs: Annotated[Optional[str], typer.Option("--true-probs", help="True probabilities (synthetic data): .npy, or the true_probs array/column of a .npz/.parquet; adds nll_true, brier_true and CPSME.", show_default=False)] = None,
     no_vece: Annotated[bool, typer.Option("--no-vece", help="Skip V-ECE (it refits a recalibrator 5 times: seconds to minutes).")] = False,
-    vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help="V-ECE recalibration map: ws-catboost | ts | hist-uniform | hist-quantile | isotonic.")] = "ws-catboost",
+    vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help="V-ECE recalibration map: ws-catboost | ts | svs | sms | hist-uniform | hist-quantile | isotonic | quadratic | beta.")] = "ws-catboost",
     vece_max_rows: Annotated[int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")] = 20000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample.")] = 0,
     emit_state: Annotated[Optional[str], typer.Option("--emit-state", help="Also write the additive metric state (.npz) for `calib merge-states`.", show_default=False)] = None,

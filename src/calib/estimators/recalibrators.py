@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
+from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import log_softmax, softmax
+from ..numerics import PROB_FLOOR, log_softmax, softmax
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
@@ -198,10 +200,40 @@ def _isotonic(score, outcome):
     return lambda new: np.interp(new, x, y)
 
 
+def _logistic(features_of):
+    """A binary logistic map sigma(w . phi(s)) of the score s, fitted by Newton (calibrators' fit_logistic)."""
+
+    def fit_binary(score, outcome):
+        weights = fit_logistic(features_of(score[:, None]), outcome[:, None])[0]
+        return lambda new: sigmoid(features_of(new[:, None])[:, 0, :] @ weights)
+
+    return fit_binary
+
+
+def _quadratic_features(score):
+    """Quadratic scaling on the logit of the score (metrics.md: 1, z, z^2 of the class-1 logit)."""
+    score = np.clip(score, PROB_FLOOR, 1.0 - PROB_FLOOR)
+    return quadratic_features(np.log(score) - np.log1p(-score))
+
+
+def _structured(calibrator_class):
+    """SVS / SMS (calibrators.md) fitted on the logits log(P + 1e-12) of the mixed probabilities."""
+
+    def fit(probs, labels, rng):
+        calibrator = calibrator_class().fit(np.log(probs + LOGIT_EPS), labels)
+        return lambda new: calibrator.predict_proba(np.log(new + LOGIT_EPS))
+
+    return fit
+
+
 RECALIBRATORS = {
     "ws-catboost": ws_catboost,
     "ts": temperature_scaling,
     "hist-uniform": _top_class_map(_histogram(lambda s: np.linspace(0.0, 1.0, HIST_BINS + 1))),
     "hist-quantile": _top_class_map(_histogram(lambda s: np.unique(np.quantile(s, np.linspace(0.0, 1.0, HIST_BINS + 1))))),
     "isotonic": _top_class_map(_isotonic),
+    "quadratic": _top_class_map(_logistic(_quadratic_features)),
+    "beta": _top_class_map(_logistic(beta_features)),
+    "svs": _structured(VectorScaling),
+    "sms": _structured(MatrixScaling),
 }
