@@ -114,6 +114,20 @@ def test_debiased_and_quantile_ece_by_hand():
     assert got["ece_quantile"] == pytest.approx(0.15, abs=1e-15)
 
 
+def test_isotonic_ece_by_hand_and_against_sklearn(cifar100):
+    # conf .6,.6,.8,.8 correct 1,0,0,1: PAVA pools everything at .5 -> |.6-.5|, |.8-.5| -> mean .2
+    probs = np.array([[0.6, 0.4], [0.6, 0.4], [0.8, 0.2], [0.8, 0.2]])
+    assert metrics_of(probs, [0, 1, 1, 0], keys=["isotonic_ece"])["isotonic_ece"] == pytest.approx(0.2, abs=1e-15)
+    from sklearn.isotonic import IsotonicRegression
+
+    logits, labels = cifar100["test_logits"].astype(np.float64), cifar100["test_labels"]
+    probs = numerics.softmax(logits)
+    confidence, correct = probs.max(1), (probs.argmax(1) == labels).astype(float)
+    expected = np.abs(confidence - IsotonicRegression().fit(confidence, correct).predict(confidence)).mean()
+    got = metrics_of(logits, labels, kind="logits", keys=["isotonic_ece"])["isotonic_ece"]
+    assert got == pytest.approx(expected, abs=1e-10)
+
+
 def test_probs_input_nll_is_clipped_and_reported():
     probs = np.array([[1.0, 0.0], [0.5, 0.5]])
     preds = Predictions("t", probs, "probs", "t", np.array([1, 0]), "0")

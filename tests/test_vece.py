@@ -129,6 +129,13 @@ def test_evaluate_reports_vece_with_settings_and_unclipped(run, tmp_path):
     code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--metrics", "ece,vece_l1", "--vece-recalibrator", "ts",
                        "--fail-if", "vece_l1>0.5", "--json", "-")
     assert code == 0 and set(json.loads(out)["metrics"]) == {"ece", "vece_l1"}
+    code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--metrics", "vece_is_sq,kde_ece_l1,isotonic_ece",
+                         "--vece-recalibrator", "isotonic", "--vece-max-rows", "1500", "--json", "-")
+    assert code == 0, err
+    metrics = json.loads(out)["metrics"]
+    assert metrics["vece_is_sq"]["settings"]["folds"] == 1
+    assert metrics["kde_ece_l1"]["settings"]["kernel"] == "dirichlet" and metrics["kde_ece_l1"]["settings"]["rows"] == 1500
+    assert metrics["kde_ece_l1"]["value"] > 0 and metrics["isotonic_ece"]["value"] > 0
 
 
 @pytest.mark.parametrize("recalibrator", ["ts", "hist-uniform", "hist-quantile", "isotonic", "quadratic", "beta", "svs", "sms"])
@@ -141,3 +148,44 @@ def test_every_recalibrator_recovers_known_errors(recalibrator):
     multi = variational_calibration_error(probs, labels, recalibrator, seed=0).values
     assert multi["top_l1"] == pytest.approx(truth["top_l1"], abs=0.015)
     assert 0.7 * truth["l1"] <= multi["l1"] <= truth["l1"] + 0.03  # top-class maps give a lower bound
+
+
+def test_kde_ece_equals_a_literal_dirichlet_kernel_computation():
+    """The blocked kernel matrix against scipy's Dirichlet log-density, one pair at a time."""
+    from scipy.stats import dirichlet
+
+    from calib.estimators import kde
+    from calib.estimators.kde import kde_calibration_errors
+
+    rng = np.random.default_rng(3)
+    probs = rng.dirichlet(np.ones(3), 25)
+    labels = rng.integers(0, 3, 25)
+    loglik = []
+    for h in kde.BANDWIDTHS:
+        log_k = np.array([[dirichlet.logpdf(probs[i], probs[j] / h + 1) if i != j else -np.inf for j in range(25)]
+                          for i in range(25)])
+        loglik.append(np.sum(np.log(np.exp(log_k).sum(1) / 24)))
+    h = kde.BANDWIDTHS[int(np.argmax(loglik))]
+    log_k = np.array([[dirichlet.logpdf(probs[i], probs[j] / h + 1) if i != j else -np.inf for j in range(25)]
+                      for i in range(25)])
+    weights = np.exp(log_k - log_k.max(1, keepdims=True))
+    regression = weights @ np.eye(3)[labels] / weights.sum(1, keepdims=True)
+    got, bandwidth = kde_calibration_errors(probs, labels)
+    assert bandwidth == h
+    assert got["l1"] == pytest.approx(np.abs(regression - probs).sum(1).mean(), rel=1e-9)
+    assert got["sq"] == pytest.approx(((regression - probs) ** 2).sum(1).mean(), rel=1e-9)
+
+
+def test_in_sample_isotonic_squared_error_is_corps_miscalibration():
+    """With an isotonic g fitted in sample, the squared variational error is the miscalibration
+    component of the CORP decomposition: Brier(f) - Brier(isotonic(f)) (scikit-learn's PAVA)."""
+    from sklearn.isotonic import IsotonicRegression
+
+    probs, labels, _ = binary_demo(800, seed=4)
+    p1, y = probs[:, 1], labels.astype(float)
+    refit = IsotonicRegression(y_min=0, y_max=1).fit(p1, y).predict(p1)
+    expected = np.mean((p1 - y) ** 2) - np.mean((refit - y) ** 2)
+    estimate = variational_calibration_error(probs, labels, "isotonic", folds=1)
+    assert estimate.values["sq"] == pytest.approx(expected, abs=1e-10)
+    out_of_fold = variational_calibration_error(probs, labels, "isotonic")
+    assert estimate.values["sq"] > out_of_fold.values["sq"]  # in sample overfits upwards

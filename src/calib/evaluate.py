@@ -14,7 +14,8 @@ from . import __version__
 from .calibrators.base import Calibrator
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
-from .estimators import VECE_METRICS, variational_calibration_error
+from .estimators import (IN_SAMPLE_METRICS, KDE_METRICS, SAMPLE_METRICS, VECE_METRICS, kde_calibration_errors,
+                         variational_calibration_error)
 from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
 from .numerics import log_softmax_and_softmax, softmax
 
@@ -59,9 +60,9 @@ class MetricSet:
 
 
 def check_metric_keys(keys) -> list[str]:
-    unknown = [k for k in keys if k not in METRICS and k not in VECE_METRICS]
+    unknown = [k for k in keys if k not in METRICS and k not in SAMPLE_METRICS]
     if unknown:
-        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join([*METRICS, *VECE_METRICS])}")
+        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join([*METRICS, *SAMPLE_METRICS])}")
     return list(dict.fromkeys(keys))
 
 
@@ -77,7 +78,8 @@ class VeceConfig:
 
 def vece_results(preds: Predictions, keys: list[str], config: VeceConfig, calibrator: Calibrator | None = None,
                  features: np.ndarray | None = None, progress=None) -> dict:
-    """The vece_* entries: one out-of-fold recalibration serves every key."""
+    """The whole-sample entries (V-ECE, its in-sample variants, KDE-ECE) on one (sub)sample of rows:
+    one recalibration serves every key of a family."""
     rows = np.arange(preds.n)
     if preds.n > config.max_rows:
         rows = np.sort(np.random.default_rng(config.seed).choice(preds.n, config.max_rows, replace=False))
@@ -87,12 +89,25 @@ def vece_results(preds: Predictions, keys: list[str], config: VeceConfig, calibr
     else:
         given = preds.probs_as_given(rows)
         probs = given if given is not None else softmax(logits)
-    estimate = variational_calibration_error(probs, preds.labels[rows], config.recalibrator, seed=config.seed,
-                                             progress=progress)
-    settings = {"recalibrator": config.recalibrator, "folds": estimate.folds, "seed": config.seed,
-                "rows": len(rows), "subsampled": len(rows) < preds.n, "coarsened_boosting": estimate.coarsened}
-    return {key: {"value": estimate.values[VECE_METRICS[key]], "settings": settings,
-                  "unclipped": estimate.unclipped[VECE_METRICS[key]]} for key in keys}
+    labels, subsampled = preds.labels[rows], len(rows) < preds.n
+    out = {}
+    for family, folds in ((VECE_METRICS, None), (IN_SAMPLE_METRICS, 1)):
+        wanted = [key for key in keys if key in family]
+        if not wanted:
+            continue
+        estimate = variational_calibration_error(probs, labels, config.recalibrator, seed=config.seed, progress=progress,
+                                                 **({} if folds is None else {"folds": folds}))
+        settings = {"recalibrator": config.recalibrator, "folds": estimate.folds, "seed": config.seed,
+                    "rows": len(rows), "subsampled": subsampled, "coarsened_boosting": estimate.coarsened}
+        out.update({key: {"value": estimate.values[family[key]], "settings": settings,
+                          "unclipped": estimate.unclipped[family[key]]} for key in wanted})
+    wanted = [key for key in keys if key in KDE_METRICS]
+    if wanted:
+        values, bandwidth = kde_calibration_errors(probs, labels)
+        settings = {"kernel": "dirichlet", "bandwidth": bandwidth, "bandwidth_choice": "leave-one-out likelihood",
+                    "rows": len(rows), "subsampled": subsampled}
+        out.update({key: {"value": values[KDE_METRICS[key]], "settings": settings} for key in wanted})
+    return {key: out[key] for key in keys}
 
 
 def uncalibrated_batch(preds: Predictions, rows: slice) -> Batch:
@@ -262,8 +277,8 @@ def evaluate(
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
     default += tuple(VECE_METRICS) if vece is not None else ()
     keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
-    vece_keys = [key for key in keys if key in VECE_METRICS]
-    keys = [key for key in keys if key not in VECE_METRICS]
+    vece_keys = [key for key in keys if key in SAMPLE_METRICS]
+    keys = [key for key in keys if key not in SAMPLE_METRICS]
     if preds.true_probs is None:
         needing = [key for key in keys if METRICS[key].needs_truth]
         if needing:

@@ -11,7 +11,7 @@ import typer
 from .. import pipeline
 from ..evaluate import evaluate as build_report
 from ..errors import UsageError
-from ..estimators import VECE_METRICS
+from ..estimators import IN_SAMPLE_METRICS, SAMPLE_METRICS, VECE_METRICS
 from ..estimators.recalibrators import RECALIBRATORS
 from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
 from ..io import read_features, read_true_probs
@@ -57,11 +57,12 @@ def evaluate(
     if vece_recalibrator not in RECALIBRATORS:
         raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {vece_recalibrator!r}")
     vece = None if no_vece else VeceConfig(vece_recalibrator, seed, vece_max_rows)
-    wants_vece = any(key in VECE_METRICS for key in (keys or VECE_METRICS))
-    if vece is not None and wants_vece and preds.n > vece_max_rows:
-        render.note(f"V-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
-    boosting = vece is not None and wants_vece and vece_recalibrator == "ws-catboost"
-    fits = 40 * (2 if bundle is not None else 1) if boosting else 0
+    wanted = keys or list(VECE_METRICS)
+    if vece is not None and any(key in SAMPLE_METRICS for key in wanted) and preds.n > vece_max_rows:
+        render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
+    # CatBoost models per pass: 5 outer x 8 inner folds out of fold, 8 inner folds in sample
+    boosted = (40 * any(key in VECE_METRICS for key in wanted) + 8 * any(key in IN_SAMPLE_METRICS for key in wanted))
+    fits = boosted * (2 if bundle is not None else 1) if vece is not None and vece_recalibrator == "ws-catboost" else 0
     with render.progress("V-ECE: boosting the recalibrator", fits) as advance:
         report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
                               calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..estimators import VECE_SUMMARIES
+from ..estimators import SAMPLE_SUMMARIES
 from ..metrics import METRICS
 from ..registry import CALIBRATORS
 from . import render
@@ -14,4 +14,4 @@ def methods() -> None:
 
     Example: calib methods
     """
-    render.methods_table(CALIBRATORS, METRICS, VECE_SUMMARIES, FLAG_OPTIONS)
+    render.methods_table(CALIBRATORS, METRICS, SAMPLE_SUMMARIES, FLAG_OPTIONS)

@@ -47,7 +47,12 @@ def _settings(settings: dict) -> str:
         elif key in ("alpha", "score", "threshold"):
             parts.append(f"{key} {value}")
         elif key == "recalibrator":
-            parts.append(f"{value}, {settings['folds']} folds" + (f", {settings['rows']} rows sampled" if settings["subsampled"] else ""))
+            folds = "in sample" if settings["folds"] == 1 else f"{settings['folds']} folds"
+            parts.append(f"{value}, {folds}")
+        elif key == "kernel" and isinstance(settings.get("bandwidth"), float):
+            parts.append(f"{value} kernel, h = {settings['bandwidth']:.3g}")
+        elif key == "subsampled" and value:
+            parts.append(f"{settings['rows']} rows sampled")
     return ", ".join(parts)
 
 

@@ -42,17 +42,20 @@ class VariationalEstimate:
 def out_of_fold_recalibration(probs: np.ndarray, labels: np.ndarray, recalibrator: str = "ws-catboost", *,
                               folds: int = OUTER_FOLDS, seed: int = 0, progress=None,
                               max_classes: int = MAX_BOOSTED_CLASSES) -> np.ndarray:
-    """g(f(X_i)) for every row, g fitted on the other folds' mixed probabilities."""
+    """g(f(X_i)) for every row, g fitted on the other folds' mixed probabilities. ``folds=1`` is the
+    in-sample variant (paper 003's "IS" estimators): g fitted on every row and applied to them."""
     n, n_classes = probs.shape
     fit = RECALIBRATORS[recalibrator]
     rng = np.random.default_rng(seed)
-    n_train = (n * (folds - 1)) // folds
+    n_train = n if folds == 1 else (n * (folds - 1)) // folds
     lam = 1.0 / (n_train + 1)
     mixed = (1.0 - lam) * probs + lam / n_classes
+    kwargs = {"progress": progress, "max_classes": max_classes} if recalibrator == "ws-catboost" else {}
+    if folds == 1:
+        return fit(mixed, labels, rng, **kwargs)(mixed)
     out = np.empty_like(probs)
     for held_out in kfold(n, folds, rng):
         train = np.setdiff1d(np.arange(n), held_out, assume_unique=True)
-        kwargs = {"progress": progress, "max_classes": max_classes} if recalibrator == "ws-catboost" else {}
         g = fit(mixed[train], labels[train], rng, **kwargs)
         out[held_out] = g(mixed[held_out])
     return out
@@ -102,6 +105,10 @@ def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalib
 #: ``calib evaluate`` keys of the V-ECE family (metrics.md) and the estimate each reports.
 VECE_METRICS = {"vece_l1": "l1", "vece_l2": "l2", "vece_sq": "sq", "vece_top_l1": "top_l1",
                 "vece_over": "over", "vece_under": "under"}
+#: The in-sample variants (paper 003, estimator family (ii)): g fitted and scored on the same rows,
+#: so they can overfit upwards; with --vece-recalibrator isotonic, vece_is_sq is the calibration
+#: component of the CORP decomposition.
+IN_SAMPLE_METRICS = {"vece_is_l1": "l1", "vece_is_l2": "l2", "vece_is_sq": "sq"}
 VECE_SUMMARIES = {
     "vece_l1": "V-ECE: cross-validated variational L1 calibration error (paper 003)",
     "vece_l2": "V-ECE: variational L2 calibration error",
@@ -109,4 +116,7 @@ VECE_SUMMARIES = {
     "vece_top_l1": "V-ECE: top-class L1 calibration error = over + under",
     "vece_over": "V-ECE: over-confidence E[(F - C)+] of the top class",
     "vece_under": "V-ECE: under-confidence E[(C - F)+] of the top class",
+    "vece_is_l1": "in-sample variational L1 error (g fitted on the evaluated rows; may overestimate)",
+    "vece_is_l2": "in-sample variational L2 error",
+    "vece_is_sq": "in-sample variational squared error (isotonic g: CORP's miscalibration component)",
 }

@@ -90,6 +90,21 @@ def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
     return float(np.abs(gaps).sum() / len(confidence))
 
 
+def isotonic_ece(state: acc.TopLabelValues, config: MetricConfig) -> float:
+    """Plug-in top-label ECE with the binning chosen by isotonic regression (paper 003, estimator
+    family (i)): mean |F_i - g(F_i)| with g the PAVA fit of correctness on confidence, ties in F
+    pooled (the same g as the ``isotonic`` recalibrator, fitted on the evaluated rows)."""
+    from scipy.optimize import isotonic_regression
+
+    confidence = np.concatenate(state.confidence)
+    correct = np.concatenate(state.correct).astype(np.float64)
+    distinct, start, inverse = np.unique(confidence, return_index=True, return_inverse=True)
+    counts = np.bincount(inverse)
+    pooled = np.bincount(inverse, weights=correct) / counts
+    fitted = isotonic_regression(pooled, weights=counts.astype(np.float64)).x
+    return float(np.abs(confidence - fitted[inverse]).mean())
+
+
 def _smece(state: acc.TopLabelValues, config: MetricConfig) -> float:
     return smooth_ece(np.concatenate(state.confidence), np.concatenate(state.correct))[0]
 
@@ -113,6 +128,8 @@ _METRICS = [
            ece_quantile, lambda c, s: {"bins": c.bins, "scheme": "equal-mass", "norm": "l1", "label": "top"}),
     Metric("smece", "smooth ECE at its fixed-point bandwidth (Blasiok & Nakkiran 2024)", _top_values,
            _smece, lambda c, s: {"grid": GRID, "kernel": "gaussian, reflected", "bandwidth": "fixed point", "label": "top"}),
+    Metric("isotonic_ece", "top-label plug-in ECE with isotonic-regression bins (paper 003)", _top_values,
+           isotonic_ece, lambda c, s: {"scheme": "isotonic", "norm": "l1", "label": "top"}),
     Metric("debiased_ece_sq", "debiased squared top-label ECE (Kumar et al. 2019); may be negative", _top_bins,
            debiased_ece_sq, lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "squared", "label": "top"}),
     Metric("cw_ece", "classwise ECE averaged over all K classes", _classwise,
