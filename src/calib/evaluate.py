@@ -14,6 +14,7 @@ from . import __version__
 from .calibrators.base import Calibrator
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
+from .bootstrap import BootstrapConfig, GroupedStates, intervals, labels_fingerprint, paired_increase
 from .estimators import (IN_SAMPLE_METRICS, KDE_METRICS, SAMPLE_METRICS, VECE_METRICS, kde_calibration_errors,
                          variational_calibration_error)
 from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
@@ -50,6 +51,11 @@ class MetricSet:
         for i, accumulator in enumerate(self.accumulators.values()):
             prefix = f"{i}/"
             accumulator.absorb({key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)})
+
+    def concatenated_state_keys(self) -> set[str]:
+        """State keys that merge by concatenation (per-row values) rather than by addition."""
+        return {f"{i}/{name}" for i, accumulator in enumerate(self.accumulators.values())
+                for name in accumulator.STATE if isinstance(getattr(accumulator, name), list)}
 
     def results(self) -> dict[str, dict]:
         out = {}
@@ -142,20 +148,30 @@ class SetStats:
 
 
 def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None,
-                    features: np.ndarray | None = None, state_out: list | None = None):
+                    features: np.ndarray | None = None, state_out: list | None = None,
+                    bootstrap: BootstrapConfig | None = None, replicates_out: dict | None = None):
     """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
 
     With a calibrator, the first dict holds the calibrated metrics and the second the model's own;
     a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty, set_full).
     ``state_out``, if given, receives the MetricSet behind the first dict (for --emit-state).
+    ``bootstrap`` adds a percentile interval "ci" to every entry (:mod:`calib.bootstrap`) and puts the
+    first dict's replicate values into ``replicates_out``.
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; pass --labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
     sets = SetStats(calibrator) if hasattr(calibrator, "sets") else None
     uncalibrated = MetricSet(keys, config, preds.k)
+    grouped = {}
+    if bootstrap is not None:
+        sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
+        grouped = {side: GroupedStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
     for rows in preds.chunks():
-        uncalibrated.update(uncalibrated_batch(preds, rows))
+        batch = uncalibrated_batch(preds, rows)
+        uncalibrated.update(batch)
+        if "uncalibrated" in grouped:
+            grouped["uncalibrated"].update(batch, rows)
         if calibrated is None:
             continue
         logits = preds.logits(rows)
@@ -165,15 +181,27 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
         else:
             log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features)
             sets.update(in_set, preds.labels[rows])
-        calibrated.update(Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows)))
+        batch = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
+        calibrated.update(batch)
+        if "calibrated" in grouped:
+            grouped["calibrated"].update(batch, rows)
     if state_out is not None:
         state_out.append(calibrated if calibrated is not None else uncalibrated)
+    results = {"uncalibrated": uncalibrated.results()}
+    if calibrated is not None:
+        results["calibrated"] = calibrated.results()
+    for side, states in grouped.items():
+        replicates = states.replicate_values(bootstrap)
+        for key, interval in intervals(replicates, bootstrap.level).items():
+            results[side][key]["ci"] = interval
+        if replicates_out is not None and side == ("calibrated" if calibrated is not None else "uncalibrated"):
+            replicates_out.update({"groups": states.groups, "values": {k: v.tolist() for k, v in replicates.items()}})
     if calibrated is None:
-        return uncalibrated.results(), None
-    values = calibrated.results()
+        return results["uncalibrated"], None
+    values = results["calibrated"]
     if sets is not None:
         values.update(sets.results())
-    return values, uncalibrated.results()
+    return values, results["uncalibrated"]
 
 
 @dataclass(frozen=True)
@@ -198,16 +226,25 @@ class IncreaseGate:
     metric: str
     allowed: float
     baseline: dict
+    #: With ``--paired``: the baseline report's bootstrap section; the gate then fails only when the
+    #: one-sided lower confidence bound of the paired increase exceeds ``allowed``.
+    baseline_bootstrap: dict | None = None
+    paired: bool = False
 
-    def check(self, metrics: dict) -> dict:
+    def check(self, metrics: dict, bootstrap: dict | None = None) -> dict:
         new = metrics[self.metric]["value"]
         old = self.baseline["value"]
         increase = None if new is None or old is None else new - old
-        return {
-            "expr": f"{self.metric} - baseline <= {self.allowed:g}",
-            "value": new, "baseline": old, "increase": increase,
-            "passed": increase is not None and increase <= self.allowed,
-        }
+        result = {"expr": f"{self.metric} - baseline <= {self.allowed:g}", "value": new, "baseline": old,
+                  "increase": increase, "passed": increase is not None and increase <= self.allowed}
+        if self.paired:
+            level = (bootstrap or {}).get("level", 0.95)
+            bound, reason = paired_increase(bootstrap or {}, self.baseline_bootstrap or {}, self.metric, level)
+            if reason is not None:
+                raise InputError(f"--paired: {reason}")
+            result.update(expr=f"{self.metric} - baseline <= {self.allowed:g} (paired bootstrap, {level:g} one-sided)",
+                          increase_lower_bound=bound, passed=increase is not None and bound <= self.allowed)
+        return result
 
 
 def parse_gate(expr: str) -> Gate:
@@ -222,8 +259,10 @@ def parse_gate(expr: str) -> Gate:
         raise UsageError(f"--fail-if {expr!r}: {number!r} is not a number") from None
 
 
-def parse_increase_gates(specs: list[str], baseline_path: str | None) -> list[IncreaseGate]:
+def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bool = False) -> list[IncreaseGate]:
     if not specs:
+        if paired:
+            raise UsageError("--paired applies to --max-increase gates; none given")
         return []
     if baseline_path is None:
         raise UsageError("--max-increase needs --baseline REPORT.json")
@@ -241,7 +280,7 @@ def parse_increase_gates(specs: list[str], baseline_path: str | None) -> list[In
         check_metric_keys([metric])
         if metric not in baseline.get("metrics", {}):
             raise InputError(f"{baseline_path}: the baseline report has no metric {metric!r}")
-        gates.append(IncreaseGate(metric, allowed, baseline["metrics"][metric]))
+        gates.append(IncreaseGate(metric, allowed, baseline["metrics"][metric], baseline.get("bootstrap"), paired))
     return gates
 
 
@@ -271,6 +310,7 @@ def evaluate(
     vece: VeceConfig | None = VeceConfig(),
     progress=None,
     emit_state: str | None = None,
+    bootstrap: BootstrapConfig | None = None,
 ) -> dict:
     """The JSON report of cli.md. Gate metrics are computed even when not asked for; V-ECE keys are
     in the default list unless ``vece`` is None."""
@@ -283,8 +323,11 @@ def evaluate(
         needing = [key for key in keys if METRICS[key].needs_truth]
         if needing:
             raise UsageError(f"metric {needing[0]!r} needs the true probabilities: pass --true-probs FILE")
+    if any(gate.paired for gate in increase_gates) and bootstrap is None:
+        raise UsageError("--paired needs --bootstrap N (with the same N and --seed as the baseline run)")
     streamed: list = []
-    values, before = compute_metrics(preds, keys, config, calibrator, features, streamed)
+    replicates: dict = {}
+    values, before = compute_metrics(preds, keys, config, calibrator, features, streamed, bootstrap, replicates)
     if emit_state is not None:
         write_metric_state(emit_state, streamed[0], keys, config, preds, bundle_path)
     if vece_keys:
@@ -298,7 +341,13 @@ def evaluate(
                 f"baseline {gate.metric} was computed with settings {gate.baseline.get('settings')}, "
                 f"this run with {values[gate.metric]['settings']}; the numbers are not comparable"
             )
-    checked = [g.check(values) for g in (*gates, *increase_gates)]
+    bootstrap_section = None
+    if bootstrap is not None:
+        bootstrap_section = {"replicates": bootstrap.replicates, "seed": bootstrap.seed, "level": bootstrap.level,
+                             "rows": preds.n, "groups": replicates["groups"], "labels_sha256": labels_fingerprint(preds.labels),
+                             "not_bootstrapped": vece_keys + [key for key in values if key.startswith("set_")],
+                             "values": replicates["values"]}
+    checked = [g.check(values) for g in gates] + [g.check(values, bootstrap_section) for g in increase_gates]
     report = {
         "calib_version": __version__,
         "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k, "sha256": preds.sha256},
@@ -309,6 +358,8 @@ def evaluate(
     }
     if before is not None:
         report["uncalibrated_metrics"] = before
+    if bootstrap_section is not None:
+        report["bootstrap"] = bootstrap_section
     return report
 
 

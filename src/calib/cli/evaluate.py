@@ -11,6 +11,7 @@ import typer
 from .. import pipeline
 from ..evaluate import evaluate as build_report
 from ..errors import UsageError
+from ..bootstrap import BootstrapConfig
 from ..estimators import IN_SAMPLE_METRICS, SAMPLE_METRICS, VECE_METRICS
 from ..estimators.recalibrators import RECALIBRATORS
 from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
@@ -35,7 +36,10 @@ def evaluate(
     no_vece: Annotated[bool, typer.Option("--no-vece", help="Skip V-ECE (it refits a recalibrator 5 times: seconds to minutes).")] = False,
     vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help="V-ECE recalibration map: ws-catboost | ts | svs | sms | hist-uniform | hist-quantile | isotonic | quadratic | beta.")] = "ws-catboost",
     vece_max_rows: Annotated[int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")] = 20000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample, and of --bootstrap.")] = 0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded).")] = 0,
+    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of --paired.")] = 0.95,
+    paired: Annotated[bool, typer.Option("--paired", help="--max-increase gates fail only when the increase is significant under a paired bootstrap (the baseline run used the same --bootstrap N, --seed and rows).")] = False,
     emit_state: Annotated[Optional[str], typer.Option("--emit-state", help="Also write the additive metric state (.npz) for `calib merge-states`.", show_default=False)] = None,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
@@ -47,7 +51,7 @@ def evaluate(
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
     gates = [parse_gate(expr) for expr in fail_if or []]
-    increase_gates = parse_increase_gates(max_increase or [], baseline)
+    increase_gates = parse_increase_gates(max_increase or [], baseline, paired)
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
     preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
                                                   score_prefix=score_prefix, require_labels=True)
@@ -67,7 +71,8 @@ def evaluate(
         report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
                               calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,
                               features=read_features(features, preds.n),
-                              vece=vece, progress=lambda: advance(""), emit_state=emit_state)
+                              vece=vece, progress=lambda: advance(""), emit_state=emit_state,
+                              bootstrap=BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None)
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)

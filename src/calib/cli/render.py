@@ -105,6 +105,9 @@ def report_table(report: dict) -> None:
         table.add_column("change", justify="right")
     else:
         table.add_column("value", justify="right")
+    bootstrap = report.get("bootstrap")
+    if bootstrap is not None:
+        table.add_column(f"{bootstrap['level']:.0%} CI ({bootstrap['replicates']} boot.)", justify="right")
     table.add_column("settings", style="dim")
     for key, entry in report["metrics"].items():
         row = [key]
@@ -115,6 +118,9 @@ def report_table(report: dict) -> None:
             row += [_fmt(old), _fmt(new), change]
         else:
             row.append(_fmt(entry["value"]))
+        if bootstrap is not None:
+            interval = entry.get("ci")
+            row.append(f"[{_fmt(interval[0])}, {_fmt(interval[1])}]" if interval else "-")
         row.append(_settings(entry["settings"]))
         table.add_row(*row)
     _out.print(table)
@@ -123,6 +129,8 @@ def report_table(report: dict) -> None:
     for gate in report["gates"]:
         mark = "[green]pass[/green]" if gate["passed"] else "[red]FAIL[/red]"
         extra = f" (baseline {_fmt(gate['baseline'])}, increase {_fmt(gate['increase'])})" if "baseline" in gate else ""
+        if "increase_lower_bound" in gate:
+            extra += f", lower bound {_fmt(gate['increase_lower_bound'])}"
         _out.print(f"gate {mark}: {gate['expr']}  value {_fmt(gate['value'])}{extra}")
 
 

@@ -28,6 +28,12 @@ class Batch:
         self._probs = probs
         self.prob_clipped = log_probs is None
 
+    def take(self, index: np.ndarray) -> "Batch":
+        """The rows ``index`` of this batch (same inputs, so the same derived values)."""
+        return Batch(self.labels[index], log_probs=None if self._log_probs is None else self._log_probs[index],
+                     probs=None if self._probs is None else self._probs[index],
+                     true_probs=None if self.true_probs is None else self.true_probs[index])
+
     @property
     def n(self) -> int:
         return int(self.labels.shape[0])
