@@ -52,3 +52,22 @@ def test_report_files_and_deterministic_comparison(tmp_path, run):
     assert {row["method"] for row in first["comparison"]} == {"uncalibrated", "ts", "isotonic"}
     code, _, err = run("diagnose", SAMPLE / "cifar10_val.npz", "--compare", "ts,nope")
     assert code == 2 and "unknown method 'nope'" in err
+
+
+def test_conformal_bundle_adds_set_curves_and_the_uncalibrated_overlay(tmp_path, run):
+    from conftest import SAMPLE
+
+    code, _, err = run("fit", SAMPLE / "cifar10_val.npz", "--method", "mr", "--alpha", "0.1", "--out", tmp_path / "mr")
+    assert code == 0, err
+    code, _, err = run("diagnose", SAMPLE / "cifar10_test.npz", "--bundle", tmp_path / "mr", "--out", tmp_path / "r")
+    assert code == 0, err
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    curve = report["conformal"]
+    # two-fold split conformal keeps marginal coverage near 1 - alpha at every alpha
+    for alpha, coverage in zip(curve["alphas"], curve["coverage"]):
+        assert coverage == pytest.approx(1 - alpha, abs=0.02)
+    assert curve["set_size"] == sorted(curve["set_size"], reverse=True)  # bigger sets for smaller alpha
+    assert curve["bundle"]["alpha"] == 0.1 and 0.85 < curve["bundle"]["coverage"] < 0.95
+    assert sum(r["count"] for r in report["cumulative_mass_uncalibrated"]) == 10000 * 10
+    png = (tmp_path / "r" / "conformal_sets.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and b"conformal sets" in (tmp_path / "r" / "report.html").read_bytes()

@@ -11,16 +11,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibrators.conformal import min_calibration_size
+from .calibrators.conformal import conformal_quantile, label_scores, min_calibration_size, nonconformity
 from .evaluate import MetricSet, check_metric_keys, uncalibrated_batch
 from .io.predictions import Predictions
 from .metrics import Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
+from .numerics import softmax
 from .registry import calibrator_class
 
 #: Logits beyond this magnitude make softmax saturate to exact 0/1 in float64.
 SATURATED_LOGIT = 700.0
 COMPARE_METRICS = ("cmce", "ece", "nll", "brier", "cw_ece", "coverage_0.9_0.92")
+CONFORMAL_ALPHAS = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 
 
 @dataclass
@@ -31,6 +33,8 @@ class Diagnosis:
     findings: list[str] = field(default_factory=list)
     reliability: list[dict] = field(default_factory=list)      # per confidence bin
     cumulative_mass: list[dict] = field(default_factory=list)  # per mass bin (paper 000's curve)
+    cumulative_mass_uncalibrated: list[dict] = field(default_factory=list)  # the same before --bundle
+    conformal: dict | None = None  # set coverage and size against alpha, for a conformal bundle
     worst_classes: list[dict] = field(default_factory=list)
     metrics: dict = field(default_factory=dict)
     comparison: list[dict] = field(default_factory=list)
@@ -98,6 +102,10 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
                                    f"(needs {min_calibration_size(alpha)})")
     result.reliability = _bin_rows(top, "confidence")
     result.cumulative_mass = _bin_rows(cumulative, "mass")
+    if calibrator is not None:
+        result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
+        if hasattr(calibrator, "sets"):
+            result.conformal = conformal_curve(preds, calibrator, seed)
     per_class = classwise.weighted_error()
     order = np.argsort(-per_class, kind="stable")[:worst]
     result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
@@ -111,6 +119,39 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
     if compare:
         result.comparison, result.recommendation = compare_methods(preds, list(compare), folds=folds, seed=seed, rank_by=rank_by)
     return result
+
+
+def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
+    """Coverage and mean set size of split-conformal sets with the bundle's score, against alpha.
+
+    The rows are split in two seeded halves; each half's label scores give the constant threshold q
+    at every alpha in CONFORMAL_ALPHAS and the other half is measured (both directions averaged):
+    what the bundle's score would give if refitted at that alpha. The bundle's own sets on these
+    rows are the marked point (its threshold may be adaptive).
+    """
+    score = calibrator.options.score
+    half = np.random.default_rng([seed, 3]).permutation(preds.n) < preds.n // 2
+    scores = np.concatenate([label_scores(preds.logits(rows), preds.labels[rows], score) for rows in preds.chunks()])
+    alphas = [a for a in CONFORMAL_ALPHAS if min(half.sum(), (~half).sum()) >= min_calibration_size(a)]
+    thresholds = {side: [conformal_quantile(scores[half == side], a) for a in alphas] for side in (True, False)}
+    covered = np.zeros(len(alphas))
+    sizes = np.zeros(len(alphas))
+    own_covered = own_size = 0
+    for rows in preds.chunks():
+        logits, labels, side = preds.logits(rows), preds.labels[rows], half[rows]
+        values = nonconformity(softmax(logits), score)
+        own = values[np.arange(len(labels)), labels]
+        for i in range(len(alphas)):
+            # rows in one half are measured with the threshold fitted on the other half
+            q = np.where(side, thresholds[False][i], thresholds[True][i])
+            covered[i] += np.sum(own <= q)
+            sizes[i] += np.sum(values <= q[:, None])
+        in_set = calibrator.sets(logits)
+        own_covered += int(in_set[np.arange(len(labels)), labels].sum())
+        own_size += int(in_set.sum())
+    return {"score": score, "alphas": alphas, "coverage": (covered / preds.n).tolist(),
+            "set_size": (sizes / preds.n).tolist(),
+            "bundle": {"alpha": calibrator.options.alpha, "coverage": own_covered / preds.n, "set_size": own_size / preds.n}}
 
 
 def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, seed: int = 0, rank_by: str = "cmce"):

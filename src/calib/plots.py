@@ -31,8 +31,12 @@ def _figures(result):
     figures["reliability"] = fig
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
+    if result.cumulative_mass_uncalibrated:
+        before = result.cumulative_mass_uncalibrated
+        ax.plot([r["mass"] for r in before], [r["observed"] for r in before], "s-", color="tab:gray", alpha=0.8,
+                label="uncalibrated")
     ax.plot([r["mass"] for r in result.cumulative_mass], [r["observed"] for r in result.cumulative_mass], "o-",
-            label=f"CMCE {result.metrics['cmce']:.4f}")
+            label=f"{'calibrated, ' if result.cumulative_mass_uncalibrated else ''}CMCE {result.metrics['cmce']:.4f}")
     ax.set_xlabel("cumulative mass of the top-k set")
     ax.set_ylabel("coverage of the label")
     ax.set_title("Cumulative mass calibration curve (paper 000)")
@@ -47,6 +51,22 @@ def _figures(result):
     ax.set_title("Over / under-confidence by confidence bin")
     ax.legend()
     figures["over_under"] = fig
+    if result.conformal is not None:
+        curve, own = result.conformal, result.conformal["bundle"]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+        left.plot(curve["alphas"], [1 - a for a in curve["alphas"]], "k--", lw=1, label="target 1 - alpha")
+        left.plot(curve["alphas"], curve["coverage"], "o-", label=f"split conformal ({curve['score']})")
+        left.plot([own["alpha"]], [own["coverage"]], "r*", ms=12, label="this bundle")
+        left.set_xlabel("alpha")
+        left.set_ylabel("coverage of the label")
+        left.legend()
+        right.plot(curve["alphas"], curve["set_size"], "o-")
+        right.plot([own["alpha"]], [own["set_size"]], "r*", ms=12)
+        right.set_xlabel("alpha")
+        right.set_ylabel("mean set size")
+        right.set_yscale("log")
+        fig.suptitle("Conformal sets against alpha (constant threshold refitted per alpha, two-fold)")
+        figures["conformal_sets"] = fig
     return figures, plt
 
 
