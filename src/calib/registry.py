@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .calibrators.alpha_agnostic import ATSMultiAdaptive, ATSMultiGlobal
 from .calibrators.ats import ATSAdaptive, ATSGlobal, ConformalTS
 from .calibrators.base import Calibrator
 from .calibrators.conformal_mass import MassRescaling
@@ -13,7 +14,7 @@ from .errors import UsageError
 
 CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls
-    for cls in (TemperatureScaling, CMCETemperature, AdaptiveTemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive,
+    for cls in (TemperatureScaling, CMCETemperature, AdaptiveTemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive, ATSMultiGlobal, ATSMultiAdaptive,
                 Platt, Quadratic, Beta, Isotonic, HistogramBinning, Dirichlet, VectorScaling, MatrixScaling, VennAbers)
 }
 

@@ -50,8 +50,9 @@ def _mass_terms(beta, centred, in_set_f, with_slope: bool, centred_in=None, work
     return log_odds, inside / total, slope
 
 
-def select_temperature(scores: np.ndarray, in_set: np.ndarray, target: float, method: str = "newton"):
+def select_temperature(scores: np.ndarray, in_set: np.ndarray, target, method: str = "newton"):
     """(tau, category) per row: tau puts in-set tempered mass = target (>= target, within 1e-9).
+    ``target`` is one number or one per row (the alpha-agnostic methods solve many levels at once).
 
     Categories (the infeasible-row rule of calibrators.md): EMPTY and FULL sets get tau = 1 and the
     caller leaves those rows unchanged; TOO_LARGE rows already hold >= target at tau = 1e6 (e.g.
@@ -59,6 +60,7 @@ def select_temperature(scores: np.ndarray, in_set: np.ndarray, target: float, me
     below the target even at tau = 1e-4 (an outside score ties the top one) and get 1e-4.
     """
     size = in_set.sum(axis=1)
+    target = np.broadcast_to(np.asarray(target, dtype=np.float64), (len(scores),))
     category = np.full(len(scores), FEASIBLE, dtype=np.int8)
     category[size == 0] = EMPTY
     category[size == in_set.shape[1]] = FULL
@@ -68,6 +70,7 @@ def select_temperature(scores: np.ndarray, in_set: np.ndarray, target: float, me
         centred = np.array(scores[rows], dtype=np.float64)
         centred -= centred.max(axis=1, keepdims=True)
         in_set_f = in_set[rows].astype(np.float64)
+        target = target[rows]
         too_large, unreachable = _bracket_ends(centred, in_set_f, size[rows], target)
         category[rows[too_large]] = TOO_LARGE
         category[rows[unreachable]] = UNREACHABLE
@@ -77,7 +80,7 @@ def select_temperature(scores: np.ndarray, in_set: np.ndarray, target: float, me
         solve = _bisection if method == "bisection" else _bracketed_newton
         if solvable.any():
             if not solvable.all():
-                centred, in_set_f = centred[solvable], in_set_f[solvable]
+                centred, in_set_f, target = centred[solvable], in_set_f[solvable], target[solvable]
             tau[rows[solvable]] = 1.0 / solve(centred, in_set_f, target)
     return tau, category
 
@@ -100,7 +103,7 @@ def _bracket_ends(centred, in_set_f, size, target):
     open_rows = np.flatnonzero(flattest_upper >= target)
     if len(open_rows):
         _, mass, _ = _mass_terms(np.full(len(open_rows), BETA_MIN), centred[open_rows], in_set_f[open_rows], False)
-        too_large[open_rows] = mass >= target
+        too_large[open_rows] = mass >= target[open_rows]
     outside_scores = np.where(in_set_f > 0, -np.inf, centred)
     gap = -outside_scores.max(axis=1)
     del outside_scores
@@ -109,7 +112,7 @@ def _bracket_ends(centred, in_set_f, size, target):
     open_rows = np.flatnonzero((sharpest_lower < target) & ~too_large)
     if len(open_rows):
         _, mass, _ = _mass_terms(np.full(len(open_rows), BETA_MAX), centred[open_rows], in_set_f[open_rows], False)
-        unreachable[open_rows] = mass < target
+        unreachable[open_rows] = mass < target[open_rows]
     return too_large, unreachable
 
 
@@ -132,11 +135,11 @@ def _bracketed_newton(centred, in_set_f, target):
     for _ in range(MAX_ITERATIONS):
         b = beta[held]
         log_odds, mass, slope = _mass_terms(b, rows_c, rows_in, True, rows_ci, work)
-        above = log_odds >= logit_target
+        above = log_odds >= logit_target[held]
         hi_h = np.where(above, b, hi[held])
         lo_h = np.where(above, lo[held], b)
         hi[held], lo[held] = hi_h, lo_h
-        converged = (above & (mass - target <= MASS_TOL)) | (hi_h - lo_h <= REL_WIDTH * lo_h)
+        converged = (above & (mass - target[held] <= MASS_TOL)) | (hi_h - lo_h <= REL_WIDTH * lo_h)
         newly = held[converged & ~done[held]]
         beta[newly] = hi[newly]
         done[newly] = True
@@ -144,7 +147,7 @@ def _bracketed_newton(centred, in_set_f, target):
         if not pending.any():
             break
         with np.errstate(invalid="ignore", divide="ignore"):
-            step = b - (log_odds - logit_aim) / slope
+            step = b - (log_odds - logit_aim[held]) / slope
         inside = np.isfinite(step) & (step > lo_h) & (step < hi_h)
         beta[held[pending]] = np.where(inside, step, np.sqrt(lo_h * hi_h))[pending]
         if pending.sum() < len(held) / 2:
@@ -197,10 +200,10 @@ def _bisection(centred, in_set_f, target):
     for _ in range(MAX_ITERATIONS):
         mid = np.sqrt(lo[active] * hi[active])
         _, mass, _ = _mass_terms(mid, centred[active], in_set_f[active], False, work=work)
-        above = mass >= target
+        above = mass >= target[active]
         hi[active] = np.where(above, mid, hi[active])
         lo[active] = np.where(above, lo[active], mid)
-        converged = (above & (mass - target <= MASS_TOL)) | (hi[active] - lo[active] <= REL_WIDTH * lo[active])
+        converged = (above & (mass - target[active] <= MASS_TOL)) | (hi[active] - lo[active] <= REL_WIDTH * lo[active])
         active = active[~converged]
         if not len(active):
             break

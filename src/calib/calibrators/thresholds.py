@@ -46,16 +46,7 @@ def fit_threshold(kind: str, scores: np.ndarray, features: np.ndarray, alpha: fl
     fit_rows, conformal_rows = split_halves(len(scores), seed)
     batch = max(1, len(fit_rows) // 5)
     if kind == "adaptive":
-        import torch
-
-        target_v = np.maximum(scores[fit_rows], SCORE_FLOOR)
-        if flow == "er":
-            loss = lambda out, v: torch.mean((v - out.abs()[:, 0]) ** 2)  # noqa: E731
-        else:
-            loss = lambda out, v: torch.mean(torch.log(v / (FLOW_GAMMA + out.abs()[:, 0])) ** 2)  # noqa: E731
-        arrays = mlp.train(features[fit_rows], target_v, FLOW_HIDDEN, 1, loss, prefix="flow", steps=FLOW_STEPS,
-                           lr=FLOW_LR[flow], batch_size=batch, seed=seed)
-        transformed = flow_transform(scores[conformal_rows], flow_scale(arrays, features[conformal_rows]), flow)
+        arrays, transformed = fit_flow(scores, features, flow, seed)
     else:
         import torch
 
@@ -70,6 +61,60 @@ def fit_threshold(kind: str, scores: np.ndarray, features: np.ndarray, alpha: fl
         transformed = scores[conformal_rows] - mlp.forward(arrays, "qr", features[conformal_rows])[:, 0]
     arrays["q"] = np.array(conformal_quantile(transformed, alpha, allow_full_set=allow_full_set))
     return arrays
+
+
+def fit_flow(scores: np.ndarray, features: np.ndarray, flow: str, seed: int) -> tuple[dict, np.ndarray]:
+    """Train the flow's w(x) on the first seeded half; returns its arrays and the transformed scores
+    b = F(V, x) of the second (conformalising) half."""
+    import torch
+
+    fit_rows, conformal_rows = split_halves(len(scores), seed)
+    target_v = np.maximum(scores[fit_rows], SCORE_FLOOR)
+    if flow == "er":
+        loss = lambda out, v: torch.mean((v - out.abs()[:, 0]) ** 2)  # noqa: E731
+    else:
+        loss = lambda out, v: torch.mean(torch.log(v / (FLOW_GAMMA + out.abs()[:, 0])) ** 2)  # noqa: E731
+    arrays = mlp.train(features[fit_rows], target_v, FLOW_HIDDEN, 1, loss, prefix="flow", steps=FLOW_STEPS,
+                       lr=FLOW_LR[flow], batch_size=max(1, len(fit_rows) // 5), seed=seed)
+    return arrays, flow_transform(scores[conformal_rows], flow_scale(arrays, features[conformal_rows]), flow)
+
+
+def monotone_heads(raw):
+    """Quantiles non-decreasing across heads by construction: q_0 = o_0, q_j = q_{j-1} + softplus(o_j).
+    Works on numpy arrays and torch tensors alike."""
+    if isinstance(raw, np.ndarray):
+        gaps = np.logaddexp(0.0, raw[:, 1:])
+        return np.concatenate([raw[:, :1], raw[:, :1] + np.cumsum(gaps, axis=1)], axis=1)
+    import torch
+
+    gaps = torch.nn.functional.softplus(raw[:, 1:])
+    return torch.cat([raw[:, :1], raw[:, :1] + torch.cumsum(gaps, dim=1)], dim=1)
+
+
+def fit_multi_quantile(scores: np.ndarray, features: np.ndarray, alphas: np.ndarray, seed: int) -> dict:
+    """ats-maq --model multiqr: one QR MLP (64, 16) with a head per alpha (``alphas`` decreasing, so
+    the levels 1 - alpha increase along the heads) and monotone by construction (:func:`monotone_heads`), trained with
+    the summed pinball losses on the first seeded half; each head is conformalised on the second half
+    (shift = conformal quantile of V - q_j(x) at alpha_j). Arrays: the MLP and ``shifts``."""
+    import torch
+
+    fit_rows, conformal_rows = split_halves(len(scores), seed)
+    levels = torch.as_tensor(1.0 - alphas, dtype=torch.float32)[None, :]
+
+    def pinball(out, v):
+        residual = v[:, None] - monotone_heads(out)
+        return torch.mean(torch.sum(torch.maximum(levels * residual, (levels - 1.0) * residual), dim=1))
+
+    arrays = mlp.train(features[fit_rows], scores[fit_rows], QR_HIDDEN, len(alphas), pinball, prefix="mqr",
+                       steps=QR_STEPS, lr=QR_LR, batch_size=max(1, len(fit_rows) // 5), seed=seed)
+    residual = scores[conformal_rows, None] - monotone_heads(mlp.forward(arrays, "mqr", features[conformal_rows]))
+    arrays["shifts"] = np.array([conformal_quantile(residual[:, j], alpha) for j, alpha in enumerate(alphas)])
+    return arrays
+
+
+def multi_quantile_values(arrays: dict, features: np.ndarray) -> np.ndarray:
+    """(N, heads) conformalised thresholds, re-sorted along the heads after the shifts."""
+    return np.sort(monotone_heads(mlp.forward(arrays, "mqr", features)) + arrays["shifts"], axis=1)
 
 
 def flow_scale(arrays: dict, features: np.ndarray) -> np.ndarray:

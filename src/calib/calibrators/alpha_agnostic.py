@@ -1,0 +1,269 @@
+"""Alpha-agnostic ATS-CP (paper 002; calibrators.md): ``ats-mgq`` and ``ats-maq``.
+
+Instead of one alpha, a row is calibrated at several levels a at once and the tempered
+distributions are aggregated. For each (row, level) pair the set C_a(x) is a top set of the
+ranking and SelectTau finds the temperature giving it in-set mass 1 - a (same solver as ats-gq,
+batched over all pairs of a chunk of rows; a pair is one row of the solver, so memory is
+pairs x K, never N x K x K).
+
+Levels:
+- ``ats-mgq``: per class y, a_y = 1 - F(V(x, y)) with F the empirical CDF of the calibration
+  scores, F(v) = #{V_i <= v} / n; C = {y' : V(x, y') <= V(x, y)}.
+- ``ats-maq --model flow``: the same with a conditional CDF from the gauss flow b(v, x) =
+  log(v / (gamma + w(x))). calib takes F(v | x) = the empirical CDF of b over the conformalising
+  half, evaluated at b(v, x): Phi(.) of the spec composed with the conformal recalibration of b,
+  so that its threshold F^{-1}(1 - a | x) is exactly the conformal gauss-flow threshold at level a
+  (without the recalibration, Phi(b) is not a CDF: the flow's loss only centres b).
+- ``ats-maq --model multiqr``: one conformalised quantile threshold t_a(x) per alpha of the grid
+  (thresholds.fit_multi_quantile); C_a = {y : V(x, y) <= t_a(x)}.
+Only levels in [level_min, level_max] (default [0.01, 0.5]) are used; a row without one is left
+unchanged, and so is a pair whose set is empty or full (its distribution is the model's own).
+
+Aggregation of a row's tempered distributions p_1..p_m:
+- ``mean``: (1/m) sum_j p_j (the minimiser of (1/m) sum_j KL(p_j || q) over all q);
+- ``geometric``: softmax((1/m) sum_j log p_j) (the minimiser of (1/m) sum_j KL(q || p_j));
+- ``kl-forward`` / ``kl-reverse``: one temperature of the base distribution, q = p~(tau*), with tau*
+  minimising the same averages over tau only. Both objectives reduce to a function of one row vector
+  (the mean, resp. the normalised geometric mean) and are minimised by a vectorised golden-section
+  search on log tau in [1e-4, 1e6] to a bracket of 1e-9 (forward: convex in 1/tau, so unimodal;
+  reverse: assumed unimodal, checked against scipy's bounded minimiser in the tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..bundle import State
+from ..errors import InputError
+from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks, softmax
+from .base import Calibrator, add_counts
+from .conformal import EMPTY, FULL, SCORES, check_choice, label_scores, nonconformity
+from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, select_temperature
+from .set_based import _count
+from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
+
+AGGREGATES = ("mean", "geometric", "kl-forward", "kl-reverse")
+#: ats-maq --model multiqr alpha grid (calibrators.md), in head order: levels 1 - alpha increasing.
+HEAD_ALPHAS = np.array([0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05])
+GOLDEN_TOL = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphaAgnosticOptions:
+    score: str = "msp"
+    variant: str = "prob"
+    aggregate: str = "mean"
+    level_min: float = 0.01
+    level_max: float = 0.5
+
+    def __post_init__(self):
+        check_choice("score", self.score, SCORES)
+        check_choice("variant", self.variant, ("prob", "score"))
+        check_choice("aggregate", self.aggregate, AGGREGATES)
+        if not 0.0 < self.level_min <= self.level_max < 1.0:
+            raise ValueError(f"need 0 < level_min <= level_max < 1; got {self.level_min}, {self.level_max}")
+
+
+@dataclasses.dataclass(frozen=True)
+class MAQOptions(AlphaAgnosticOptions):
+    model: str = "multiqr"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice("model", self.model, ("multiqr", "flow"))
+
+
+def golden_section(objective, n: int, lo: float = LOG_TAU_MIN, hi: float = LOG_TAU_MAX, tol: float = GOLDEN_TOL):
+    """argmin over log tau in [lo, hi] of ``objective(log_tau)`` -> (n,) values, for n rows at once."""
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    a, b = np.full(n, lo), np.full(n, hi)
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = objective(c), objective(d)
+    while np.max(b - a) > tol:
+        left = fc <= fd  # the minimum lies in [a, d]
+        a, b = np.where(left, a, c), np.where(left, d, b)
+        c_new, d_new = b - ratio * (b - a), a + ratio * (b - a)
+        f_new = objective(np.where(left, c_new, d_new))
+        fc, fd = np.where(left, f_new, fd), np.where(left, fc, f_new)
+        c, d = np.where(left, c_new, d), np.where(left, c, d_new)
+    return (a + b) / 2.0
+
+
+def kl_temperature(base: np.ndarray, reference: np.ndarray, direction: str) -> np.ndarray:
+    """log tau* per row: forward minimises the cross-entropy -sum r log q(tau) of the mean r;
+    reverse minimises KL(q(tau) || r) for the normalised geometric mean r; q(tau) = softmax(base / tau)."""
+    log_reference = np.log(np.maximum(reference, 1e-300))
+
+    def objective(log_tau):
+        log_q = log_softmax(base / np.exp(log_tau)[:, None])
+        if direction == "kl-forward":
+            return -np.einsum("ij,ij->i", reference, log_q)
+        return np.einsum("ij,ij->i", np.exp(log_q), log_q - log_reference)
+
+    return golden_section(objective, len(base))
+
+
+class AlphaAgnostic(Calibrator):
+    """Shared transform: levels -> SelectTau per (row, level) -> aggregate per row."""
+
+    Options = AlphaAgnosticOptions
+
+    def fit(self, logits, labels, *, seed=0, features=None):
+        logits = np.asarray(logits, dtype=np.float64)
+        scores = label_scores(logits, labels, self.options.score)
+        self.conditioning_ = "features" if features is not None else "logits"
+        self.n_conditioning_ = int((features if features is not None else logits).shape[1])
+        self.fit_levels(scores, features if features is not None else logits, seed)
+        self.fit_counts_ = {}
+        for rows in row_chunks(*logits.shape):
+            add_counts(self.fit_counts_, self.transform_with_info(logits[rows], None if features is None else features[rows])[1])
+        return self
+
+    def fit_levels(self, scores: np.ndarray, conditioning: np.ndarray, seed: int) -> None:
+        raise NotImplementedError
+
+    def levels(self, values: np.ndarray, conditioning: np.ndarray | None):
+        """(owner row, in-set mask, target mass) of every pair, owners non-decreasing."""
+        raise NotImplementedError
+
+    def _conditioning(self, logits, features):
+        chosen = logits
+        if self.conditioning_ == "features":
+            if features is None:
+                raise InputError("this bundle was fitted on --features; pass --features FILE")
+            chosen = features
+        if chosen.shape[1] != self.n_conditioning_:
+            raise InputError(f"the bundle expects {self.n_conditioning_} {self.conditioning_} columns; got {chosen.shape[1]}")
+        return chosen
+
+    def tempered_levels(self, logits, features=None):
+        """(owner, base scores u of the rows, tempered log-probs per pair, categories per pair, log_probs of the rows)."""
+        logits = np.asarray(logits, dtype=np.float64)
+        log_probs, probs = log_softmax_and_softmax(logits)
+        values = nonconformity(probs, self.options.score)
+        base = logits if self.options.variant == "prob" else -np.log(np.maximum(values, SCORE_FLOOR))
+        owner, in_set, target = self.levels(values, self._conditioning(logits, features))
+        tau, category = select_temperature(base[owner], in_set, target)
+        tempered = log_softmax(base[owner] / tau[:, None])
+        unchanged = (category == EMPTY) | (category == FULL)
+        tempered[unchanged] = log_probs[owner[unchanged]]
+        return owner, base, tempered, category, log_probs
+
+    def transform_with_info(self, logits, features=None):
+        logits = np.asarray(logits, dtype=np.float64)
+        n, k = logits.shape
+        out = np.empty((n, k))
+        info = {"rows without a level": 0}
+        # keep the pairs of a block of rows below about CHUNK_ELEMENTS values
+        per_block = max(1, CHUNK_ELEMENTS // (k * self.max_levels(k)))
+        for start in range(0, n, per_block):
+            rows = slice(start, min(start + per_block, n))
+            owner, base, tempered, category, log_probs = self.tempered_levels(logits[rows], None if features is None else features[rows])
+            add_counts(info, _count(category))
+            out[rows] = self.aggregate(owner, base, tempered, log_probs)
+            info["rows without a level"] += int(len(log_probs) - len(np.unique(owner)))
+        return out, info
+
+    def transform(self, logits, features=None):
+        return self.transform_with_info(logits, features)[0]
+
+    def max_levels(self, k: int) -> int:
+        """Most levels a row can have: bounds the rows per block so pairs x K stays near CHUNK_ELEMENTS."""
+        return k
+
+    def aggregate(self, owner, base, tempered, log_probs):
+        out = log_probs.copy()
+        if not len(owner):
+            return out
+        starts = np.flatnonzero(np.diff(owner, prepend=-1))
+        rows, counts = owner[starts], np.diff(np.append(starts, len(owner)))[:, None]
+        method = self.options.aggregate
+        if method in ("mean", "kl-forward"):
+            reference = np.add.reduceat(np.exp(tempered), starts, axis=0) / counts
+        else:
+            reference = softmax(np.add.reduceat(tempered, starts, axis=0) / counts)
+        if method in ("mean", "geometric"):
+            out[rows] = np.log(np.maximum(reference, 1e-300))
+        else:
+            out[rows] = log_softmax(base[rows] / np.exp(kl_temperature(base[rows], reference, method))[:, None])
+        return out
+
+    def fit_report(self):
+        report = {"score": self.options.score, "variant": self.options.variant, "aggregate": self.options.aggregate,
+                  "levels": [self.options.level_min, self.options.level_max]}
+        report.update({f"{k.replace('_', ' ')} (cal)": v for k, v in self.fit_counts_.items() if v})
+        return report
+
+    def level_arrays(self) -> dict:
+        raise NotImplementedError
+
+    def to_state(self):
+        return State(params={"conditioning": self.conditioning_, "n_conditioning": self.n_conditioning_,
+                             "fit_counts": self.fit_counts_}, arrays=self.level_arrays())
+
+    @classmethod
+    def from_state(cls, options, state):
+        calibrator = cls(options)
+        calibrator.conditioning_ = state.params["conditioning"]
+        calibrator.n_conditioning_ = int(state.params["n_conditioning"])
+        calibrator.fit_counts_ = dict(state.params["fit_counts"])
+        calibrator.arrays_ = dict(state.arrays)
+        return calibrator
+
+
+def _pairs_from_levels(values: np.ndarray, level: np.ndarray, level_min: float, level_max: float):
+    """Pairs (i, y) with level a_iy in range: C = {y' : V(x_i, y') <= V(x_i, y)}, target 1 - a_iy."""
+    owner, column = np.nonzero((level >= level_min) & (level <= level_max))
+    in_set = values[owner] <= values[owner, column][:, None]
+    return owner, in_set, 1.0 - level[owner, column]
+
+
+class ATSMultiGlobal(AlphaAgnostic):
+    name = "ats-mgq"
+    summary = "alpha-agnostic ATS-CP: a temperature per level a_y = 1 - F(V(x, y)), aggregated (paper 002)"
+
+    def fit_levels(self, scores, conditioning, seed):
+        self.arrays_ = {"sorted_scores": np.sort(scores)}
+
+    def levels(self, values, conditioning):
+        sorted_scores = self.arrays_["sorted_scores"]
+        cdf = np.searchsorted(sorted_scores, values, side="right") / len(sorted_scores)
+        return _pairs_from_levels(values, 1.0 - cdf, self.options.level_min, self.options.level_max)
+
+    def level_arrays(self):
+        return dict(self.arrays_)
+
+
+class ATSMultiAdaptive(AlphaAgnostic):
+    name = "ats-maq"
+    summary = "alpha-agnostic ATS-CP with adaptive thresholds: multi-head QR or conditional flow (paper 002)"
+    Options = MAQOptions
+
+    def fit_levels(self, scores, conditioning, seed):
+        if self.options.model == "multiqr":
+            self.arrays_ = fit_multi_quantile(scores, conditioning, HEAD_ALPHAS, seed)
+        else:
+            arrays, transformed = fit_flow(scores, conditioning, "gauss", seed)
+            self.arrays_ = {**arrays, "sorted_transformed": np.sort(transformed)}
+
+    def max_levels(self, k):
+        return len(HEAD_ALPHAS) if self.options.model == "multiqr" else k
+
+    def levels(self, values, conditioning):
+        lo, hi = self.options.level_min, self.options.level_max
+        if self.options.model == "flow":
+            b = flow_transform(values, flow_scale(self.arrays_, conditioning)[:, None], "gauss")
+            reference = self.arrays_["sorted_transformed"]
+            cdf = np.searchsorted(reference, b, side="right") / len(reference)
+            return _pairs_from_levels(values, 1.0 - cdf, lo, hi)
+        thresholds = multi_quantile_values(self.arrays_, conditioning)  # (N, heads) in HEAD_ALPHAS order
+        keep = (HEAD_ALPHAS >= lo) & (HEAD_ALPHAS <= hi)
+        owner = np.repeat(np.arange(len(values)), keep.sum())
+        in_set = values[owner] <= thresholds[:, keep].ravel()[:, None]
+        return owner, in_set, np.tile(1.0 - HEAD_ALPHAS[keep], len(values))
+
+    def level_arrays(self):
+        return dict(self.arrays_)
+
