@@ -170,9 +170,14 @@ class Isotonic(OneVsRest):
             # keep one point per distinct x (the mean of the fit there) so np.interp is well defined
             unique_x, start = np.unique(x, return_index=True)
             counts = np.diff(np.append(start, len(x)))
-            knots_x.append(unique_x)
-            knots_y.append(np.add.reduceat(y, start) / counts)
-            offsets.append(offsets[-1] + len(unique_x))
+            level = np.add.reduceat(y, start) / counts
+            # np.interp needs only the first and last knot of each constant block of the fit
+            change = np.diff(level) != 0
+            keep = np.ones(len(level), dtype=bool)
+            keep[1:-1] = change[:-1] | change[1:]
+            knots_x.append(unique_x[keep])
+            knots_y.append(level[keep])
+            offsets.append(offsets[-1] + int(keep.sum()))
         self.knots_x_, self.knots_y_ = np.concatenate(knots_x), np.concatenate(knots_y)
         self.offsets_ = np.array(offsets)
         return self
