@@ -5,6 +5,7 @@
     python -m benchmarks.paper_tables grid --classes 10 100 1000 --out results/   # paper 000 figure 1
     python -m benchmarks.paper_tables grid-ovr --classes 10 100 1000 10000 --out results/   # one-vs-rest vs K
     python -m benchmarks.paper_tables cifar10-baselines --out results/   # every baseline, through the CLI
+    python -m benchmarks.paper_tables paper002 --seeds 5 --out results/   # paper 002 Tables 5 and 2
 
 Writes results/<suite>.json and results/<suite>.md.
 """
@@ -129,15 +130,96 @@ def grid(classes, out, configs=GRID_CONFORMAL, n_cal=5000, n_test=10000):
     return rows, GRID_METRICS
 
 
+def alpha_agnostic_configs():
+    """Paper 002's methods: ATS-CP at alpha 0.1 and the alpha-agnostic ones with every aggregate."""
+    configs = [("uncalibrated", {}), ("ts", {}), ("platt", {}), ("isotonic", {}),
+               ("ats-gq", {"alpha": 0.1, "variant": "prob"}), ("ats-gq", {"alpha": 0.1, "variant": "score"}),
+               ("ats-aq", {"alpha": 0.1})]
+    for aggregate in ("mean", "geometric", "kl-forward", "kl-reverse"):
+        configs.append(("ats-mgq", {"aggregate": aggregate}))
+        for model in ("multiqr", "flow"):
+            configs.append(("ats-maq", {"model": model, "aggregate": aggregate}))
+    return configs
+
+
+def _fit_shared(method, options, cal, seed, fitted):
+    """Fit, reusing an alpha-agnostic calibrator fitted with the same levels (the aggregate only
+    changes the transform): the state is re-read under the new options."""
+    cls = calibrator_class(method)
+    parsed = cls.parse_options(options)
+    key = (method, tuple(sorted((k, v) for k, v in options.items() if k != "aggregate")))
+    if method in ("ats-mgq", "ats-maq") and key in fitted:
+        return cls.from_state(parsed, fitted[key].to_state())
+    calibrator = cls(parsed).fit(np.asarray(cal["logits"], dtype=np.float64), cal["labels"], seed=seed)
+    fitted[key] = calibrator
+    return calibrator
+
+
+def paper002(seeds):
+    """Table 5 (K = 10 Gaussians on a circle, sigma 0.75, the true posterior contaminated; CPSME per
+    alpha) and Table 2 (contaminated CIFAR-100, ECE), mean and std over seeds."""
+    from calib.synth.contamination import contaminate, contamination_temperatures
+    from calib.synth.gaussian_grid import make_gaussian_grid
+
+    cpsme = [f"cpsme_{a:g}" for a in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)] + ["cpsme_avg"]
+    suites = {"synthetic": cpsme + ["ece", "nll_true"], "cifar100": ["accuracy", "ece", "nll", "cmce"]}
+    rows = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(1000 + seed)
+        grid = make_gaussian_grid(10, 4000, 2000, sigma=0.75, layout="circle", model="truth", seed=seed)
+        c100 = {split: dict(np.load(SHARED / f"cifar100_resnet110_{name}.npz")) for split, name in (("cal", "val"), ("test", "test"))}
+        for suite, data in (("synthetic", grid), ("cifar100", c100)):
+            for split in ("cal", "test"):
+                part = data[split]
+                k = part["logits"].shape[1]
+                part["logits"] = contaminate(part["logits"].astype(np.float64), contamination_temperatures(part["labels"], k, rng))
+            fitted = {}
+            for method, options in alpha_agnostic_configs():
+                start = time.perf_counter()
+                preds = Predictions("test", data["test"]["logits"], "logits", "", data["test"]["labels"], "",
+                                    true_probs=data["test"].get("true_probs"))
+                calibrator = None if method == "uncalibrated" else _fit_shared(method, options, data["cal"], seed, fitted)
+                values, _ = compute_metrics(preds, suites[suite], MetricConfig(), calibrator)
+                row = {"suite": suite, "seed": seed, "method": method, **options, "seconds": round(time.perf_counter() - start, 2)}
+                row.update({key: v["value"] for key, v in values.items()})
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows, suites
+
+
+def summarise(rows, suites):
+    """Markdown: mean (std) over seeds per method and metric, one table per suite."""
+    text = []
+    for suite, metrics in suites.items():
+        mine = [r for r in rows if r["suite"] == suite]
+        names = list(dict.fromkeys(_label(r) for r in mine))
+        lines = ["| method | " + " | ".join(metrics) + " |", "|" + "---|" * (len(metrics) + 1)]
+        for name in names:
+            group = [r for r in mine if _label(r) == name]
+            cells = [f"{np.mean([r[m] for r in group]):.4f} ({np.std([r[m] for r in group]):.4f})" for m in metrics]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        text.append(f"{suite}\n\n" + "\n".join(lines))
+    return "\n\n".join(text)
+
+
+def _label(row):
+    options = {k: v for k, v in row.items() if k in ("alpha", "variant", "model", "aggregate")}
+    return row["method"] + ("" if not options else " (" + ", ".join(f"{v}" for v in options.values()) + ")")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", choices=["cifar10", "cifar100", "grid", "grid-ovr", "cifar10-baselines",
-                                                  "cifar100-baselines"])
+                                                  "cifar100-baselines", "paper002"])
+    parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--classes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--out", default="results")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if args.suite.startswith("grid"):
+    if args.suite == "paper002":
+        rows, suites = paper002(args.seeds)
+        text = summarise(rows, suites)
+    elif args.suite.startswith("grid"):
         rows, metrics = grid(args.classes, args.out, GRID_ONE_VS_REST if args.suite == "grid-ovr" else GRID_CONFORMAL)
         text = "\n\n".join(f"K = {k}\n\n" + markdown([r for r in rows if r["classes"] == k], metrics) for k in args.classes)
     elif args.suite.endswith("-baselines"):
