@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated, Optional
 
 import typer
 
 from .. import pipeline
-from ..evaluate import evaluate as build_report
-from ..errors import UsageError
 from ..bootstrap import BootstrapConfig
+from ..errors import UsageError
 from ..estimators import IN_SAMPLE_METRICS, SAMPLE_METRICS, VECE_METRICS
 from ..estimators.recalibrators import RECALIBRATORS
 from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
+from ..evaluate import evaluate as build_report
 from ..io import read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
-from ..metrics import MetricConfig
+from ..metrics import DEFAULT_METRICS, MetricConfig
 from . import options, render
 
 
@@ -39,6 +40,8 @@ def evaluate(
     seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample, and of --bootstrap.")] = 0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded).")] = 0,
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of --paired.")] = 0.95,
+    engine: Annotated[str, typer.Option("--engine", help="For a directory of .parquet files: local (in this process) or dask (one task per file on a cluster); metric states are merged in file order.")] = "local",
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="--engine dask: the scheduler address (default: a local two-worker cluster).", show_default=False)] = None,
     paired: Annotated[bool, typer.Option("--paired", help="--max-increase gates fail only when the increase is significant under a paired bootstrap (the baseline run used the same --bootstrap N, --seed and rows).")] = False,
     emit_state: Annotated[Optional[str], typer.Option("--emit-state", help="Also write the additive metric state (.npz) for `calib merge-states`.", show_default=False)] = None,
     features: options.Features = None,
@@ -53,6 +56,15 @@ def evaluate(
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_increase_gates(max_increase or [], baseline, paired)
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
+    if os.path.isdir(pred):
+        _evaluate_directory(pred, keys, gates, increase_gates, bundle=bundle, bins=bins, cmce_bins=cmce_bins,
+                            engine=engine, scheduler=scheduler, json_path=json_path, input_kind=input_kind,
+                            score_prefix=score_prefix, refused={"--bootstrap": bootstrap, "--true-probs": true_probs,
+                                                                "--labels": labels, "--features": features,
+                                                                "--emit-state": emit_state})
+        return
+    if engine != "local" or scheduler is not None:
+        raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
     preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
                                                   score_prefix=score_prefix, require_labels=True)
     if true_probs is not None:
@@ -86,6 +98,40 @@ def evaluate(
         raise typer.Exit(1)
 
 
+def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins, cmce_bins, engine, scheduler,
+                        json_path, input_kind, score_prefix, refused) -> None:
+    """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
+    from ..shards import ENGINES, evaluate_shards
+
+    if engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    given = [flag for flag, value in refused.items() if value]
+    if given:
+        raise UsageError(f"{given[0]} does not apply to a directory of shards")
+    keys = list(keys or DEFAULT_METRICS)
+    keys = check_metric_keys(keys + [g.metric for g in (*gates, *increase_gates)])
+    additive = [key for key in keys if key in SAMPLE_METRICS]
+    if additive:
+        raise UsageError(f"{additive[0]} needs every row at once and cannot be merged from shards; "
+                         "pick streamed metrics with --metrics")
+    report = evaluate_shards(directory, keys, MetricConfig(bins=bins, cmce_bins=cmce_bins), bundle=bundle,
+                             input_kind=input_kind, score_prefix=score_prefix, engine=engine, scheduler=scheduler)
+    report["gates"] = [g.check(report["metrics"]) for g in (*gates, *increase_gates)]
+    report["passed"] = all(g["passed"] for g in report["gates"])
+    text = json.dumps(report, indent=2) + "\n"
+    if json_path == "-":
+        sys.stdout.write(text)
+    else:
+        if json_path is not None:
+            write_bytes_atomic(json_path, text.encode())
+        inputs = report["input"]
+        render.report_table({**report, "input": {"path": f"{directory} ({len(inputs['merged_from'])} files, {engine})",
+                                                 "n": inputs["n"], "k": inputs["k"], "kind": "shards"}})
+    if not report["passed"]:
+        render.error(f"gate failed: {'; '.join(g['expr'] for g in report['gates'] if not g['passed'])}")
+        raise typer.Exit(1)
+
+
 def merge_states(
     states: Annotated[list[str], typer.Argument(help="State files written by `calib evaluate --emit-state`.", show_default=False)],
     json_path: Annotated[Optional[str], typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False)] = None,
@@ -95,9 +141,9 @@ def merge_states(
     The numbers equal one evaluation over all the rows (V-ECE, which is not additive, is left out).
     Example: calib merge-states part1.npz part2.npz --json -
     """
-    from ..evaluate import merge_metric_states
+    from ..evaluate import merge_metric_states, read_metric_state
 
-    report = merge_metric_states(states)
+    report = merge_metric_states([read_metric_state(path) for path in states], states)
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)
