@@ -1,5 +1,6 @@
 """Hostile inputs and crash safety (issue: robustness)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -143,3 +144,44 @@ def test_special_files_are_written_in_place_never_replaced(tmp_path, run):
     assert code == 0, err
     assert b'"ece"' in received[0]
     assert not os.path.isfile(fifo)  # still a pipe
+
+
+FAST_METHODS = ["ts", "cmce-ts", "mr", "conformal-ts", "ats-gq", "ats-mgq", "platt", "quadratic", "beta", "isotonic",
+                "hist", "dirichlet", "svs", "sms", "venn-abers"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_extreme_logits_and_narrow_floats_stay_finite(tmp_path, run, dtype, scale):
+    """|z| up to 3e4 (float16 included): every fast calibrator fits and gives finite, normalised
+    probabilities, and evaluate reports no NaN."""
+    from calib import calibrator_class
+
+    rng = np.random.default_rng(0)
+    logits = (rng.normal(size=(400, 5)) * scale).astype(dtype)
+    labels = rng.integers(0, 5, 400)
+    z = logits.astype(np.float64)
+    assert np.isfinite(z).all()
+    for method in FAST_METHODS:
+        cls = calibrator_class(method)
+        calibrator = cls(cls.parse_options({})).fit(z, labels, seed=0)
+        probs = calibrator.predict_proba(z)
+        assert np.isfinite(probs).all() and np.allclose(probs.sum(1), 1.0), method
+    np.save(tmp_path / "z.npy", logits)
+    np.save(tmp_path / "y.npy", labels)
+    code, out, err = run("evaluate", tmp_path / "z.npy", "--labels", tmp_path / "y.npy", "--no-vece", "--json", "-")
+    assert code == 0, err
+    values = [entry["value"] for entry in json.loads(out)["metrics"].values()]
+    assert all(v is None or np.isfinite(v) for v in values)
+
+
+@pytest.mark.parametrize("method", ["ts", "platt", "isotonic", "mr", "venn-abers", "dirichlet", "svs"])
+def test_single_class_labels_and_two_classes(method):
+    from calib import calibrator_class
+
+    rng = np.random.default_rng(1)
+    cls = calibrator_class(method)
+    for logits, labels in ((rng.normal(size=(200, 4)), np.zeros(200, dtype=int)),
+                           (rng.normal(size=(200, 2)), rng.integers(0, 2, 200))):
+        probs = cls(cls.parse_options({})).fit(logits, labels, seed=0).predict_proba(logits)
+        assert np.isfinite(probs).all() and np.allclose(probs.sum(1), 1.0)
