@@ -185,3 +185,24 @@ def test_single_class_labels_and_two_classes(method):
                            (rng.normal(size=(200, 2)), rng.integers(0, 2, 200))):
         probs = cls(cls.parse_options({})).fit(logits, labels, seed=0).predict_proba(logits)
         assert np.isfinite(probs).all() and np.allclose(probs.sum(1), 1.0)
+
+
+def test_evaluate_memory_grows_no_faster_than_the_mapped_input(tmp_path):
+    """Peak RSS of `calib evaluate` at K = 10,000 for 1,000 and 4,000 rows: the extra rows cost at
+    most 1.25x their own bytes (the memory-mapped pages themselves), so everything else is a fixed
+    chunk workspace. benchmarks/evaluate_speed measures the full 20,000 x 10,000 figure."""
+    rng = np.random.default_rng(0)
+    peaks, sizes = [], []
+    wrapper = ("import resource, subprocess, sys\n"
+               "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+    for rows in (1000, 4000):
+        scores, labels = tmp_path / f"z{rows}.npy", tmp_path / f"y{rows}.npy"
+        np.save(scores, (rng.normal(size=(rows, 10_000)) * 3).astype(np.float32))
+        np.save(labels, rng.integers(0, 10_000, rows))
+        command = [sys.executable, "-m", "calib", "evaluate", str(scores), "--labels", str(labels), "--no-vece",
+                   "--json", str(tmp_path / "r.json")]
+        done = subprocess.run([sys.executable, "-c", wrapper, *command], capture_output=True, text=True, check=True)
+        peaks.append(float(done.stdout))
+        sizes.append(os.path.getsize(scores) / 2**20)
+    assert peaks[1] - peaks[0] <= 1.25 * (sizes[1] - sizes[0]), (peaks, sizes)
