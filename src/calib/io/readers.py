@@ -220,27 +220,27 @@ def _read_npz(path: str):
 
 
 def _read_parquet(path: str, score_prefix: str | None):
+    """(scores, labels, kind, passthrough): the scores stay in the file and are decoded a row group at
+    a time (:class:`ParquetScores`); labels and pass-through columns are read whole."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        parquet = pq.ParquetFile(path)
+        columns = parquet.schema_arrow.names
+        labels = None
+        if LABEL_COLUMN in columns:
+            label_col = parquet.read(columns=[LABEL_COLUMN]).column(LABEL_COLUMN)
+            if label_col.null_count:
+                raise InputError(f"{path}: column 'label' has {label_col.null_count} missing values")
+            labels = label_col.to_numpy()
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{path}: not a readable parquet file ({exc})") from None
-    columns = table.column_names
-    labels = None
-    if LABEL_COLUMN in columns:
-        label_col = table.column(LABEL_COLUMN)
-        if label_col.null_count:
-            raise InputError(f"{path}: column 'label' has {label_col.null_count} missing values")
-        labels = label_col.to_numpy()
     list_names = [c for c in SCORE_NAMES if c in columns]
     if score_prefix is None and list_names:
         if len(list_names) > 1:
             raise InputError(f"{path}: several score columns ({', '.join(list_names)}); keep one")
-        key = list_names[0]
-        scores = _list_column_to_matrix(table.column(key), path, key)
-        used, kind = [key], SCORE_NAMES[key]
+        used, kind = [list_names[0]], SCORE_NAMES[list_names[0]]
     else:
         prefixes = {score_prefix: None} if score_prefix is not None else WIDE_PREFIXES
         used, kind = [], None
@@ -255,10 +255,88 @@ def _read_parquet(path: str, score_prefix: str | None):
                 f"or wide columns by prefix (--score-prefix)"
             )
         used = _order_wide(used)
-        scores = _wide_columns_to_matrix(table, used, path)
+    scores = ParquetScores(parquet, used, wide=not (score_prefix is None and list_names), path=path)
     keep = [c for c in columns if c not in used and c != LABEL_COLUMN]
-    passthrough = table.select(keep) if keep else None
+    passthrough = parquet.read(columns=keep) if keep else None
     return scores, labels, kind, passthrough
+
+
+class ParquetScores:
+    """The (N, K) score matrix of a parquet file, read on demand a row group at a time.
+
+    Supports what the pipeline asks of a score array: ``shape``, ``ndim``, ``dtype``, ``reshape`` to
+    its own shape, and row indexing by a slice or an index array. Decoding one row group at a time
+    (the last one cached) keeps memory at the row groups a chunk of rows touches, so a file written
+    with row groups is streamed like a memory-mapped .npy; a file with one huge row group is not.
+    """
+
+    def __init__(self, parquet, columns: list[str], *, wide: bool, path: str):
+        self.parquet, self.columns, self.wide, self.path = parquet, columns, wide, path
+        sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._cached: tuple[int, np.ndarray] | None = None
+        first = self._group(0) if sizes and sizes[0] else self._decode(parquet.read(columns=columns))
+        self.dtype = first.dtype
+        self.shape = (int(self.starts[-1]), int(first.shape[1]))
+        self.ndim = 2
+
+    def _decode(self, table) -> np.ndarray:
+        if self.wide:
+            return _wide_columns_to_matrix(table, self.columns, self.path)
+        return _list_column_to_matrix(table.column(self.columns[0]), self.path, self.columns[0])
+
+    def _group(self, index: int) -> np.ndarray:
+        import pyarrow as pa
+
+        if self._cached is None or self._cached[0] != index:
+            try:
+                table = self.parquet.read_row_group(index, columns=self.columns)
+            except (pa.ArrowException, *PARSE_ERRORS) as exc:
+                raise InputError(f"{self.path}: row group {index} is unreadable ({exc})") from None
+            matrix = self._decode(table)
+            if index and matrix.shape[1] != self.shape[1]:
+                raise InputError(f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, "
+                                 f"the first has {self.shape[1]}")
+            self._cached = (index, matrix)
+        return self._cached[1]
+
+    def reshape(self, *shape):
+        if shape in ((self.shape[0], -1), (self.shape,), (self.shape[0], self.shape[1])):
+            return self
+        raise ValueError(f"ParquetScores cannot take shape {shape}")
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self[:], dtype=dtype)
+
+    def __getitem__(self, rows) -> np.ndarray:
+        if isinstance(rows, slice):
+            start, stop, step = rows.indices(self.shape[0])
+            if step != 1:
+                return self[np.arange(start, stop, step)]
+            first = int(np.searchsorted(self.starts, start, side="right")) - 1
+            parts, position = [], start
+            for group in range(max(first, 0), len(self.starts) - 1):
+                if position >= stop:
+                    break
+                lo, hi = self.starts[group], self.starts[group + 1]
+                block = self._group(group)
+                parts.append(block[position - lo: min(stop, hi) - lo])
+                position = min(stop, hi)
+            if not parts:
+                return np.empty((0, self.shape[1]), dtype=self.dtype)
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        index = np.asarray(rows)
+        if index.dtype == bool:
+            index = np.flatnonzero(index)
+        out = np.empty((len(index), self.shape[1]), dtype=self.dtype)
+        group_of = np.searchsorted(self.starts, index, side="right") - 1
+        for group in np.unique(group_of):
+            chosen = group_of == group
+            out[chosen] = self._group(int(group))[index[chosen] - self.starts[group]]
+        return out
 
 
 def _list_column_to_matrix(column, path: str, key: str) -> np.ndarray:
