@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,18 @@ WRAPPER = (
 def measure(cmd: list[str], timeout: float | None = None) -> tuple[float, float]:
     """(wall seconds, peak RSS in MiB) of ``cmd`` run alone in a fresh process; raises
     subprocess.TimeoutExpired past ``timeout`` seconds."""
-    done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], check=True, capture_output=True, text=True, timeout=timeout)
+    # its own process group, so a timeout kills the measured command too, not only the wrapper
+    with subprocess.Popen([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, cmd, stdout, stderr)
+    done = subprocess.CompletedProcess(cmd, 0, stdout, stderr)
     seconds, mib = map(float, done.stdout.split())
     return seconds, mib
 
