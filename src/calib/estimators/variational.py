@@ -97,7 +97,7 @@ def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalib
     recalibrated = out_of_fold_recalibration(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress,
                                              max_classes=max_classes)
     raw = {key: float(-np.mean(value)) for key, value in per_sample_losses(probs, recalibrated, labels).items()}
-    values = {key: max(value, 0.0) for key, value in raw.items()}
+    values = {key: max(value, 0.0) + 0.0 for key, value in raw.items()}  # + 0.0: no -0.0
     coarsened = recalibrator == "ws-catboost" and probs.shape[1] > max_classes
     return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed)
 
