@@ -41,7 +41,7 @@ from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row
 from .base import Calibrator, add_counts
 from .conformal import EMPTY, FULL, SCORES, check_choice, label_scores, nonconformity
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, select_temperature
-from .set_based import _count
+from .set_based import _count, conditioning_params, restore_conditioning
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
 
 AGGREGATES = ("mean", "geometric", "kl-forward", "kl-reverse")
@@ -200,15 +200,11 @@ class AlphaAgnostic(Calibrator):
         raise NotImplementedError
 
     def to_state(self):
-        return State(params={"conditioning": self.conditioning_, "n_conditioning": self.n_conditioning_,
-                             "fit_counts": self.fit_counts_}, arrays=self.level_arrays())
+        return State(params=conditioning_params(self), arrays=self.level_arrays())
 
     @classmethod
     def from_state(cls, options, state):
-        calibrator = cls(options)
-        calibrator.conditioning_ = state.params["conditioning"]
-        calibrator.n_conditioning_ = int(state.params["n_conditioning"])
-        calibrator.fit_counts_ = dict(state.params["fit_counts"])
+        calibrator = restore_conditioning(cls(options), state.params)
         calibrator.arrays_ = dict(state.arrays)
         return calibrator
 

@@ -23,24 +23,24 @@ from .thresholds import SCORE_FLOOR
 VARIANTS = ("prob", "score")
 
 
-@dataclasses.dataclass(frozen=True)
-class ATSOptions(SetOptions):
-    variant: str = "prob"
+def _with_variant(base: type) -> type:
+    """``base`` options plus ``variant`` (prob | score): ats-gq's (with the threshold choice) and
+    ats-aq's (whose threshold is always the conformalised quantile regression)."""
 
-    def __post_init__(self):
-        super().__post_init__()
-        check_choice("variant", self.variant, VARIANTS)
+    @dataclasses.dataclass(frozen=True)
+    class WithVariant(base):
+        variant: str = "prob"
+
+        def __post_init__(self):
+            super().__post_init__()
+            check_choice("variant", self.variant, VARIANTS)
+
+    WithVariant.__name__ = WithVariant.__qualname__ = f"{base.__name__}WithVariant"
+    return WithVariant
 
 
-@dataclasses.dataclass(frozen=True)
-class AQOptions(ConformalOptions):
-    """ats-aq: its threshold is always the conformalised quantile regression."""
-
-    variant: str = "prob"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_choice("variant", self.variant, VARIANTS)
+ATSOptions = _with_variant(SetOptions)
+AQOptions = _with_variant(ConformalOptions)
 
 
 class ATSGlobal(SetCalibrator):

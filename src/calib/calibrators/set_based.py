@@ -148,20 +148,28 @@ class SetCalibrator(Calibrator):
         return report
 
     def to_state(self):
-        params = {"conditioning": self.conditioning_, "n_conditioning": self.n_conditioning_,
-                  "fit_counts": self.fit_counts_}
-        return State(params=params, arrays={f"threshold_{k}": v for k, v in self.threshold_.items()})
+        return State(params=conditioning_params(self), arrays={f"threshold_{k}": v for k, v in self.threshold_.items()})
 
     @classmethod
     def from_state(cls, options, state):
-        calibrator = cls(options)
-        calibrator.conditioning_ = state.params["conditioning"]
-        calibrator.n_conditioning_ = int(state.params["n_conditioning"])
-        calibrator.fit_counts_ = dict(state.params["fit_counts"])
+        calibrator = restore_conditioning(cls(options), state.params)
         calibrator.threshold_ = {k[len("threshold_"):]: v for k, v in state.arrays.items() if k.startswith("threshold_")}
         if "q" not in calibrator.threshold_:
             raise KeyError("threshold_q")
         return calibrator
+
+
+def conditioning_params(calibrator) -> dict:
+    """What a fitted conformal calibrator conditions on, and its calibration-row counts, as JSON."""
+    return {"conditioning": calibrator.conditioning_, "n_conditioning": calibrator.n_conditioning_,
+            "fit_counts": calibrator.fit_counts_}
+
+
+def restore_conditioning(calibrator, params: dict):
+    calibrator.conditioning_ = params["conditioning"]
+    calibrator.n_conditioning_ = int(params["n_conditioning"])
+    calibrator.fit_counts_ = dict(params["fit_counts"])
+    return calibrator
 
 
 def _count(category: np.ndarray) -> dict:

@@ -85,13 +85,19 @@ def evaluate(
                               features=read_features(features, preds.n),
                               vece=vece, progress=lambda: advance(""), emit_state=emit_state,
                               bootstrap=BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None)
+    _emit(report, json_path, report)
+
+
+def _emit(report: dict, json_path: str | None, shown: dict) -> None:
+    """The JSON report to --json (or stdout for -, instead of the table), the table of ``shown``
+    otherwise, and exit 1 when a gate failed."""
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)
     else:
         if json_path is not None:
             write_bytes_atomic(json_path, text.encode())
-        render.report_table(report)
+        render.report_table(shown)
     if not report["passed"]:
         failed = [g["expr"] for g in report["gates"] if not g["passed"]]
         render.error(f"gate failed: {'; '.join(failed)}")
@@ -118,18 +124,9 @@ def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins,
                              input_kind=input_kind, score_prefix=score_prefix, engine=engine, scheduler=scheduler)
     report["gates"] = [g.check(report["metrics"]) for g in (*gates, *increase_gates)]
     report["passed"] = all(g["passed"] for g in report["gates"])
-    text = json.dumps(report, indent=2) + "\n"
-    if json_path == "-":
-        sys.stdout.write(text)
-    else:
-        if json_path is not None:
-            write_bytes_atomic(json_path, text.encode())
-        inputs = report["input"]
-        render.report_table({**report, "input": {"path": f"{directory} ({len(inputs['merged_from'])} files, {engine})",
-                                                 "n": inputs["n"], "k": inputs["k"], "kind": "shards"}})
-    if not report["passed"]:
-        render.error(f"gate failed: {'; '.join(g['expr'] for g in report['gates'] if not g['passed'])}")
-        raise typer.Exit(1)
+    inputs = report["input"]
+    _emit(report, json_path, {**report, "input": {"path": f"{directory} ({len(inputs['merged_from'])} files, {engine})",
+                                                  "n": inputs["n"], "k": inputs["k"], "kind": "shards"}})
 
 
 def merge_states(
@@ -144,12 +141,6 @@ def merge_states(
     from ..evaluate import merge_metric_states, read_metric_state
 
     report = merge_metric_states([read_metric_state(path) for path in states], states)
-    text = json.dumps(report, indent=2) + "\n"
-    if json_path == "-":
-        sys.stdout.write(text)
-        return
-    if json_path is not None:
-        write_bytes_atomic(json_path, text.encode())
     inputs = report["input"]
-    render.report_table({**report, "input": {"path": f"{len(inputs['merged_from'])} merged states", "n": inputs["n"],
-                                             "k": inputs["k"], "kind": "state"}})
+    _emit(report, json_path, {**report, "input": {"path": f"{len(inputs['merged_from'])} merged states", "n": inputs["n"],
+                                                  "k": inputs["k"], "kind": "state"}})
