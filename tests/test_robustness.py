@@ -209,8 +209,9 @@ def test_evaluate_memory_grows_no_faster_than_the_mapped_input(tmp_path):
 
 
 def test_parquet_is_streamed_by_row_groups(tmp_path, run):
-    """A parquet input is decoded a row group at a time: 4x the rows cost under a quarter of their
-    bytes in peak memory, and the metrics equal those of the same matrix as .npy."""
+    """A parquet input is decoded a row group at a time: 4x the rows cost under half their bytes in
+    peak memory (reading the table whole costs at least twice: arrow buffers plus the matrix), and
+    the metrics equal those of the same matrix as .npy."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -229,7 +230,7 @@ def test_parquet_is_streamed_by_row_groups(tmp_path, run):
         done = subprocess.run([sys.executable, "-c", wrapper, *command], capture_output=True, text=True, check=True)
         peaks.append(float(done.stdout))
         sizes.append(z.nbytes / 2**20)
-    assert peaks[1] - peaks[0] <= 0.25 * (sizes[1] - sizes[0]), (peaks, sizes)
+    assert peaks[1] - peaks[0] <= 0.5 * (sizes[1] - sizes[0]), (peaks, sizes)  # read whole: >= 2x
     np.save(tmp_path / "z.npy", z)
     np.save(tmp_path / "y.npy", labels)
     from_parquet = json.loads((tmp_path / "r.json").read_text())["metrics"]
