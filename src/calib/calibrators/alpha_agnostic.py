@@ -24,9 +24,10 @@ Aggregation of a row's tempered distributions p_1..p_m:
 - ``geometric``: softmax((1/m) sum_j log p_j) (the minimiser of (1/m) sum_j KL(q || p_j));
 - ``kl-forward`` / ``kl-reverse``: one temperature of the base distribution, q = p~(tau*), with tau*
   minimising the same averages over tau only. Both objectives reduce to a function of one row vector
-  (the mean, resp. the normalised geometric mean) and are minimised by a vectorised golden-section
-  search on log tau in [1e-4, 1e6] to a bracket of 1e-9 (forward: convex in 1/tau, so unimodal;
-  reverse: assumed unimodal, checked against scipy's bounded minimiser in the tests).
+  (the mean, resp. the normalised geometric mean) and are minimised on log tau in [1e-4, 1e6]: a
+  64-point grid brackets each row's minimum, then a vectorised golden-section search narrows it to
+  1e-9 (forward: convex in 1/tau; reverse: flat where q(tau) is one-hot, with a valley elsewhere,
+  which is why the grid comes first; checked against scipy's bounded minimiser in the tests).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 
 from ..bundle import State
 from ..errors import InputError
-from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks, softmax
+from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
 from .base import Calibrator, add_counts
 from .conformal import EMPTY, FULL, SCORES, check_choice, label_scores, nonconformity
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, select_temperature
@@ -48,6 +49,7 @@ AGGREGATES = ("mean", "geometric", "kl-forward", "kl-reverse")
 #: ats-maq --model multiqr alpha grid (calibrators.md), in head order: levels 1 - alpha increasing.
 HEAD_ALPHAS = np.array([0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05])
 GOLDEN_TOL = 1e-9
+GRID_POINTS = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +78,18 @@ class MAQOptions(AlphaAgnosticOptions):
 
 
 def golden_section(objective, n: int, lo: float = LOG_TAU_MIN, hi: float = LOG_TAU_MAX, tol: float = GOLDEN_TOL):
-    """argmin over log tau in [lo, hi] of ``objective(log_tau)`` -> (n,) values, for n rows at once."""
+    """argmin over log tau in [lo, hi] of ``objective(log_tau)`` -> (n,) values, for n rows at once.
+
+    A grid of GRID_POINTS values first brackets each row's minimum between the neighbours of its
+    best grid point, then golden-section search narrows that bracket to ``tol``. The grid matters:
+    a tempered distribution is flat in tau once it is one-hot, so an objective can be constant over
+    decades of small tau and have a narrow valley elsewhere, where a golden-section search of the
+    whole range would follow the ties to the wrong end.
+    """
+    grid = np.linspace(lo, hi, GRID_POINTS)
+    best = np.argmin(np.stack([objective(np.full(n, point)) for point in grid]), axis=0)
+    a, b = grid[np.maximum(best - 1, 0)], grid[np.minimum(best + 1, GRID_POINTS - 1)]
     ratio = (np.sqrt(5.0) - 1.0) / 2.0
-    a, b = np.full(n, lo), np.full(n, hi)
     c, d = b - ratio * (b - a), a + ratio * (b - a)
     fc, fd = objective(c), objective(d)
     while np.max(b - a) > tol:
@@ -91,10 +102,11 @@ def golden_section(objective, n: int, lo: float = LOG_TAU_MIN, hi: float = LOG_T
     return (a + b) / 2.0
 
 
-def kl_temperature(base: np.ndarray, reference: np.ndarray, direction: str) -> np.ndarray:
+def kl_temperature(base: np.ndarray, log_reference: np.ndarray, direction: str) -> np.ndarray:
     """log tau* per row: forward minimises the cross-entropy -sum r log q(tau) of the mean r;
-    reverse minimises KL(q(tau) || r) for the normalised geometric mean r; q(tau) = softmax(base / tau)."""
-    log_reference = np.log(np.maximum(reference, 1e-300))
+    reverse minimises KL(q(tau) || r) for the normalised geometric mean r; q(tau) = softmax(base / tau).
+    ``log_reference`` is log r, kept in log space: a geometric mean of sharp distributions underflows."""
+    reference = np.exp(log_reference)
 
     def objective(log_tau):
         log_q = log_softmax(base / np.exp(log_tau)[:, None])
@@ -181,13 +193,13 @@ class AlphaAgnostic(Calibrator):
         rows, counts = owner[starts], np.diff(np.append(starts, len(owner)))[:, None]
         method = self.options.aggregate
         if method in ("mean", "kl-forward"):
-            reference = np.add.reduceat(np.exp(tempered), starts, axis=0) / counts
+            log_reference = np.log(np.maximum(np.add.reduceat(np.exp(tempered), starts, axis=0) / counts, 1e-300))
         else:
-            reference = softmax(np.add.reduceat(tempered, starts, axis=0) / counts)
+            log_reference = log_softmax(np.add.reduceat(tempered, starts, axis=0) / counts)
         if method in ("mean", "geometric"):
-            out[rows] = np.log(np.maximum(reference, 1e-300))
+            out[rows] = log_reference
         else:
-            out[rows] = log_softmax(base[rows] / np.exp(kl_temperature(base[rows], reference, method))[:, None])
+            out[rows] = log_softmax(base[rows] / np.exp(kl_temperature(base[rows], log_reference, method))[:, None])
         return out
 
     def fit_report(self):
