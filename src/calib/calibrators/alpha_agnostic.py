@@ -32,6 +32,7 @@ Aggregation of a row's tempered distributions p_1..p_m:
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 import numpy as np
@@ -133,12 +134,13 @@ class AlphaAgnostic(Calibrator):
             add_counts(self.fit_counts_, self.transform_with_info(logits[rows], None if features is None else features[rows])[1])
         return self
 
+    @abc.abstractmethod
     def fit_levels(self, scores: np.ndarray, conditioning: np.ndarray, seed: int) -> None:
-        raise NotImplementedError
+        """Fit what :meth:`levels` needs from the calibration scores (and the conditioning inputs)."""
 
+    @abc.abstractmethod
     def levels(self, values: np.ndarray, conditioning: np.ndarray | None):
         """(owner row, in-set mask, target mass) of every pair, owners non-decreasing."""
-        raise NotImplementedError
 
     def _conditioning(self, logits, features):
         chosen = logits
@@ -208,11 +210,8 @@ class AlphaAgnostic(Calibrator):
         report.update({f"{k.replace('_', ' ')} (cal)": v for k, v in self.fit_counts_.items() if v})
         return report
 
-    def level_arrays(self) -> dict:
-        raise NotImplementedError
-
     def to_state(self):
-        return State(params=conditioning_params(self), arrays=self.level_arrays())
+        return State(params=conditioning_params(self), arrays=dict(self.arrays_))
 
     @classmethod
     def from_state(cls, options, state):
@@ -239,9 +238,6 @@ class ATSMultiGlobal(AlphaAgnostic):
         sorted_scores = self.arrays_["sorted_scores"]
         cdf = np.searchsorted(sorted_scores, values, side="right") / len(sorted_scores)
         return _pairs_from_levels(values, 1.0 - cdf, self.options.level_min, self.options.level_max)
-
-    def level_arrays(self):
-        return dict(self.arrays_)
 
 
 class ATSMultiAdaptive(AlphaAgnostic):
@@ -271,7 +267,4 @@ class ATSMultiAdaptive(AlphaAgnostic):
         owner = np.repeat(np.arange(len(values)), keep.sum())
         in_set = values[owner] <= thresholds[:, keep].ravel()[:, None]
         return owner, in_set, np.tile(1.0 - HEAD_ALPHAS[keep], len(values))
-
-    def level_arrays(self):
-        return dict(self.arrays_)
 

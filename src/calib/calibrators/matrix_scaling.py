@@ -20,6 +20,7 @@ b = 0 (the identity map), so the fitted NLL is never above the starting map's.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 import numpy as np
@@ -79,11 +80,13 @@ class LinearMapCalibrator(Calibrator):
 
     full: bool = True
 
+    @abc.abstractmethod
     def inputs(self, logits: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """The log-probabilities x the map acts on."""
 
+    @abc.abstractmethod
     def penalties(self, n: int, k: int) -> Penalties:
-        raise NotImplementedError
+        """The ridge weights for n calibration rows and K classes."""
 
     def fit(self, logits, labels, *, seed=0, features=None):
         logits = np.asarray(logits, dtype=np.float64)
