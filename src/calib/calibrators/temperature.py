@@ -56,6 +56,8 @@ def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray, log_bound: f
         else:
             hi = beta
         step = beta - grad / curvature if curvature > 0.0 else np.nan
+        if abs(step - beta) <= BETA_RTOL * beta:  # converged: a step this small may land on a bracket end
+            return float(step)
         new = step if lo < step < hi else float(np.sqrt(lo * hi))
         if abs(new - beta) <= BETA_RTOL * beta or (hi - lo) <= BETA_RTOL * lo:
             return float(new)
