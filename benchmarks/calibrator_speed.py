@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.evaluate_speed import FLOOR, measure
+from benchmarks.results import write_results
 
 
 def draw(rng, rows, classes):
@@ -66,8 +67,7 @@ def main(argv=None):
                 row["note"] = f"failed: {error.stderr.strip().splitlines()[-1] if error.stderr else error}"
             rows.append({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()})
             print(json.dumps(rows[-1]), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "calibrator_speed.json").write_text(json.dumps(rows, indent=1))
+    write_results(args.out, "calibrator_speed", rows)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,12 @@ Writes results/estimator_truth.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.results import write_results
 
 from calib.estimators import kde_calibration_errors, variational_calibration_error
 from calib.evaluate import compute_metrics
@@ -77,12 +78,7 @@ def main(argv=None):
                              "share over": round(float(np.mean(np.array(values) > 1)), 2),
                              "seconds": round(float(np.median(timing[family])), 2) if family in timing else None})
             print(f"K={k} T={temperature} done", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "estimator_truth.json").write_text(json.dumps(rows, indent=1))
-    header = list(rows[0])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join("" if row[h] is None else str(row[h]) for h in header) + " |" for row in rows]
-    (args.out / "estimator_truth.md").write_text("\n".join(lines) + "\n")
+    write_results(args.out, "estimator_truth", rows)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results import write_results
+
 
 def best_of(repeats, fn):
     times, value = [], None
@@ -99,12 +101,7 @@ def main(argv=None):
             rows.append({"size": size, "line": name, "seconds": round(seconds, 4), "x floor": round(seconds / floor, 2),
                          "floor s": round(floor, 4), "value": round(float(value), 6)})
             print(json.dumps(rows[-1]), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "peers.json").write_text(json.dumps(rows, indent=1))
-    header = list(rows[0])
-    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    table += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
-    (args.out / "peers.md").write_text("\n".join(table) + "\n")
+    write_results(args.out, "peers", rows)
 
 
 if __name__ == "__main__":

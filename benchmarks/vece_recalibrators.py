@@ -11,11 +11,12 @@ Writes results/vece_recalibrators.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.results import write_results
 
 from calib.estimators import variational_calibration_error
 from calib.estimators.recalibrators import RECALIBRATORS
@@ -55,12 +56,7 @@ def main(argv=None):
                 row[f"{key} over"] = round(float(np.mean(np.array(ratios) > 1)), 2)
             rows.append(row)
             print(row, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "vece_recalibrators.json").write_text(json.dumps(rows, indent=1))
-    header = list(rows[0])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(row[h]) for h in header) + " |" for row in rows]
-    (args.out / "vece_recalibrators.md").write_text("\n".join(lines) + "\n")
+    write_results(args.out, "vece_recalibrators", rows)
 
 
 if __name__ == "__main__":
