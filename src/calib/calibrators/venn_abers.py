@@ -36,26 +36,14 @@ from ..numerics import softmax
 from .onevsrest import OneVsRest
 
 
-def _sweep(sorted_scores, sorted_targets):
-    """(distinct scores, values (2, 2m + 1): p0 and p1 at every position, walk steps) for one class.
+def _sweep(px, py):
+    """(values (2, 2m + 1): p0 and p1 at every position, walk steps) for one class whose cumulative
+    sum diagram is P_i = (px[i], py[i]), i = 0..m, P_0 = (0, 0).
 
     Plain Python that numba compiles (:func:`_kernel`). A hull vertex b is dropped when
     slope(a, b) > slope(b, c) for neighbours a.x < b.x < c.x, written without division.
     """
-    n = sorted_scores.shape[0]
-    # distinct scores and the CSD: px = W, py = Y, with P_0 = (0, 0)
-    distinct = np.empty(n)
-    px = np.zeros(n + 1)
-    py = np.zeros(n + 1)
-    m = 0
-    for i in range(n):
-        if m == 0 or sorted_scores[i] != distinct[m - 1]:
-            distinct[m] = sorted_scores[i]
-            m += 1
-            px[m] = px[m - 1]
-            py[m] = py[m - 1]
-        px[m] += 1.0
-        py[m] += sorted_targets[i]
+    m = px.shape[0] - 1
     # persistent suffix lower hulls: next_vertex[r] follows P_r on the hull of {P_r, ..., P_m}
     next_vertex = np.full(m + 1, -1)
     stack = np.empty(m + 1, dtype=np.int64)
@@ -111,7 +99,7 @@ def _sweep(sorted_scores, sorted_targets):
                         else:
                             break
                 values[label, 2 * ell + (right - ell)] = (py[b] - left_y[a]) / (px[b] - left_x[a])
-    return distinct[:m], values, steps
+    return values, steps
 
 
 @functools.lru_cache(maxsize=1)
@@ -132,8 +120,13 @@ def venn_abers_runs(scores: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray
     positions with equal (p0, p1) are merged into one run.
     """
     order = np.argsort(scores, kind="stable")
-    distinct, values, steps = _kernel()(np.ascontiguousarray(scores[order], dtype=np.float64),
-                                         targets[order].astype(np.float64))
+    sorted_scores = scores[order]
+    distinct, start = np.unique(sorted_scores, return_index=True)
+    counts = np.diff(np.append(start, len(sorted_scores)))
+    hits = np.add.reduceat(targets[order].astype(np.float64), start)
+    px = np.concatenate([[0.0], np.cumsum(counts, dtype=np.float64)])
+    py = np.concatenate([[0.0], np.cumsum(hits)])
+    values, steps = _kernel()(px, py)
     boundaries = np.empty(2 * len(distinct) + 1)
     boundaries[0] = -np.inf
     boundaries[2::2] = np.nextafter(distinct, np.inf)
