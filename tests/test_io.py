@@ -123,3 +123,31 @@ def test_stdin_npy_stream(tmp_path, arrays):
     report = json.loads(done.stdout)
     assert report["input"]["path"] == "<stdin>"
     assert report["metrics"]["accuracy"]["value"] == pytest.approx(np.mean(logits.argmax(1) == labels))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_stored_npz_members_are_mapped_and_compressed_ones_read(tmp_path, order):
+    rng = np.random.default_rng(3)
+    logits = np.asarray(rng.normal(size=(50, 7)).astype(np.float32), order=order)
+    labels = rng.integers(0, 7, 50)
+    stored, packed = tmp_path / "stored.npz", tmp_path / "packed.npz"
+    np.savez(stored, logits=logits, labels=labels)
+    np.savez_compressed(packed, logits=logits, labels=labels)
+    mapped, read = read_predictions(str(stored)), read_predictions(str(packed))
+    assert isinstance(mapped.scores, np.memmap) and not isinstance(read.scores, np.memmap)
+    for preds in (mapped, read):
+        assert np.array_equal(preds.scores, logits) and np.array_equal(preds.labels, labels)
+
+
+def test_truncated_stored_npz_member_is_one_clear_error(tmp_path):
+    from calib.errors import InputError
+
+    path = tmp_path / "cut.npz"
+    np.savez(path, logits=np.ones((200, 10)), labels=np.zeros(200, dtype=int))
+    data = bytearray(path.read_bytes())
+    # keep the zip directory intact but claim a larger array in the member's .npy header
+    at = data.index(b"'shape': (200, 10)")
+    data[at:at + 18] = b"'shape': (900, 10)"
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="unreadable"):
+        read_predictions(str(path))

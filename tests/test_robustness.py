@@ -238,3 +238,30 @@ def test_parquet_is_streamed_by_row_groups(tmp_path, run):
     assert code == 0
     for key, entry in json.loads(out)["metrics"].items():
         assert from_parquet[key]["value"] == entry["value"], key
+
+
+def test_map_in_order_keeps_order_for_any_worker_count():
+    from calib.numerics import map_in_order
+
+    items = list(range(37))
+    for workers in (1, 2, 5):
+        assert list(map_in_order(lambda i: i * i, items, workers)) == [i * i for i in items]
+
+
+def test_conformal_apply_is_the_same_bytes_on_one_thread_and_many(tmp_path, monkeypatch):
+    from calib.calibrators.ats import ATSGlobal
+    from calib.numerics import CHUNK_ELEMENTS
+
+    rng = np.random.default_rng(5)
+    logits = 3 * rng.normal(size=(3 * CHUNK_ELEMENTS // 40 + 7, 40))
+    labels = rng.integers(0, 40, len(logits))
+    fitted = ATSGlobal(ATSGlobal.parse_options({})).fit(logits[:500], labels[:500])
+    from calib.io.predictions import Predictions
+    from calib.pipeline import apply_calibrator
+
+    preds = Predictions("x", logits, "logits", "", labels, "")
+    outputs = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv("CALIB_THREADS", threads)
+        outputs.append(apply_calibrator(fitted, preds)[0])
+    assert outputs[0].tobytes() == outputs[1].tobytes()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, TypeVar
+
 import numpy as np
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: Probabilities are clipped below at this value before a log is taken (metrics.md: log p >= log 1e-12).
 PROB_FLOOR = 1e-12
@@ -30,7 +37,8 @@ def log_softmax_and_softmax(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax in float64, one ``exp`` (rows sum to 1 within float rounding)."""
     z = np.asarray(logits, dtype=np.float64)
-    probs = np.exp(z - z.max(axis=1, keepdims=True))
+    probs = z - z.max(axis=1, keepdims=True)
+    np.exp(probs, out=probs)
     probs /= probs.sum(axis=1, keepdims=True)
     return probs
 
@@ -82,3 +90,32 @@ def row_chunks(n_rows: int, n_cols: int, chunk_elements: int = CHUNK_ELEMENTS):
     step = max(1, chunk_elements // max(1, n_cols))
     for start in range(0, n_rows, step):
         yield slice(start, min(start + step, n_rows))
+
+
+def worker_count() -> int:
+    """Threads for chunk-parallel work: ``CALIB_THREADS`` if set, else the CPUs this process may use."""
+    configured = os.environ.get("CALIB_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def map_in_order(function: Callable[[T], R], items: Iterable[T], workers: int | None = None) -> Iterator[R]:
+    """``map(function, items)`` on a pool of threads, yielding results in input order.
+
+    numpy releases the GIL inside its loops over large arrays, so chunks of rows run in parallel
+    on several cores. At most ``2 * workers`` results are pending at once (bounded memory whatever
+    the number of chunks), and the output is the same, in the same order, for any worker count.
+    """
+    workers = worker_count() if workers is None else workers
+    if workers <= 1:
+        yield from map(function, items)
+        return
+    pending = []
+    with ThreadPoolExecutor(workers, thread_name_prefix="calib") as pool:
+        for item in items:
+            pending.append(pool.submit(function, item))
+            if len(pending) >= 2 * workers:
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()

@@ -12,6 +12,7 @@ from .bundle import Bundle, read_bundle, write_bundle
 from .calibrators.base import Calibrator, add_counts
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
+from .numerics import map_in_order
 from .registry import CALIBRATORS, calibrator_class
 
 
@@ -86,15 +87,17 @@ def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "p
     log-probabilities, or the boolean conformal-set mask (``what="sets"``), with the method's row counts."""
     if what == "sets" and not hasattr(calibrator, "sets"):
         raise UsageError(f"method {calibrator.name!r} builds no conformal sets; --what sets needs a conformal method")
-    for rows in preds.chunks():
+
+    def block(rows: slice):
+        logits = preds.logits(rows)
         chunk_features = None if features is None else features[rows]
         if what == "sets":
-            yield rows, calibrator.sets(preds.logits(rows), chunk_features), {}
-            continue
+            return rows, calibrator.sets(logits, chunk_features), {}
         if what == "probs":
-            yield rows, *calibrator.transform_probs_with_info(preds.logits(rows), chunk_features)
-        else:
-            yield rows, *calibrator.transform_with_info(preds.logits(rows), chunk_features)
+            return rows, *calibrator.transform_probs_with_info(logits, chunk_features)
+        return rows, *calibrator.transform_with_info(logits, chunk_features)
+
+    yield from map_in_order(block, preds.chunks())
 
 
 def apply_calibrator(calibrator: Calibrator, preds: Predictions, what: str = "probs",

@@ -14,9 +14,8 @@ import dataclasses
 
 import numpy as np
 
-from ..numerics import log_softmax, softmax
 from .conformal import EMPTY, FULL, check_choice
-from .select_tau import select_temperature
+from .select_tau import tempered_distribution
 from .set_based import ConformalOptions, SetCalibrator, SetOptions
 from .thresholds import SCORE_FLOOR
 
@@ -52,21 +51,20 @@ class ATSGlobal(SetCalibrator):
     def variant(self) -> str:
         return self.options.variant
 
-    def _tempered(self, logits, kept, scores, in_set, normalise):
-        """normalise(u / tau(x)) per row (log_softmax or softmax); rows with an empty or full set
-        keep ``kept`` (the model's own log-probs or probs)."""
+    def _tempered(self, logits, kept, scores, in_set, log_space):
+        """softmax(u / tau(x)) per row, or its log; rows with an empty or full set keep ``kept``
+        (the model's own log-probs or probs)."""
         tempered = logits if self.variant == "prob" else -np.log(np.maximum(scores, SCORE_FLOOR))
-        tau, category = select_temperature(tempered, in_set, 1.0 - self.options.alpha)
-        out = normalise(tempered / tau[:, None])
+        out, _, category = tempered_distribution(tempered, in_set, 1.0 - self.options.alpha, log_space)
         unchanged = (category == EMPTY) | (category == FULL)
         out[unchanged] = kept[unchanged]
         return out, category
 
     def calibrate(self, logits, log_probs, probs, scores, in_set):
-        return self._tempered(logits, log_probs, scores, in_set, log_softmax)
+        return self._tempered(logits, log_probs, scores, in_set, log_space=True)
 
     def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
-        return self._tempered(logits, probs, scores, in_set, softmax)  # one exp, no log
+        return self._tempered(logits, probs, scores, in_set, log_space=False)
 
     def fit_report(self):
         return {**super().fit_report(), "variant": self.variant}

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..errors import UsageError
-from ..numerics import row_chunks, softmax
+from ..numerics import map_in_order, row_chunks, softmax
 
 SCORES = ("msp", "aps")
 
@@ -60,17 +60,16 @@ def label_scores(logits: np.ndarray, labels: np.ndarray, score: str) -> np.ndarr
     msp: 1 - p_y. aps: sum of p_j over j ranked at or above y, i.e. p_j > p_y, or p_j = p_y with
     j <= y (ties to the lower index): no sort needed for one class per row.
     """
-    out = np.empty(len(labels))
-    for rows in row_chunks(*logits.shape):
+    def chunk_scores(rows):
         probs = softmax(logits[rows])
         own = probs[np.arange(len(probs)), labels[rows]][:, None]
         if score == "msp":
-            out[rows] = 1.0 - own[:, 0]
-            continue
+            return 1.0 - own[:, 0]
         index = np.arange(probs.shape[1])[None, :]
         at_or_above = (probs > own) | ((probs == own) & (index <= labels[rows][:, None]))
-        out[rows] = np.sum(probs, axis=1, where=at_or_above)
-    return out
+        return np.sum(probs, axis=1, where=at_or_above)
+
+    return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
 
 
 def min_calibration_size(alpha: float) -> int:

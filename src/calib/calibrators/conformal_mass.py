@@ -22,30 +22,35 @@ class MassRescaling(SetCalibrator):
     summary = "conformal mass rescaling: put exactly 1 - alpha of the mass on the conformal set (paper 000)"
 
     def _factors(self, probs, in_set):
-        """Per row: log((1 - alpha) / P_in), log(alpha / P_out) (0 for rows left unchanged), category."""
+        """Per row: the factors (1 - alpha) / P_in and alpha / P_out (1 for rows left unchanged),
+        and the category. Masked sums as dot products with a 0/1 mask: numpy's ``where=``
+        reductions branch per element and are 5x slower on mixed masks."""
         alpha = self.options.alpha
-        p_in = np.sum(probs, axis=1, where=in_set)
-        p_out = np.sum(probs, axis=1, where=~in_set)
-        size = in_set.sum(axis=1)
+        mask = in_set.astype(probs.dtype)
+        p_in = np.einsum("ij,ij->i", probs, mask)
+        np.subtract(1.0, mask, out=mask)
+        p_out = np.einsum("ij,ij->i", probs, mask)
+        size = np.count_nonzero(in_set, axis=1)
         category = np.full(len(probs), FEASIBLE, dtype=np.int8)
         category[(p_in < MIN_MASS) | (p_out < MIN_MASS)] = TINY_MASS
         category[size == 0] = EMPTY
         category[size == in_set.shape[1]] = FULL
         ok = category == FEASIBLE
-        shift_in = np.where(ok, np.log1p(-alpha) - np.log(np.where(ok, p_in, 1.0)), 0.0)
-        shift_out = np.where(ok, np.log(alpha) - np.log(np.where(ok, p_out, 1.0)), 0.0)
-        return shift_in, shift_out, category
+        factor_in = np.where(ok, (1.0 - alpha) / np.where(ok, p_in, 1.0), 1.0)
+        factor_out = np.where(ok, alpha / np.where(ok, p_out, 1.0), 1.0)
+        return factor_in, factor_out, category
+
+    def categories(self, logits, log_probs, probs, scores, in_set):
+        return self._factors(probs, in_set)[2]
 
     def calibrate(self, logits, log_probs, probs, scores, in_set):
         """log p~ = log p + log((1 - alpha) / P_in) in the set, + log(alpha / P_out) outside."""
-        shift_in, shift_out, category = self._factors(probs, in_set)
-        log_probs += shift_out[:, None]
-        np.add(log_probs, (shift_in - shift_out)[:, None], out=log_probs, where=in_set)
+        factor_in, factor_out, category = self._factors(probs, in_set)
+        log_probs += np.where(in_set, np.log(factor_in)[:, None], np.log(factor_out)[:, None])
         return log_probs, category
 
     def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
         """p~ = p (1 - alpha) / P_in in the set, p alpha / P_out outside: no exp needed."""
-        shift_in, shift_out, category = self._factors(probs, in_set)
-        probs *= np.exp(shift_out)[:, None]
-        np.multiply(probs, np.exp(shift_in - shift_out)[:, None], out=probs, where=in_set)
+        factor_in, factor_out, category = self._factors(probs, in_set)
+        probs *= np.where(in_set, factor_in[:, None], factor_out[:, None])
         return probs, category

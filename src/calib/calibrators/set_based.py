@@ -15,7 +15,7 @@ import numpy as np
 
 from ..bundle import State
 from ..errors import InputError
-from ..numerics import log_softmax_and_softmax, row_chunks, softmax
+from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from .base import Calibrator, add_counts
 from .conformal import CATEGORY_NAMES, SCORES, check_alpha, check_choice, label_scores, nonconformity
 from .thresholds import FLOWS, fit_threshold, threshold_values
@@ -70,10 +70,13 @@ class SetCalibrator(Calibrator):
         return self
 
     def _count_rows(self, logits, features) -> dict:
-        """Infeasible-row counts on the calibration rows, a chunk of rows at a time."""
+        """Infeasible-row counts on the calibration rows, chunks of rows in parallel."""
+        def count(rows):
+            return _count(self.categories(*self._prepare(logits[rows], None if features is None else features[rows])))
+
         counts: dict = {}
-        for rows in row_chunks(*logits.shape):
-            add_counts(counts, self.transform_with_info(logits[rows], None if features is None else features[rows])[1])
+        for chunk_counts in map_in_order(count, row_chunks(*logits.shape)):
+            add_counts(counts, chunk_counts)
         return counts
 
     def _conditioning(self, logits, features):
@@ -105,37 +108,46 @@ class SetCalibrator(Calibrator):
         return scores, scores <= q[:, None]  # one threshold per row, broadcast along its classes
 
     def transform_with_info(self, logits, features=None):
-        out, category = self.calibrate(*self._prepare(logits, features))
+        out, category = self.calibrate(*self._prepare(logits, features, log_space=True))
         return out, _count(category)
 
     def transform_and_sets(self, logits, features=None) -> tuple[np.ndarray, np.ndarray]:
         """Calibrated log-probabilities and the set mask from one pass (softmax, scores, sets once)."""
-        prepared = self._prepare(logits, features)
+        prepared = self._prepare(logits, features, log_space=True)
         return self.calibrate(*prepared)[0], prepared[-1]
 
     def transform_probs_with_info(self, logits, features=None):
         out, category = self.calibrate_probs(*self._prepare(logits, features))
         return out, _count(category)
 
-    def _prepare(self, logits, features):
+    def _prepare(self, logits, features, log_space: bool = False):
+        """(logits, log-probs or None, probs, scores V, set mask): what :meth:`calibrate` (log_space)
+        and :meth:`calibrate_probs` take. The probability path skips the log-probs."""
         logits = np.asarray(logits, dtype=np.float64)
-        log_probs, probs = log_softmax_and_softmax(logits)
+        if log_space:
+            log_probs, probs = log_softmax_and_softmax(logits)
+        else:
+            log_probs, probs = None, softmax(logits)
         scores, in_set = self._scores_and_sets(probs, logits, features)
         return logits, log_probs, probs, scores, in_set
 
-    def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
-        """:meth:`calibrate` in probability space; methods with a cheaper direct form override it."""
-        out, category = self.calibrate(logits, log_probs, probs, scores, in_set)
-        return np.exp(out, out=out), category
-
     def transform(self, logits, features=None):
         return self.transform_with_info(logits, features)[0]
+
+    def categories(self, logits, log_probs, probs, scores, in_set) -> np.ndarray:
+        """Per-row category (FEASIBLE or a code of conformal.CATEGORY_NAMES) without keeping the
+        calibrated rows; methods that can tell it more cheaply override this."""
+        return self.calibrate_probs(logits, log_probs, probs, scores, in_set)[1]
 
     @abc.abstractmethod
     def calibrate(self, logits, log_probs, probs, scores, in_set) -> tuple[np.ndarray, np.ndarray]:
         """(calibrated log-probs, per-row category: FEASIBLE or a code of conformal.CATEGORY_NAMES).
 
         ``log_probs`` and ``probs`` belong to the caller's chunk and may be overwritten."""
+
+    @abc.abstractmethod
+    def calibrate_probs(self, logits, log_probs, probs, scores, in_set) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`calibrate` in probability space (``log_probs`` is None): (probs, category)."""
 
     def fit_report(self):
         report = {"alpha": self.options.alpha, "score": self.options.score, "threshold": self.threshold_kind}

@@ -5,11 +5,12 @@ Every failure becomes an :class:`InputError` naming the file and the problem.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
-import mmap
 import os
 import re
+import struct
 import sys
 import tokenize
 import zipfile
@@ -29,13 +30,10 @@ LABEL_COLUMN = "label"
 
 
 def file_sha256(path: str) -> str:
-    """sha256 of a file's bytes, hashed through a memory map (no copy; the pages are the ones the
-    .npy reader maps anyway)."""
+    """sha256 of a file's bytes, read in blocks: no mapping, so hashing after the scores were read
+    through a memory map adds nothing to the peak resident memory."""
     with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return hashlib.sha256(b"").hexdigest()
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return hashlib.sha256(mapped).hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def read_predictions(
@@ -56,7 +54,7 @@ def read_predictions(
     else:
         _require_file(path)
         suffix = os.path.splitext(path)[1].lower()
-        sha = file_sha256(path)
+        sha = functools.partial(file_sha256, path)
         if suffix == ".npy":
             scores, labels, named_kind, passthrough = _load_npy(path, name, mmap=True), None, None, None
         elif suffix == ".npz":
@@ -212,11 +210,42 @@ def _read_npz(path: str):
         else:
             raise InputError(f"{path}: no score array; expected one named logits, log_probs or probs (found {', '.join(sorted(names)) or 'none'})")
         try:
-            scores = archive[key]
+            scores = _mapped_member(path, key)
+            if scores is None:
+                scores = archive[key]
             labels = archive[LABEL_ARRAY] if LABEL_ARRAY in names else None
         except PARSE_ERRORS as exc:
             raise InputError(f"{path}: array {key!r} is unreadable ({exc})") from None
     return scores, labels, kind
+
+
+def _mapped_member(path: str, key: str) -> np.ndarray | None:
+    """Array ``key`` of a .npz memory-mapped in place when its member is stored uncompressed (what
+    ``np.savez`` writes), so a large score matrix is neither copied nor CRC-checked up front (0.7 s
+    per 200 MB); None for a compressed member, which is read the ordinary way."""
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(f"{key}.npy")
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as handle:
+        handle.seek(info.header_offset)
+        local = handle.read(30)  # the local file header: its name and extra-field lengths are at 26
+        if len(local) < 30 or local[:4] != b"PK\x03\x04":
+            raise ValueError("bad local header")
+        name_length, extra_length = struct.unpack("<HH", local[26:30])
+        start = info.header_offset + 30 + name_length + extra_length
+        handle.seek(start)
+        version = np.lib.format.read_magic(handle)
+        shape, fortran_order, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                       else np.lib.format.read_array_header_2_0)(handle)
+        offset = handle.tell()
+    if dtype.hasobject:
+        raise ValueError("object arrays are never loaded")
+    if offset - start + int(np.prod(shape)) * dtype.itemsize > info.file_size:
+        raise ValueError("the member is truncated")
+    if int(np.prod(shape)) == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape, order="F" if fortran_order else "C", offset=offset)
 
 
 def _read_parquet(path: str, score_prefix: str | None):
