@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.calibrator_speed import draw
 from benchmarks.evaluate_speed import FLOOR, measure
 
 PY = sys.executable
@@ -73,15 +74,6 @@ PEERS = {
               "print(json.dumps(float(sets.sum(1).mean())))"),
 }
 MAPIE_SCORE = {"msp": "lac", "aps": "aps"}
-
-
-def draw(rng, n, k):
-    z = (3.0 * rng.normal(size=(n, k))).astype(np.float32)
-    tempered = z / 2.0
-    probs = np.exp(tempered - tempered.max(1, keepdims=True))
-    probs /= probs.sum(1, keepdims=True)
-    labels = (probs.cumsum(1) > rng.random((n, 1))).argmax(1)
-    return z, labels
 
 
 def timed(command, repeats, timeout):

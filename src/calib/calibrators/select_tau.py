@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..numerics import log_softmax, softmax
 from .conformal import EMPTY, FEASIBLE, FULL, TOO_LARGE, UNREACHABLE
 
 LOG_TAU_MIN, LOG_TAU_MAX = np.log(1e-4), np.log(1e6)
@@ -76,24 +77,14 @@ def tempered_distribution(scores: np.ndarray, in_set: np.ndarray, target, log_sp
     tau, category, written = _select(scores, in_set, target, "newton", out)
     fresh = np.flatnonzero(~written)  # incl. empty or full sets: tau = 1, the untempered softmax
     if len(fresh):
-        out[fresh] = _tempered(scores, fresh, tau, log_space=False)
+        out[fresh] = softmax(np.asarray(scores[fresh], dtype=np.float64) / tau[fresh, None])
     if log_space:
         with np.errstate(divide="ignore"):
             np.log(out, out=out)
         lost = np.flatnonzero(np.isneginf(out).any(axis=1))  # a weight underflowed: redo in log space
         if len(lost):
-            out[lost] = _tempered(scores, lost, tau, log_space=True)
+            out[lost] = log_softmax(np.asarray(scores[lost], dtype=np.float64) / tau[lost, None])
     return out, tau, category
-
-
-def _tempered(scores, rows, tau, log_space):
-    """softmax(scores / tau) of the given rows, or its log."""
-    tempered = np.asarray(scores[rows], dtype=np.float64) / tau[rows, None]
-    tempered -= tempered.max(axis=1, keepdims=True)
-    if log_space:
-        return tempered - np.log(np.exp(tempered).sum(axis=1, keepdims=True))
-    np.exp(tempered, out=tempered)
-    return tempered / tempered.sum(axis=1, keepdims=True)
 
 
 def _select(scores, in_set, target, method, distribution):
