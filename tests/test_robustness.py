@@ -220,7 +220,7 @@ def test_parquet_is_streamed_by_row_groups(tmp_path, run):
                "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
     peaks, sizes = [], []
-    for rows in (2000, 8000):
+    for rows in (4000, 16000):  # both past the chunks the pipeline keeps in flight (2 per thread)
         z = (rng.normal(size=(rows, 2000)) * 3).astype(np.float32)
         labels = rng.integers(0, 2000, rows)
         path = tmp_path / f"p{rows}.parquet"
@@ -265,3 +265,22 @@ def test_conformal_apply_is_the_same_bytes_on_one_thread_and_many(tmp_path, monk
         monkeypatch.setenv("CALIB_THREADS", threads)
         outputs.append(apply_calibrator(fitted, preds)[0])
     assert outputs[0].tobytes() == outputs[1].tobytes()
+
+
+def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_path, monkeypatch):
+    """Chunks are decoded on worker threads: each must get its own row groups back."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(1)
+    z = (rng.normal(size=(6000, 300)) * 3).astype(np.float32)
+    path = tmp_path / "many_groups.parquet"
+    pq.write_table(pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), 300),
+                             "label": rng.integers(0, 300, 6000)}), path, row_group_size=700)
+    monkeypatch.setenv("CALIB_THREADS", "4")
+    preds = read_predictions(str(path))
+    from calib.numerics import map_in_order
+
+    chunks = list(map_in_order(lambda rows: (rows, preds.logits(rows)), [slice(s, s + 450) for s in range(0, 6000, 450)]))
+    for rows, block in chunks:
+        assert np.array_equal(block, z[rows].astype(np.float64))

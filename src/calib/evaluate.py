@@ -18,7 +18,7 @@ from .bootstrap import BootstrapConfig, GroupedStates, intervals, labels_fingerp
 from .estimators import (IN_SAMPLE_METRICS, KDE_METRICS, SAMPLE_METRICS, VECE_METRICS, kde_calibration_errors,
                          variational_calibration_error)
 from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
-from .numerics import log_softmax_and_softmax, softmax
+from .numerics import log_softmax_and_softmax, map_in_order, softmax
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _GATE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
@@ -167,24 +167,32 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
     if bootstrap is not None:
         sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
         grouped = {side: GroupedStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
-    for rows in preds.chunks():
-        batch = uncalibrated_batch(preds, rows)
+    def batches(rows: slice):
+        """The chunk's model and calibrated batches and set mask: the costly part, run on worker
+        threads; the accumulators are updated in row order on this thread (same result for any
+        thread count)."""
+        batch, after, in_set = uncalibrated_batch(preds, rows), None, None
+        if calibrated is not None:
+            logits = preds.logits(rows)
+            chunk_features = None if features is None else features[rows]
+            if sets is None:
+                log_probs = calibrator.transform(logits, chunk_features)
+            else:
+                log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features)
+            after = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
+        return rows, batch, after, in_set
+
+    for rows, batch, after, in_set in map_in_order(batches, preds.chunks()):
         uncalibrated.update(batch)
         if "uncalibrated" in grouped:
             grouped["uncalibrated"].update(batch, rows)
-        if calibrated is None:
+        if after is None:
             continue
-        logits = preds.logits(rows)
-        chunk_features = None if features is None else features[rows]
-        if sets is None:
-            log_probs = calibrator.transform(logits, chunk_features)
-        else:
-            log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features)
+        if in_set is not None:
             sets.update(in_set, preds.labels[rows])
-        batch = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
-        calibrated.update(batch)
+        calibrated.update(after)
         if "calibrated" in grouped:
-            grouped["calibrated"].update(batch, rows)
+            grouped["calibrated"].update(after, rows)
     if state_out is not None:
         state_out.append(calibrated if calibrated is not None else uncalibrated)
     results = {"uncalibrated": uncalibrated.results()}

@@ -67,6 +67,7 @@ def evaluate(
         raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
     preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
                                                   score_prefix=score_prefix, require_labels=True)
+    preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")

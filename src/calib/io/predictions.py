@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -24,14 +26,32 @@ class Predictions:
     kind: str
     kind_reason: str
     labels: np.ndarray | None
-    digest: str | Callable[[], str]  # sha256 hex of the file, or how to compute it when first asked
+    digest: str | Callable[[], str] | Future  # sha256 hex of the file, how to compute it, or its pending result
     passthrough: object | None = None  # pyarrow.Table of parquet columns carried through `apply`
     true_probs: np.ndarray | None = None  # (N, K) true conditional probabilities (synthetic data)
 
     @functools.cached_property
     def sha256(self) -> str:
         """sha256 of the input file, hashed on first use (apply never needs it: 0.15 s per 200 MB)."""
+        if isinstance(self.digest, Future):
+            return self.digest.result()
         return self.digest if isinstance(self.digest, str) else self.digest()
+
+    def hash_in_background(self) -> None:
+        """Start hashing the input file on another thread (hashlib releases the GIL), for commands
+        that report the sha256 after computing something else meanwhile (evaluate)."""
+        if callable(self.digest):
+            future: Future = Future()
+            digest = self.digest
+
+            def run():
+                try:
+                    future.set_result(digest())
+                except BaseException as exc:  # re-raised where the hash is read
+                    future.set_exception(exc)
+
+            threading.Thread(target=run, daemon=True).start()
+            self.digest = future
 
     @property
     def n(self) -> int:

@@ -12,6 +12,7 @@ import os
 import re
 import struct
 import sys
+import threading
 import tokenize
 import zipfile
 
@@ -304,6 +305,7 @@ class ParquetScores:
         sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
         self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._cached: tuple[int, np.ndarray] | None = None
+        self._lock = threading.Lock()
         first = self._group(0) if sizes and sizes[0] else self._decode(parquet.read(columns=columns))
         self.dtype = first.dtype
         self.shape = (int(self.starts[-1]), int(first.shape[1]))
@@ -315,19 +317,24 @@ class ParquetScores:
         return _list_column_to_matrix(table.column(self.columns[0]), self.path, self.columns[0])
 
     def _group(self, index: int) -> np.ndarray:
+        """Row group ``index`` decoded; one reader at a time (chunks are read from worker threads),
+        and the cache is read and replaced whole, so a thread never returns another's group."""
         import pyarrow as pa
 
-        if self._cached is None or self._cached[0] != index:
+        cached = self._cached
+        if cached is not None and cached[0] == index:
+            return cached[1]
+        with self._lock:
             try:
                 table = self.parquet.read_row_group(index, columns=self.columns)
             except (pa.ArrowException, *PARSE_ERRORS) as exc:
                 raise InputError(f"{self.path}: row group {index} is unreadable ({exc})") from None
             matrix = self._decode(table)
-            if index and matrix.shape[1] != self.shape[1]:
-                raise InputError(f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, "
-                                 f"the first has {self.shape[1]}")
-            self._cached = (index, matrix)
-        return self._cached[1]
+        if index and matrix.shape[1] != self.shape[1]:
+            raise InputError(f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, "
+                             f"the first has {self.shape[1]}")
+        self._cached = (index, matrix)
+        return matrix
 
     def reshape(self, *shape):
         if shape in ((self.shape[0], -1), (self.shape,), (self.shape[0], self.shape[1])):
