@@ -19,18 +19,22 @@ def nll_gradient(beta: float, logits: np.ndarray, labels: np.ndarray) -> tuple[f
     """First and second derivative in beta of NLL(beta) = mean_i [lse(beta z_i) - beta z_{i,y_i}].
 
     d/dbeta = mean_i (E_{p_beta}[z_i] - z_{i,y_i});  d2/dbeta2 = mean_i Var_{p_beta}(z_i) >= 0,
-    so NLL is convex in beta and the derivative is non-decreasing. Summed a chunk of rows at a time.
+    so NLL is convex in beta and the derivative is non-decreasing. Chunks of rows run on worker
+    threads; their sums are added in row order, so the result does not depend on the thread count.
     """
-    from ..numerics import row_chunks
+    from ..numerics import map_in_order, row_chunks
 
-    grad = curvature = 0.0
-    for rows in row_chunks(*logits.shape):
+    def chunk_sums(rows):
         z = logits[rows]
         probs = softmax(beta * z)
         mean_z = np.einsum("ij,ij->i", probs, z)
         var_z = np.einsum("ij,ij->i", probs, z * z) - mean_z**2
-        grad += float((mean_z - z[np.arange(len(z)), labels[rows]]).sum())
-        curvature += float(np.maximum(var_z, 0.0).sum())
+        return float((mean_z - z[np.arange(len(z)), labels[rows]]).sum()), float(np.maximum(var_z, 0.0).sum())
+
+    grad = curvature = 0.0
+    for chunk_grad, chunk_curvature in map_in_order(chunk_sums, row_chunks(*logits.shape)):  # summed in row order
+        grad += chunk_grad
+        curvature += chunk_curvature
     return grad / len(labels), curvature / len(labels)
 
 

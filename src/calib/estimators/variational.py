@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..numerics import PROB_FLOOR
+from ..numerics import PROB_FLOOR, row_chunks
 from .recalibrators import MAX_BOOSTED_CLASSES, RECALIBRATORS, kfold
 
 OUTER_FOLDS = 5
@@ -62,7 +62,14 @@ def out_of_fold_recalibration(probs: np.ndarray, labels: np.ndarray, recalibrato
 
 
 def per_sample_losses(probs: np.ndarray, recalibrated: np.ndarray, labels: np.ndarray) -> dict:
-    """l_i of every loss of the module docstring (the estimate is minus their mean)."""
+    """l_i of every loss of the module docstring (the estimate is minus their mean), a chunk of rows
+    at a time: the N x K temporaries (one-hot, residual, difference) stay chunk-sized."""
+    parts = [_chunk_losses(probs[rows], recalibrated[rows], labels[rows]) for rows in row_chunks(*probs.shape)]
+    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+
+def _chunk_losses(probs: np.ndarray, recalibrated: np.ndarray, labels: np.ndarray) -> dict:
+    """l_i of every loss of the module docstring for one chunk of rows."""
     rows = np.arange(len(labels))
     onehot = np.zeros_like(probs)
     onehot[rows, labels] = 1.0
