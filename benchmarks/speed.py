@@ -86,7 +86,8 @@ def timed(command, repeats, timeout):
         except subprocess.TimeoutExpired:
             return {"note": f"over {timeout:.0f} s"}
         except subprocess.CalledProcessError as error:
-            return {"note": "failed: " + (error.stderr or "").strip().splitlines()[-1:][0] if error.stderr else "failed"}
+            last = (error.stderr or "").strip().splitlines()
+            return {"note": "failed: " + (last[-1] if last else f"exit {error.returncode}")}
         if best is None or seconds < best[0]:
             best = (seconds, mib)
     return {"seconds": best[0], "peak MiB": best[1]}

@@ -292,3 +292,21 @@ def test_cli_conformal_end_to_end(tmp_path, run):
     assert code == 2 and "conformal" in err
     code, _, err = run("fit", val, "--method", "mr", "--alpha", "0.0001", "--out", tmp_path / "small")
     assert code == 2 and "at least 9999" in err
+
+
+@pytest.mark.parametrize("log_space", [False, True])
+def test_tempered_distribution_is_the_softmax_at_the_selected_temperature(log_space):
+    """The distribution taken from the verifying Newton pass equals softmax(scores / tau) on every
+    row, including when empty and full sets leave gaps between the solved rows."""
+    from calib.calibrators.select_tau import tempered_distribution
+    from calib.numerics import softmax
+
+    rng = np.random.default_rng(0)
+    z = 3 * rng.normal(size=(500, 20))
+    p = softmax(z)
+    in_set = p >= np.sort(p, axis=1)[:, [-3]]
+    in_set[:50] = False
+    in_set[50:60] = True
+    out, tau, _ = tempered_distribution(z, in_set, 0.9, log_space=log_space)
+    got = np.exp(out) if log_space else out
+    assert np.max(np.abs(got - softmax(z / tau[:, None]))) < 1e-14

@@ -116,11 +116,8 @@ def _select(scores, in_set, target, method, distribution):
             if method == "bisection":
                 beta = _bisection(centred, in_set_f, target)
             else:
-                direct = distribution is not None and len(solved) == len(scores)  # every row: write in place
-                weights = distribution if direct or distribution is None else np.empty_like(centred)
-                beta, have = _bracketed_newton(centred, in_set_f, target, weights)
-                if weights is not None and not direct:
-                    distribution[solved[have]] = weights[have]
+                beta, have = _bracketed_newton(centred, in_set_f, target, distribution,
+                                               None if len(solved) == len(scores) else solved)
                 written[solved[have]] = True
             tau[solved] = 1.0 / beta
     return tau, category, written
@@ -157,10 +154,10 @@ def _bracket_ends(centred, in_set_f, size, target):
     return too_large, unreachable
 
 
-def _bracketed_newton(centred, in_set_f, target, distribution=None):
+def _bracketed_newton(centred, in_set_f, target, distribution=None, out_rows=None):
     """(beta, have) per row. A row that converges on an evaluated point (mass in the band) returns
-    that point, and with ``distribution`` (an array like ``centred``) gets its normalised weights
-    there from the same pass; ``have`` marks those rows."""
+    that point, and with ``distribution`` gets its normalised weights from the same pass, in row
+    ``out_rows[i]`` of it (row i when ``out_rows`` is None); ``have`` marks those rows."""
     # Newton aims at the middle of the accepted band [target, target + MASS_TOL]: an iterate that
     # has converged then lands inside the band, whichever side it comes from.
     aim = target + MASS_TOL / 2
@@ -193,11 +190,12 @@ def _bracketed_newton(centred, in_set_f, target, distribution=None):
         keep = fresh & in_band  # these rows return b, whose weights this pass left in ``work``
         if distribution is not None and keep.any():
             weights = work[: rows_c.size].reshape(rows_c.shape)
-            if keep.all() and len(held) == n:
+            if keep.all() and len(held) == n and out_rows is None:  # every row at once: in place
                 np.divide(weights, weights.sum(axis=1, keepdims=True), out=distribution)
             else:
                 weights = weights[keep]
-                distribution[held[keep]] = weights / weights.sum(axis=1, keepdims=True)
+                local = held[keep]
+                distribution[local if out_rows is None else out_rows[local]] = weights / weights.sum(axis=1, keepdims=True)
             have[held[keep]] = True
         pending = ~done[held]
         if not pending.any():

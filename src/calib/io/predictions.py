@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import functools
-import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -41,17 +40,9 @@ class Predictions:
         """Start hashing the input file on another thread (hashlib releases the GIL), for commands
         that report the sha256 after computing something else meanwhile (evaluate)."""
         if callable(self.digest):
-            future: Future = Future()
-            digest = self.digest
-
-            def run():
-                try:
-                    future.set_result(digest())
-                except BaseException as exc:  # re-raised where the hash is read
-                    future.set_exception(exc)
-
-            threading.Thread(target=run, daemon=True).start()
-            self.digest = future
+            pool = ThreadPoolExecutor(1, thread_name_prefix="calib-sha256")
+            self.digest = pool.submit(self.digest)  # an error is raised where the hash is read
+            pool.shutdown(wait=False)
 
     @property
     def n(self) -> int:

@@ -211,7 +211,7 @@ def _read_npz(path: str):
         else:
             raise InputError(f"{path}: no score array; expected one named logits, log_probs or probs (found {', '.join(sorted(names)) or 'none'})")
         try:
-            scores = _mapped_member(path, key)
+            scores = _mapped_member(path, archive.zip, key)
             if scores is None:
                 scores = archive[key]
             labels = archive[LABEL_ARRAY] if LABEL_ARRAY in names else None
@@ -220,12 +220,11 @@ def _read_npz(path: str):
     return scores, labels, kind
 
 
-def _mapped_member(path: str, key: str) -> np.ndarray | None:
+def _mapped_member(path: str, archive: zipfile.ZipFile, key: str) -> np.ndarray | None:
     """Array ``key`` of a .npz memory-mapped in place when its member is stored uncompressed (what
     ``np.savez`` writes), so a large score matrix is neither copied nor CRC-checked up front (0.7 s
     per 200 MB); None for a compressed member, which is read the ordinary way."""
-    with zipfile.ZipFile(path) as archive:
-        info = archive.getinfo(f"{key}.npy")
+    info = archive.getinfo(f"{key}.npy")
     if info.compress_type != zipfile.ZIP_STORED:
         return None
     with open(path, "rb") as handle:
