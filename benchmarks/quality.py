@@ -37,7 +37,6 @@ from calib import calibrator_class
 from calib.evaluate import VeceConfig, compute_metrics, vece_results
 from calib.io import Predictions
 from calib.metrics import DEFAULT_METRICS, MetricConfig
-from calib.numerics import log_of_probs
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = ("cifar10", "cifar100", "news20", "grid-10", "grid-100", "grid-1000")

@@ -1,6 +1,7 @@
 """Speed suite: calib against the peers and against the floor, each line a fresh process (not a test).
 
     python -m benchmarks.speed --sizes 10000x100 50000x1000 20000x10000 --repeats 3 --out results/
+    python -m benchmarks.speed --sizes 50000x1000 --tasks probabilities --repeats 5 --out results/conformal
 
 Every line is one command in a fresh Python process, started by the wrapper of
 :mod:`benchmarks.evaluate_speed`, which reports its wall time and peak RSS; a line's time is the
@@ -98,7 +99,7 @@ def value_of(command):
     return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
 
-def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float):
+def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=None):
     rng = np.random.default_rng(0)
     z, labels = draw(rng, n, k)
     zp, yp = tmp / "z.npy", tmp / "y.npy"
@@ -148,6 +149,8 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float):
     rows, floor = [], None
     if n * k > 10**8:
         repeats = 1  # one run of each line at 20,000 x 10,000: some peers take minutes
+    if tasks:
+        lines = [line for line in lines if line[0] == "floor" or any(word in line[0] for word in tasks)]
     for task, who, command, value in lines:
         row = {"size": f"{n}x{k}", "task": task, "tool": who, **timed(command, repeats, timeout)}
         if "seconds" in row:
@@ -189,12 +192,14 @@ def main(argv=None) -> str:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=400)
     parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--tasks", nargs="+", default=None,
+                        help="run only the lines whose task contains one of these words (the floor always runs)")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
         n, k = map(int, size.split("x"))
         with tempfile.TemporaryDirectory() as tmp:
-            rows += size_lines(Path(tmp), n, k, args.repeats, args.timeout)
+            rows += size_lines(Path(tmp), n, k, args.repeats, args.timeout, args.tasks)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "speed.json").write_text(json.dumps(rows, indent=1))
     text = markdown(rows)

@@ -128,6 +128,37 @@ def test_newton_matches_bisection_and_hits_the_mass(scale):
     assert np.all(mass[ok] >= 0.9) and np.all(mass[ok] - 0.9 <= 1e-9)
 
 
+@pytest.mark.parametrize("n_classes", [2, 3, 5, 7, 1001])
+@pytest.mark.parametrize("scale", [0.05, 3.0, 300.0])
+def test_compiled_search_against_the_reference_on_every_row_shape(n_classes, scale):
+    """Row lengths that are and are not whole vectors of the compiled code, flat to underflowing
+    rows, per-row targets, and sets that do not hold the row maximum (only bisection's exact
+    bracket-end masses decide those categories)."""
+    from calib.calibrators.select_tau import tempered_distribution
+
+    rng = np.random.default_rng(n_classes)
+    n = 600
+    scores = rng.normal(size=(n, n_classes)) * scale
+    in_set = _top_sets(scores, rng.integers(0, n_classes + 1, n))
+    in_set[::7] = rng.random((len(in_set[::7]), n_classes)) < 0.5  # arbitrary sets
+    target = rng.uniform(0.05, 0.99, n)
+    tau, category = select_temperature(scores, in_set, target)
+    tau_ref, category_ref = select_temperature(scores, in_set, target, method="bisection")
+    assert np.array_equal(category, category_ref)
+    # both end in the accepted band (below); on flat rows the band spans more than 1e-8 in tau
+    assert np.max(np.abs(tau / tau_ref - 1)) < 1e-6
+    probs, tau_d, category_d = tempered_distribution(scores, in_set, target)
+    log_probs, _, _ = tempered_distribution(scores, in_set, target, log_space=True)
+    assert np.array_equal(tau_d, tau) and np.array_equal(category_d, category)
+    assert np.max(np.abs(probs - softmax(scores / tau[:, None]))) < 1e-14
+    assert np.max(np.abs(log_probs - log_softmax(scores / tau[:, None]))) < 1e-9 * max(1.0, scale)
+    assert np.isfinite(log_probs).all()
+    ok = category == FEASIBLE
+    for found in (tau, tau_ref):
+        mass = np.sum(softmax(scores / found[:, None]), axis=1, where=in_set)
+        assert np.all(mass[ok] >= target[ok] - 1e-15) and np.all(mass[ok] - target[ok] <= 1e-9 + 1e-15)
+
+
 def test_infeasible_rows_follow_the_rule():
     scores = np.array([
         [3.0, 1.0, 0.0, -1.0],   # set {0}: feasible

@@ -8,6 +8,8 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
+from . import _kernels
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -16,31 +18,31 @@ PROB_FLOOR = 1e-12
 LOG_PROB_FLOOR = float(np.log(PROB_FLOOR))
 
 
+def _softmax(logits, probs: bool, log_probs: bool):
+    """Row softmax of (N, K) ``logits`` in float64 by the compiled kernel (calib/_kernels.c): per row
+    c = z - max z, w = exp(c) (vectorised, a few ulp), p = w / sum w, log p = c - log sum w."""
+    z = np.ascontiguousarray(logits, dtype=np.float64)
+    if z.ndim != 2:
+        raise ValueError(f"softmax takes an (N, K) matrix; got shape {z.shape}")
+    out = (np.empty(z.shape) if probs else None), (np.empty(z.shape) if log_probs else None)
+    _kernels.softmax(z, z.shape[0], z.shape[1], *out)
+    return out
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise ``z - logsumexp(z)`` in float64, stable for any finite ``z`` (max subtracted first)."""
-    z = np.asarray(logits, dtype=np.float64)
-    shifted = z - z.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return _softmax(logits, False, True)[1]
 
 
 def log_softmax_and_softmax(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both ``log_softmax(z)`` and ``softmax(z)`` from a single ``exp`` (the costly pass)."""
-    z = np.asarray(logits, dtype=np.float64)
-    shifted = z - z.max(axis=1, keepdims=True)
-    probs = np.exp(shifted)
-    total = probs.sum(axis=1, keepdims=True)
-    probs /= total
-    shifted -= np.log(total)
-    return shifted, probs
+    """Both ``log_softmax(z)`` and ``softmax(z)`` from a single ``exp`` pass."""
+    probs, log_probs = _softmax(logits, True, True)
+    return log_probs, probs
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax in float64, one ``exp`` (rows sum to 1 within float rounding)."""
-    z = np.asarray(logits, dtype=np.float64)
-    probs = z - z.max(axis=1, keepdims=True)
-    np.exp(probs, out=probs)
-    probs /= probs.sum(axis=1, keepdims=True)
-    return probs
+    return _softmax(logits, True, False)[0]
 
 
 def logsumexp_rows(values: np.ndarray) -> np.ndarray:

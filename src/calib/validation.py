@@ -41,26 +41,28 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str) -> tuple[str, st
     matrix = scores.reshape(scores.shape[0], -1)
     in_unit = sums_to_one = non_positive = lse_zero = True
     for rows in row_chunks(*matrix.shape):
-        chunk = np.asarray(matrix[rows], dtype=np.float64)
-        finite = np.isfinite(chunk)
-        if not finite.all():
-            r, c = np.argwhere(~finite)[0]
+        chunk = matrix[rows]  # in its own dtype: min and max need no float64 copy
+        lowest, highest = chunk.min(), chunk.max()  # NaN propagates, inf shows
+        if not (np.isfinite(lowest) and np.isfinite(highest)):
+            r, c = np.argwhere(~np.isfinite(chunk))[0]
             what = "NaN" if np.isnan(chunk[r, c]) else "inf"
             raise InputError(f"{name}: scores contain {what} (first at row {rows.start + r}, column {c})")
-        if in_unit:
-            in_unit = bool(chunk.min() >= 0.0 and chunk.max() <= 1.0)
+        in_unit = in_unit and bool(lowest >= 0.0 and highest <= 1.0)
+        non_positive = non_positive and bool(highest <= 0.0)
+        needs_lse = not single and (requested == "log-probs" or (lse_zero and non_positive))
+        if not (needs_lse or requested == "probs" or (in_unit and sums_to_one and not single)):
+            continue  # logits so far: the finite check was all this chunk needed
+        chunk = np.asarray(chunk, dtype=np.float64)
         if sums_to_one and not single:
-            sums_to_one = bool(np.all(np.abs(chunk.sum(axis=1) - 1.0) <= KIND_TOLERANCE))
-        if non_positive:
-            non_positive = bool(chunk.max() <= 0.0)
-        if lse_zero and not single and (non_positive or requested == "log-probs"):
+            sums_to_one = in_unit and bool(np.all(np.abs(chunk.sum(axis=1) - 1.0) <= KIND_TOLERANCE))
+        if lse_zero and needs_lse:
             lse_zero = bool(np.all(np.abs(logsumexp_rows(chunk)) <= KIND_TOLERANCE))
         if requested == "probs":
             _require_probs(chunk, rows.start, single, name)
         if requested == "log-probs" and not single:
             _require_log_probs(chunk, rows.start, name)
-        if requested == "log-probs" and single and chunk.max() > 0.0:
-            raise InputError(f"{name}: log-probabilities must be <= 0; got {chunk.max():.6g}")
+        if requested == "log-probs" and single and highest > 0.0:
+            raise InputError(f"{name}: log-probabilities must be <= 0; got {float(highest):.6g}")
     if requested != "auto":
         return requested, "as given by --input-kind"
     if single:

@@ -42,7 +42,7 @@ from ..errors import InputError
 from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
 from .base import Calibrator, add_counts
 from .conformal import EMPTY, FULL, SCORES, check_choice, label_scores, nonconformity
-from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, select_temperature
+from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
 from .set_based import _count, conditioning_params, restore_conditioning
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
 
@@ -159,8 +159,7 @@ class AlphaAgnostic(Calibrator):
         values = nonconformity(probs, self.options.score)
         base = logits if self.options.variant == "prob" else -np.log(np.maximum(values, SCORE_FLOOR))
         owner, in_set, target = self.levels(values, self._conditioning(logits, features))
-        tau, category = select_temperature(base[owner], in_set, target)
-        tempered = log_softmax(base[owner] / tau[:, None])
+        tempered, _, category = tempered_distribution(base[owner], in_set, target, log_space=True)
         unchanged = (category == EMPTY) | (category == FULL)
         tempered[unchanged] = log_probs[owner[unchanged]]
         return owner, base, tempered, category, log_probs

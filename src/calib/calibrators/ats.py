@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from .conformal import EMPTY, FULL, check_choice
-from .select_tau import tempered_distribution
+from .select_tau import select_temperature, tempered_distribution
 from .set_based import ConformalOptions, SetCalibrator, SetOptions
 from .thresholds import SCORE_FLOOR
 
@@ -51,17 +51,24 @@ class ATSGlobal(SetCalibrator):
     def variant(self) -> str:
         return self.options.variant
 
+    def _base(self, logits, scores):
+        """The scores u that SelectTau tempers: the logits (prob variant) or -log V (score variant)."""
+        return logits if self.variant == "prob" else -np.log(np.maximum(scores, SCORE_FLOOR))
+
     def _tempered(self, logits, kept, scores, in_set, log_space):
         """softmax(u / tau(x)) per row, or its log; rows with an empty or full set keep ``kept``
         (the model's own log-probs or probs)."""
-        tempered = logits if self.variant == "prob" else -np.log(np.maximum(scores, SCORE_FLOOR))
-        out, _, category = tempered_distribution(tempered, in_set, 1.0 - self.options.alpha, log_space)
+        out, _, category = tempered_distribution(self._base(logits, scores), in_set, 1.0 - self.options.alpha, log_space)
         unchanged = (category == EMPTY) | (category == FULL)
         out[unchanged] = kept[unchanged]
         return out, category
 
     def calibrate(self, logits, log_probs, probs, scores, in_set):
         return self._tempered(logits, log_probs, scores, in_set, log_space=True)
+
+    def categories(self, logits, log_probs, probs, scores, in_set):
+        """The fit's row counts: the temperature search alone, no distribution written."""
+        return select_temperature(self._base(logits, scores), in_set, 1.0 - self.options.alpha)[1]
 
     def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
         return self._tempered(logits, probs, scores, in_set, log_space=False)

@@ -11,7 +11,7 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, log_softmax, softmax
+from ..numerics import PROB_FLOOR, softmax
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
