@@ -1,5 +1,5 @@
 /* calib's compiled inner loops (module calib._kernels): a vectorised exp for non-positive
- * arguments, the row softmax built on it (calib.numerics), and SelectTau's per-row search
+ * arguments, the row softmax and the tempered moments built on it (calib.numerics), and SelectTau's per-row search
  * (paper 002, algorithm 2; calib.calibrators.select_tau describes the algorithm and holds its
  * settings).
  *
@@ -114,17 +114,25 @@ static inline void row_range(const double *u, Py_ssize_t k, double *top, double 
     }
 }
 
+/* c = z - max z, padded to whole vectors; returns max z. */
+static inline double centre_row(const double *z, Py_ssize_t k, double *c)
+{
+    double top, lowest;
+    row_range(z, k, &top, &lowest);
+    Py_ssize_t j = 0;
+    for (; j < k; j++)
+        c[j] = z[j] - top;
+    for (; j < (k + W - 1) / W * W; j++)
+        c[j] = PAD_SCORE;
+    return top;
+}
+
 /* softmax(z) of one row into probs and, when given, log_probs = (z - max z) - log S; c and w are
  * padded scratch rows. */
 static void softmax_row(const double *z, Py_ssize_t k, double *c, double *w, double *probs, double *log_probs)
 {
     Py_ssize_t padded = (k + W - 1) / W * W, j;
-    double top, lowest;
-    row_range(z, k, &top, &lowest);
-    for (j = 0; j < k; j++)
-        c[j] = z[j] - top;
-    for (; j < padded; j++)
-        c[j] = PAD_SCORE;
+    centre_row(z, k, c);
     vec total_v = splat(0.0);
     for (j = 0; j < padded; j += W) {
         vec weight = exp_nonpositive(load(c + j));
@@ -153,6 +161,30 @@ static void softmax_rows(const double *z, Py_ssize_t n, Py_ssize_t k, double *pr
     for (Py_ssize_t i = 0; i < n; i++)
         softmax_row(z + i * k, k, scratch, scratch + padded, probs == NULL ? NULL : probs + i * k,
                     log_probs == NULL ? NULL : log_probs + i * k);
+}
+
+/* Mean and variance of z under softmax(beta z), beta > 0, for each row: one fused pass of
+ * w = exp(beta (z - max z)) and the sums of w, w c and w c^2 (temperature scaling's NLL gradient
+ * mean_i E[z_i] - z_{i,y_i} and curvature mean_i Var[z_i]). */
+MULTIVERSION
+static void moments_rows(const double *z, Py_ssize_t n, Py_ssize_t k, double beta, double *mean, double *variance,
+                         double *c)
+{
+    Py_ssize_t padded = (k + W - 1) / W * W;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double top = centre_row(z + i * k, k, c);
+        vec total = splat(0.0), first = splat(0.0), second = splat(0.0);
+        for (Py_ssize_t j = 0; j < padded; j += W) {
+            vec centred = load(c + j), weight = exp_nonpositive(centred * beta);
+            vec weighted = weight * centred; /* (w c) c, never w (c c): a pad's c^2 overflows */
+            total += weight;
+            first += weighted;
+            second += weighted * centred;
+        }
+        double sum = lane_sum(total), shift = lane_sum(first) / sum;
+        mean[i] = top + shift;
+        variance[i] = lane_sum(second) / sum - shift * shift;
+    }
 }
 
 /* One Newton evaluation over a padded row: w = exp(beta c) and its four sums, in one pass. The sums
@@ -349,6 +381,45 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(moments_doc,
+"moments(z, n, k, beta, mean, variance)\n\n"
+"Per row of the C-contiguous float64 (n, k) buffer z, the mean and variance of z under\n"
+"softmax(beta * z) (beta > 0), into the float64 (n,) buffers mean and variance.");
+
+static PyObject *moments(PyObject *self, PyObject *args)
+{
+    Py_buffer z, mean, variance;
+    Py_ssize_t n, k;
+    double beta;
+    if (!PyArg_ParseTuple(args, "y*nndw*w*", &z, &n, &k, &beta, &mean, &variance))
+        return NULL;
+    PyObject *result = NULL;
+    double *scratch = NULL;
+    if (n < 0 || k < 0 || !check_size(&z, n * k * (Py_ssize_t)sizeof(double), "z")
+        || !check_size(&mean, n * (Py_ssize_t)sizeof(double), "mean")
+        || !check_size(&variance, n * (Py_ssize_t)sizeof(double), "variance"))
+        goto done;
+    if (!(beta > 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "beta must be positive");
+        goto done;
+    }
+    scratch = malloc((size_t)((k + W - 1) / W * W + W) * sizeof(double));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    moments_rows(z.buf, n, k, beta, mean.buf, variance.buf, scratch);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    free(scratch);
+    PyBuffer_Release(&z);
+    PyBuffer_Release(&mean);
+    PyBuffer_Release(&variance);
+    return result;
+}
+
 PyDoc_STRVAR(select_tau_doc,
 "select_tau(scores, in_set, target, beta, category, dist, log_space, beta_min, beta_max, mass_tol, rel_width, max_iterations)\n\n"
 "Rows of C-contiguous buffers: scores float64 (n, k), in_set bool (n, k), target float64 (n,); writes\n"
@@ -399,12 +470,13 @@ done:
 
 static PyMethodDef methods[] = {
     {"softmax", softmax, METH_VARARGS, softmax_doc},
+    {"moments", moments, METH_VARARGS, moments_doc},
     {"select_tau", select_tau, METH_VARARGS, select_tau_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_kernels", "calib's compiled inner loops: row softmax and SelectTau (see _kernels.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_kernels", "calib's compiled inner loops: row softmax, tempered moments and SelectTau (see _kernels.c).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

@@ -45,6 +45,18 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return _softmax(logits, True, False)[0]
 
 
+def tempered_moments(logits: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, E[z] and Var[z] under p = softmax(beta z), beta > 0: one fused exp-and-sum pass of
+    the compiled kernel, w = exp(beta (z - max z)), E[z] = max z + sum w c / sum w (c = z - max z),
+    Var[z] = sum w c^2 / sum w - (sum w c / sum w)^2."""
+    z = np.ascontiguousarray(logits, dtype=np.float64)
+    if z.ndim != 2:
+        raise ValueError(f"tempered_moments takes an (N, K) matrix; got shape {z.shape}")
+    mean, variance = np.empty(len(z)), np.empty(len(z))
+    _kernels.moments(z, z.shape[0], z.shape[1], float(beta), mean, variance)
+    return mean, variance
+
+
 def logsumexp_rows(values: np.ndarray) -> np.ndarray:
     """Row-wise log-sum-exp in float64."""
     v = np.asarray(values, dtype=np.float64)

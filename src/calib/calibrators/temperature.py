@@ -22,13 +22,11 @@ def nll_gradient(beta: float, logits: np.ndarray, labels: np.ndarray) -> tuple[f
     so NLL is convex in beta and the derivative is non-decreasing. Chunks of rows run on worker
     threads; their sums are added in row order, so the result does not depend on the thread count.
     """
-    from ..numerics import map_in_order, row_chunks
+    from ..numerics import map_in_order, row_chunks, tempered_moments
 
     def chunk_sums(rows):
         z = logits[rows]
-        probs = softmax(beta * z)
-        mean_z = np.einsum("ij,ij->i", probs, z)
-        var_z = np.einsum("ij,ij->i", probs, z * z) - mean_z**2
+        mean_z, var_z = tempered_moments(z, beta)
         return float((mean_z - z[np.arange(len(z)), labels[rows]]).sum()), float(np.maximum(var_z, 0.0).sum())
 
     grad = curvature = 0.0

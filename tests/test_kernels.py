@@ -1,0 +1,50 @@
+"""The compiled kernels (calib/_kernels.c) against independent formulations: scipy's softmax and
+log-softmax, NumPy's weighted moments, on row lengths that are and are not whole vectors."""
+
+import numpy as np
+import pytest
+from scipy.special import log_softmax as scipy_log_softmax
+from scipy.special import softmax as scipy_softmax
+
+from calib.numerics import log_softmax, log_softmax_and_softmax, softmax, tempered_moments
+
+SHAPES = [(30, 1), (30, 2), (30, 3), (30, 4), (30, 5), (30, 7), (7, 1001), (3, 10_000)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("scale", [1e-3, 3.0, 400.0])
+def test_softmax_matches_scipy_to_rounding(shape, scale):
+    z = np.random.default_rng(shape[1]).normal(size=shape) * scale
+    expected, expected_log = scipy_softmax(z, axis=1), scipy_log_softmax(z, axis=1)
+    positive = expected > 1e-300  # below that both flush differently: ours to 0 at exp(-708)
+    # exp within a few ulp; the row sums (up to 10,000 terms) round in a different order than scipy's
+    assert np.all(np.abs(softmax(z) - expected)[positive] <= 2e-15 * expected[positive])
+    assert np.all(softmax(z)[~positive] <= 1e-300)
+    assert np.max(np.abs(log_softmax(z) - expected_log) / np.maximum(1.0, np.abs(expected_log))) < 1e-15
+    log_probs, probs = log_softmax_and_softmax(z)
+    assert np.array_equal(probs, softmax(z)) and np.array_equal(log_probs, log_softmax(z))
+
+
+def test_softmax_handles_infinities_and_float32_input():
+    z = np.array([[-np.inf, 0.0, 1.0], [5.0, 5.0, -np.inf]], dtype=np.float32)
+    assert np.allclose(softmax(z), scipy_softmax(z.astype(np.float64), axis=1), rtol=1e-15, atol=0)
+    assert np.isneginf(log_softmax(z)[0, 0]) and softmax(np.zeros((0, 4))).shape == (0, 4)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("beta", [1e-7, 0.5, 3.0, np.exp(16.0)])
+def test_tempered_moments_match_the_weighted_mean_and_variance(shape, beta):
+    z = np.random.default_rng(7 * shape[1]).normal(size=shape) * 4.0
+    p = scipy_softmax(beta * z, axis=1)
+    mean = (p * z).sum(axis=1)
+    variance = (p * (z - mean[:, None]) ** 2).sum(axis=1)  # the two-pass form: no cancellation
+    got_mean, got_variance = tempered_moments(z, beta)
+    assert np.max(np.abs(got_mean - mean)) < 1e-12
+    assert np.max(np.abs(got_variance - variance)) < 1e-11
+
+
+def test_kernels_refuse_what_they_cannot_compute():
+    with pytest.raises(ValueError):
+        tempered_moments(np.zeros((2, 3)), 0.0)
+    with pytest.raises(ValueError):
+        softmax(np.zeros(3))
