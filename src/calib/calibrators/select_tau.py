@@ -76,7 +76,7 @@ def _solve(scores, in_set, target, distribution, log_space=False):
     beta = np.empty(n)
     category = np.empty(n, dtype=np.int8)
     _kernels.select_tau(scores, in_set, target, beta, category, distribution, bool(log_space),
-                      BETA_MIN, BETA_MAX, MASS_TOL, REL_WIDTH, MAX_ITERATIONS)
+                        BETA_MIN, BETA_MAX, MASS_TOL, REL_WIDTH, MAX_ITERATIONS)
     return beta, category
 
 
