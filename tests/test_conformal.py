@@ -28,6 +28,17 @@ def in_set_mass(log_probs, in_set):
 
 # ---------------------------------------------------------------- scores, quantile, sets
 
+def test_aps_scores_equal_the_stable_sort_on_rows_with_and_without_ties():
+    rng = np.random.default_rng(3)
+    probs = softmax(rng.normal(size=(400, 50)) * 2)
+    probs[::3] = np.round(probs[::3], 2)  # many ties (and zeros) in every third row
+    probs[1::3, :10] = probs[1::3, [0]]  # ten equal classes
+    order = np.argsort(-probs, axis=1, kind="stable")
+    expected = np.empty_like(probs)
+    np.put_along_axis(expected, order, np.cumsum(np.take_along_axis(probs, order, axis=1), axis=1), axis=1)
+    assert np.array_equal(nonconformity(probs, "aps"), expected)
+
+
 def test_aps_label_scores_match_the_sorted_definition_with_ties():
     probs = np.array([[0.4, 0.4, 0.2], [0.1, 0.6, 0.3]])
     logits = np.log(probs)

@@ -47,8 +47,15 @@ def nonconformity(probs: np.ndarray, score: str) -> np.ndarray:
     """V(x, y) for every class of every row, (N, K), from probabilities."""
     if score == "msp":
         return 1.0 - probs
-    order = np.argsort(-probs, axis=1, kind="stable")  # non-increasing, ties to the lower index
-    cumulative = np.cumsum(np.take_along_axis(probs, order, axis=1), axis=1)
+    # Non-increasing, ties to the lower index. The unstable argsort is 2x faster and gives that
+    # order on every row without ties; rows with a tie are sorted again, stably.
+    order = np.argsort(-probs, axis=1)
+    ranked = np.take_along_axis(probs, order, axis=1)
+    tied = np.flatnonzero((ranked[:, 1:] == ranked[:, :-1]).any(axis=1))
+    if len(tied):
+        order[tied] = np.argsort(-probs[tied], axis=1, kind="stable")
+        ranked[tied] = np.take_along_axis(probs[tied], order[tied], axis=1)
+    cumulative = np.cumsum(ranked, axis=1)
     scores = np.empty_like(cumulative)
     np.put_along_axis(scores, order, cumulative, axis=1)
     return scores
