@@ -151,6 +151,9 @@ def test_public_api_is_pinned():
         "apply_calibrator", "calibrator_class", "evaluate", "fit_calibrator", "load_calibrator",
         "read_bundle", "read_predictions", "save_calibrator", "write_bundle",
     ]
+    # the names load on first use: each resolves, to the object its module defines
+    assert all(getattr(calib, name) is not None for name in calib.__all__)
+    assert calib.calibrator_class("ts") is calib.TemperatureScaling
 
 
 def test_merged_states_equal_one_run_over_all_rows(tmp_path, run, cifar100):

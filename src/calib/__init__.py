@@ -1,29 +1,40 @@
-"""calib: calibrate classifier logits, and measure how far probabilities are from trustworthy."""
+"""calib: calibrate classifier logits, and measure how far probabilities are from trustworthy.
+
+The public names below load on first use (PEP 562), so ``import calib`` and the command line pay
+only for the modules a command needs: ``apply`` never imports the metric stack, ``evaluate`` never
+imports the conformal calibrators' training code.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
 
-from .bundle import Bundle, State, read_bundle, write_bundle  # noqa: E402
-from .calibrators import Calibrator, TemperatureScaling  # noqa: E402
-from .errors import BundleError, CalibError, InputError, UsageError  # noqa: E402
-from .io import Predictions, read_predictions  # noqa: E402
-from .metrics import METRICS, MetricConfig  # noqa: E402
-from .pipeline import apply_calibrator, fit_calibrator, load_calibrator, save_calibrator  # noqa: E402
-from .registry import CALIBRATORS, calibrator_class  # noqa: E402
-
+#: public name -> the module that defines it
+_PUBLIC = {
+    "Bundle": ".bundle", "State": ".bundle", "read_bundle": ".bundle", "write_bundle": ".bundle",
+    "Calibrator": ".calibrators", "TemperatureScaling": ".calibrators",
+    "BundleError": ".errors", "CalibError": ".errors", "InputError": ".errors", "UsageError": ".errors",
+    "Predictions": ".io", "read_predictions": ".io",
+    "METRICS": ".metrics", "MetricConfig": ".metrics",
+    "apply_calibrator": ".pipeline", "fit_calibrator": ".pipeline", "load_calibrator": ".pipeline",
+    "save_calibrator": ".pipeline",
+    "CALIBRATORS": ".registry", "calibrator_class": ".registry",
+    "evaluate": ".evaluate",
+}
 
 
 def __getattr__(name):
-    """``calib.evaluate`` on first use: the metric stack is not needed by fit/apply (start-up time)."""
-    if name == "evaluate":
-        from .evaluate import evaluate
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'calib' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+    # kept: later lookups skip this hook, and ``calib.evaluate`` stays the function even though
+    # importing the submodule of that name bound the module here
+    globals()[name] = value
+    return value
 
-        return evaluate
-    raise AttributeError(f"module 'calib' has no attribute {name!r}")
+
+def __dir__():
+    return sorted([*globals(), *_PUBLIC])
 
 
-__all__ = [
-    "Bundle", "BundleError", "CALIBRATORS", "CalibError", "Calibrator", "InputError", "METRICS",
-    "MetricConfig", "Predictions", "State", "TemperatureScaling", "UsageError", "__version__",
-    "apply_calibrator", "calibrator_class", "evaluate", "fit_calibrator", "load_calibrator",
-    "read_bundle", "read_predictions", "save_calibrator", "write_bundle",
-]
+__all__ = sorted(["__version__", *_PUBLIC])

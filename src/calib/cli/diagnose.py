@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 import typer
 
 from .. import pipeline
-from ..diagnose import diagnose as run_diagnosis
 from . import options, render
 
 
@@ -27,6 +26,8 @@ def diagnose(
 
     Example: calib diagnose val.npz --compare ts,cmce-ts,mr,isotonic --out report/
     """
+    from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
+
     preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
                                                   score_prefix=score_prefix, require_labels=True)
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []

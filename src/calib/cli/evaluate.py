@@ -10,16 +10,13 @@ from typing import Annotated, Optional
 import typer
 
 from .. import pipeline
-from ..bootstrap import BootstrapConfig
 from ..errors import UsageError
-from ..estimators import IN_SAMPLE_METRICS, SAMPLE_METRICS, VECE_METRICS
-from ..estimators.recalibrators import RECALIBRATORS
-from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
-from ..evaluate import evaluate as build_report
 from ..io import read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
-from ..metrics import DEFAULT_METRICS, MetricConfig
 from . import options, render
+
+# The metric stack (calib.evaluate, calib.metrics, calib.estimators, calib.bootstrap) is imported in
+# the commands that use it, not with the CLI: every other command starts without it.
 
 
 def evaluate(
@@ -53,6 +50,13 @@ def evaluate(
     Exit code 1 when a gate fails (the report is still written). Example:
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
+    from ..bootstrap import BootstrapConfig
+    from ..estimators import IN_SAMPLE_METRICS, SAMPLE_METRICS, VECE_METRICS
+    from ..estimators.recalibrators import RECALIBRATORS
+    from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
+    from ..evaluate import evaluate as build_report
+    from ..metrics import MetricConfig
+
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_increase_gates(max_increase or [], baseline, paired)
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
@@ -108,6 +112,9 @@ def _emit(report: dict, json_path: str | None, shown: dict) -> None:
 def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins, cmce_bins, engine, scheduler,
                         json_path, input_kind, score_prefix, refused) -> None:
     """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
+    from ..estimators import SAMPLE_METRICS
+    from ..evaluate import check_metric_keys
+    from ..metrics import DEFAULT_METRICS, MetricConfig
     from ..shards import ENGINES, evaluate_shards
 
     if engine not in ENGINES:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from ..estimators import SAMPLE_SUMMARIES
-from ..metrics import METRICS
 from ..registry import CALIBRATORS
 from . import render
 from .fit import FLAG_OPTIONS
@@ -14,4 +12,7 @@ def methods() -> None:
 
     Example: calib methods
     """
+    from ..estimators import SAMPLE_SUMMARIES
+    from ..metrics import METRICS
+
     render.methods_table(CALIBRATORS, METRICS, SAMPLE_SUMMARIES, FLAG_OPTIONS)
