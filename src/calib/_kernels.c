@@ -1,7 +1,7 @@
 /* calib's compiled inner loops (module calib._kernels): a vectorised exp for non-positive
- * arguments, the row softmax and the tempered moments built on it (calib.numerics), and SelectTau's per-row search
- * (paper 002, algorithm 2; calib.calibrators.select_tau describes the algorithm and holds its
- * settings).
+ * arguments; built on it, the row softmax and the tempered moments (calib.numerics) and SelectTau's
+ * per-row search (paper 002, algorithm 2; calib.calibrators.select_tau describes the algorithm and
+ * holds its settings).
  *
  * Why compiled: NumPy's float64 exp is scalar on CPUs without AVX-512 (6.5-8 ns a value here), and
  * an iterative search over an N x K matrix in NumPy is several passes over memory per iteration.
