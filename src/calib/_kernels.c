@@ -37,7 +37,7 @@ typedef struct {
     double in, out, weighted_in, weighted_out; /* S_in, S_out, sum_in w c, sum_out w c */
 } Sums;
 
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) /* GCC and Clang */
 #pragma GCC diagnostic ignored "-Wpsabi" /* 32-byte vectors pass between inlined helpers only */
 #endif
 
