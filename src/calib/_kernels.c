@@ -60,6 +60,9 @@ typedef struct {
 typedef double vec __attribute__((vector_size(W * sizeof(double))));
 typedef int64_t lanes __attribute__((vector_size(W * sizeof(double))));
 
+/* Row buffers are padded to whole vectors. */
+static inline Py_ssize_t padded_length(Py_ssize_t k) { return (k + W - 1) / W * W; }
+
 static inline vec splat(double x) { return (vec){x, x, x, x}; }
 static inline vec load(const double *p) { vec v; memcpy(&v, p, sizeof v); return v; }
 static inline void store(double *p, vec v) { memcpy(p, &v, sizeof v); }
@@ -122,7 +125,7 @@ static inline double centre_row(const double *z, Py_ssize_t k, double *c)
     Py_ssize_t j = 0;
     for (; j < k; j++)
         c[j] = z[j] - top;
-    for (; j < (k + W - 1) / W * W; j++)
+    for (; j < padded_length(k); j++)
         c[j] = PAD_SCORE;
     return top;
 }
@@ -131,7 +134,7 @@ static inline double centre_row(const double *z, Py_ssize_t k, double *c)
  * padded scratch rows. */
 static void softmax_row(const double *z, Py_ssize_t k, double *c, double *w, double *probs, double *log_probs)
 {
-    Py_ssize_t padded = (k + W - 1) / W * W, j;
+    Py_ssize_t padded = padded_length(k), j;
     centre_row(z, k, c);
     vec total_v = splat(0.0);
     for (j = 0; j < padded; j += W) {
@@ -157,7 +160,7 @@ static void softmax_row(const double *z, Py_ssize_t k, double *c, double *w, dou
 MULTIVERSION
 static void softmax_rows(const double *z, Py_ssize_t n, Py_ssize_t k, double *probs, double *log_probs, double *scratch)
 {
-    Py_ssize_t padded = (k + W - 1) / W * W;
+    Py_ssize_t padded = padded_length(k);
     for (Py_ssize_t i = 0; i < n; i++)
         softmax_row(z + i * k, k, scratch, scratch + padded, probs == NULL ? NULL : probs + i * k,
                     log_probs == NULL ? NULL : log_probs + i * k);
@@ -170,7 +173,7 @@ MULTIVERSION
 static void moments_rows(const double *z, Py_ssize_t n, Py_ssize_t k, double beta, double *mean, double *variance,
                          double *c)
 {
-    Py_ssize_t padded = (k + W - 1) / W * W;
+    Py_ssize_t padded = padded_length(k);
     for (Py_ssize_t i = 0; i < n; i++) {
         double top = centre_row(z + i * k, k, c);
         vec total = splat(0.0), first = splat(0.0), second = splat(0.0);
@@ -253,7 +256,7 @@ static void solve_row(const double *u, const uint8_t *in_set, double target, Py_
 {
     /* c = u - max u and m = the mask as 0/1, padded to whole vectors; what the bracket bounds need:
      * the set size, min c and the largest c inside and outside the set. */
-    Py_ssize_t padded = (k + W - 1) / W * W, j;
+    Py_ssize_t padded = padded_length(k), j;
     double top, lowest;
     row_range(u, k, &top, &lowest);
     lowest -= top;
@@ -324,7 +327,7 @@ static void solve_rows(const double *scores, const uint8_t *in_set, const double
                        Py_ssize_t k, const Settings *s, double *beta, int8_t *category, double *dist,
                        int log_space, double *scratch)
 {
-    Py_ssize_t padded = (k + W - 1) / W * W;
+    Py_ssize_t padded = padded_length(k);
     double *c = scratch, *m = scratch + padded, *w = scratch + 2 * padded;
     for (Py_ssize_t i = 0; i < n; i++)
         solve_row(scores + i * k, in_set + i * k, target[i], k, s, c, m, w, beta + i, category + i,
@@ -362,7 +365,7 @@ static PyObject *softmax(PyObject *self, PyObject *args)
     if (n < 0 || k < 0 || !check_size(&z, bytes, "z") || (probs.obj != NULL && !check_size(&probs, bytes, "probs"))
         || (log_probs.obj != NULL && !check_size(&log_probs, bytes, "log_probs")))
         goto done;
-    scratch = malloc((size_t)(2 * ((k + W - 1) / W * W + W)) * sizeof(double));
+    scratch = malloc((size_t)(2 * padded_length(k) + 1) * sizeof(double)); /* c, w */
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -403,7 +406,7 @@ static PyObject *moments(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "beta must be positive");
         goto done;
     }
-    scratch = malloc((size_t)((k + W - 1) / W * W + W) * sizeof(double));
+    scratch = malloc((size_t)(padded_length(k) + 1) * sizeof(double)); /* c */
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -446,7 +449,7 @@ static PyObject *select_tau(PyObject *self, PyObject *args)
         || !check_size(&category, n, "category")
         || (have_dist && !check_size(&dist, n * k * (Py_ssize_t)sizeof(double), "dist")))
         goto done;
-    double *scratch = malloc((size_t)(3 * ((k + W - 1) / W * W + W)) * sizeof(double));
+    double *scratch = malloc((size_t)(3 * padded_length(k) + 1) * sizeof(double)); /* c, m, w */
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
