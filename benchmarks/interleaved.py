@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.calibrator_speed import draw
 from benchmarks.evaluate_speed import FLOOR, measure
+from benchmarks.speed import write_inputs
 
 
 def commands(tmp: Path, methods, baseline_src):
@@ -93,12 +93,7 @@ def main(argv=None) -> str:
     versions = ["now"] + (["baseline"] if args.baseline_src else [])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        z, labels = draw(np.random.default_rng(0), args.rows, args.classes)
-        np.save(tmp / "z.npy", z)
-        n_cal = args.rows // 5
-        np.savez(tmp / "cal.npz", logits=z[:n_cal], labels=labels[:n_cal])
-        np.save(tmp / "test.npy", z[n_cal:])
-        del z
+        write_inputs(tmp, args.rows, args.classes)  # z.npy, cal.npz (20%), test.npy (80%)
         lines = commands(tmp, args.methods, args.baseline_src)
         times = {name: [] for name, _ in lines}
         for round_ in range(args.rounds):

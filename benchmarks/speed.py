@@ -99,17 +99,21 @@ def value_of(command):
     return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
 
-def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=None):
-    rng = np.random.default_rng(0)
-    z, labels = draw(rng, n, k)
-    zp, yp = tmp / "z.npy", tmp / "y.npy"
+def write_inputs(tmp: Path, n: int, k: int) -> tuple[Path, Path, Path, Path]:
+    """The suite's files in ``tmp``: float32 logits z.npy (N x K, seed 0) and labels y.npy, and for the
+    conformal lines cal.npz (the first 20% of the rows, with labels) and test.npy (the other 80%)."""
+    z, labels = draw(np.random.default_rng(0), n, k)
+    zp, yp, cal, test = tmp / "z.npy", tmp / "y.npy", tmp / "cal.npz", tmp / "test.npy"
     np.save(zp, z)
     np.save(yp, labels)
     n_cal = n // 5
-    cal, test = tmp / "cal.npz", tmp / "test.npy"
     np.savez(cal, logits=z[:n_cal], labels=labels[:n_cal])
     np.save(test, z[n_cal:])
-    del z
+    return zp, yp, cal, test
+
+
+def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=None):
+    zp, yp, cal, test = write_inputs(tmp, n, k)
     evaluate = ["calib", "evaluate", str(zp), "--labels", str(yp), "--json", "-"]
     lines = [("floor", "load + sort", [PY, "-c", FLOOR, str(zp)], None)]
 

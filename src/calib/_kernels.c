@@ -343,6 +343,16 @@ static int check_size(const Py_buffer *buffer, Py_ssize_t expected, const char *
     return 1;
 }
 
+/* Scratch for ``rows`` padded rows of k doubles (one more value, so that k = 0 still allocates);
+ * NULL with MemoryError set when it fails. */
+static double *scratch_rows(int rows, Py_ssize_t k)
+{
+    double *scratch = malloc((size_t)(rows * padded_length(k) + 1) * sizeof(double));
+    if (scratch == NULL)
+        PyErr_NoMemory();
+    return scratch;
+}
+
 PyDoc_STRVAR(softmax_doc,
 "softmax(z, n, k, probs, log_probs)\n\n"
 "Row softmax of the C-contiguous float64 (n, k) buffer z into probs and/or log_probs (float64 (n, k)\n"
@@ -365,11 +375,8 @@ static PyObject *softmax(PyObject *self, PyObject *args)
     if (n < 0 || k < 0 || !check_size(&z, bytes, "z") || (probs.obj != NULL && !check_size(&probs, bytes, "probs"))
         || (log_probs.obj != NULL && !check_size(&log_probs, bytes, "log_probs")))
         goto done;
-    scratch = malloc((size_t)(2 * padded_length(k) + 1) * sizeof(double)); /* c, w */
-    if (scratch == NULL) {
-        PyErr_NoMemory();
+    if ((scratch = scratch_rows(2, k)) == NULL) /* c, w */
         goto done;
-    }
     Py_BEGIN_ALLOW_THREADS
     softmax_rows(z.buf, n, k, probs.obj != NULL ? probs.buf : NULL, log_probs.obj != NULL ? log_probs.buf : NULL, scratch);
     Py_END_ALLOW_THREADS
@@ -406,11 +413,8 @@ static PyObject *moments(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "beta must be positive");
         goto done;
     }
-    scratch = malloc((size_t)(padded_length(k) + 1) * sizeof(double)); /* c */
-    if (scratch == NULL) {
-        PyErr_NoMemory();
+    if ((scratch = scratch_rows(1, k)) == NULL) /* c */
         goto done;
-    }
     Py_BEGIN_ALLOW_THREADS
     moments_rows(z.buf, n, k, beta, mean.buf, variance.buf, scratch);
     Py_END_ALLOW_THREADS
@@ -439,6 +443,7 @@ static PyObject *select_tau(PyObject *self, PyObject *args)
                           &log_space, &s.beta_min, &s.beta_max, &s.mass_tol, &s.rel_width, &s.max_iterations))
         return NULL;
     PyObject *result = NULL;
+    double *scratch = NULL;
     int have_dist = dist_object != Py_None;
     if (have_dist && PyObject_GetBuffer(dist_object, &dist, PyBUF_WRITABLE) < 0)
         goto done;
@@ -449,18 +454,15 @@ static PyObject *select_tau(PyObject *self, PyObject *args)
         || !check_size(&category, n, "category")
         || (have_dist && !check_size(&dist, n * k * (Py_ssize_t)sizeof(double), "dist")))
         goto done;
-    double *scratch = malloc((size_t)(3 * padded_length(k) + 1) * sizeof(double)); /* c, m, w */
-    if (scratch == NULL) {
-        PyErr_NoMemory();
+    if ((scratch = scratch_rows(3, k)) == NULL) /* c, m, w */
         goto done;
-    }
     Py_BEGIN_ALLOW_THREADS
     solve_rows(scores.buf, in_set.buf, target.buf, n, k, &s, beta.buf, category.buf, have_dist ? dist.buf : NULL,
                log_space, scratch);
     Py_END_ALLOW_THREADS
-    free(scratch);
     result = Py_NewRef(Py_None);
 done:
+    free(scratch);
     PyBuffer_Release(&scores);
     PyBuffer_Release(&in_set);
     PyBuffer_Release(&target);
