@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from calib.estimators import variational_calibration_error
-from calib.estimators.recalibrators import coarsen, refine
+from calib.estimators.recalibrators import coarsen, refine, top_classes
 from calib.estimators.variational import per_sample_losses
 from calib.synth import known_ce_data, true_calibration_errors
 
@@ -92,6 +92,23 @@ def test_coarsened_boosting_is_a_function_of_f_and_keeps_mass():
     assert coarse.shape == (50, 10) and np.allclose(coarse.sum(1), 1)
     back = refine(probs, coarse, order)  # the identity recalibration maps back to f itself
     assert np.allclose(back, probs)
+
+
+@pytest.mark.parametrize("k,count", [(30, 9), (7, 3), (5, 5), (400, 9)])
+def test_top_classes_equal_the_stable_full_sort(k, count):
+    """The partition shortcut returns the stable sort's first columns, ties included: rows with
+    probabilities rounded to 2 digits (ties at and across the count-th value), rows with underflowed
+    zeros, one-hot rows and flat rows, in chunks of rows that split the ties."""
+    rng = np.random.default_rng(k)
+    probs = rng.dirichlet(np.full(k, 0.3), 3000)
+    probs[::3] = np.round(probs[::3], 2)
+    probs[1::7] = np.where(probs[1::7] < 0.05, 0.0, probs[1::7])
+    probs[2::11] = np.eye(k)[rng.integers(0, k, len(probs[2::11]))]
+    probs[5::13] = 1.0 / k
+    expected = np.argsort(-probs, axis=1, kind="stable")[:, :count]
+    assert np.array_equal(top_classes(probs, count), expected)
+    assert np.array_equal(top_classes(np.ascontiguousarray(probs[:, ::-1]), count),
+                          np.argsort(-probs[:, ::-1], axis=1, kind="stable")[:, :count])
 
 
 def test_large_k_reduction_matches_the_exact_recipe_where_both_run():

@@ -89,12 +89,7 @@ def vece_results(preds: Predictions, keys: list[str], config: VeceConfig, calibr
     rows = np.arange(preds.n)
     if preds.n > config.max_rows:
         rows = np.sort(np.random.default_rng(config.seed).choice(preds.n, config.max_rows, replace=False))
-    logits = preds.logits(rows)
-    if calibrator is not None:
-        probs = calibrator.transform_probs_with_info(logits, None if features is None else features[rows])[0]
-    else:
-        given = preds.probs_as_given(rows)
-        probs = given if given is not None else softmax(logits)
+    probs = _sample_probs(preds, rows, calibrator, None if features is None else features[rows])
     labels, subsampled = preds.labels[rows], len(rows) < preds.n
     out = {}
     for family, folds in ((VECE_METRICS, None), (IN_SAMPLE_METRICS, 1)):
@@ -114,6 +109,16 @@ def vece_results(preds: Predictions, keys: list[str], config: VeceConfig, calibr
                     "rows": len(rows), "subsampled": subsampled}
         out.update({key: {"value": values[KDE_METRICS[key]], "settings": settings} for key in wanted})
     return {key: out[key] for key in keys}
+
+
+def _sample_probs(preds: Predictions, rows: np.ndarray, calibrator: Calibrator | None,
+                  features: np.ndarray | None) -> np.ndarray:
+    """The probabilities V-ECE and KDE-ECE score on ``rows`` (the float64 logits are freed on return,
+    before the estimators' own copies)."""
+    if calibrator is not None:
+        return calibrator.transform_probs_with_info(preds.logits(rows), features)[0]
+    given = preds.probs_as_given(rows)
+    return given if given is not None else softmax(preds.logits(rows))
 
 
 def uncalibrated_batch(preds: Predictions, rows: slice) -> Batch:

@@ -39,26 +39,41 @@ class VariationalEstimate:
     seed: int
 
 
-def out_of_fold_recalibration(probs: np.ndarray, labels: np.ndarray, recalibrator: str = "ws-catboost", *,
-                              folds: int = OUTER_FOLDS, seed: int = 0, progress=None,
-                              max_classes: int = MAX_BOOSTED_CLASSES) -> np.ndarray:
-    """g(f(X_i)) for every row, g fitted on the other folds' mixed probabilities. ``folds=1`` is the
-    in-sample variant (paper 003's "IS" estimators): g fitted on every row and applied to them."""
+def out_of_fold_losses(probs: np.ndarray, labels: np.ndarray, recalibrator: str = "ws-catboost", *,
+                       folds: int = OUTER_FOLDS, seed: int = 0, progress=None,
+                       max_classes: int = MAX_BOOSTED_CLASSES) -> dict:
+    """l_i of every loss of the module docstring for every row, g fitted on the other folds' mixed
+    probabilities and applied to the row's own fold. ``folds=1`` is the in-sample variant (paper
+    003's "IS" estimators): g fitted on every row and applied to them.
+
+    Memory: besides ``probs``, one training fold's mixed copy and what its fit needs; g(f) is never
+    held for all rows (each fold's losses are taken from its own rows), and the mixture is made per
+    fold, not for all rows (the same values: lam depends on the fold size only).
+    """
     n, n_classes = probs.shape
     fit = RECALIBRATORS[recalibrator]
     rng = np.random.default_rng(seed)
     n_train = n if folds == 1 else (n * (folds - 1)) // folds
     lam = 1.0 / (n_train + 1)
-    mixed = (1.0 - lam) * probs + lam / n_classes
     kwargs = {"progress": progress, "max_classes": max_classes} if recalibrator == "ws-catboost" else {}
+
+    def mixed(rows: np.ndarray) -> np.ndarray:
+        """(1 - lam) P + lam / K of ``rows``, in a new array."""
+        part = probs[rows] * (1.0 - lam)
+        part += lam / n_classes
+        return part
+
     if folds == 1:
-        return fit(mixed, labels, rng, **kwargs)(mixed)
-    out = np.empty_like(probs)
+        every = mixed(np.arange(n))
+        return per_sample_losses(probs, fit(every, labels, rng, **kwargs)(every), labels)
+    losses: dict = {}
     for held_out in kfold(n, folds, rng):
         train = np.setdiff1d(np.arange(n), held_out, assume_unique=True)
-        g = fit(mixed[train], labels[train], rng, **kwargs)
-        out[held_out] = g(mixed[held_out])
-    return out
+        g = fit(mixed(train), labels[train], rng, **kwargs)
+        part = per_sample_losses(probs[held_out], g(mixed(held_out)), labels[held_out])
+        for key, values in part.items():
+            losses.setdefault(key, np.empty(n))[held_out] = values
+    return losses
 
 
 def per_sample_losses(probs: np.ndarray, recalibrated: np.ndarray, labels: np.ndarray) -> dict:
@@ -101,9 +116,9 @@ def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalib
                                   max_classes: int = MAX_BOOSTED_CLASSES) -> VariationalEstimate:
     """V-ECE of ``probs`` (N, K) against ``labels``: every loss from one out-of-fold recalibration."""
     probs = np.asarray(probs, dtype=np.float64)
-    recalibrated = out_of_fold_recalibration(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress,
-                                             max_classes=max_classes)
-    raw = {key: float(-np.mean(value)) for key, value in per_sample_losses(probs, recalibrated, labels).items()}
+    losses = out_of_fold_losses(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress,
+                                max_classes=max_classes)
+    raw = {key: float(-np.mean(value)) for key, value in losses.items()}
     values = {key: max(value, 0.0) + 0.0 for key, value in raw.items()}  # + 0.0: no -0.0
     coarsened = recalibrator == "ws-catboost" and probs.shape[1] > max_classes
     return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed)
