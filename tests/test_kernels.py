@@ -1,14 +1,36 @@
-"""The compiled kernels (calib/_kernels.c) against independent formulations: scipy's softmax and
-log-softmax, NumPy's weighted moments, on row lengths that are and are not whole vectors."""
+"""The compiled kernels (calib/_kernels.c) against independent formulations: the C library's log
+(through NumPy), scipy's softmax and log-softmax, NumPy's weighted moments, on row lengths that are
+and are not whole vectors."""
 
 import numpy as np
 import pytest
 from scipy.special import log_softmax as scipy_log_softmax
 from scipy.special import softmax as scipy_softmax
 
-from calib.numerics import log_softmax, log_softmax_and_softmax, softmax, tempered_moments
+from calib.numerics import log_floored, log_of_probs, log_softmax, log_softmax_and_softmax, softmax, tempered_moments
 
 SHAPES = [(30, 1), (30, 2), (30, 3), (30, 4), (30, 5), (30, 7), (7, 1001), (3, 10_000)]
+
+
+def test_log_is_within_one_ulp_of_the_c_library_on_every_binade():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.random(200_000), 10.0 ** rng.uniform(-307.5, 308, 200_000),
+                        1.0 + rng.normal(size=20_000) * 1e-8,  # log near 0: relative accuracy kept
+                        np.nextafter(np.sqrt(2), [0, 3]), np.nextafter(np.sqrt(0.5), [0, 3]), [1.0, 2.0, 0.5]])
+    got, expected = log_floored(x), np.log(x)
+    assert np.max(np.abs(got - expected) / np.spacing(np.abs(expected))) <= 1.0
+    assert np.mean(got == expected) > 0.9 and got[-3] == 0.0
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 5, 11])  # tails shorter than a vector, special values in every lane
+def test_log_special_values_shift_and_floor(size):
+    special = np.array([0.0, -0.0, 5e-324, 1e-310, np.inf, np.nan, -1.0, 1e-12, 1e308, 0.3, -np.inf])
+    x = np.resize(special, size * len(special)).reshape(len(special), size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert np.array_equal(log_floored(x), np.log(x), equal_nan=True)
+        assert np.array_equal(log_floored(x, shift=1e-12), np.log(x + 1e-12), equal_nan=True)
+        assert np.array_equal(log_of_probs(x), np.log(np.maximum(x, 1e-12)), equal_nan=True)
+    assert log_floored(np.float32(0.25)).dtype == np.float64 and log_floored(np.float32(0.25)) == np.log(0.25)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

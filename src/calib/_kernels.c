@@ -1,5 +1,5 @@
-/* calib's compiled inner loops (module calib._kernels): a vectorised exp for non-positive
- * arguments; built on it, the row softmax and the tempered moments (calib.numerics) and SelectTau's
+/* calib's compiled inner loops (module calib._kernels): a vectorised log, and a vectorised exp for
+ * non-positive arguments; built on the exp, the row softmax and the tempered moments (calib.numerics) and SelectTau's
  * per-row search (paper 002, algorithm 2; calib.calibrators.select_tau describes the algorithm and
  * holds its settings).
  *
@@ -20,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -97,6 +98,53 @@ static inline vec exp_nonpositive(vec x)
     p = p * r + 1.0;
     lanes scale = ((lanes)shifted + 1023) << 52; /* the low bits of shifted hold n (two's complement) */
     return pick(below, splat(0.0), p * (vec)scale);
+}
+
+#define SQRT2 1.41421356237309514547e+00
+
+/* log(x) for normal positive finite x, fdlibm's e_log.c on four lanes (error below 1 ulp):
+ * x = 2^e m with m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f), and
+ * log m = f - (f^2/2 - s (f^2/2 + R(s^2))) with fdlibm's minimax R; log x = e log 2 + log m with
+ * log 2 split in two (LN2_HI, LN2_LO). Other lanes are the caller's job (log_values). */
+static inline vec log_normal(vec x)
+{
+    lanes bits = (lanes)x;
+    vec m = (vec)((bits & 0x000fffffffffffffLL) | 0x3ff0000000000000LL); /* [1, 2) */
+    lanes high = m > SQRT2;
+    m = pick(high, m * 0.5, m);
+    /* e = biased exponent - 1023 (+1 when m was halved), made a double exactly: added to the bits of
+     * 1.5 * 2^52 (spacing 1 in its binade, whatever the sign of e), then the shift taken off */
+    lanes exponent = ((bits >> 52) & 0x7ff) - 1023 - high; /* high is -1 (all ones) where true */
+    vec e = (vec)(exponent + (lanes)splat(ROUNDING_SHIFT)) - ROUNDING_SHIFT;
+    vec f = m - 1.0, s = f / (f + 2.0), z = s * s, w = z * z;
+    vec t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01));
+    vec t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01
+                   + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+    vec half_square = 0.5 * f * f;
+    return e * LN2_HI - ((half_square - (s * (half_square + t1 + t2) + e * LN2_LO)) - f);
+}
+
+/* out = log(max(x + shift, floor)) of n values; lanes that are not normal positive finite numbers
+ * after the shift and floor (0, subnormal, negative, inf, NaN) take the C library's log. */
+MULTIVERSION
+static void log_values(const double *x, Py_ssize_t n, double shift, double floor, double *out)
+{
+    Py_ssize_t j = 0;
+    for (; j + W <= n; j += W) {
+        vec v = load(x + j) + shift;
+        v = pick(v < floor, splat(floor), v); /* NaN stays NaN, as np.maximum keeps it */
+        lanes normal = (v >= DBL_MIN) & (v <= DBL_MAX);
+        if ((normal[0] & normal[1] & normal[2] & normal[3]) != 0) {
+            store(out + j, log_normal(v));
+        } else {
+            for (int lane = 0; lane < W; lane++)
+                out[j + lane] = log(v[lane]);
+        }
+    }
+    for (; j < n; j++) {
+        double v = x[j] + shift;
+        out[j] = log(v < floor ? floor : v);
+    }
 }
 
 /* The largest and smallest value of a row. */
@@ -473,7 +521,34 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(log_doc,
+"log(values, shift, floor, out)\n\n"
+"out = log(max(values + shift, floor)) elementwise, for C-contiguous float64 buffers of one size.");
+
+static PyObject *log_kernel(PyObject *self, PyObject *args)
+{
+    Py_buffer values, out;
+    double shift, floor;
+    if (!PyArg_ParseTuple(args, "y*ddw*", &values, &shift, &floor, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (!check_size(&out, values.len, "out") || values.len % (Py_ssize_t)sizeof(double) != 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "values must hold float64");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    log_values(values.buf, values.len / (Py_ssize_t)sizeof(double), shift, floor, out.buf);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"log", log_kernel, METH_VARARGS, log_doc},
     {"softmax", softmax, METH_VARARGS, softmax_doc},
     {"moments", moments, METH_VARARGS, moments_doc},
     {"select_tau", select_tau, METH_VARARGS, select_tau_doc},
@@ -481,7 +556,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_kernels", "calib's compiled inner loops: row softmax, tempered moments and SelectTau (see _kernels.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_kernels", "calib's compiled inner loops: log, row softmax, tempered moments and SelectTau (see _kernels.c).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

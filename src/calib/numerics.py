@@ -64,9 +64,19 @@ def logsumexp_rows(values: np.ndarray) -> np.ndarray:
     return top + np.log(np.exp(v - top[:, None]).sum(axis=1))
 
 
+def log_floored(values: np.ndarray, shift: float = 0.0, floor: float = -np.inf) -> np.ndarray:
+    """``log(max(values + shift, floor))`` in float64, any shape, by the compiled kernel: fdlibm's log
+    on four lanes (under 1 ulp from the C library's; 2-3 ns a value against NumPy's 6-8 here, whose
+    float64 log is scalar without AVX-512). 0 gives -inf, inf inf, NaN NaN."""
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    out = np.empty(v.shape)
+    _kernels.log(v, float(shift), float(floor), out)
+    return out
+
+
 def log_of_probs(probs: np.ndarray) -> np.ndarray:
     """``log(max(p, PROB_FLOOR))`` in float64: the log-space view of a probability matrix."""
-    return np.log(np.maximum(np.asarray(probs, dtype=np.float64), PROB_FLOOR))
+    return log_floored(probs, floor=PROB_FLOOR)
 
 
 def bin_index(values: np.ndarray, n_bins: int) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, row_chunks, softmax
+from ..numerics import PROB_FLOOR, log_floored, row_chunks, softmax
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
@@ -28,9 +28,8 @@ def kfold(n: int, n_folds: int, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def logits_of(probs: np.ndarray) -> np.ndarray:
-    """log(P + 1e-12) in one new array (the sum is taken in place: no second N x K temporary)."""
-    logits = probs + LOGIT_EPS
-    return np.log(logits, out=logits)
+    """log(P + 1e-12), in one pass into one new array."""
+    return log_floored(probs, shift=LOGIT_EPS)
 
 
 def tempered(logits: np.ndarray, beta: float) -> np.ndarray:
