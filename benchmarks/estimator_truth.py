@@ -21,7 +21,7 @@ import numpy as np
 from benchmarks.results import write_results
 
 from calib.estimators import kde_calibration_errors, variational_calibration_error
-from calib.evaluate import compute_metrics
+from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import MetricConfig
 from calib.synth import known_ce_data, true_calibration_errors

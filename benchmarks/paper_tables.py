@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from calib import calibrator_class
-from calib.evaluate import compute_metrics
+from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import MetricConfig
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from calib import calibrator_class
-from calib.evaluate import VeceConfig, compute_metrics, vece_results
+from calib.evaluation import VeceConfig, compute_metrics, vece_results
 from calib.io import Predictions
 from calib.metrics import DEFAULT_METRICS, MetricConfig
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from calib.bootstrap import BootstrapConfig
-from calib.evaluate import compute_metrics
+from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import MetricConfig
 

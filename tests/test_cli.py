@@ -156,6 +156,15 @@ def test_public_api_is_pinned():
     assert calib.calibrator_class("ts") is calib.TemperatureScaling
 
 
+def test_calib_evaluate_is_the_function_whatever_was_imported_first():
+    """No submodule is named like a public name: importing the evaluation code (as the command line
+    and diagnose do) before touching ``calib.evaluate`` must not bind a module there."""
+    code = ("import calib, calib.evaluation, calib.diagnose, calib.cli.app, inspect\n"
+            "print(inspect.isfunction(calib.evaluate))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
+
+
 def test_merged_states_equal_one_run_over_all_rows(tmp_path, run, cifar100):
     keys = "accuracy,nll,brier,ece,mce,cw_ece,cmce,coverage_0.9_0.92,coverage_0.99_0.995,smece,ece_quantile,debiased_ece_sq"
     logits, labels = cifar100["test_logits"], cifar100["test_labels"]

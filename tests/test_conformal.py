@@ -248,7 +248,7 @@ def test_cmce_ts_minimises_cmce_on_its_grid(cifar100):
     calibrator = fit("cmce-ts", logits, labels)
     assert 1.0 in CMCE_GRID and len(CMCE_GRID) == 301
     # independent: the metric's own CMCE of softmax(z / T) at a few grid points is never lower
-    from calib.evaluate import compute_metrics
+    from calib.evaluation import compute_metrics
     from calib.io import Predictions
     from calib.metrics import MetricConfig
 

@@ -7,7 +7,7 @@ import pytest
 
 import reference as ref
 from calib import numerics
-from calib.evaluate import compute_metrics
+from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import DEFAULT_METRICS, MetricConfig
 from calib.numerics import bin_index, label_rank, log_softmax

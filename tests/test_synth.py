@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from calib.evaluate import compute_metrics
+from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import MetricConfig
 from calib.metrics.accumulators import CPSME_ALPHAS

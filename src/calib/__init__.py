@@ -19,7 +19,7 @@ _PUBLIC = {
     "apply_calibrator": ".pipeline", "fit_calibrator": ".pipeline", "load_calibrator": ".pipeline",
     "save_calibrator": ".pipeline",
     "CALIBRATORS": ".registry", "calibrator_class": ".registry",
-    "evaluate": ".evaluate",
+    "evaluate": ".evaluation",
 }
 
 
@@ -27,9 +27,7 @@ def __getattr__(name):
     if name not in _PUBLIC:
         raise AttributeError(f"module 'calib' has no attribute {name!r}")
     value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
-    # kept: later lookups skip this hook, and ``calib.evaluate`` stays the function even though
-    # importing the submodule of that name bound the module here
-    globals()[name] = value
+    globals()[name] = value  # kept: later lookups skip this hook
     return value
 
 

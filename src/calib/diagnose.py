@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .calibrators.conformal import conformal_quantile, label_scores, min_calibration_size, nonconformity
-from .evaluate import MetricSet, check_metric_keys, uncalibrated_batch
+from .evaluation import MetricSet, check_metric_keys, uncalibrated_batch
 from .io.predictions import Predictions
 from .metrics import Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins

@@ -14,7 +14,7 @@ import os
 
 from . import pipeline
 from .errors import InputError, UsageError
-from .evaluate import compute_metrics, merge_metric_states, state_header
+from .evaluation import compute_metrics, merge_metric_states, state_header
 from .metrics import MetricConfig
 
 ENGINES = ("local", "dask")

@@ -53,8 +53,8 @@ def evaluate(
     from ..bootstrap import BootstrapConfig
     from ..estimators import IN_SAMPLE_METRICS, SAMPLE_METRICS, VECE_METRICS
     from ..estimators.recalibrators import RECALIBRATORS
-    from ..evaluate import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
-    from ..evaluate import evaluate as build_report
+    from ..evaluation import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
+    from ..evaluation import evaluate as build_report
     from ..metrics import MetricConfig
 
     gates = [parse_gate(expr) for expr in fail_if or []]
@@ -113,7 +113,7 @@ def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins,
                         json_path, input_kind, score_prefix, refused) -> None:
     """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
     from ..estimators import SAMPLE_METRICS
-    from ..evaluate import check_metric_keys
+    from ..evaluation import check_metric_keys
     from ..metrics import DEFAULT_METRICS, MetricConfig
     from ..shards import ENGINES, evaluate_shards
 
@@ -146,7 +146,7 @@ def merge_states(
     The numbers equal one evaluation over all the rows (V-ECE, which is not additive, is left out).
     Example: calib merge-states part1.npz part2.npz --json -
     """
-    from ..evaluate import merge_metric_states, read_metric_state
+    from ..evaluation import merge_metric_states, read_metric_state
 
     report = merge_metric_states([read_metric_state(path) for path in states], states)
     inputs = report["input"]
