@@ -187,23 +187,33 @@ def test_single_class_labels_and_two_classes(method):
         assert np.isfinite(probs).all() and np.allclose(probs.sum(1), 1.0)
 
 
+def peak_rss_mib(calib_args: list[str]) -> float:
+    """Peak resident memory (MiB) of ``python -m calib *calib_args`` run on one thread.
+
+    One thread, because with several the chunks in flight at the peak depend on timing (the pool
+    keeps up to 2 per thread plus the one being consumed): on this suite's two tests that moved a
+    difference of two peaks by up to 90 MB between runs, against about 10 MB on one thread. The
+    pool's window is bounded whatever the row count; what these tests measure is the rest."""
+    wrapper = ("import resource, subprocess, sys\n"
+               "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+    done = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "calib", *calib_args],
+                          capture_output=True, text=True, check=True, env={**os.environ, "CALIB_THREADS": "1"})
+    return float(done.stdout)
+
+
 def test_evaluate_memory_grows_no_faster_than_the_mapped_input(tmp_path):
     """Peak RSS of `calib evaluate` at K = 10,000 for 2,000 and 8,000 rows: the extra rows cost at
     most 1.25x their own bytes (the memory-mapped pages themselves), so everything else is a fixed
     chunk workspace. benchmarks/evaluate_speed measures the full 20,000 x 10,000 figure."""
     rng = np.random.default_rng(0)
     peaks, sizes = [], []
-    wrapper = ("import resource, subprocess, sys\n"
-               "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
-    for rows in (2000, 8000):  # growth of 229 MB: the +-25 MB run-to-run noise of the peak stays small
+    for rows in (2000, 8000):  # growth of 229 MB
         scores, labels = tmp_path / f"z{rows}.npy", tmp_path / f"y{rows}.npy"
         np.save(scores, (rng.normal(size=(rows, 10_000)) * 3).astype(np.float32))
         np.save(labels, rng.integers(0, 10_000, rows))
-        command = [sys.executable, "-m", "calib", "evaluate", str(scores), "--labels", str(labels), "--no-vece",
-                   "--json", str(tmp_path / "r.json")]
-        done = subprocess.run([sys.executable, "-c", wrapper, *command], capture_output=True, text=True, check=True)
-        peaks.append(float(done.stdout))
+        peaks.append(peak_rss_mib(["evaluate", str(scores), "--labels", str(labels), "--no-vece",
+                                   "--json", str(tmp_path / "r.json")]))
         sizes.append(os.path.getsize(scores) / 2**20)
     assert peaks[1] - peaks[0] <= 1.25 * (sizes[1] - sizes[0]), (peaks, sizes)
 
@@ -211,19 +221,11 @@ def test_evaluate_memory_grows_no_faster_than_the_mapped_input(tmp_path):
 def test_parquet_is_streamed_by_row_groups(tmp_path, run):
     """A parquet input is decoded a row group at a time: 4x the rows cost under half their bytes in
     peak memory (reading the table whole costs at least twice: arrow buffers plus the matrix), and
-    the metrics equal those of the same matrix as .npy.
-
-    The peaks are measured on one thread: with two, the chunks in flight at the peak depend on
-    timing (the small file has only four chunks, under the pool's window of 2 per thread plus the
-    one being consumed), which moved the difference by up to 80 MB between runs; on one thread
-    it moves by about 10 MB."""
+    the metrics equal those of the same matrix as .npy."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(0)
-    wrapper = ("import resource, subprocess, sys\n"
-               "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
     peaks, sizes = [], []
     for rows in (4000, 16000):  # both past the chunks the pipeline keeps in flight (2 per thread)
         z = (rng.normal(size=(rows, 2000)) * 3).astype(np.float32)
@@ -231,10 +233,7 @@ def test_parquet_is_streamed_by_row_groups(tmp_path, run):
         path = tmp_path / f"p{rows}.parquet"
         table = pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), 2000), "label": labels})
         pq.write_table(table, path, row_group_size=1000)
-        command = [sys.executable, "-m", "calib", "evaluate", str(path), "--no-vece", "--json", str(tmp_path / "r.json")]
-        done = subprocess.run([sys.executable, "-c", wrapper, *command], capture_output=True, text=True, check=True,
-                              env={**os.environ, "CALIB_THREADS": "1"})
-        peaks.append(float(done.stdout))
+        peaks.append(peak_rss_mib(["evaluate", str(path), "--no-vece", "--json", str(tmp_path / "r.json")]))
         sizes.append(z.nbytes / 2**20)
     assert peaks[1] - peaks[0] <= 0.5 * (sizes[1] - sizes[0]), (peaks, sizes)  # read whole: >= 2x
     np.save(tmp_path / "z.npy", z)
