@@ -253,6 +253,23 @@ def test_map_in_order_keeps_order_for_any_worker_count():
         assert list(map_in_order(lambda i: i * i, items, workers)) == [i * i for i in items]
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_map_in_order_draws_at_most_two_items_per_worker_ahead(workers):
+    """The bound on memory whatever the number of chunks: when the consumer holds result i, at most
+    2 * workers further items have been drawn from the input."""
+    from calib.numerics import map_in_order
+
+    drawn = []
+
+    def items():
+        for i in range(50):
+            drawn.append(i)
+            yield i
+
+    for position, result in enumerate(map_in_order(lambda i: i, items(), workers)):
+        assert result == position and len(drawn) - (position + 1) <= 2 * workers
+
+
 def test_conformal_apply_is_the_same_bytes_on_one_thread_and_many(tmp_path, monkeypatch):
     from calib.calibrators.ats import ATSGlobal
     from calib.numerics import CHUNK_ELEMENTS
