@@ -30,7 +30,10 @@ def test_log_special_values_shift_and_floor(size):
         assert np.array_equal(log_floored(x), np.log(x), equal_nan=True)
         assert np.array_equal(log_floored(x, shift=1e-12), np.log(x + 1e-12), equal_nan=True)
         assert np.array_equal(log_of_probs(x), np.log(np.maximum(x, 1e-12)), equal_nan=True)
-    assert log_floored(np.float32(0.25)).dtype == np.float64 and log_floored(np.float32(0.25)) == np.log(0.25)
+    scalar = log_floored(np.float32(0.25))
+    assert scalar.dtype == np.float64 and scalar.shape == () and scalar == np.log(0.25)
+    columns = np.random.default_rng(1).random((50, 6))[:, ::2]  # not contiguous
+    assert np.array_equal(log_floored(columns), log_floored(np.ascontiguousarray(columns)))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
