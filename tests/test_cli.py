@@ -156,6 +156,22 @@ def test_public_api_is_pinned():
     assert calib.calibrator_class("ts") is calib.TemperatureScaling
 
 
+def test_brackets_in_paths_are_printed_as_they_are(tmp_path, run, monkeypatch):
+    """Printed paths are text, not rich markup: "[red]" or "[x/y]" in a name must not vanish."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a[x").mkdir()
+    (tmp_path / "a[x" / "y]").mkdir()
+    pred = "a[x/y]/p[red].npz"
+    rng = np.random.default_rng(0)
+    np.savez(pred, logits=rng.normal(size=(300, 4)), labels=rng.integers(0, 4, 300))
+    code, _, err = run("fit", pred, "--method", "ts", "--out", "b[bold]")
+    assert code == 0 and "b[bold]" in err
+    code, _, err = run("apply", "b[bold]", pred, "--out", "a[x/y]/o[red].npy")
+    assert code == 0 and "to a[x/y]/o[red].npy" in err
+    code, out, _ = run("evaluate", pred, "--bundle", "b[bold]", "--no-vece", "--metrics", "ece")
+    assert code == 0 and "bundle: b[bold]" in out
+
+
 def test_calib_evaluate_is_the_function_whatever_was_imported_first():
     """No submodule is named like a public name: importing the evaluation code (as the command line
     and diagnose do) before touching ``calib.evaluate`` must not bind a module there."""

@@ -7,14 +7,17 @@ import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
+# No markup: what is printed holds file names and user expressions, and "[x]" in a path must stay as
+# it is. Styles are given as Text spans and style arguments instead.
+_out = Console(highlight=False, markup=False)
+_err = Console(stderr=True, highlight=False, markup=False)
 
 
 def note(message: str) -> None:
     """A remark for the person at the terminal (stderr, so pipelines stay clean)."""
-    _err.print(f"[dim]{message}[/dim]", soft_wrap=True)
+    _err.print(message, style="dim", soft_wrap=True)
 
 
 def error(message: str) -> None:
@@ -125,13 +128,13 @@ def report_table(report: dict) -> None:
         table.add_row(*row)
     _out.print(table)
     if report.get("bundle"):
-        _out.print(f"[dim]bundle: {report['bundle']}[/dim]")
+        _out.print(f"bundle: {report['bundle']}", style="dim")
     for gate in report["gates"]:
-        mark = "[green]pass[/green]" if gate["passed"] else "[red]FAIL[/red]"
+        mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
         extra = f" (baseline {_fmt(gate['baseline'])}, increase {_fmt(gate['increase'])})" if "baseline" in gate else ""
         if "increase_lower_bound" in gate:
             extra += f", lower bound {_fmt(gate['increase_lower_bound'])}"
-        _out.print(f"gate {mark}: {gate['expr']}  value {_fmt(gate['value'])}{extra}")
+        _out.print(Text.assemble("gate ", mark, f": {gate['expr']}  value {_fmt(gate['value'])}{extra}"))
 
 
 def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:
@@ -163,7 +166,7 @@ def _bar(value: float, scale: float, width: int = 24) -> str:
 
 def diagnosis(result) -> None:
     """Findings, text reliability diagram and cumulative mass curve, worst classes, comparison."""
-    _out.print(f"[bold]calib diagnose[/bold]: {result.n} x {result.k} ({result.kind})")
+    _out.print(Text.assemble(("calib diagnose", "bold"), f": {result.n} x {result.k} ({result.kind})"))
     for line in result.findings:
         _out.print(f"  - {line}", soft_wrap=True)
     for title, rows, key in (("reliability (top label)", result.reliability, "confidence"),
@@ -176,9 +179,9 @@ def diagnosis(result) -> None:
             gap = r["observed"] - r[key]
             colour = "red" if gap < 0 else "blue"
             table.add_row(f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})", str(r["count"]), f"{r[key]:.3f}", f"{r['observed']:.3f}",
-                          f"{gap:+.3f}", f"[{colour}]{_bar(abs(gap), scale)}[/{colour}]")
+                          f"{gap:+.3f}", Text(_bar(abs(gap), scale), style=colour))
         _out.print(table)
-    _out.print("[dim]gap = observed - predicted: red bars over-confident, blue under-confident[/dim]")
+    _out.print("gap = observed - predicted: red bars over-confident, blue under-confident", style="dim")
     table = Table(title="worst classes (classwise ECE)", title_justify="left")
     for column in ("class", "cw-ECE", "support"):
         table.add_column(column, justify="right")
@@ -194,4 +197,4 @@ def diagnosis(result) -> None:
         for row in result.comparison:
             table.add_row(row["method"], *("n/a" if row[k] is None else f"{row[k][0]:.4g}±{row[k][1]:.1g}" for k in keys))
         _out.print(table)
-        _out.print(f"[bold]recommendation:[/bold] {result.recommendation}")
+        _out.print(Text.assemble(("recommendation:", "bold"), f" {result.recommendation}"))
