@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .calibrators.base import given_probs
 from .calibrators.conformal import conformal_quantile, label_scores, min_calibration_size, nonconformity
 from .evaluation import MetricSet, check_metric_keys, uncalibrated_batch
 from .io.predictions import Predictions
@@ -52,7 +53,8 @@ def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int 
         if calibrator is None:
             batch = uncalibrated_batch(preds, rows)
         else:
-            batch = Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows)))
+            batch = Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows), None,
+                                                                             **given_probs(calibrator, preds, rows)))
         saturated += int(((batch.probs == 0.0) | (batch.probs == 1.0)).any(axis=1).sum())
         for accumulator in (top, cumulative, classwise):
             accumulator.update(batch)
@@ -76,6 +78,8 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
     """Findings, curves, worst classes and (with ``compare``) a cross-validated ranking of methods."""
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.findings.append(f"input kind: {preds.kind} ({preds.kind_reason})")
+    if calibrator is not None:
+        result.findings.extend(f"bundle ({calibrator.name}): {warning}" for warning in calibrator.warnings())
     top, cumulative, classwise, support, saturated = _curves(preds, calibrator)
     if saturated:
         result.findings.append(f"{saturated} rows ({saturated / preds.n:.1%}) hold a probability of exactly 0 or 1: "
@@ -104,7 +108,7 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
     result.cumulative_mass = _bin_rows(cumulative, "mass")
     if calibrator is not None:
         result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
-        if hasattr(calibrator, "sets"):
+        if calibrator.builds_sets:
             result.conformal = conformal_curve(preds, calibrator, seed)
     per_class = classwise.weighted_error()
     order = np.argsort(-per_class, kind="stable")[:worst]
@@ -118,6 +122,8 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
                            f"{under:.4f} from under-confidence ({direction})")
     if compare:
         result.comparison, result.recommendation = compare_methods(preds, list(compare), folds=folds, seed=seed, rank_by=rank_by)
+        result.findings.extend(f"compared method {row['method']} (in some folds): {warning}"
+                               for row in result.comparison for warning in row["warnings"])
     return result
 
 
@@ -131,7 +137,8 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
     """
     score = calibrator.options.score
     half = np.random.default_rng([seed, 3]).permutation(preds.n) < preds.n // 2
-    scores = np.concatenate([label_scores(preds.logits(rows), preds.labels[rows], score) for rows in preds.chunks()])
+    scores = np.concatenate([label_scores(preds.logits(rows), preds.labels[rows], score, probs=preds.probs_as_given(rows))
+                             for rows in preds.chunks()])
     alphas = [a for a in CONFORMAL_ALPHAS if min(half.sum(), (~half).sum()) >= min_calibration_size(a)]
     thresholds = {side: [conformal_quantile(scores[half == side], a) for a in alphas] for side in (True, False)}
     covered = np.zeros(len(alphas))
@@ -139,14 +146,15 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
     own_covered = own_size = 0
     for rows in preds.chunks():
         logits, labels, side = preds.logits(rows), preds.labels[rows], half[rows]
-        values = nonconformity(softmax(logits), score)
+        given = preds.probs_as_given(rows)
+        values = nonconformity(softmax(logits) if given is None else given, score)
         own = values[np.arange(len(labels)), labels]
         for i in range(len(alphas)):
             # rows in one half are measured with the threshold fitted on the other half
             q = np.where(side, thresholds[False][i], thresholds[True][i])
             covered[i] += np.sum(own <= q)
             sizes[i] += np.sum(values <= q[:, None])
-        in_set = calibrator.sets(logits)
+        in_set = calibrator.sets(logits, None, **given_probs(calibrator, preds, rows))
         own_covered += int(in_set[np.arange(len(labels)), labels].sum())
         own_size += int(in_set.sum())
     return {"score": score, "alphas": alphas, "coverage": (covered / preds.n).tolist(),
@@ -162,25 +170,29 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
     for method in methods:
         calibrator_class(method)  # unknown names fail before any fitting
     parts = np.array_split(np.random.default_rng(seed).permutation(preds.n), folds)
-    logits = preds.all_logits()
     scores: dict[str, list[dict]] = {"uncalibrated": [], **{method: [] for method in methods}}
+    warnings: dict[str, list[str]] = {method: [] for method in methods}
     for held_out in parts:
         train = np.setdiff1d(np.arange(preds.n), held_out)
-        test_preds = Predictions("fold", logits[held_out], "logits", "", preds.labels[held_out], "")
+        train_preds, test_preds = preds.take(train), preds.take(held_out)
         for name in scores:
             metric_set = MetricSet(keys, MetricConfig(), preds.k)
             calibrator = None
             if name != "uncalibrated":
                 cls = calibrator_class(name)
-                calibrator = cls(cls.parse_options({})).fit(logits[train], preds.labels[train], seed=seed)
+                calibrator = cls(cls.parse_options({}))
+                calibrator.fit(train_preds.all_logits(), train_preds.labels, seed=seed,
+                               **given_probs(calibrator, train_preds, slice(None)))
+                warnings[name].extend(w for w in calibrator.warnings() if w not in warnings[name])
             for rows in test_preds.chunks():
                 batch = (uncalibrated_batch(test_preds, rows) if calibrator is None else
-                         Batch(test_preds.labels[rows], log_probs=calibrator.transform(test_preds.logits(rows))))
+                         Batch(test_preds.labels[rows], log_probs=calibrator.transform(
+                             test_preds.logits(rows), None, **given_probs(calibrator, test_preds, rows))))
                 metric_set.update(batch)
             scores[name].append({k: v["value"] for k, v in metric_set.results().items()})
     table = []
     for name, runs in scores.items():
-        row = {"method": name}
+        row = {"method": name, "warnings": warnings.get(name, [])}
         for key in keys:
             values = np.array([r[key] for r in runs if r[key] is not None], dtype=float)
             row[key] = [float(values.mean()), float(values.std())] if len(values) else None

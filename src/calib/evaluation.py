@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import __version__
-from .calibrators.base import Calibrator
+from .calibrators.base import Calibrator, given_probs
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .bootstrap import BootstrapConfig, GroupedStates, intervals, labels_fingerprint, paired_increase
@@ -116,7 +116,7 @@ def _sample_probs(preds: Predictions, rows: np.ndarray, calibrator: Calibrator |
     """The probabilities V-ECE and KDE-ECE score on ``rows`` (the float64 logits are freed on return,
     before the estimators' own copies)."""
     if calibrator is not None:
-        return calibrator.transform_probs_with_info(preds.logits(rows), features)[0]
+        return calibrator.transform_probs_with_info(preds.logits(rows), features, **given_probs(calibrator, preds, rows))[0]
     given = preds.probs_as_given(rows)
     return given if given is not None else softmax(preds.logits(rows))
 
@@ -166,7 +166,7 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; pass --labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
-    sets = SetStats(calibrator) if hasattr(calibrator, "sets") else None
+    sets = SetStats(calibrator) if calibrator is not None and calibrator.builds_sets else None
     uncalibrated = MetricSet(keys, config, preds.k)
     grouped = {}
     if bootstrap is not None:
@@ -178,12 +178,12 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
         thread count)."""
         batch, after, in_set = uncalibrated_batch(preds, rows), None, None
         if calibrated is not None:
-            logits = preds.logits(rows)
+            logits, given = preds.logits(rows), given_probs(calibrator, preds, rows)
             chunk_features = None if features is None else features[rows]
             if sets is None:
-                log_probs = calibrator.transform(logits, chunk_features)
+                log_probs = calibrator.transform(logits, chunk_features, **given)
             else:
-                log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features)
+                log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features, **given)
             after = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
         return rows, batch, after, in_set
 

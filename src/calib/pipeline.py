@@ -9,7 +9,7 @@ import numpy as np
 
 from . import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.base import Calibrator, add_counts
+from .calibrators.base import Calibrator, add_counts, given_probs
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .numerics import map_in_order
@@ -23,7 +23,10 @@ def fit_calibrator(preds: Predictions, method: str, options: dict | None = None,
     if preds.labels is None:
         raise InputError(f"{preds.name}: fitting needs labels; pass --labels FILE")
     parsed = cls.parse_options(options or {})
-    return cls(parsed).fit(preds.all_logits(), preds.labels, seed=seed, features=features)
+    calibrator = cls(parsed)
+    return calibrator.fit(preds.all_logits(), preds.labels, seed=seed, features=features,
+                          **given_probs(calibrator, preds, slice(None)))
+
 
 
 def save_calibrator(calibrator: Calibrator, preds: Predictions, path: str, *, seed: int = 0, force: bool = False) -> dict:
@@ -85,17 +88,17 @@ def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "p
                       features: np.ndarray | None = None) -> Iterator[tuple[slice, np.ndarray, dict]]:
     """Yield (rows, block, counts) chunk by chunk: calibrated probabilities (``what="probs"``),
     log-probabilities, or the boolean conformal-set mask (``what="sets"``), with the method's row counts."""
-    if what == "sets" and not hasattr(calibrator, "sets"):
+    if what == "sets" and not calibrator.builds_sets:
         raise UsageError(f"method {calibrator.name!r} builds no conformal sets; --what sets needs a conformal method")
 
     def block(rows: slice):
-        logits = preds.logits(rows)
+        logits, given = preds.logits(rows), given_probs(calibrator, preds, rows)
         chunk_features = None if features is None else features[rows]
         if what == "sets":
-            return rows, calibrator.sets(logits, chunk_features), {}
+            return rows, calibrator.sets(logits, chunk_features, **given), {}
         if what == "probs":
-            return rows, *calibrator.transform_probs_with_info(logits, chunk_features)
-        return rows, *calibrator.transform_with_info(logits, chunk_features)
+            return rows, *calibrator.transform_probs_with_info(logits, chunk_features, **given)
+        return rows, *calibrator.transform_with_info(logits, chunk_features, **given)
 
     yield from map_in_order(block, preds.chunks())
 

@@ -11,9 +11,23 @@ from .errors import InputError
 from .numerics import logsumexp_rows, row_chunks
 
 KINDS = ("logits", "probs", "log-probs")
-#: Tolerance of the kind checks of cli.md: rows of probabilities sum to 1, log-probabilities have
-#: logsumexp 0, both within this.
-KIND_TOLERANCE = 1e-4
+#: Rows of probabilities already in [0, 1] and summing to 1 within this are used exactly as given;
+#: renormalising them would move ties by an ulp.
+EXACT_SUM_TOLERANCE = 1e-9
+
+
+def kind_tolerance(dtype) -> float:
+    """How far exported probabilities may stray from [0, 1] and from summing to 1 (and
+    log-probabilities from logsumexp 0): ``max(sqrt(eps(float32)), sqrt(eps(dtype)))``, 3.5e-4 for
+    float32 and float64 files, 0.031 for float16. A softmax computed in float32 and written out
+    rounds each entry by up to eps/2 and the row sum by up to K eps/2; sqrt(eps) leaves room for
+    K in the thousands while still telling probabilities from other [0, 1] scores."""
+    return float(max(np.sqrt(np.finfo(np.float32).eps), np.sqrt(np.finfo(dtype).eps)))
+
+
+def show_value(value) -> str:
+    """A score as the file holds it, with every digit its dtype needs (1.00002, not 1)."""
+    return str(np.asarray(value)[()])
 
 
 def check_score_array(scores: np.ndarray, name: str) -> None:
@@ -28,18 +42,44 @@ def check_score_array(scores: np.ndarray, name: str) -> None:
         raise InputError(f"{name}: no classes (K = 0); need K >= 2")
 
 
-def resolve_kind(scores: np.ndarray, requested: str, name: str) -> tuple[str, str]:
+def repair_probs(probs: np.ndarray) -> np.ndarray:
+    """Probabilities within tolerance made exact: rows already in [0, 1] and summing to 1 within
+    :data:`EXACT_SUM_TOLERANCE` are returned as given; the others are clipped to [0, 1] and divided
+    by their sum (a float64 copy then; else ``probs`` itself). A single column of P(class 1) is
+    clipped to [0, 1]."""
+    if probs.ndim == 1 or probs.shape[1] == 1:
+        return np.clip(probs, 0.0, 1.0)
+    off = _rows_to_repair(probs)
+    if off.any():
+        probs = np.array(probs, dtype=np.float64)
+        fixed = np.clip(probs[off], 0.0, 1.0)
+        probs[off] = fixed / fixed.sum(axis=1, keepdims=True)
+    return probs
+
+
+def _rows_to_repair(probs: np.ndarray) -> np.ndarray:
+    return (probs.min(axis=1) < 0.0) | (probs.max(axis=1) > 1.0) | (np.abs(probs.sum(axis=1) - 1.0) > EXACT_SUM_TOLERANCE)
+
+
+def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = "as given") -> tuple[str, str]:
     """Check every value of ``scores`` and decide its kind; returns ``(kind, reason)``.
 
-    auto: rows in [0, 1] summing to 1 within 1e-4 -> probs; all <= 0 with row logsumexp 0 within
-    1e-4 -> log-probs; else logits. A binary column (N,) or (N, 1) is probs if in [0, 1], else logits.
-    Explicit kinds are checked against the same rules and refused with the first offending row.
+    With tol = :func:`kind_tolerance` of the dtype, auto decides: every entry in [-tol, 1 + tol]
+    and every row summing to 1 within tol -> probs; every entry in [-tol, 1 + tol] otherwise -> an
+    error (a [0, 1] matrix is never taken as logits: multi-label sigmoid outputs, say, must be
+    declared); every entry <= tol with row logsumexp 0 within tol -> log-probs; else logits. A binary
+    column (N,) or (N, 1) is probs if in [-tol, 1 + tol], else logits. Explicit kinds are checked
+    against the same rules and refused with the first offending row (``given_by`` says who gave the
+    kind, for the reason). The reason says how many
+    rows of probabilities will be clipped and renormalised (:func:`repair_probs`), and by how much.
     """
     if requested not in KINDS + ("auto",):
-        raise InputError(f"--input-kind must be one of auto, {', '.join(KINDS)}; got {requested!r}")
+        raise InputError(f"input kind must be one of auto, {', '.join(KINDS)}; got {requested!r}")
+    tol = kind_tolerance(scores.dtype)
     single = scores.ndim == 1 or scores.shape[1] == 1
     matrix = scores.reshape(scores.shape[0], -1)
     in_unit = sums_to_one = non_positive = lse_zero = True
+    repaired, deviation, first_bad_sum = 0, 0.0, None
     for rows in row_chunks(*matrix.shape):
         chunk = matrix[rows]  # in its own dtype: min and max need no float64 copy
         lowest, highest = chunk.min(), chunk.max()  # NaN propagates, inf shows
@@ -47,53 +87,78 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str) -> tuple[str, st
             r, c = np.argwhere(~np.isfinite(chunk))[0]
             what = "NaN" if np.isnan(chunk[r, c]) else "inf"
             raise InputError(f"{name}: scores contain {what} (first at row {rows.start + r}, column {c})")
-        in_unit = in_unit and bool(lowest >= 0.0 and highest <= 1.0)
-        non_positive = non_positive and bool(highest <= 0.0)
-        needs_lse = not single and (requested == "log-probs" or (lse_zero and non_positive))
-        if not (needs_lse or requested == "probs" or (in_unit and sums_to_one and not single)):
-            continue  # logits so far: the finite check was all this chunk needed
-        chunk = np.asarray(chunk, dtype=np.float64)
-        if sums_to_one and not single:
-            sums_to_one = in_unit and bool(np.all(np.abs(chunk.sum(axis=1) - 1.0) <= KIND_TOLERANCE))
-        if lse_zero and needs_lse:
-            lse_zero = bool(np.all(np.abs(logsumexp_rows(chunk)) <= KIND_TOLERANCE))
         if requested == "probs":
-            _require_probs(chunk, rows.start, single, name)
-        if requested == "log-probs" and not single:
-            _require_log_probs(chunk, rows.start, name)
-        if requested == "log-probs" and single and highest > 0.0:
-            raise InputError(f"{name}: log-probabilities must be <= 0; got {float(highest):.6g}")
+            _require_probs(chunk, rows.start, single, tol, name)
+        in_unit = in_unit and bool(lowest >= -tol and highest <= 1.0 + tol)
+        non_positive = non_positive and bool(highest <= tol)
+        if requested == "log-probs":
+            _require_log_probs(chunk, rows.start, single, tol, name)
+        elif not single and lse_zero and non_positive and not in_unit:
+            lse_zero = lse_zero and bool(np.all(np.abs(logsumexp_rows(chunk)) <= tol))
+        if in_unit and requested in ("auto", "probs"):
+            values = np.asarray(chunk, dtype=np.float64)
+            if not single:
+                sums = values.sum(axis=1)
+                off_sum = np.abs(sums - 1.0) > tol
+                if first_bad_sum is None and off_sum.any():
+                    r = int(np.argmax(off_sum))
+                    first_bad_sum = (rows.start + r, float(sums[r]))
+                sums_to_one = sums_to_one and not off_sum.any()
+            off = _rows_to_repair(values) if not single else (values.min(axis=1) < 0.0) | (values.max(axis=1) > 1.0)
+            if off.any():
+                repaired += int(off.sum())
+                spread = np.maximum(np.maximum(-values[off].min(axis=1), values[off].max(axis=1) - 1.0), 0.0)
+                if not single:
+                    spread = np.maximum(spread, np.abs(values[off].sum(axis=1) - 1.0))
+                deviation = max(deviation, float(spread.max()))
+    repair_note = (f"; {repaired} rows off by up to {deviation:.3g} (within the tolerance {tol:.2g} of this "
+                   f"{scores.dtype} file) clipped to [0, 1] and renormalised" if repaired else "")
     if requested != "auto":
-        return requested, "as given by --input-kind"
+        return requested, given_by + (repair_note if requested == "probs" else "")
     if single:
         if in_unit:
-            return "probs", "one column with values in [0, 1]: P(class 1) of a binary model"
+            return "probs", "one column with values in [0, 1]: P(class 1) of a binary model" + repair_note
         return "logits", "one column with values outside [0, 1]: the class-1 logit of a binary model"
     if in_unit and sums_to_one:
-        return "probs", "every row lies in [0, 1] and sums to 1 within 1e-4"
+        return "probs", f"every row lies in [0, 1] and sums to 1 within {tol:.2g}" + repair_note
+    if in_unit:
+        row, total = first_bad_sum
+        raise InputError(
+            f"{name}: every value lies in [0, 1] but row {row} sums to {show_value(total)}, so these are "
+            f"not probabilities, and a [0, 1] matrix is never taken for logits; give the input kind "
+            f"(--input-kind logits for scores such as multi-label sigmoid outputs)")
     if non_positive and lse_zero:
-        return "log-probs", "every value is <= 0 and every row has logsumexp 0 within 1e-4"
+        return "log-probs", f"every value is <= 0 and every row has logsumexp 0 within {tol:.2g}"
     return "logits", "rows are neither probabilities nor log-probabilities"
 
 
-def _require_probs(chunk: np.ndarray, offset: int, single: bool, name: str) -> None:
-    bad = (chunk < 0.0) | (chunk > 1.0)
+def _require_probs(chunk: np.ndarray, offset: int, single: bool, tol: float, name: str) -> None:
+    bad = (chunk < -tol) | (chunk > 1.0 + tol)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise InputError(f"{name}: probabilities must lie in [0, 1]; row {offset + r}, column {c} is {chunk[r, c]:.6g}")
+        raise InputError(f"{name}: probabilities must lie in [0, 1] (within {tol:.2g} for a {chunk.dtype} file); "
+                         f"row {offset + r}, column {c} is {show_value(chunk[r, c])}")
     if single:
         return
-    error = np.abs(chunk.sum(axis=1) - 1.0)
-    if (error > KIND_TOLERANCE).any():
-        r = int(np.argmax(error > KIND_TOLERANCE))
-        raise InputError(f"{name}: probabilities must sum to 1 within 1e-4; row {offset + r} sums to {chunk[r].sum():.6g}")
+    sums = np.asarray(chunk, dtype=np.float64).sum(axis=1)
+    error = np.abs(sums - 1.0)
+    if (error > tol).any():
+        r = int(np.argmax(error > tol))
+        raise InputError(f"{name}: probabilities must sum to 1 within {tol:.2g}; row {offset + r} sums to {show_value(sums[r])}")
 
 
-def _require_log_probs(chunk: np.ndarray, offset: int, name: str) -> None:
-    lse = np.abs(logsumexp_rows(chunk))
-    if (lse > KIND_TOLERANCE).any():
-        r = int(np.argmax(lse > KIND_TOLERANCE))
-        raise InputError(f"{name}: log-probabilities must have logsumexp 0 within 1e-4; row {offset + r} has {lse[r] :.6g}")
+def _require_log_probs(chunk: np.ndarray, offset: int, single: bool, tol: float, name: str) -> None:
+    highest = chunk.max()
+    if highest > tol:
+        r, c = np.argwhere(chunk > tol)[0]
+        raise InputError(f"{name}: log-probabilities must be <= 0; row {offset + r}, column {c} is {show_value(chunk[r, c])}")
+    if single:
+        return
+    lse = logsumexp_rows(chunk)
+    off = np.abs(lse) > tol
+    if off.any():
+        r = int(np.argmax(off))
+        raise InputError(f"{name}: log-probabilities must have logsumexp 0 within {tol:.2g}; row {offset + r} has {show_value(lse[r])}")
 
 
 def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> np.ndarray:

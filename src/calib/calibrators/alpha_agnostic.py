@@ -122,16 +122,18 @@ class AlphaAgnostic(Calibrator):
     """Shared transform: levels -> SelectTau per (row, level) -> aggregate per row."""
 
     Options = AlphaAgnosticOptions
+    scores_given_probs = True
 
-    def fit(self, logits, labels, *, seed=0, features=None):
+    def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
-        scores = label_scores(logits, labels, self.options.score)
+        scores = label_scores(logits, labels, self.options.score, probs=probs)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
         self.fit_levels(scores, features if features is not None else logits, seed)
         self.fit_counts_ = {}
         for rows in row_chunks(*logits.shape):
-            add_counts(self.fit_counts_, self.transform_with_info(logits[rows], None if features is None else features[rows])[1])
+            add_counts(self.fit_counts_, self.transform_with_info(logits[rows], None if features is None else features[rows],
+                                                                  None if probs is None else probs[rows])[1])
         return self
 
     @abc.abstractmethod
@@ -152,10 +154,12 @@ class AlphaAgnostic(Calibrator):
             raise InputError(f"the bundle expects {self.n_conditioning_} {self.conditioning_} columns; got {chosen.shape[1]}")
         return chosen
 
-    def tempered_levels(self, logits, features=None):
-        """(owner, base scores u of the rows, tempered log-probs per pair, categories per pair, log_probs of the rows)."""
+    def tempered_levels(self, logits, features=None, probs=None):
+        """(owner, base scores u of the rows, tempered log-probs per pair, categories per pair, log_probs of the rows).
+        The scores V are taken on ``probs`` (the model's probabilities as given) when given."""
         logits = np.asarray(logits, dtype=np.float64)
-        log_probs, probs = log_softmax_and_softmax(logits)
+        log_probs, softmax_probs = log_softmax_and_softmax(logits)
+        probs = softmax_probs if probs is None else np.asarray(probs, dtype=np.float64)
         values = nonconformity(probs, self.options.score)
         base = logits if self.options.variant == "prob" else -np.log(np.maximum(values, SCORE_FLOOR))
         owner, in_set, target = self.levels(values, self._conditioning(logits, features))
@@ -164,7 +168,7 @@ class AlphaAgnostic(Calibrator):
         tempered[unchanged] = log_probs[owner[unchanged]]
         return owner, base, tempered, category, log_probs
 
-    def transform_with_info(self, logits, features=None):
+    def transform_with_info(self, logits, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
         n, k = logits.shape
         out = np.empty((n, k))
@@ -173,14 +177,19 @@ class AlphaAgnostic(Calibrator):
         per_block = max(1, CHUNK_ELEMENTS // (k * self.max_levels(k)))
         for start in range(0, n, per_block):
             rows = slice(start, min(start + per_block, n))
-            owner, base, tempered, category, log_probs = self.tempered_levels(logits[rows], None if features is None else features[rows])
+            owner, base, tempered, category, log_probs = self.tempered_levels(
+                logits[rows], None if features is None else features[rows], None if probs is None else probs[rows])
             add_counts(info, _count(category))
             out[rows] = self.aggregate(owner, base, tempered, log_probs)
             info["rows without a level"] += int(len(log_probs) - len(np.unique(owner)))
         return out, info
 
-    def transform(self, logits, features=None):
-        return self.transform_with_info(logits, features)[0]
+    def transform(self, logits, features=None, probs=None):
+        return self.transform_with_info(logits, features, probs)[0]
+
+    def transform_probs_with_info(self, logits, features=None, probs=None):
+        log_probs, info = self.transform_with_info(logits, features, probs)
+        return np.exp(log_probs, out=log_probs), info
 
     def max_levels(self, k: int) -> int:
         """Most levels a row can have: bounds the rows per block so pairs x K stays near CHUNK_ELEMENTS."""

@@ -30,6 +30,15 @@ def add_counts(total: dict, more: dict) -> None:
         total[key] = total.get(key, 0) + value
 
 
+def given_probs(calibrator: "Calibrator", preds, rows) -> dict:
+    """``{"probs": the rows' probabilities as given}`` for a method that scores them
+    (:attr:`Calibrator.scores_given_probs`) when ``preds`` (a :class:`calib.io.Predictions`) holds
+    probabilities; else ``{}``. Keyword arguments for the calibrator's ``fit`` and transforms."""
+    if calibrator.scores_given_probs and preds.kind == "probs":
+        return {"probs": preds.probs_as_given(rows)}
+    return {}
+
+
 class Calibrator(abc.ABC):
     #: The ``--method`` name.
     name: ClassVar[str]
@@ -37,6 +46,15 @@ class Calibrator(abc.ABC):
     summary: ClassVar[str]
     #: A frozen dataclass of the method's options with their defaults.
     Options: ClassVar[type] = NoOptions
+    #: The method builds conformal sets of its own: ``sets(logits, features, probs)`` gives the
+    #: (N, K) mask and ``transform_and_sets`` the calibrated log-probabilities with it.
+    builds_sets: ClassVar[bool] = False
+    #: The method is built on conformal scores V(x, y) of the model's probabilities: its ``fit`` and
+    #: transforms take ``probs=``, the probabilities as the input gives them, and score those
+    #: instead of softmax(logits), so that equal probabilities give equal scores (logits of
+    #: probabilities are log(max(p, 1e-12)), whose softmax moves ties by an ulp). See
+    #: :func:`calib.pipeline.given_probs`.
+    scores_given_probs: ClassVar[bool] = False
 
     def __init__(self, options=None):
         self.options = options if options is not None else self.Options()
@@ -64,6 +82,11 @@ class Calibrator(abc.ABC):
 
     def predict_proba(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
         return self.transform_probs_with_info(logits, features)[0]
+
+    def warnings(self) -> list[str]:
+        """Sentences about a fit that needs a second look (e.g. an optimum on the end of its search
+        interval); also in :meth:`fit_report`, and among diagnose's findings."""
+        return []
 
     def fit_report(self) -> dict:
         """Fitted parameters and counts worth printing after ``fit`` (plain JSON values)."""

@@ -61,22 +61,27 @@ def nonconformity(probs: np.ndarray, score: str) -> np.ndarray:
     return scores
 
 
-def label_scores(logits: np.ndarray, labels: np.ndarray, score: str) -> np.ndarray:
-    """V(x_i, y_i) for calibration rows, computed a chunk of rows at a time.
+def label_scores(logits: np.ndarray, labels: np.ndarray, score: str, probs: np.ndarray | None = None) -> np.ndarray:
+    """V(x_i, y_i) for calibration rows, computed a chunk of rows at a time, on ``probs`` (the
+    model's probabilities as given) if given, else on softmax(logits).
 
     msp: 1 - p_y. aps: sum of p_j over j ranked at or above y, i.e. p_j > p_y, or p_j = p_y with
-    j <= y (ties to the lower index): no sort needed for one class per row.
+    j <= y (ties to the lower index), summed as :func:`nonconformity` sums it.
     """
     def chunk_scores(rows):
-        probs = softmax(logits[rows])
-        own = probs[np.arange(len(probs)), labels[rows]][:, None]
-        if score == "msp":
-            return 1.0 - own[:, 0]
-        index = np.arange(probs.shape[1])[None, :]
-        at_or_above = (probs > own) | ((probs == own) & (index <= labels[rows][:, None]))
-        return np.sum(probs, axis=1, where=at_or_above)
+        probs_rows = softmax(logits[rows]) if probs is None else np.asarray(probs[rows], dtype=np.float64)
+        return _label_scores(probs_rows, labels[rows], score)
 
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
+
+
+def _label_scores(probs: np.ndarray, labels: np.ndarray, score: str) -> np.ndarray:
+    rows = np.arange(len(probs))
+    if score == "msp":
+        return 1.0 - probs[rows, labels]
+    # the test rows' own computation (a cumulative sum in rank order), so that a calibration row and
+    # an equal test row get the same score to the last bit: ties at q stay ties
+    return nonconformity(probs, score)[rows, labels]
 
 
 def min_calibration_size(alpha: float) -> int:

@@ -6,7 +6,8 @@ base rate (0), never a crash.
 - ``platt``: g_k = sigma(A_k z_k + B_k) on the logit z_k; ``quadratic``: logistic on (z_k, z_k^2, 1);
   ``beta``: logistic on (log p_k, -log(1 - p_k), 1). All fitted by Newton on the log-loss for all K
   classes at once (a batched d x d system) with a tiny ridge so separable classes stay finite.
-- ``isotonic``: the non-decreasing PAVA fit of 1{y = k} on p_k, interpolated between its points.
+- ``isotonic``: the non-decreasing fit of 1{y = k} on p_k (ties pooled, then PAVA:
+  :func:`calib.numerics.isotonic_fit`), interpolated between its points.
 - ``hist``: 15 equal-width bins of p_k per class; an empty bin predicts the class base rate.
 
 Outputs can hold exact zeros; their log-probabilities are floored at log(1e-12), as for inputs.
@@ -19,7 +20,7 @@ import abc
 import numpy as np
 
 from ..bundle import State
-from ..numerics import PROB_FLOOR, bin_index, log_of_probs, softmax
+from ..numerics import PROB_FLOOR, bin_index, isotonic_fit, log_of_probs, softmax
 from .base import Calibrator
 
 LOGISTIC_RIDGE = 1e-6
@@ -159,23 +160,16 @@ class Isotonic(OneVsRest):
     summary = "isotonic regression one-vs-rest: non-decreasing map of p_k per class, renormalised"
 
     def fit(self, logits, labels, *, seed=0, features=None):
-        from scipy.optimize import isotonic_regression
-
         probs = softmax(logits)
         knots_x, knots_y, offsets = [], [], [0]
         for k in range(probs.shape[1]):  # a loop over classes, each fit vectorised over rows
-            order = np.argsort(probs[:, k], kind="stable")
-            x = probs[order, k]
-            y = np.clip(isotonic_regression((labels[order] == k).astype(np.float64)).x, 0.0, 1.0)
-            # keep one point per distinct x (the mean of the fit there) so np.interp is well defined
-            unique_x, start = np.unique(x, return_index=True)
-            counts = np.diff(np.append(start, len(x)))
-            level = np.add.reduceat(y, start) / counts
+            x, level = isotonic_fit(probs[:, k], labels == k)
+            level = np.clip(level, 0.0, 1.0)
             # np.interp needs only the first and last knot of each constant block of the fit
             change = np.diff(level) != 0
             keep = np.ones(len(level), dtype=bool)
             keep[1:-1] = change[:-1] | change[1:]
-            knots_x.append(unique_x[keep])
+            knots_x.append(x[keep])
             knots_y.append(level[keep])
             offsets.append(offsets[-1] + int(keep.sum()))
         self.knots_x_, self.knots_y_ = np.concatenate(knots_x), np.concatenate(knots_y)

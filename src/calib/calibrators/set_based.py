@@ -49,6 +49,8 @@ class SetOptions(ConformalOptions):
 
 class SetCalibrator(Calibrator):
     Options = SetOptions
+    builds_sets = True
+    scores_given_probs = True
 
     @property
     def threshold_kind(self) -> str:
@@ -58,21 +60,22 @@ class SetCalibrator(Calibrator):
     def flow(self) -> str:
         return getattr(self.options, "flow", "gauss")
 
-    def fit(self, logits, labels, *, seed=0, features=None):
+    def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
-        scores = label_scores(logits, labels, self.options.score)
+        scores = label_scores(logits, labels, self.options.score, probs=probs)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
         self.threshold_ = fit_threshold(self.threshold_kind, scores, self._conditioning(logits, features),
                                         self.options.alpha, flow=self.flow, seed=seed,
                                         allow_full_set=self.options.allow_full_set)
-        self.fit_counts_ = self._count_rows(logits, features)
+        self.fit_counts_ = self._count_rows(logits, features, probs)
         return self
 
-    def _count_rows(self, logits, features) -> dict:
+    def _count_rows(self, logits, features, probs) -> dict:
         """Infeasible-row counts on the calibration rows, chunks of rows in parallel."""
         def count(rows):
-            return _count(self.categories(*self._prepare(logits[rows], None if features is None else features[rows])))
+            return _count(self.categories(*self._prepare(logits[rows], None if features is None else features[rows],
+                                                         probs=None if probs is None else probs[rows])))
 
         counts: dict = {}
         for chunk_counts in map_in_order(count, row_chunks(*logits.shape)):
@@ -98,41 +101,45 @@ class SetCalibrator(Calibrator):
         return threshold_values(self.threshold_kind, self.threshold_, self._conditioning(logits, features), len(logits),
                                 flow=self.flow)
 
-    def sets(self, logits, features=None) -> np.ndarray:
-        """Boolean (N, K) mask of the conformal sets C(x) = {y : V(x, y) <= q(x)}."""
-        return self._scores_and_sets(softmax(logits), logits, features)[1]
+    def sets(self, logits, features=None, probs=None) -> np.ndarray:
+        """Boolean (N, K) mask of the conformal sets C(x) = {y : V(x, y) <= q(x)}, V scored on
+        ``probs`` (the model's probabilities as given) when given, else on softmax(logits)."""
+        return self._scores_and_sets(softmax(logits) if probs is None else probs, logits, features)[1]
 
     def _scores_and_sets(self, probs, logits, features):
         scores = nonconformity(probs, self.options.score)
         q = self.thresholds(logits, features)
         return scores, scores <= q[:, None]  # one threshold per row, broadcast along its classes
 
-    def transform_with_info(self, logits, features=None):
-        out, category = self.calibrate(*self._prepare(logits, features, log_space=True))
+    def transform_with_info(self, logits, features=None, probs=None):
+        out, category = self.calibrate(*self._prepare(logits, features, log_space=True, probs=probs))
         return out, _count(category)
 
-    def transform_and_sets(self, logits, features=None) -> tuple[np.ndarray, np.ndarray]:
+    def transform_and_sets(self, logits, features=None, probs=None) -> tuple[np.ndarray, np.ndarray]:
         """Calibrated log-probabilities and the set mask from one pass (softmax, scores, sets once)."""
-        prepared = self._prepare(logits, features, log_space=True)
+        prepared = self._prepare(logits, features, log_space=True, probs=probs)
         return self.calibrate(*prepared)[0], prepared[-1]
 
-    def transform_probs_with_info(self, logits, features=None):
-        out, category = self.calibrate_probs(*self._prepare(logits, features))
+    def transform_probs_with_info(self, logits, features=None, probs=None):
+        out, category = self.calibrate_probs(*self._prepare(logits, features, probs=probs))
         return out, _count(category)
 
-    def _prepare(self, logits, features, log_space: bool = False):
+    def _prepare(self, logits, features, log_space: bool = False, probs=None):
         """(logits, log-probs or None, probs, scores V, set mask): what :meth:`calibrate` (log_space)
-        and :meth:`calibrate_probs` take. The probability path skips the log-probs."""
+        and :meth:`calibrate_probs` take. The probability path skips the log-probs. Given ``probs``
+        (the model's probabilities as the input holds them) are scored instead of softmax(logits),
+        so that equal probabilities give equal scores; a copy, since calibrate may overwrite it."""
         logits = np.asarray(logits, dtype=np.float64)
         if log_space:
-            log_probs, probs = log_softmax_and_softmax(logits)
+            log_probs, softmax_probs = log_softmax_and_softmax(logits)
         else:
-            log_probs, probs = None, softmax(logits)
+            log_probs, softmax_probs = None, (softmax(logits) if probs is None else None)
+        probs = softmax_probs if probs is None else np.array(probs, dtype=np.float64)
         scores, in_set = self._scores_and_sets(probs, logits, features)
         return logits, log_probs, probs, scores, in_set
 
-    def transform(self, logits, features=None):
-        return self.transform_with_info(logits, features)[0]
+    def transform(self, logits, features=None, probs=None):
+        return self.transform_with_info(logits, features, probs)[0]
 
     def categories(self, logits, log_probs, probs, scores, in_set) -> np.ndarray:
         """Per-row category (FEASIBLE or a code of conformal.CATEGORY_NAMES) without keeping the

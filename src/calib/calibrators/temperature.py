@@ -80,8 +80,11 @@ class TemperatureScaling(Calibrator):
     def transform(self, logits, features=None):
         return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_)
 
+    def warnings(self):
+        return bracket_end_warnings(self.temperature_, np.exp(-LOG_BETA_BOUND), np.exp(LOG_BETA_BOUND), "NLL")
+
     def fit_report(self):
-        return {"temperature": self.temperature_}
+        return {"temperature": self.temperature_, **warning_entries(self.warnings())}
 
     def to_state(self):
         return State(params={"temperature": self.temperature_})
@@ -91,6 +94,26 @@ class TemperatureScaling(Calibrator):
         calibrator = cls(options)
         calibrator.temperature_ = float(state.params["temperature"])
         return calibrator
+
+
+def bracket_end_warnings(temperature: float, lowest: float, highest: float, objective: str) -> list[str]:
+    """A sentence when a fitted temperature sits on an end of its search interval [lowest, highest]:
+    the optimum was not found inside it. T at the low end: the calibration rows are (nearly)
+    separable by the logits, so the NLL falls without bound as T -> 0 and the probabilities become
+    0 or 1; at the high end the logits carry no information about the labels."""
+    if np.isclose(temperature, lowest, rtol=1e-9):
+        return [f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
+                "the calibration rows are separable by the logits or too few, and the probabilities it "
+                "gives are near 0 or 1; fit on more (or held-out) rows"]
+    if np.isclose(temperature, highest, rtol=1e-9):
+        return [f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
+                "the logits carry almost no information about these labels (uniform probabilities)"]
+    return []
+
+
+def warning_entries(warnings: list[str]) -> dict:
+    """Fit-report entries for a calibrator's warnings (none when there are none)."""
+    return {"warning": warnings[0]} if len(warnings) == 1 else {f"warning {i + 1}": w for i, w in enumerate(warnings)}
 
 
 #: cmce-ts grid (calibrators.md): 301 log-spaced temperatures on [1e-2, 1e2]; the exponent is an
@@ -139,8 +162,12 @@ class CMCETemperature(Calibrator):
     def transform(self, logits, features=None):
         return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_)
 
+    def warnings(self):
+        return bracket_end_warnings(self.temperature_, CMCE_GRID[0], CMCE_GRID[-1], "CMCE")
+
     def fit_report(self):
-        return {"temperature": self.temperature_, "cmce on the calibration rows": self.cmce_}
+        return {"temperature": self.temperature_, "cmce on the calibration rows": self.cmce_,
+                **warning_entries(self.warnings())}
 
     def to_state(self):
         return State(params={"temperature": self.temperature_, "cmce": self.cmce_})

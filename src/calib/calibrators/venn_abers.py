@@ -18,10 +18,15 @@ tangent ("bridge") of
 
 Fitting sweeps L = 0..m once per label: the left hull is a stack (each point pushed and popped
 once); the right hulls are one persistent linked list built right-to-left (suffix hull of R =
-R -> next[R] -> ...). The bridge is found by alternating tangent walks that stop at the mutual
-tangent. The bridge slope never decreases along the sweep (p0, p1 are non-decreasing in s), so
-both bridge ends only move right and the walks resume where the last query stopped: a sweep is
-O(m), a class O(n log n) with the sort. ``fit`` reports the walk steps per calibration row. The 2m + 1 positions (below, at and between the distinct scores) are stored
+R -> next[R] -> ...). The bridge slope never decreases along the sweep (p0, p1 are non-decreasing
+in s), and both bridge ends only move right, so each query resumes from the last one's ends a, b
+(both at or left of the new bridge's): b walks to the tangent from A_a, then a steps right while
+the next left vertex lies strictly below the line A_a P_b, b re-walking after each step. Stepping a
+only once b is at its tangent keeps a at or left of the bridge (a step taken while P_b is above the
+bridge line can overshoot it: that bug gave wrong p0 values). When the new point pops the left end
+off the stack, the walk restarts from the vertex before it. A sweep is O(m), a class O(n log n)
+with the sort; ``fit`` reports the walk steps per calibration row.
+The 2m + 1 positions (below, at and between the distinct scores) are stored
 run-length encoded as sorted boundaries, so applying is a binary search: O(m log n) per class.
 """
 
@@ -40,8 +45,8 @@ def _sweep(px, py):
     """(values (2, 2m + 1): p0 and p1 at every position, walk steps) for one class whose cumulative
     sum diagram is P_i = (px[i], py[i]), i = 0..m, P_0 = (0, 0).
 
-    Plain Python that numba compiles (:func:`_kernel`). A hull vertex b is dropped when
-    slope(a, b) > slope(b, c) for neighbours a.x < b.x < c.x, written without division.
+    Plain Python that numba compiles where it is installed (:func:`_kernel`). A hull vertex b is
+    dropped when slope(a, b) > slope(b, c) for neighbours a.x < b.x < c.x, written without division.
     """
     m = px.shape[0] - 1
     # persistent suffix lower hulls: next_vertex[r] follows P_r on the hull of {P_r, ..., P_m}
@@ -72,42 +77,42 @@ def _sweep(px, py):
                 top -= 1
             top += 1
             left_x[top], left_y[top] = ax, ay
-            a = min(a, top)  # a popped bridge end is replaced by the new point
+            # a popped left end: the tangent is now the vertex before the new point (its incoming
+            # edge is unchanged, so it still lies below the bridge) or the new point
+            a = min(a, max(top - 1, 0))
             for right in (ell, ell + 1):
                 if right > m:
                     continue
                 b = max(b, right)
-                moved = True
-                while moved:
-                    moved = False
+                while True:
+                    # b to the tangent from A_a: right while slope(A_a, P_next) <= slope(A_a, P_b)
                     while next_vertex[b] >= 0:
                         c = next_vertex[b]
-                        # slope(A_a, P_c) <= slope(A_a, P_b): the tangent from A_a lies further right
                         if (py[c] - left_y[a]) * (px[b] - left_x[a]) <= (py[b] - left_y[a]) * (px[c] - left_x[a]):
                             b = c
-                            moved = True
                             steps += 1
                         else:
                             break
-                    while a < top:
-                        # slope(A_{a+1}, P_b) >= slope(A_a, P_b): the tangent from P_b lies further right
-                        if ((py[b] - left_y[a + 1]) * (px[b] - left_x[a])
-                                >= (py[b] - left_y[a]) * (px[b] - left_x[a + 1])):
-                            a += 1
-                            moved = True
-                            steps += 1
-                        else:
-                            break
+                    # a one vertex right if A_{a+1} lies strictly below the line A_a P_b: then a is
+                    # not the bridge's end, and (a <= the end) neither is anything left of a
+                    if a < top and ((py[b] - left_y[a + 1]) * (px[b] - left_x[a])
+                                    > (py[b] - left_y[a]) * (px[b] - left_x[a + 1])):
+                        a += 1
+                        steps += 1
+                    else:
+                        break
                 values[label, 2 * ell + (right - ell)] = (py[b] - left_y[a]) / (px[b] - left_x[a])
     return values, steps
 
 
 @functools.lru_cache(maxsize=1)
 def _kernel():
-    """The compiled sweep; numba is imported only here (fitting venn-abers needs it) and caches
-    the machine code between runs."""
-    from numba import njit
-
+    """The sweep, compiled by numba when it is installed (``pip install calib-cli[fast]``: about
+    100x faster), else run as plain Python: one function either way, so both give the same values."""
+    try:
+        from numba import njit
+    except ImportError:
+        return _sweep
     return njit(cache=True)(_sweep)
 
 

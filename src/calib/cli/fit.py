@@ -53,3 +53,5 @@ def fit(
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     render.fit_summary(method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind,
                        seconds=time.perf_counter() - start, out=out)
+    for warning in calibrator.warnings():
+        render.note(f"warning: {warning}")

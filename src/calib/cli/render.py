@@ -189,7 +189,7 @@ def diagnosis(result) -> None:
         table.add_row(str(r["class"]), f"{r['cw_ece']:.4f}", str(r["support"]))
     _out.print(table)
     if result.comparison:
-        keys = [k for k in result.comparison[0] if k != "method"]
+        keys = [k for k in result.comparison[0] if k not in ("method", "warnings")]
         table = Table(title="cross-validated comparison (mean±std over folds)", title_justify="left")
         table.add_column("method", style="bold", no_wrap=True)
         for key in keys:

@@ -11,7 +11,7 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, log_floored, row_chunks, softmax
+from ..numerics import PROB_FLOOR, isotonic_fit, log_floored, row_chunks, softmax
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
@@ -230,13 +230,8 @@ def _histogram(edges_of):
 
 
 def _isotonic(score, outcome):
-    from scipy.optimize import isotonic_regression
-
-    order = np.argsort(score, kind="stable")
-    fitted = isotonic_regression(outcome[order]).x
-    x, start = np.unique(score[order], return_index=True)
-    y = np.add.reduceat(fitted, start) / np.diff(np.append(start, len(score)))
-    return lambda new: np.interp(new, x, y)
+    x, level = isotonic_fit(score, outcome)
+    return lambda new: np.interp(new, x, level)
 
 
 def _logistic(features_of):

@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ..numerics import log_of_probs, log_softmax, row_chunks
+from ..validation import repair_probs
 
 
 @dataclass
@@ -63,26 +64,29 @@ class Predictions:
         """Float64 log-space scores whose softmax is the model's probability vector.
 
         logits: as given; log-probs: log-softmax of them (exact renormalisation);
-        probs: log(max(p, 1e-12)). A binary column becomes two columns: [0, z], [log(1-p), log p].
+        probs: log(max(p, 1e-12)) of :meth:`probs_as_given`. A binary column becomes two columns:
+        [0, z], [log(1-p), log p].
         """
+        if self.kind == "probs":
+            return log_of_probs(self.probs_as_given(rows))
         raw = np.asarray(self.scores[rows], dtype=np.float64)
         if self.binary_column:
             raw = raw.reshape(-1)
             if self.kind == "logits":
                 return np.stack([np.zeros_like(raw), raw], axis=1)
-            p1 = np.exp(raw) if self.kind == "log-probs" else raw
+            p1 = np.minimum(np.exp(raw), 1.0)
             return log_of_probs(np.stack([1.0 - p1, p1], axis=1))
-        if self.kind == "probs":
-            return log_of_probs(raw)
         if self.kind == "log-probs":
             return log_softmax(raw)
         return raw
 
     def probs_as_given(self, rows: slice = slice(None)) -> np.ndarray | None:
-        """The probability matrix exactly as the file gives it (kind probs), else None."""
+        """The probability matrix as the file gives it (kind probs), else None: rows within
+        tolerance of the simplex but off it are clipped and renormalised (:func:`repair_probs`),
+        the others are exactly the file's values."""
         if self.kind != "probs":
             return None
-        raw = np.asarray(self.scores[rows], dtype=np.float64)
+        raw = repair_probs(np.asarray(self.scores[rows], dtype=np.float64))
         if self.binary_column:
             raw = raw.reshape(-1)
             return np.stack([1.0 - raw, raw], axis=1)
@@ -90,6 +94,12 @@ class Predictions:
 
     def true_probs_rows(self, rows: slice) -> np.ndarray | None:
         return None if self.true_probs is None else np.asarray(self.true_probs[rows], dtype=np.float64)
+
+    def take(self, rows: np.ndarray) -> "Predictions":
+        """The predictions of ``rows`` (an index array) alone, in memory, of the same kind."""
+        labels = None if self.labels is None else self.labels[rows]
+        return Predictions(f"{self.name} (rows subset)", np.asarray(self.scores[rows]), self.kind, self.kind_reason,
+                           labels, "", true_probs=None if self.true_probs is None else self.true_probs[rows])
 
     def all_logits(self) -> np.ndarray:
         """Every row at once (for fitting, where the calibration split is held in memory)."""

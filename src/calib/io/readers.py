@@ -66,11 +66,10 @@ def read_predictions(
         else:
             raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected .npy, .npz or .parquet")
     check_score_array(scores, name)
-    if named_kind is not None and input_kind == "auto":
-        _, _ = resolve_kind(scores, named_kind, name)  # the array name says the kind: check it holds
-        kind, reason = named_kind, f"the array is named for {named_kind}"
+    if named_kind is not None and input_kind == "auto":  # the array name says the kind: check it holds
+        kind, reason = resolve_kind(scores, named_kind, name, given_by=f"the array is named for {named_kind}")
     else:
-        kind, reason = resolve_kind(scores, input_kind, name)
+        kind, reason = resolve_kind(scores, input_kind, name, given_by="as given by --input-kind")
     preds = Predictions(name, scores, kind, reason, None, sha, passthrough)
     if labels_path is not None:
         labels = read_labels(labels_path)

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..numerics import PROB_FLOOR
+from ..numerics import PROB_FLOOR, isotonic_fit
 from . import accumulators as acc
 from .smooth import GRID, smooth_ece
 
@@ -94,15 +94,9 @@ def isotonic_ece(state: acc.TopLabelValues, config: MetricConfig) -> float:
     """Plug-in top-label ECE with the binning chosen by isotonic regression (paper 003, estimator
     family (i)): mean |F_i - g(F_i)| with g the PAVA fit of correctness on confidence, ties in F
     pooled (the same g as the ``isotonic`` recalibrator, fitted on the evaluated rows)."""
-    from scipy.optimize import isotonic_regression
-
     confidence = np.concatenate(state.confidence)
-    correct = np.concatenate(state.correct).astype(np.float64)
-    distinct, start, inverse = np.unique(confidence, return_index=True, return_inverse=True)
-    counts = np.bincount(inverse)
-    pooled = np.bincount(inverse, weights=correct) / counts
-    fitted = isotonic_regression(pooled, weights=counts.astype(np.float64)).x
-    return float(np.abs(confidence - fitted[inverse]).mean())
+    x, level = isotonic_fit(confidence, np.concatenate(state.correct))
+    return float(np.abs(confidence - level[np.searchsorted(x, confidence)]).mean())
 
 
 def _smece(state: acc.TopLabelValues, config: MetricConfig) -> float:
