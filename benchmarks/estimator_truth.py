@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.results import write_results
-
 from calib.estimators import kde_calibration_errors, variational_calibration_error
 from calib.evaluation import compute_metrics
 from calib.io import Predictions

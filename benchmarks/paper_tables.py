@@ -28,7 +28,7 @@ from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import MetricConfig
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"  # real data shipped with the tests
 TABLE_METRICS = ["accuracy", "ece", "mce", "cw_ece", "nll", "brier", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995"]
 GRID_METRICS = ["accuracy", "nll_true", "brier_true", "cmce", "cpsme_avg", "ece"]
 

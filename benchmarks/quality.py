@@ -38,7 +38,7 @@ from calib.evaluation import VeceConfig, compute_metrics, vece_results
 from calib.io import Predictions
 from calib.metrics import DEFAULT_METRICS, MetricConfig
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"  # real data shipped with the tests
 DATASETS = ("cifar10", "cifar100", "news20", "grid-10", "grid-100", "grid-1000")
 METRICS = list(DEFAULT_METRICS)
 TRUTH = ["nll_true", "brier_true"]

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.results import write_results
-
 from calib.estimators import variational_calibration_error
 from calib.estimators.recalibrators import RECALIBRATORS
 from calib.synth import known_ce_data, true_calibration_errors

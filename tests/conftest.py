@@ -1,4 +1,3 @@
-import os
 import sys
 from pathlib import Path
 
@@ -6,18 +5,36 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("CALIB_SHARED_DATA", ROOT.parent / "shared" / "data"))
+#: Real classifier outputs shipped with the tests (tests/data/README.md has their origin and licences).
+DATA = Path(__file__).resolve().parent / "data"
 SAMPLE = ROOT / "sample_data"
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-def shared_file(name: str) -> Path:
-    """A real data file of ../shared/data; skipped outside CI when absent, an error in CI."""
-    path = SHARED_DATA / name
+def has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+#: Tests of what needs the torch extra skip without it (CI installs it; README: the CPU build).
+NEEDS_TORCH = pytest.mark.skipif(not has_module("torch"), reason="needs torch: pip install 'calib-cli[torch]'")
+
+
+def method_param(method: str, *rest):
+    """A pytest parameter for ``method`` that skips when an optional package its fit needs is absent."""
+    from calib.registry import calibrator_class
+
+    missing = [m for m in calibrator_class(method).requires if not has_module(m)]
+    marks = [pytest.mark.skip(reason=f"{method} needs {', '.join(missing)}: pip install 'calib-cli[torch]'")] if missing else []
+    return pytest.param(method, *rest, marks=marks)
+
+
+def data_file(name: str) -> Path:
+    """A real data file of tests/data (part of the repository: never skipped)."""
+    path = DATA / name
     if not path.exists():
-        if os.environ.get("CI"):
-            raise FileNotFoundError(f"{path} is missing in CI")
-        pytest.skip(f"{path} not present")
+        raise FileNotFoundError(f"{path} is missing: it is part of the repository")
     return path
 
 
@@ -41,9 +58,9 @@ def run(capsys, monkeypatch):
 
 @pytest.fixture
 def cifar100():
-    val = np.load(shared_file("cifar100_resnet110_val.npz"))
-    test = np.load(shared_file("cifar100_resnet110_test.npz"))
-    return {"val": shared_file("cifar100_resnet110_val.npz"), "test": shared_file("cifar100_resnet110_test.npz"),
+    val = np.load(data_file("cifar100_resnet110_val.npz"))
+    test = np.load(data_file("cifar100_resnet110_test.npz"))
+    return {"val": data_file("cifar100_resnet110_val.npz"), "test": data_file("cifar100_resnet110_test.npz"),
             "val_logits": val["logits"], "val_labels": val["labels"],
             "test_logits": test["logits"], "test_labels": test["labels"]}
 

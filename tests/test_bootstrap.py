@@ -26,6 +26,7 @@ def _values(logits, labels, keys, bootstrap=None):
     return values, replicates
 
 
+@pytest.mark.slow
 def test_grouped_bootstrap_matches_the_row_bootstrap(cifar10_test):
     """Accuracy's bootstrap spread equals the binomial standard error; ECE's and smECE's intervals
     agree with a literal row bootstrap (resample rows, recompute) to a fraction of their width."""

@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 import reference as ref
-from calib.numerics import log_softmax
 from conftest import ROOT, SAMPLE
+
+from calib.numerics import log_softmax
 
 
 def _json(out):

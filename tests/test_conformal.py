@@ -4,12 +4,22 @@ import json
 
 import numpy as np
 import pytest
+from conftest import method_param
 from scipy.optimize import minimize
 
 from calib import calibrator_class
 from calib.calibrators import thresholds as thresholds_module
-from calib.calibrators.conformal import (EMPTY, FEASIBLE, FULL, TOO_LARGE, UNREACHABLE, conformal_quantile,
-                                         label_scores, min_calibration_size, nonconformity)
+from calib.calibrators.conformal import (
+    EMPTY,
+    FEASIBLE,
+    FULL,
+    TOO_LARGE,
+    UNREACHABLE,
+    conformal_quantile,
+    label_scores,
+    min_calibration_size,
+    nonconformity,
+)
 from calib.calibrators.select_tau import select_temperature
 from calib.calibrators.temperature import CMCE_GRID, cmce_at_temperatures
 from calib.errors import UsageError
@@ -214,7 +224,7 @@ def test_in_set_mass_is_exactly_one_minus_alpha(cifar100, method, options):
     assert np.allclose(np.exp(out).sum(1), 1.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["conformal-ts", "ats-gq", "cmce-ts", "ts", "adaptive-ts"])
+@pytest.mark.parametrize("method", [method_param(m) for m in ["conformal-ts", "ats-gq", "cmce-ts", "ts", "adaptive-ts"]])
 def test_temperature_methods_keep_the_argmax(cifar100, method):
     calibrator = fit(method, cifar100["val_logits"], cifar100["val_labels"])
     logits = cifar100["test_logits"].astype(np.float64)

@@ -1,6 +1,7 @@
-"""The compiled kernels (calib/_kernels.c) against independent formulations: the C library's log
-(through NumPy), scipy's softmax and log-softmax, NumPy's weighted moments, on row lengths that are
-and are not whole vectors."""
+"""Both kernel paths (the compiled calib/_kernels.c and the pure NumPy one, calib.kernels) against
+independent formulations: the C library's log (through NumPy), scipy's softmax and log-softmax,
+NumPy's weighted moments, on row lengths that are and are not whole vectors; and the two paths
+against each other."""
 
 import numpy as np
 import pytest
@@ -9,10 +10,24 @@ from scipy.special import softmax as scipy_softmax
 
 from calib.numerics import log_floored, log_of_probs, log_softmax, log_softmax_and_softmax, softmax, tempered_moments
 
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def backend(request, monkeypatch):
+    """Every test runs on both paths (the compiled one skips where the extension is not built)."""
+    from calib import kernels
+
+    if request.param == "compiled":
+        compiled = pytest.importorskip("calib._kernels", reason="the C extension is not built")
+        monkeypatch.setattr(kernels, "_compiled", compiled)
+    else:
+        monkeypatch.setattr(kernels, "_compiled", None)
+    return request.param
+
+
 SHAPES = [(30, 1), (30, 2), (30, 3), (30, 4), (30, 5), (30, 7), (7, 1001), (3, 10_000)]
 
 
-def test_log_is_within_one_ulp_of_the_c_library_on_every_binade():
+def test_log_is_within_one_ulp_of_the_c_library_on_every_binade(backend):
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.random(200_000), 10.0 ** rng.uniform(-307.5, 308, 200_000),
                         1.0 + rng.normal(size=20_000) * 1e-8,  # log near 0: relative accuracy kept
@@ -73,3 +88,34 @@ def test_kernels_refuse_what_they_cannot_compute():
         tempered_moments(np.zeros((2, 3)), 0.0)
     with pytest.raises(ValueError):
         softmax(np.zeros(3))
+
+
+def test_the_two_paths_agree(monkeypatch):
+    """softmax, moments and log to a few ulp; SelectTau's temperatures within its stopping rule and
+    the same categories (see calib.kernels)."""
+    from calib import kernels
+    from calib.calibrators.select_tau import tempered_distribution
+
+    compiled = pytest.importorskip("calib._kernels", reason="the C extension is not built")
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(400, 37)) * 3
+    in_set = np.argsort(np.argsort(-z, axis=1), axis=1) < rng.integers(0, 38, 400)[:, None]
+    target = rng.uniform(0.05, 0.99, 400)
+    results = {}
+    for name, module in (("compiled", compiled), ("numpy", None)):
+        monkeypatch.setattr(kernels, "_compiled", module)
+        results[name] = (softmax(z), log_softmax(z), tempered_moments(z, 0.7), log_floored(np.abs(z)),
+                         tempered_distribution(z, in_set, target))
+    a, b = results["compiled"], results["numpy"]
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(a[2][0], b[2][0], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(a[2][1], b[2][1], rtol=1e-12, atol=1e-12)
+    assert np.max(np.abs(a[3] - b[3]) / np.spacing(np.abs(b[3]) + 1e-300)) <= 1.0
+    (dist_a, tau_a, cat_a), (dist_b, tau_b, cat_b) = a[4], b[4]
+    np.testing.assert_array_equal(cat_a, cat_b)
+    np.testing.assert_allclose(tau_a, tau_b, rtol=1e-6)
+    mass_a, mass_b = (dist_a * in_set).sum(axis=1), (dist_b * in_set).sum(axis=1)
+    feasible = cat_a == 0
+    assert np.all(np.abs(mass_a - mass_b)[feasible] <= 2e-9)
+    assert np.all(mass_b[feasible] >= target[feasible] - 1e-12)

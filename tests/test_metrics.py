@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 import pytest
-
 import reference as ref
+
 from calib import numerics
 from calib.evaluation import compute_metrics
 from calib.io import Predictions
@@ -179,7 +179,7 @@ def test_calibration_perfect_model_has_small_cmce():
 @pytest.mark.parametrize("source", ["cifar10_resnet110_test.npz", "cifar100_resnet110_test.npz", "news20_probs.npz", "synthetic"])
 def test_smece_agrees_with_relplot(source):
     relplot = pytest.importorskip("relplot")
-    from conftest import shared_file
+    from conftest import data_file
 
     if source == "synthetic":
         rng = np.random.default_rng(0)
@@ -191,7 +191,7 @@ def test_smece_agrees_with_relplot(source):
         conf, correct = probs.max(1), probs.argmax(1) == labels
         scores, kind = probs, "probs"
     else:
-        data = np.load(shared_file(source))
+        data = np.load(data_file(source))
         kind = "logits" if "logits" in data.files else "probs"
         scores, labels = data[kind].astype(np.float64), data["labels"]
         probs = np.exp(log_softmax(scores)) if kind == "logits" else scores

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import method_param
 
 from calib import CALIBRATORS, calibrator_class
 from calib.calibrators import thresholds as thresholds_module
@@ -73,7 +74,7 @@ def test_all_zero_rows_become_uniform():
     assert np.allclose(renormalise(np.array([[0.0, 0.0, 0.0], [1.0, 3.0, 0.0]])), [[1 / 3] * 3, [0.25, 0.75, 0.0]])
 
 
-@pytest.mark.parametrize("method", sorted(CALIBRATORS))
+@pytest.mark.parametrize("method", [method_param(m) for m in sorted(CALIBRATORS)])
 def test_every_calibrator_keeps_the_contract(method, tmp_path, monkeypatch):
     """Normalised rows, shape kept when classes are missing from the fit, bit-identical bundles."""
     monkeypatch.setattr(thresholds_module, "QR_STEPS", 50)
@@ -127,7 +128,8 @@ def _penalised_nll(delta, bias, x, labels):
 def test_structured_scaling_matches_probmetrics(cifar10, method):
     """probmetrics (Berta et al.'s own code) fits the same objective with torchmin BFGS: our optimum
     is at least as low and the calibrated probabilities agree."""
-    import torch
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("probmetrics")
     from probmetrics.calibrators.logistic import SMSCalibrator, SVSCalibrator
 
     logits, labels, test = cifar10

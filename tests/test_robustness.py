@@ -9,12 +9,12 @@ import time
 
 import numpy as np
 import pytest
+from conftest import SAMPLE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calib.errors import CalibError
 from calib.io import read_predictions
-from conftest import SAMPLE
 
 
 def _real_npy_bytes(tmp_path_factory):
@@ -64,6 +64,7 @@ def test_arbitrary_small_matrices(tmp_path, scores):
     assert np.isfinite(preds.logits()).all()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_write_leaves_the_old_file_or_none(tmp_path):
     """`apply` writes to a temporary file and renames it: killing it at any moment never leaves a
     truncated output."""
@@ -202,6 +203,7 @@ def peak_rss_mib(calib_args: list[str]) -> float:
     return float(done.stdout)
 
 
+@pytest.mark.slow
 def test_evaluate_memory_grows_no_faster_than_the_mapped_input(tmp_path):
     """Peak RSS of `calib evaluate` at K = 10,000 for 2,000 and 8,000 rows: the extra rows cost at
     most 1.25x their own bytes (the memory-mapped pages themselves), so everything else is a fixed
@@ -218,6 +220,7 @@ def test_evaluate_memory_grows_no_faster_than_the_mapped_input(tmp_path):
     assert peaks[1] - peaks[0] <= 1.25 * (sizes[1] - sizes[0]), (peaks, sizes)
 
 
+@pytest.mark.slow
 def test_parquet_is_streamed_by_row_groups(tmp_path, run):
     """A parquet input is decoded a row group at a time: 4x the rows cost under half their bytes in
     peak memory (reading the table whole costs at least twice: arrow buffers plus the matrix), and

@@ -11,7 +11,7 @@ def shards(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = np.load(__import__("conftest").shared_file("cifar100_resnet110_test.npz"))
+    data = np.load(__import__("conftest").data_file("cifar100_resnet110_test.npz"))
     logits, labels = data["logits"], data["labels"]
     directory = tmp_path / "shards"
     directory.mkdir()

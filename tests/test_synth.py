@@ -11,8 +11,16 @@ from calib.io import Predictions
 from calib.metrics import MetricConfig
 from calib.metrics.accumulators import CPSME_ALPHAS
 from calib.numerics import log_softmax
-from calib.synth import (class_groups, contaminate, contamination_temperatures, grid_centres, known_ce_data,
-                         sample_points, true_calibration_errors, true_posterior)
+from calib.synth import (
+    class_groups,
+    contaminate,
+    contamination_temperatures,
+    grid_centres,
+    known_ce_data,
+    sample_points,
+    true_calibration_errors,
+    true_posterior,
+)
 
 
 def test_grid_layouts():

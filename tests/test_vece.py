@@ -111,6 +111,7 @@ def test_top_classes_equal_the_stable_full_sort(k, count):
                           np.argsort(-probs[:, ::-1], axis=1, kind="stable")[:, :count])
 
 
+@pytest.mark.slow
 def test_large_k_reduction_matches_the_exact_recipe_where_both_run():
     probs, labels, truth = known_ce_data(1500, 15, 0.5, np.random.default_rng(2))
     coarse = variational_calibration_error(probs, labels, "ws-catboost", seed=0)

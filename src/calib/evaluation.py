@@ -11,12 +11,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import __version__
+from .bootstrap import BootstrapConfig, GroupedStates, intervals, labels_fingerprint, paired_increase
 from .calibrators.base import Calibrator, given_probs
 from .errors import InputError, UsageError
+from .estimators import (
+    IN_SAMPLE_METRICS,
+    KDE_METRICS,
+    SAMPLE_METRICS,
+    VECE_METRICS,
+    kde_calibration_errors,
+    variational_calibration_error,
+)
 from .io.predictions import Predictions
-from .bootstrap import BootstrapConfig, GroupedStates, intervals, labels_fingerprint, paired_increase
-from .estimators import (IN_SAMPLE_METRICS, KDE_METRICS, SAMPLE_METRICS, VECE_METRICS, kde_calibration_errors,
-                         variational_calibration_error)
 from .metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Batch, MetricConfig, compute_value
 from .numerics import log_softmax_and_softmax, map_in_order, softmax
 

@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
-from . import _kernels
+from . import kernels
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -19,13 +19,13 @@ LOG_PROB_FLOOR = float(np.log(PROB_FLOOR))
 
 
 def _softmax(logits, probs: bool, log_probs: bool):
-    """Row softmax of (N, K) ``logits`` in float64 by the compiled kernel (calib/_kernels.c): per row
-    c = z - max z, w = exp(c) (vectorised, a few ulp), p = w / sum w, log p = c - log sum w."""
+    """Row softmax of (N, K) ``logits`` in float64 (:func:`calib.kernels.softmax`): per row
+    c = z - max z, w = exp(c), p = w / sum w, log p = c - log sum w."""
     z = np.ascontiguousarray(logits, dtype=np.float64)
     if z.ndim != 2:
         raise ValueError(f"softmax takes an (N, K) matrix; got shape {z.shape}")
     out = (np.empty(z.shape) if probs else None), (np.empty(z.shape) if log_probs else None)
-    _kernels.softmax(z, z.shape[0], z.shape[1], *out)
+    kernels.softmax(z, z.shape[0], z.shape[1], *out)
     return out
 
 
@@ -46,14 +46,16 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def tempered_moments(logits: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, E[z] and Var[z] under p = softmax(beta z), beta > 0: one fused exp-and-sum pass of
-    the compiled kernel, w = exp(beta (z - max z)), E[z] = max z + sum w c / sum w (c = z - max z),
+    """Per row, E[z] and Var[z] under p = softmax(beta z), beta > 0 (:func:`calib.kernels.moments`):
+    w = exp(beta (z - max z)), E[z] = max z + sum w c / sum w (c = z - max z),
     Var[z] = sum w c^2 / sum w - (sum w c / sum w)^2."""
     z = np.ascontiguousarray(logits, dtype=np.float64)
     if z.ndim != 2:
         raise ValueError(f"tempered_moments takes an (N, K) matrix; got shape {z.shape}")
+    if not beta > 0.0:
+        raise ValueError(f"tempered_moments takes beta > 0; got {beta}")
     mean, variance = np.empty(len(z)), np.empty(len(z))
-    _kernels.moments(z, z.shape[0], z.shape[1], float(beta), mean, variance)
+    kernels.moments(z, z.shape[0], z.shape[1], float(beta), mean, variance)
     return mean, variance
 
 
@@ -65,12 +67,12 @@ def logsumexp_rows(values: np.ndarray) -> np.ndarray:
 
 
 def log_floored(values: np.ndarray, shift: float = 0.0, floor: float = -np.inf) -> np.ndarray:
-    """``log(max(values + shift, floor))`` in float64, any shape, by the compiled kernel: fdlibm's log
-    on four lanes (under 1 ulp from the C library's; 2-3 ns a value against NumPy's 6-8 here, whose
-    float64 log is scalar without AVX-512). 0 gives -inf, inf inf, NaN NaN."""
+    """``log(max(values + shift, floor))`` in float64, any shape (:func:`calib.kernels.log`; the
+    compiled path is fdlibm's log on four lanes, under 1 ulp from the C library's). 0 gives -inf,
+    inf inf, NaN NaN."""
     v = np.asarray(values, dtype=np.float64, order="C")  # keeps a 0-d input 0-d
     out = np.empty(v.shape)
-    _kernels.log(v, float(shift), float(floor), out)
+    kernels.log(v, float(shift), float(floor), out)
     return out
 
 
@@ -89,6 +91,25 @@ def bin_index(values: np.ndarray, n_bins: int) -> np.ndarray:
     idx = np.multiply(values, n_bins, dtype=np.float64).astype(np.int32)
     np.minimum(idx, n_bins - 1, out=idx)
     return idx
+
+
+def isotonic_fit(values: np.ndarray, targets: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Non-decreasing least-squares fit of ``targets`` on ``values``, ties in ``values`` pooled first.
+
+    Returns ``(x, level)``: the distinct values in increasing order and the fitted level at each.
+    Rows with equal values are one point of the fit with weight ``sum w`` and target
+    ``sum w t / sum w`` (de Leeuw, Hornik & Mair 2009, the secondary approach to ties; scikit-learn's
+    and R isotone's), then the pool-adjacent-violators algorithm (Ayer et al. 1955) fits
+    ``min sum_j W_j (T_j - level_j)^2`` subject to ``level_0 <= level_1 <= ...``. Pooling first
+    makes the fit a function of the (value, target) pairs alone, independent of row order.
+    """
+    from scipy.optimize import isotonic_regression
+
+    x, inverse = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True)
+    w = np.ones(len(inverse)) if weights is None else np.asarray(weights, dtype=np.float64)
+    pooled_weight = np.bincount(inverse, weights=w, minlength=len(x))
+    pooled_target = np.bincount(inverse, weights=w * np.asarray(targets, dtype=np.float64), minlength=len(x)) / pooled_weight
+    return x, isotonic_regression(pooled_target, weights=pooled_weight).x
 
 
 def label_rank(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:

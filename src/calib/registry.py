@@ -8,8 +8,8 @@ from .calibrators.base import Calibrator
 from .calibrators.conformal_mass import MassRescaling
 from .calibrators.matrix_scaling import Dirichlet, MatrixScaling, VectorScaling
 from .calibrators.onevsrest import Beta, HistogramBinning, Isotonic, Platt, Quadratic
-from .calibrators.venn_abers import VennAbers
 from .calibrators.temperature import AdaptiveTemperature, CMCETemperature, TemperatureScaling
+from .calibrators.venn_abers import VennAbers
 from .errors import UsageError
 
 CALIBRATORS: dict[str, type[Calibrator]] = {

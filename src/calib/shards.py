@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from . import pipeline
-from .errors import InputError, UsageError
+from . import extras, pipeline
+from .errors import InputError
 from .evaluation import compute_metrics, merge_metric_states, state_header
 from .metrics import MetricConfig
 
@@ -54,10 +54,8 @@ def evaluate_shards(directory: str, keys: list[str], config: MetricConfig, *, bu
 
 
 def _on_dask(files: list[str], args: tuple, scheduler: str | None) -> list:
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise UsageError("--engine dask needs the dask and distributed packages: pip install 'calib-cli[dask]'") from None
+    distributed = extras.require("dask.distributed")
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
     cluster = None
     if scheduler is None:  # a local cluster of two single-threaded worker processes on loopback
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",

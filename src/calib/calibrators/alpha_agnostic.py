@@ -250,6 +250,7 @@ class ATSMultiGlobal(AlphaAgnostic):
 
 class ATSMultiAdaptive(AlphaAgnostic):
     name = "ats-maq"
+    requires = ("torch",)
     summary = "alpha-agnostic ATS-CP with adaptive thresholds: multi-head QR or conditional flow (paper 002)"
     Options = MAQOptions
 

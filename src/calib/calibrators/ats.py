@@ -89,6 +89,7 @@ class ConformalTS(ATSGlobal):
 
 class ATSAdaptive(ATSGlobal):
     name = "ats-aq"
+    requires = ("torch",)
     summary = "ATS-CP, adaptive quantile: conformalised quantile-regression MLP threshold (paper 002)"
     Options = AQOptions
 

@@ -55,6 +55,9 @@ class Calibrator(abc.ABC):
     #: probabilities are log(max(p, 1e-12)), whose softmax moves ties by an ulp). See
     #: :func:`calib.pipeline.given_probs`.
     scores_given_probs: ClassVar[bool] = False
+    #: Optional packages the method's fit needs (an extra of calib-cli, e.g. ``("torch",)``);
+    #: applying a fitted bundle never needs them.
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options=None):
         self.options = options if options is not None else self.Options()

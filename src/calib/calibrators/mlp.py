@@ -9,6 +9,8 @@ from typing import Callable
 
 import numpy as np
 
+from .. import extras
+
 
 def standardise_stats(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and std of the training inputs (std floored at 1e-6: constant features)."""
@@ -35,8 +37,8 @@ def train(inputs: np.ndarray, targets: np.ndarray, hidden: tuple[int, ...], n_ou
     above ``bad_loss``, training restarts from a fresh initialisation with lr / 10, at most
     ``restarts`` times (calibrators.md, adaptive thresholds).
     """
-    import torch
-    from torch import nn
+    torch = extras.torch()
+    nn = torch.nn
 
     mean, std = standardise_stats(inputs)
     x = torch.as_tensor((inputs - mean) / std, dtype=torch.float32)

@@ -13,20 +13,18 @@ falling back to bisection in log beta when a step leaves the bracket. It stops a
 |M - (1 - alpha)| <= 1e-9 at the bracket end with M >= 1 - alpha, or when the bracket is relatively
 narrower than 1e-10, and returns that end (mass >= 1 - alpha).
 
-The search runs in ``calib/_kernels.c`` (built with the package): a row's work stays in three K-length
-buffers, so each Newton evaluation is one vectorised exp-and-sum pass over cache-resident data, and
-the softmax of the verifying pass is the output. NumPy cannot do that: each iteration over an N x K
-matrix is several passes over memory, and its float64 exp is scalar without AVX-512. At 10,000 x
-1,000 the compiled search takes 0.12 s against 1.5 s for the vectorised NumPy Newton it replaced
-(float32 start, float64 finish). ``_bisection`` (NumPy, no shortcuts) is the reference the tests
-compare against.
+The search runs in :func:`calib.kernels.select_tau`: in the optional C extension a row's work stays
+in three K-length buffers, so each Newton evaluation is one vectorised exp-and-sum pass over
+cache-resident data, and the softmax of the verifying pass is the output; the NumPy path runs the
+same Newton on all rows at once, each iteration a few passes over the N x K chunk.
+``_bisection`` (NumPy, no shortcuts) is the reference the tests compare against.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import _kernels
+from .. import kernels
 from .conformal import EMPTY, FEASIBLE, FULL, TOO_LARGE, UNREACHABLE
 
 LOG_TAU_MIN, LOG_TAU_MAX = np.log(1e-4), np.log(1e6)
@@ -75,7 +73,7 @@ def _solve(scores, in_set, target, distribution, log_space=False):
     target = np.ascontiguousarray(np.broadcast_to(np.asarray(target, dtype=np.float64), (n,)))
     beta = np.empty(n)
     category = np.empty(n, dtype=np.int8)
-    _kernels.select_tau(scores, in_set, target, beta, category, distribution, bool(log_space),
+    kernels.select_tau(scores, in_set, target, beta, category, distribution, bool(log_space),
                         BETA_MIN, BETA_MAX, MASS_TOL, REL_WIDTH, MAX_ITERATIONS)
     return beta, category
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import extras
 from ..bundle import State
 from ..numerics import log_softmax, softmax
 from .base import Calibrator
@@ -195,10 +196,11 @@ class AdaptiveTemperature(Calibrator):
     The argmax is kept. Weights are stored as arrays and applied in numpy."""
 
     name = "adaptive-ts"
+    requires = ("torch",)
     summary = "adaptive temperature: T(x) = softplus(MLP(z)) + 1e-6 trained on NLL (Joy et al. 2023)"
 
     def fit(self, logits, labels, *, seed=0, features=None):
-        import torch
+        torch = extras.torch()
 
         from . import mlp
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import extras
 from . import mlp
 from .conformal import conformal_quantile
 
@@ -48,7 +49,7 @@ def fit_threshold(kind: str, scores: np.ndarray, features: np.ndarray, alpha: fl
     if kind == "adaptive":
         arrays, transformed = fit_flow(scores, features, flow, seed)
     else:
-        import torch
+        torch = extras.torch()
 
         level = 1.0 - alpha
 
@@ -66,7 +67,7 @@ def fit_threshold(kind: str, scores: np.ndarray, features: np.ndarray, alpha: fl
 def fit_flow(scores: np.ndarray, features: np.ndarray, flow: str, seed: int) -> tuple[dict, np.ndarray]:
     """Train the flow's w(x) on the first seeded half; returns its arrays and the transformed scores
     b = F(V, x) of the second (conformalising) half."""
-    import torch
+    torch = extras.torch()
 
     fit_rows, conformal_rows = split_halves(len(scores), seed)
     target_v = np.maximum(scores[fit_rows], SCORE_FLOOR)
@@ -85,7 +86,7 @@ def monotone_heads(raw):
     if isinstance(raw, np.ndarray):
         gaps = np.logaddexp(0.0, raw[:, 1:])
         return np.concatenate([raw[:, :1], raw[:, :1] + np.cumsum(gaps, axis=1)], axis=1)
-    import torch
+    torch = extras.torch()
 
     gaps = torch.nn.functional.softplus(raw[:, 1:])
     return torch.cat([raw[:, :1], raw[:, :1] + torch.cumsum(gaps, dim=1)], dim=1)
@@ -96,7 +97,7 @@ def fit_multi_quantile(scores: np.ndarray, features: np.ndarray, alphas: np.ndar
     the levels 1 - alpha increase along the heads) and monotone by construction (:func:`monotone_heads`), trained with
     the summed pinball losses on the first seeded half; each head is conformalised on the second half
     (shift = conformal quantile of V - q_j(x) at alpha_j). Arrays: the MLP and ``shifts``."""
-    import torch
+    torch = extras.torch()
 
     fit_rows, conformal_rows = split_halves(len(scores), seed)
     levels = torch.as_tensor(1.0 - alphas, dtype=torch.float32)[None, :]

@@ -35,7 +35,9 @@ app.add_typer(synth_app, name="synth")
 
 def _version(value: bool) -> None:
     if value:
-        print(f"calib {__version__}")
+        from ..kernels import BACKEND
+
+        print(f"calib {__version__} (kernels: {BACKEND})")
         raise typer.Exit()
 
 

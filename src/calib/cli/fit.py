@@ -12,7 +12,6 @@ from ..errors import UsageError
 from ..io import read_features, read_predictions
 from . import options, render
 
-
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
 FLAG_OPTIONS = ("alpha", "score", "threshold", "variant", "flow")
 

@@ -4,7 +4,7 @@
 Torch is imported only by :mod:`calib.synth.classifier`, when a model is trained.
 """
 
-from .contamination import contaminate, contamination_temperatures, class_groups
+from .contamination import class_groups, contaminate, contamination_temperatures
 from .gaussian_grid import grid_centres, sample_points, true_posterior
 from .known_ce import known_ce_data, true_calibration_errors
 

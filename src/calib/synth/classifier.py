@@ -12,6 +12,8 @@ from typing import Callable
 
 import numpy as np
 
+from .. import extras
+
 N_FOURIER = 64
 FOURIER_SCALE = 0.5
 HIDDEN = 256
@@ -27,8 +29,8 @@ class TrainConfig:
 
 
 def _build(n_classes: int, seed: int):
-    import torch
-    from torch import nn
+    torch = extras.torch()
+    nn = torch.nn
 
     generator = torch.Generator().manual_seed(seed)
     fourier = torch.randn(2, N_FOURIER, generator=generator) * FOURIER_SCALE
@@ -54,7 +56,7 @@ def _build(n_classes: int, seed: int):
 def train_classifier(points: np.ndarray, labels: np.ndarray, n_classes: int, *, seed: int = 0,
                      config: TrainConfig = TrainConfig(), progress: Callable[[int, int, float], None] | None = None):
     """Train on (points, labels); returns the model. ``progress(epoch, epochs, mean_loss)`` per epoch."""
-    import torch
+    torch = extras.torch()
 
     model = _build(n_classes, seed)
     x = torch.as_tensor(points, dtype=torch.float32)
@@ -84,7 +86,7 @@ def train_classifier(points: np.ndarray, labels: np.ndarray, n_classes: int, *, 
 
 def predict_logits(model, points: np.ndarray, batch_size: int = 4096) -> np.ndarray:
     """(N, K) float32 logits, in batches."""
-    import torch
+    torch = extras.torch()
 
     out = []
     with torch.no_grad():

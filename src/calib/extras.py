@@ -1,0 +1,37 @@
+"""Optional dependencies, imported on first use: a missing one is one clear line naming the extra
+that installs it (the command line turns it into exit code 2)."""
+
+from __future__ import annotations
+
+import importlib
+
+from .errors import UsageError
+
+#: module -> (the extra that installs it, what needs it)
+EXTRAS = {
+    "torch": ("torch", "adaptive-ts, ats-aq, ats-maq, ats-mgq with a quantile model, the adaptive "
+                       "(flow) thresholds and the synthetic classifier"),
+    "dask": ("dask", "the dask engine for directories of shards"),
+    "distributed": ("dask", "the dask engine for directories of shards"),
+}
+#: Where the CPU build of PyTorch comes from (PyPI's default torch wheel on Linux is the CUDA build).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+class MissingExtra(UsageError):
+    """An optional dependency is not installed."""
+
+
+def require(module: str):
+    """``import module``, or :class:`MissingExtra` naming the ``calib-cli[extra]`` to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        extra, users = EXTRAS[module.split(".")[0]]
+        hint = f" (the CPU build: pip install torch --index-url {TORCH_CPU_INDEX})" if extra == "torch" else ""
+        raise MissingExtra(f"{users} need {module.split('.')[0]}: pip install 'calib-cli[{extra}]'{hint}") from None
+
+
+def torch():
+    """The torch module, or :class:`MissingExtra`."""
+    return require("torch")

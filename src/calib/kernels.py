@@ -1,0 +1,169 @@
+"""The inner loops behind :mod:`calib.numerics` and SelectTau, on one of two paths that compute the
+same formulas:
+
+- ``compiled``: the optional C extension ``calib._kernels`` (built by ``pip install`` when a C
+  compiler with GCC's vector extensions is present; see ``_kernels.c`` for why it pays);
+- ``numpy``: the same computations as whole-array NumPy operations, always available.
+
+``CALIB_KERNELS=numpy`` (or ``compiled``) chooses a path; by default the compiled one is used when it
+is importable. :data:`BACKEND` names the active path (``calib --version`` prints it). Both paths take
+the same arguments and write into the same caller-allocated outputs. They agree to a few ulp on the
+softmax, moments and log, and SelectTau's temperatures agree within its stopping rule (in-set mass
+within 1e-9 of the target, or a bracket relatively narrower than 1e-10): the two paths' exp differ
+by an ulp, which can move a Newton iterate across that band's edge.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+# Row categories of the conformal core (calib.calibrators.conformal).
+FEASIBLE, EMPTY, FULL, TOO_LARGE, UNREACHABLE = range(5)
+
+
+def _choose():
+    wanted = os.environ.get("CALIB_KERNELS", "auto").strip().lower() or "auto"
+    if wanted not in ("auto", "compiled", "numpy"):
+        raise ValueError(f"CALIB_KERNELS must be auto, compiled or numpy; got {wanted!r}")
+    if wanted == "numpy":
+        return None, "numpy"
+    try:
+        from . import _kernels
+    except ImportError:
+        if wanted == "compiled":
+            raise ImportError("CALIB_KERNELS=compiled but the C extension calib._kernels is not built "
+                              "(reinstall calib-cli with a C compiler, or unset CALIB_KERNELS)") from None
+        return None, "numpy"
+    return _kernels, "compiled"
+
+
+_compiled, BACKEND = _choose()
+
+
+def softmax(z: np.ndarray, n: int, k: int, probs: np.ndarray | None, log_probs: np.ndarray | None) -> None:
+    """Row softmax of the C-contiguous float64 (n, k) ``z`` into ``probs`` and/or ``log_probs``:
+    c = z - max z, w = exp(c), p = w / sum w, log p = c - log sum w."""
+    if _compiled is not None:
+        return _compiled.softmax(z, n, k, probs, log_probs)
+    c = z - z.max(axis=1, keepdims=True)
+    w = np.exp(c)
+    total = w.sum(axis=1, keepdims=True)
+    if probs is not None:
+        np.divide(w, total, out=probs)
+    if log_probs is not None:
+        np.subtract(c, np.log(total), out=log_probs)
+
+
+def moments(z: np.ndarray, n: int, k: int, beta: float, mean: np.ndarray, variance: np.ndarray) -> None:
+    """Per row, E[z] and Var[z] under softmax(beta z): with c = z - max z and w = exp(beta c),
+    E[z] = max z + sum w c / sum w, Var[z] = sum w c^2 / sum w - (sum w c / sum w)^2."""
+    if _compiled is not None:
+        return _compiled.moments(z, n, k, beta, mean, variance)
+    top = z.max(axis=1, keepdims=True)
+    c = z - top
+    w = np.exp(beta * c)
+    total = w.sum(axis=1)
+    weighted = w * c
+    shift = weighted.sum(axis=1) / total
+    mean[:] = top[:, 0] + shift
+    variance[:] = np.einsum("ij,ij->i", weighted, c) / total - shift * shift
+
+
+def log(values: np.ndarray, shift: float, floor: float, out: np.ndarray) -> None:
+    """``out = log(max(values + shift, floor))``, elementwise, any shape; 0 gives -inf, NaN NaN."""
+    if _compiled is not None:
+        return _compiled.log(values, shift, floor, out)
+    if shift:
+        np.add(values, shift, out=out)
+    else:
+        out[...] = values
+    np.maximum(out, floor, out=out)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.log(out, out=out)
+
+
+def select_tau(scores, in_set, target, beta, category, dist, log_space: bool, beta_min: float, beta_max: float,
+               mass_tol: float, rel_width: float, max_iterations: int) -> None:
+    """SelectTau for every row (the algorithm of :mod:`calib.calibrators.select_tau`): ``beta`` (n,)
+    and ``category`` (n,) int8 are written, and ``dist`` (n, k) or None receives softmax(beta u)
+    per row, or its log when ``log_space``."""
+    if _compiled is not None:
+        return _compiled.select_tau(scores, in_set, target, beta, category, dist, log_space, beta_min, beta_max,
+                                    mass_tol, rel_width, max_iterations)
+    n, k = scores.shape
+    centred = scores - scores.max(axis=1, keepdims=True)
+    mask = in_set.astype(np.float64)
+    size = in_set.sum(axis=1)
+    category[:] = FEASIBLE
+    category[size == 0] = EMPTY
+    category[size == k] = FULL
+    beta[:] = 1.0
+    open_rows = np.flatnonzero(category == FEASIBLE)
+    if len(open_rows):
+        rows_c, rows_m, rows_t = centred[open_rows], mask[open_rows], target[open_rows]
+        too_large = _mass(np.full(len(open_rows), beta_min), rows_c, rows_m)[0] >= rows_t
+        unreachable = ~too_large & (_mass(np.full(len(open_rows), beta_max), rows_c, rows_m)[0] < rows_t)
+        category[open_rows[too_large]] = TOO_LARGE
+        category[open_rows[unreachable]] = UNREACHABLE
+        beta[open_rows[too_large]] = beta_min
+        beta[open_rows[unreachable]] = beta_max
+        solve = ~(too_large | unreachable)
+        if solve.any():
+            beta[open_rows[solve]] = _newton(rows_c[solve], rows_m[solve], rows_t[solve], beta_min, beta_max,
+                                             mass_tol, rel_width, max_iterations)
+    if dist is None:
+        return
+    tempered = centred * beta[:, None]
+    weights = np.exp(tempered)
+    total = weights.sum(axis=1, keepdims=True)
+    if log_space:
+        np.subtract(tempered, np.log(total), out=dist)
+    else:
+        np.divide(weights, total, out=dist)
+
+
+def _mass(beta, centred, mask):
+    """(in-set mass, S_in, S_out, sum_in w c, sum_out w c) of softmax(beta c) per row."""
+    weights = np.exp(beta[:, None] * centred)
+    inside = weights * mask
+    outside = weights - inside  # the mask is 0 or 1: exact
+    s_in, s_out = inside.sum(axis=1), outside.sum(axis=1)
+    return s_in / (s_in + s_out), s_in, s_out, np.einsum("ij,ij->i", inside, centred), np.einsum("ij,ij->i", outside, centred)
+
+
+def _newton(centred, mask, target, beta_min, beta_max, mass_tol, rel_width, max_iterations):
+    """The compiled kernel's safeguarded Newton on g(beta) = log S_in - log S_out, all rows at once:
+    steps aim at the middle of the accepted band [target, target + mass_tol]; a step that leaves the
+    bracket [lo, hi] is replaced by sqrt(lo hi); a row stops at an evaluated beta whose mass is in the
+    band, or returns hi once the bracket is relatively narrower than ``rel_width``."""
+    logit_target = np.log(target) - np.log1p(-target)
+    aim = target + mass_tol / 2
+    logit_aim = np.log(aim) - np.log1p(-aim)
+    n = len(centred)
+    lo, hi = np.full(n, beta_min), np.full(n, beta_max)
+    beta = np.ones(n)
+    result = np.full(n, np.nan)
+    active = np.arange(n)
+    for _ in range(max_iterations):
+        if not len(active):
+            break
+        b = beta[active]
+        mass, s_in, s_out, weighted_in, weighted_out = _mass(b, centred[active], mask[active])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_odds = np.log(s_in) - np.log(s_out)
+            above = log_odds >= logit_target[active]
+            hi[active] = np.where(above, b, hi[active])
+            lo[active] = np.where(above, lo[active], b)
+            in_band = above & (mass - target[active] <= mass_tol)
+            narrow = ~in_band & (hi[active] - lo[active] <= rel_width * lo[active])
+            result[active[in_band]] = b[in_band]
+            result[active[narrow]] = hi[active[narrow]]
+            slope = weighted_in / s_in - weighted_out / s_out
+            step = b - (log_odds - logit_aim[active]) / slope
+        a_lo, a_hi = lo[active], hi[active]
+        beta[active] = np.where(np.isfinite(step) & (step > a_lo) & (step < a_hi), step, np.sqrt(a_lo * a_hi))
+        active = active[~(in_band | narrow)]
+    result[active] = hi[active]
+    return result
