@@ -84,6 +84,6 @@ def test_paired_gate_fails_only_on_a_significant_increase(run, tmp_path):
     code, out, _ = run("evaluate", tmp_path / "worse.npz", *common, *gate, "--json", "-")
     assert code == 1 and json.loads(out)["gates"][0]["increase_lower_bound"] > 0.0
     code, _, err = run("evaluate", tmp_path / "same.npz", "--no-vece", "--metrics", "ece", *gate)
-    assert code == 2 and "--paired needs --bootstrap" in err
+    assert code == 2 and "a paired gate needs bootstrap replicates" in err and "(--bootstrap N)" in err
     code, _, err = run("evaluate", tmp_path / "same.npz", *common, "--seed", "3", *gate)
-    assert code == 2 and "same --bootstrap N and --seed" in err
+    assert code == 2 and "with the same number of replicates and seed" in err

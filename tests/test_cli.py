@@ -146,11 +146,12 @@ def test_public_api_is_pinned():
     import calib
 
     assert calib.__all__ == [
-        "Bundle", "BundleError", "CALIBRATORS", "CalibError", "Calibrator", "InputError", "METRICS",
-        "MetricConfig", "Predictions", "State", "TemperatureScaling", "UsageError", "__version__",
-        "apply_calibrator", "calibrator_class", "evaluate", "fit_calibrator", "load_calibrator",
-        "read_bundle", "read_predictions", "save_calibrator", "write_bundle",
+        "Bundle", "BundleError", "CALIBRATORS", "CalibError", "Calibration", "Calibrator", "InputError", "METRICS",
+        "MetricConfig", "Predictions", "Report", "State", "TemperatureScaling", "UsageError", "__version__",
+        "apply_calibrator", "calibrator", "calibrator_class", "evaluate", "fit_calibrator", "load", "load_calibrator",
+        "read_bundle", "read_predictions", "sample_path", "save_calibrator", "write_bundle",
     ]
+    assert issubclass(calib.InputError, ValueError) and issubclass(calib.UsageError, ValueError)
     # the names load on first use: each resolves, to the object its module defines
     assert all(getattr(calib, name) is not None for name in calib.__all__)
     assert calib.calibrator_class("ts") is calib.TemperatureScaling

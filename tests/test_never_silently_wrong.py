@@ -242,9 +242,16 @@ def test_detection_never_returns_logits_for_a_unit_interval_matrix(dtype):
         try:
             kind, _ = resolve_kind(matrix, "auto", "m")
         except InputError as exc:
-            assert "--input-kind" in str(exc)
+            assert "declare the input kind" in str(exc) and exc.cli_hint == "--input-kind logits"
+            assert "--" not in str(exc)  # the library names no command-line flag
             continue
         assert kind == "probs"
+
+
+def test_a_unit_interval_matrix_not_summing_to_one_is_refused_naming_the_flag(tmp_path, run):
+    np.save(tmp_path / "s.npy", np.random.default_rng(0).random((20, 5)))
+    code, _, err = run("evaluate", tmp_path / "s.npy", "--no-vece")
+    assert code == 2 and "never taken for logits" in err and "(--input-kind logits)" in err
 
 
 def test_tolerance_follows_the_dtype():

@@ -88,11 +88,9 @@ def test_every_calibrator_keeps_the_contract(method, tmp_path, monkeypatch):
     probs, _ = calibrator.transform_probs_with_info(test)
     assert out.shape == (50, 6) and np.all(np.isfinite(out))
     assert np.allclose(np.exp(out).sum(1), 1.0, atol=1e-9) and np.allclose(probs.sum(1), 1.0, atol=1e-9)
-    from calib.io import Predictions
     from calib.pipeline import save_calibrator
 
-    preds = Predictions("t", logits, "logits", "t", labels, "0")
-    save_calibrator(calibrator, preds, str(tmp_path / "b"))
+    save_calibrator(calibrator, str(tmp_path / "b"), n_classes=6, input_kind="logits", fitted_on={"n": 300, "sha256": "0"})
     reloaded, _ = load_calibrator(str(tmp_path / "b"))
     assert np.array_equal(reloaded.transform(test), out)
 

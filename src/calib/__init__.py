@@ -1,8 +1,10 @@
 """calib: calibrate classifier logits, and measure how far probabilities are from trustworthy.
 
-The public names below load on first use (PEP 562), so ``import calib`` and the command line pay
-only for the modules a command needs: ``apply`` never imports the metric stack, ``evaluate`` never
-imports the conformal calibrators' training code.
+The Python API (docs/api.md): ``calib.evaluate(scores, labels, ...) -> Report``,
+``calib.calibrator(name, **options)`` with ``fit / predict_proba / predict_sets / save``,
+``calib.load(bundle)``, the functional metrics ``calib.metrics.ece(scores, labels)`` and so on,
+and ``calib.InputError`` (a ValueError). The public names load on first use (PEP 562), so
+``import calib`` and the command line pay only for the modules a command needs.
 """
 
 import importlib
@@ -19,11 +21,18 @@ _PUBLIC = {
     "apply_calibrator": ".pipeline", "fit_calibrator": ".pipeline", "load_calibrator": ".pipeline",
     "save_calibrator": ".pipeline",
     "CALIBRATORS": ".registry", "calibrator_class": ".registry",
-    "evaluate": ".evaluation",
+    "Calibration": ".api", "Report": ".api", "calibrator": ".api", "evaluate": ".api", "load": ".api",
+    "sample_path": ".api",
 }
 
 
+#: subpackages reachable as attributes without their own import (``calib.metrics.ece(...)``)
+_SUBPACKAGES = ("metrics",)
+
+
 def __getattr__(name):
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
     if name not in _PUBLIC:
         raise AttributeError(f"module 'calib' has no attribute {name!r}")
     value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)

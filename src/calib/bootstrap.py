@@ -88,7 +88,7 @@ def paired_increase(current: dict, baseline: dict, metric: str, level: float) ->
     keys = ("replicates", "seed", "groups", "rows", "labels_sha256")
     if not baseline or any(baseline.get(k) != current.get(k) for k in keys):
         return float("nan"), ("the baseline report has no bootstrap replicates from the same rows, seed and count "
-                              "(run it with the same --bootstrap N and --seed on the same labels)")
+                              "(run it with the same number of replicates and seed on the same labels)")
     if metric not in baseline.get("values", {}) or metric not in current.get("values", {}):
         return float("nan"), f"no bootstrap replicates of {metric} in both reports"
     diff = np.asarray(current["values"][metric], dtype=float) - np.asarray(baseline["values"][metric], dtype=float)

@@ -13,10 +13,11 @@ import numpy as np
 
 from .calibrators.base import given_probs
 from .calibrators.conformal import conformal_quantile, label_scores, min_calibration_size, nonconformity
-from .evaluation import MetricSet, check_metric_keys, uncalibrated_batch
+from .evaluation import check_metric_keys, uncalibrated_batch
 from .io.predictions import Predictions
 from .metrics import Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
+from .metrics.metric_set import MetricSet
 from .numerics import softmax
 from .registry import calibrator_class
 
@@ -99,7 +100,7 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
         raw = [np.asarray(preds.scores[rows]) for rows in preds.chunks()]
         if all(chunk.min() >= 0.0 and chunk.max() <= 1.0 for chunk in raw):
             result.findings.append("every score lies in [0, 1] although the input is read as logits: probabilities "
-                                   "passed as logits? (--input-kind probs)")
+                                   "passed as logits? (declare the input kind probs)")
     for alpha in (0.1, 0.05, 0.01):
         if preds.n < min_calibration_size(alpha):
             result.findings.append(f"{preds.n} rows are too few to calibrate a conformal method at alpha = {alpha:g} "

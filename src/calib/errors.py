@@ -7,12 +7,20 @@ Every message names the thing at fault, the rule and the value, e.g.
 from __future__ import annotations
 
 
-class CalibError(Exception):
-    """Base class: a problem the user can fix. The CLI prints ``calib: error: <message>``, exit 2."""
+class CalibError(ValueError):
+    """Base class: a problem the user can fix (a ValueError, so ``except ValueError`` catches it).
+    The command line prints ``calib: error: <message>`` and exits with code 2. Messages name the
+    thing at fault in the library's terms, never a command-line flag."""
+
+
+    def __init__(self, message: str, *, cli_hint: str | None = None):
+        super().__init__(message)
+        #: The command-line flag that fixes it (e.g. "--labels FILE"); the CLI appends it, the library does not.
+        self.cli_hint = cli_hint
 
 
 class InputError(CalibError):
-    """An input file or array breaks the contract of cli.md (missing, unreadable, NaN, wrong shape...)."""
+    """An input file or array breaks the input contract (missing, unreadable, NaN, wrong shape...)."""
 
 
 class BundleError(CalibError):

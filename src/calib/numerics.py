@@ -93,6 +93,15 @@ def bin_index(values: np.ndarray, n_bins: int) -> np.ndarray:
     return idx
 
 
+def edge_index(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Bin of each value for sorted, distinct ``edges`` e_0 < ... < e_B (uneven bins, e.g. quantiles):
+    ``b = min(max(#{j : e_j <= v} - 1, 0), B - 1)``, i.e. bins [e_b, e_{b+1}) with the last one
+    closed, values below e_0 in bin 0 and above e_B in bin B - 1. Equal-width bins on [0, 1] use
+    :func:`bin_index` (the same rule, without a search)."""
+    n_bins = max(len(edges) - 1, 1)
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1)
+
+
 def isotonic_fit(values: np.ndarray, targets: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Non-decreasing least-squares fit of ``targets`` on ``values``, ties in ``values`` pooled first.
 

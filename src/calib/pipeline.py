@@ -21,7 +21,7 @@ def fit_calibrator(preds: Predictions, method: str, options: dict | None = None,
     """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``."""
     cls = calibrator_class(method)
     if preds.labels is None:
-        raise InputError(f"{preds.name}: fitting needs labels; pass --labels FILE")
+        raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
     return calibrator.fit(preds.all_logits(), preds.labels, seed=seed, features=features,
@@ -29,15 +29,17 @@ def fit_calibrator(preds: Predictions, method: str, options: dict | None = None,
 
 
 
-def save_calibrator(calibrator: Calibrator, preds: Predictions, path: str, *, seed: int = 0, force: bool = False) -> dict:
-    """Write the bundle directory for a calibrator fitted on ``preds``; returns the manifest."""
+def save_calibrator(calibrator: Calibrator, path: str, *, n_classes: int, input_kind: str, fitted_on: dict,
+                    seed: int = 0, force: bool = False) -> dict:
+    """Write the bundle directory for a calibrator fitted on ``fitted_on`` ({"n", "sha256"}) rows
+    of ``n_classes`` scores of ``input_kind``; returns the manifest."""
     manifest = {
         "calib_version": __version__,
         "method": calibrator.name,
         "options": {**dataclasses.asdict(calibrator.options), "seed": seed},
-        "n_classes": preds.k,
-        "input_kind": preds.kind,
-        "fitted_on": {"n": preds.n, "sha256": preds.sha256},
+        "n_classes": n_classes,
+        "input_kind": input_kind,
+        "fitted_on": fitted_on,
         "fit_report": calibrator.fit_report(),
     }
     write_bundle(path, manifest=manifest, state=calibrator.to_state(), force=force)
@@ -59,14 +61,16 @@ def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
     return calibrator, bundle
 
 
-def check_compatible(bundle: Bundle, preds: Predictions, bundle_path: str) -> None:
-    """A bundle applies only to inputs with its class count and input kind."""
-    if preds.k != bundle.n_classes:
-        raise InputError(f"{preds.name}: has K = {preds.k} classes but bundle {bundle_path} was fitted for K = {bundle.n_classes}")
-    if preds.kind != bundle.input_kind:
+def check_fits(preds: Predictions, n_classes: int, input_kind: str, what: str) -> None:
+    """A fitted calibrator (``what``: "bundle B", ...) applies only to inputs with its class count
+    and input kind."""
+    if preds.k != n_classes:
+        raise InputError(f"{preds.name}: has K = {preds.k} classes but {what} was fitted for K = {n_classes}")
+    if preds.kind != input_kind:
         raise InputError(
-            f"{preds.name}: input kind is {preds.kind} ({preds.kind_reason}) but bundle {bundle_path} "
-            f"was fitted on {bundle.input_kind}; pass --input-kind {bundle.input_kind} if that is what the file holds"
+            f"{preds.name}: input kind is {preds.kind} ({preds.kind_reason}) but {what} "
+            f"was fitted on {input_kind}; declare the kind if that is what the file holds",
+            cli_hint=f"--input-kind {input_kind}"
         )
 
 
@@ -80,7 +84,7 @@ def read_with_bundle(pred: str, bundle_path: str | None, **read_options) -> tupl
         calibrator, saved = load_calibrator(bundle_path)
     preds = read_predictions(pred, **read_options)
     if saved is not None:
-        check_compatible(saved, preds, bundle_path)
+        check_fits(preds, saved.n_classes, saved.input_kind, f"bundle {bundle_path}")
     return preds, calibrator
 
 
@@ -89,7 +93,7 @@ def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "p
     """Yield (rows, block, counts) chunk by chunk: calibrated probabilities (``what="probs"``),
     log-probabilities, or the boolean conformal-set mask (``what="sets"``), with the method's row counts."""
     if what == "sets" and not calibrator.builds_sets:
-        raise UsageError(f"method {calibrator.name!r} builds no conformal sets; --what sets needs a conformal method")
+        raise UsageError(f"method {calibrator.name!r} builds no conformal sets; only conformal methods do")
 
     def block(rows: slice):
         logits, given = preds.logits(rows), given_probs(calibrator, preds, rows)

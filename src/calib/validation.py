@@ -125,8 +125,8 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
         row, total = first_bad_sum
         raise InputError(
             f"{name}: every value lies in [0, 1] but row {row} sums to {show_value(total)}, so these are "
-            f"not probabilities, and a [0, 1] matrix is never taken for logits; give the input kind "
-            f"(--input-kind logits for scores such as multi-label sigmoid outputs)")
+            f"not probabilities, and a [0, 1] matrix is never taken for logits; declare the input kind "
+            f"(logits, for scores such as multi-label sigmoid outputs)", cli_hint="--input-kind logits")
     if non_positive and lse_zero:
         return "log-probs", f"every value is <= 0 and every row has logsumexp 0 within {tol:.2g}"
     return "logits", "rows are neither probabilities nor log-probabilities"

@@ -148,7 +148,7 @@ class AlphaAgnostic(Calibrator):
         chosen = logits
         if self.conditioning_ == "features":
             if features is None:
-                raise InputError("this bundle was fitted on --features; pass --features FILE")
+                raise InputError("this bundle was fitted on per-row features; give the same features", cli_hint="--features FILE")
             chosen = features
         if chosen.shape[1] != self.n_conditioning_:
             raise InputError(f"the bundle expects {self.n_conditioning_} {self.conditioning_} columns; got {chosen.shape[1]}")

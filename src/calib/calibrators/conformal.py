@@ -98,6 +98,7 @@ def conformal_quantile(scores: np.ndarray, alpha: float, *, allow_full_set: bool
             return math.inf
         raise UsageError(
             f"{n} calibration rows are too few for alpha = {alpha:g}: split conformal needs at least "
-            f"{min_calibration_size(alpha)} (or pass --option allow_full_set=true for the trivial full set)"
+            f"{min_calibration_size(alpha)} (or allow the trivial full set: option allow_full_set=true)",
+            cli_hint="-O allow_full_set=true"
         )
     return float(np.partition(scores, k - 1)[k - 1])

@@ -88,7 +88,8 @@ class SetCalibrator(Calibrator):
             return None
         if self.conditioning_ == "features":
             if features is None:
-                raise InputError("this bundle's threshold was fitted on --features; pass --features FILE")
+                raise InputError("this bundle's threshold was fitted on per-row features; give the same features",
+                                 cli_hint="--features FILE")
             chosen = features
         else:
             chosen = logits

@@ -51,7 +51,7 @@ def main() -> None:
     try:
         app()
     except CalibError as exc:
-        render.error(str(exc))
+        render.error(str(exc) if exc.cli_hint is None else f"{exc} ({exc.cli_hint})")
         sys.exit(2)
     except KeyboardInterrupt:
         render.error("interrupted")

@@ -113,7 +113,7 @@ def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins,
                         json_path, input_kind, score_prefix, refused) -> None:
     """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
     from ..estimators import SAMPLE_METRICS
-    from ..evaluation import check_metric_keys
+    from ..evaluation import check_gates, check_metric_keys
     from ..metrics import DEFAULT_METRICS, MetricConfig
     from ..shards import ENGINES, evaluate_shards
 
@@ -130,8 +130,7 @@ def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins,
                          "pick streamed metrics with --metrics")
     report = evaluate_shards(directory, keys, MetricConfig(bins=bins, cmce_bins=cmce_bins), bundle=bundle,
                              input_kind=input_kind, score_prefix=score_prefix, engine=engine, scheduler=scheduler)
-    report["gates"] = [g.check(report["metrics"]) for g in (*gates, *increase_gates)]
-    report["passed"] = all(g["passed"] for g in report["gates"])
+    report["gates"], report["passed"] = check_gates(report["metrics"], gates, increase_gates)
     inputs = report["input"]
     _emit(report, json_path, {**report, "input": {"path": f"{directory} ({len(inputs['merged_from'])} files, {engine})",
                                                   "n": inputs["n"], "k": inputs["k"], "kind": "shards"}})

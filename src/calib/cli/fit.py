@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import pipeline
+from .. import api
 from ..errors import UsageError
 from ..io import read_features, read_predictions
 from . import options, render
@@ -47,8 +47,9 @@ def fit(
         given[key.strip()] = value.strip()
     start = time.perf_counter()
     preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
-    calibrator = pipeline.fit_calibrator(preds, method, given, seed=seed, features=read_features(features, preds.n))
-    pipeline.save_calibrator(calibrator, preds, out, seed=seed, force=force)
+    fitted = api.calibrator(method, **given).fit(preds, seed=seed, features=read_features(features, preds.n))
+    fitted.save(out, force=force)
+    calibrator = fitted.fitted
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     render.fit_summary(method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind,
                        seconds=time.perf_counter() - start, out=out)

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..report_text import format_value, settings_text
+
 # No markup: what is printed holds file names and user expressions, and "[x]" in a path must stay as
 # it is. Styles are given as Text spans and style arguments instead.
 _out = Console(highlight=False, markup=False)
@@ -24,39 +26,6 @@ def error(message: str) -> None:
     """The one line a failed command prints (plain text: it may be read by scripts)."""
     sys.stderr.write(f"calib: error: {message}\n")
     sys.stderr.flush()
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        value += 0.0  # -0.0 prints as 0
-        return f"{value:.6g}" if abs(value) >= 1e-4 or value == 0 else f"{value:.3e}"
-    return str(value)
-
-
-def _settings(settings: dict) -> str:
-    """A short reading of a metric's settings for the table (the JSON report has them in full)."""
-    parts = []
-    for key, value in settings.items():
-        if key == "bins":
-            parts.append(f"{value} bins")
-        elif key == "range":
-            parts.append(f"mass in [{value[0]}, {value[1]}]")
-        elif key == "prob_clip":
-            parts.append(f"p clipped at {value:g}")
-        elif key in ("scheme", "norm", "label") and value not in ("equal-width", "l1", "top"):
-            parts.append(str(value))
-        elif key in ("alpha", "score", "threshold"):
-            parts.append(f"{key} {value}")
-        elif key == "recalibrator":
-            folds = "in sample" if settings["folds"] == 1 else f"{settings['folds']} folds"
-            parts.append(f"{value}, {folds}")
-        elif key == "kernel" and isinstance(settings.get("bandwidth"), float):
-            parts.append(f"{value} kernel, h = {settings['bandwidth']:.3g}")
-        elif key == "subsampled" and value:
-            parts.append(f"{settings['rows']} rows sampled")
-    return ", ".join(parts)
 
 
 @contextlib.contextmanager
@@ -79,7 +48,7 @@ def key_values(title: str, values: dict) -> None:
     table.add_column(style="bold")
     table.add_column()
     for key, value in values.items():
-        table.add_row(str(key).replace("_", " "), _fmt(value))
+        table.add_row(str(key).replace("_", " "), format_value(value))
     _err.print(table)
 
 
@@ -89,7 +58,7 @@ def fit_summary(method: str, report: dict, *, n: int, k: int, kind: str, seconds
     table.add_column()
     table.add_row("rows x classes", f"{n} x {k} ({kind})")
     for key, value in report.items():
-        table.add_row(key.replace("_", " "), _fmt(value))
+        table.add_row(key.replace("_", " "), format_value(value))
     table.add_row("time", f"{seconds:.2f} s")
     table.add_row("bundle", out)
     _err.print(table)
@@ -118,23 +87,23 @@ def report_table(report: dict) -> None:
             old, new = before.get(key, {}).get("value"), entry["value"]
             change = "" if old is None or new is None else f"{new - old:+.4g}"
             old = old if key in before else "-"
-            row += [_fmt(old), _fmt(new), change]
+            row += [format_value(old), format_value(new), change]
         else:
-            row.append(_fmt(entry["value"]))
+            row.append(format_value(entry["value"]))
         if bootstrap is not None:
             interval = entry.get("ci")
-            row.append(f"[{_fmt(interval[0])}, {_fmt(interval[1])}]" if interval else "-")
-        row.append(_settings(entry["settings"]))
+            row.append(f"[{format_value(interval[0])}, {format_value(interval[1])}]" if interval else "-")
+        row.append(settings_text(entry["settings"]))
         table.add_row(*row)
     _out.print(table)
     if report.get("bundle"):
         _out.print(f"bundle: {report['bundle']}", style="dim")
     for gate in report["gates"]:
         mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
-        extra = f" (baseline {_fmt(gate['baseline'])}, increase {_fmt(gate['increase'])})" if "baseline" in gate else ""
+        extra = f" (baseline {format_value(gate['baseline'])}, increase {format_value(gate['increase'])})" if "baseline" in gate else ""
         if "increase_lower_bound" in gate:
-            extra += f", lower bound {_fmt(gate['increase_lower_bound'])}"
-        _out.print(Text.assemble("gate ", mark, f": {gate['expr']}  value {_fmt(gate['value'])}{extra}"))
+            extra += f", lower bound {format_value(gate['increase_lower_bound'])}"
+        _out.print(Text.assemble("gate ", mark, f": {gate['expr']}  value {format_value(gate['value'])}{extra}"))
 
 
 def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:

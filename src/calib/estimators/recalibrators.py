@@ -11,7 +11,7 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, isotonic_fit, log_floored, row_chunks, softmax
+from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, row_chunks, softmax
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
@@ -217,16 +217,26 @@ def _top_class_map(fit_binary):
     return fit
 
 
-def _histogram(edges_of):
+def _histogram(binning):
+    """Histogram binning of the score: ``binning(score)`` gives (number of bins, the bin of each
+    value); an empty bin predicts the mean outcome."""
     def fit_binary(score, outcome):
-        edges = edges_of(score)
-        index = np.clip(np.searchsorted(edges, score, side="right") - 1, 0, len(edges) - 2)
-        counts = np.bincount(index, minlength=len(edges) - 1)
-        means = np.where(counts > 0, np.bincount(index, outcome, minlength=len(edges) - 1) / np.maximum(counts, 1),
-                         outcome.mean())
-        return lambda new: means[np.clip(np.searchsorted(edges, new, side="right") - 1, 0, len(edges) - 2)]
+        n_bins, bin_of = binning(score)
+        index = bin_of(score)
+        counts = np.bincount(index, minlength=n_bins)
+        means = np.where(counts > 0, np.bincount(index, outcome, minlength=n_bins) / np.maximum(counts, 1), outcome.mean())
+        return lambda new: means[bin_of(new)]
 
     return fit_binary
+
+
+def _equal_width_bins(score):
+    return HIST_BINS, lambda values: bin_index(values, HIST_BINS)
+
+
+def _equal_mass_bins(score):
+    edges = np.unique(np.quantile(score, np.linspace(0.0, 1.0, HIST_BINS + 1)))
+    return max(len(edges) - 1, 1), lambda values: edge_index(values, edges)
 
 
 def _isotonic(score, outcome):
@@ -263,8 +273,8 @@ def _structured(calibrator_class):
 RECALIBRATORS = {
     "ws-catboost": ws_catboost,
     "ts": temperature_scaling,
-    "hist-uniform": _top_class_map(_histogram(lambda s: np.linspace(0.0, 1.0, HIST_BINS + 1))),
-    "hist-quantile": _top_class_map(_histogram(lambda s: np.unique(np.quantile(s, np.linspace(0.0, 1.0, HIST_BINS + 1))))),
+    "hist-uniform": _top_class_map(_histogram(_equal_width_bins)),
+    "hist-quantile": _top_class_map(_histogram(_equal_mass_bins)),
     "isotonic": _top_class_map(_isotonic),
     "quadratic": _top_class_map(_logistic(_quadratic_features)),
     "beta": _top_class_map(_logistic(beta_features)),

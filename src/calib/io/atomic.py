@@ -56,7 +56,7 @@ def atomic_directory(path: str, *, force: bool):
     if os.path.exists(path) and not os.path.isdir(path):
         raise CalibError(f"{path}: exists and is not a directory")
     if os.path.isdir(path) and os.listdir(path) and not force:
-        raise CalibError(f"{path}: directory exists and is not empty; pass --force to replace it")
+        raise CalibError(f"{path}: directory exists and is not empty; replacing it must be asked for", cli_hint="--force")
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise CalibError(f"{path}: the folder {parent} does not exist")

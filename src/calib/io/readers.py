@@ -65,21 +65,42 @@ def read_predictions(
             scores, labels, named_kind, passthrough = _read_parquet(path, score_prefix)
         else:
             raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected .npy, .npz or .parquet")
+    if labels_path is not None:
+        labels, label_name = read_labels(labels_path), labels_path
+    else:
+        label_name = name
+    preds = _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, label_name)
+    if preds.labels is None and require_labels:
+        raise InputError(f"{name}: no labels in the file; give them separately", cli_hint="--labels FILE")
+    return preds
+
+
+def predictions_from_arrays(scores, labels=None, *, kind: str = "auto", name: str = "scores") -> Predictions:
+    """Arrays checked exactly as a file's are: ``scores`` (N, K) (or a binary column) of logits,
+    probabilities or log-probabilities (``kind``, or detected from the values), ``labels`` (N,)
+    integers in [0, K) or None. The digest (a bundle's ``fitted_on``) is the sha256 of the scores'
+    bytes in C order."""
+    scores = np.asarray(scores)
+    if labels is not None:
+        labels = np.asarray(labels)
+
+    def digest() -> str:
+        return hashlib.sha256(np.ascontiguousarray(scores).tobytes()).hexdigest()
+
+    return _validated(name, scores, None, kind, digest, None, labels, f"{name} labels")
+
+
+def _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, label_name) -> Predictions:
+    """The checks every input gets, whatever it came from: shape and dtype, every value against
+    its kind (detected, named by the array, or declared), and the labels."""
     check_score_array(scores, name)
     if named_kind is not None and input_kind == "auto":  # the array name says the kind: check it holds
         kind, reason = resolve_kind(scores, named_kind, name, given_by=f"the array is named for {named_kind}")
     else:
-        kind, reason = resolve_kind(scores, input_kind, name, given_by="as given by --input-kind")
+        kind, reason = resolve_kind(scores, input_kind, name, given_by="as declared")
     preds = Predictions(name, scores, kind, reason, None, sha, passthrough)
-    if labels_path is not None:
-        labels = read_labels(labels_path)
-        label_name = labels_path
-    else:
-        label_name = name
     if labels is not None:
         preds.labels = check_labels(labels, preds.n, preds.k, label_name)
-    elif require_labels:
-        raise InputError(f"{name}: no labels in the file; pass --labels FILE")
     return preds
 
 
@@ -280,7 +301,7 @@ def _read_parquet(path: str, score_prefix: str | None):
         if not used:
             raise InputError(
                 f"{path}: no score column; expected a list column logits, log_probs or probs, "
-                f"or wide columns by prefix (--score-prefix)"
+                f"or wide columns by a name prefix", cli_hint="--score-prefix PREFIX"
             )
         used = _order_wide(used)
     scores = ParquetScores(parquet, used, wide=not (score_prefix is None and list_names), path=path)

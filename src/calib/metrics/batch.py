@@ -6,7 +6,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..numerics import label_rank, log_of_probs
+from ..numerics import label_rank, log_of_probs, log_softmax_and_softmax
 
 
 class Batch:
@@ -80,3 +80,14 @@ class Batch:
     def covered(self) -> np.ndarray:
         """c_ik = 1{y_i among the top-k} = 1{k - 1 >= rank_i}, as a boolean (N, K) matrix."""
         return np.arange(self.probs.shape[1])[None, :] >= self.label_rank[:, None]
+
+
+def model_batch(preds, rows: slice) -> Batch:
+    """The model's own probabilities for ``rows`` of a :class:`calib.io.Predictions`: as given for
+    probability inputs, else the log-softmax of the logits."""
+    labels, truth = preds.labels[rows], preds.true_probs_rows(rows)
+    given = preds.probs_as_given(rows)
+    if given is not None:
+        return Batch(labels, probs=given, true_probs=truth)
+    log_probs, probs = log_softmax_and_softmax(preds.logits(rows))
+    return Batch(labels, log_probs=log_probs, probs=probs, true_probs=truth)

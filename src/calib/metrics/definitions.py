@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..numerics import PROB_FLOOR, isotonic_fit
+from ..numerics import PROB_FLOOR, edge_index, isotonic_fit
 from . import accumulators as acc
 from .smooth import GRID, smooth_ece
 
@@ -85,7 +85,7 @@ def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
     correct = np.concatenate(state.correct)
     edges = np.unique(np.quantile(confidence, np.linspace(0.0, 1.0, config.bins + 1)))
     n_edges = max(len(edges) - 1, 1)
-    index = np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_edges - 1)
+    index = edge_index(confidence, edges)
     gaps = np.bincount(index, weights=correct - confidence, minlength=n_edges)
     return float(np.abs(gaps).sum() / len(confidence))
 

@@ -1,0 +1,61 @@
+"""The compiled kernels against the pure NumPy path, kernel by kernel, in one process (best of
+``--repeat`` runs each, alternating the two paths):
+
+    python -m benchmarks.kernels --rows 20000 --classes 1000
+
+The compiled path stays where it pays on this machine; the ratios are the evidence
+(docs/benchmarks.md, "Compiled kernels").
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from calib import kernels
+from calib.calibrators.select_tau import tempered_distribution
+from calib.numerics import log_floored, log_softmax_and_softmax, tempered_moments
+
+
+def cases(rows: int, classes: int):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(rows, classes)) * 3
+    probs = rng.dirichlet(np.ones(classes), rows)
+    in_set = np.argsort(np.argsort(-logits, axis=1), axis=1) < rng.integers(1, classes, rows)[:, None]
+    target = np.full(rows, 0.9)
+    return {
+        "softmax + log-softmax": lambda: log_softmax_and_softmax(logits),
+        "tempered moments": lambda: tempered_moments(logits, 0.7),
+        "log(p + 1e-12)": lambda: log_floored(probs, shift=1e-12),
+        "SelectTau (distribution)": lambda: tempered_distribution(logits, in_set, target),
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--classes", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    compiled = kernels._compiled
+    if compiled is None:
+        from calib import _kernels as compiled  # raises where the extension is not built
+    paths = {"compiled": compiled, "numpy": None}
+    print(f"{args.rows} x {args.classes} float64, best of {args.repeat}; numpy {np.__version__}")
+    print(f"{'kernel':28s} {'compiled s':>11s} {'numpy s':>9s} {'numpy/compiled':>15s}")
+    for name, run in cases(args.rows, args.classes).items():
+        best = {path: np.inf for path in paths}
+        for _ in range(args.repeat):
+            for path, module in paths.items():
+                kernels._compiled = module
+                start = time.perf_counter()
+                run()
+                best[path] = min(best[path], time.perf_counter() - start)
+        kernels._compiled = compiled
+        print(f"{name:28s} {best['compiled']:11.3f} {best['numpy']:9.3f} {best['numpy'] / best['compiled']:15.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""The Python API: what notebooks and the command line call.
+
+Arrays are NumPy (N, K) scores (logits, probabilities or log-probabilities: ``kind`` says which,
+or "auto" detects it exactly as the command line does) and (N,) integer labels; every entry point
+also takes a :class:`calib.io.Predictions` read from a file. Errors are :class:`calib.InputError` /
+:class:`calib.UsageError`, both ValueErrors.
+
+>>> import numpy as np, calib
+>>> data = np.load(calib.sample_path("cifar10_val.npz"))
+>>> ts = calib.calibrator("ts").fit(data["logits"], data["labels"])
+>>> round(ts.fitted.temperature_, 4)
+2.3076
+>>> test = np.load(calib.sample_path("cifar10_test.npz"))
+>>> report = calib.evaluate(test["logits"], test["labels"], metrics=["ece", "cmce"], calibrator=ts)
+>>> round(report.values["ece"], 6), round(report.uncalibrated_values["ece"], 6)
+(0.010092, 0.025615)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from . import pipeline
+from .calibrators.base import Calibrator
+from .errors import UsageError
+from .io.predictions import Predictions
+from .io.readers import predictions_from_arrays
+
+
+def sample_path(name: str) -> str:
+    """Path of a file of the bundled sample data (``cifar10_val.npz``, ``cifar10_test.npz``), for
+    examples; it is found next to the package in a source checkout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in (os.path.join(here, "..", "..", "sample_data"), os.path.join(here, "sample_data")):
+        path = os.path.normpath(os.path.join(root, name))
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(f"sample data {name!r} is not installed with this copy of calib")
+
+
+def as_predictions(scores, labels=None, *, kind: str = "auto") -> Predictions:
+    """``scores`` as validated :class:`Predictions` (a Predictions is returned as it is, with
+    ``labels`` attached when given)."""
+    if isinstance(scores, Predictions):
+        if labels is not None:
+            from .validation import check_labels
+
+            scores.labels = check_labels(labels, scores.n, scores.k, f"{scores.name} labels")
+        return scores
+    return predictions_from_arrays(scores, labels, kind=kind)
+
+
+class Calibration:
+    """A calibration method by name with its options: ``fit`` it on scores and labels, then
+    ``predict_proba`` / ``predict_sets`` on new scores, ``save`` it as a bundle directory.
+
+    >>> import numpy as np, calib
+    >>> data = np.load(calib.sample_path("cifar10_val.npz"))
+    >>> mr = calib.calibrator("mr", alpha=0.1).fit(data["logits"], data["labels"])
+    >>> sets = mr.predict_sets(data["logits"][:3])
+    >>> sets.shape, sets.dtype
+    ((3, 10), dtype('bool'))
+    >>> probs = mr.predict_proba(data["logits"][:3])
+    >>> bool(np.allclose(probs.sum(axis=1), 1.0))
+    True
+    """
+
+    def __init__(self, method: str, **options):
+        from .registry import calibrator_class
+
+        self.method = method
+        cls = calibrator_class(method)
+        self.fitted: Calibrator = cls(cls.parse_options(options))  # options checked now, not at fit
+        self.input_kind: str | None = None
+        self.n_classes: int | None = None
+        self.fitted_on: dict | None = None
+        self.seed = 0
+
+    def __repr__(self) -> str:
+        state = "fitted" if self.input_kind is not None else "not fitted"
+        return f"calib.calibrator({self.method!r}, {self.options}) [{state}]"
+
+    @property
+    def options(self) -> dict:
+        return dataclasses.asdict(self.fitted.options)
+
+    def fit(self, scores, labels=None, *, seed: int = 0, features: np.ndarray | None = None,
+            kind: str = "auto") -> "Calibration":
+        """Fit on (N, K) ``scores`` and (N,) ``labels`` (checked as the command line checks a file);
+        ``features`` (N, d) for the methods with an adaptive threshold. Returns self."""
+        preds = as_predictions(scores, labels, kind=kind)
+        self.fitted = pipeline.fit_calibrator(preds, self.method, self.options, seed=seed, features=features)
+        self.input_kind, self.n_classes, self.seed = preds.kind, preds.k, seed
+        self.fitted_on = {"n": preds.n, "sha256": preds.sha256}
+        return self
+
+    def _inputs(self, scores, kind: str) -> Predictions:
+        if self.input_kind is None:
+            raise UsageError(f"calibrator {self.method!r} is not fitted yet")
+        preds = as_predictions(scores, kind=self.input_kind if kind == "auto" else kind)
+        pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator")
+        return preds
+
+    def predict_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
+        """(N, K) calibrated probabilities of new scores (of the kind it was fitted on)."""
+        return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "probs", features)[0]
+
+    def predict_log_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
+        """(N, K) calibrated log-probabilities."""
+        return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "log-probs", features)[0]
+
+    def predict_sets(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
+        """(N, K) boolean mask of the conformal sets C(x) (methods that build sets)."""
+        return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "sets", features)[0]
+
+    def fit_report(self) -> dict:
+        """The fitted parameters and counts (as printed by ``calib fit`` and kept in the bundle)."""
+        return self.fitted.fit_report()
+
+    def save(self, path: str, *, force: bool = False) -> dict:
+        """Write the bundle directory (manifest, arrays, hashes; no pickle); returns the manifest.
+        An existing non-empty directory is replaced only with ``force``."""
+        if self.input_kind is None:
+            raise UsageError(f"calibrator {self.method!r} is not fitted yet; nothing to save")
+        return pipeline.save_calibrator(self.fitted, path, n_classes=self.n_classes, input_kind=self.input_kind,
+                                        fitted_on=self.fitted_on, seed=self.seed, force=force)
+
+
+def calibrator(name: str, **options) -> Calibration:
+    """A calibration method by its name (``calib methods`` lists them) with keyword options, the
+    same as the command line's (``alpha=0.1, score="aps"``)."""
+    return Calibration(name, **options)
+
+
+def load(path: str) -> Calibration:
+    """A fitted calibrator from a bundle directory (every file's hash verified)."""
+    fitted, bundle = pipeline.load_calibrator(path)
+    options = {k: v for k, v in bundle.manifest["options"].items() if k != "seed"}
+    result = Calibration(bundle.method, **options)
+    result.fitted, result.input_kind, result.n_classes = fitted, bundle.input_kind, bundle.n_classes
+    result.fitted_on, result.seed = bundle.manifest["fitted_on"], bundle.manifest["options"].get("seed", 0)
+    return result
+
+
+@dataclasses.dataclass
+class Report:
+    """An evaluation: ``values`` {metric key: value}, ``uncalibrated_values`` when a calibrator
+    was applied, ``passed`` (the gates), ``to_dict()`` the JSON report of ``calib evaluate``,
+    ``table()`` the same as text."""
+
+    report: dict
+
+    @property
+    def values(self) -> dict[str, float | None]:
+        return {key: entry["value"] for key, entry in self.report["metrics"].items()}
+
+    @property
+    def uncalibrated_values(self) -> dict[str, float | None] | None:
+        before = self.report.get("uncalibrated_metrics")
+        return None if before is None else {key: entry["value"] for key, entry in before.items()}
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.report["passed"])
+
+    def to_dict(self) -> dict:
+        return self.report
+
+    def table(self) -> str:
+        from .report_text import report_lines
+
+        return "\n".join(report_lines(self.report))
+
+    def __repr__(self) -> str:
+        return self.table()
+
+
+def evaluate(scores, labels=None, *, metrics: list[str] | None = None, calibrator: Calibration | Calibrator | None = None,
+             vece: bool = False, kind: str = "auto", bins: int = 15, cmce_bins: int = 25,
+             vece_recalibrator: str = "ws-catboost", seed: int = 0, vece_max_rows: int = 20_000,
+             true_probs: np.ndarray | None = None, features: np.ndarray | None = None, gates=(),
+             increase_gates=(), bootstrap=None, bundle_path: str | None = None, emit_state: str | None = None,
+             progress=None) -> Report:
+    """Evaluate (N, K) ``scores`` against ``labels`` (after ``calibrator``, when given): the
+    metrics of ``metrics`` (keys of ``calib methods``; the default table when None), with the
+    V-ECE family when ``vece``.
+
+    >>> import numpy as np, calib
+    >>> test = np.load(calib.sample_path("cifar10_test.npz"))
+    >>> report = calib.evaluate(test["logits"], test["labels"], metrics=["accuracy", "ece"])
+    >>> round(report.values["accuracy"], 4), round(report.values["ece"], 4)
+    (0.9452, 0.0256)
+    """
+    from .evaluation import VeceConfig
+    from .evaluation import evaluate as build_report
+    from .metrics import MetricConfig
+
+    preds = as_predictions(scores, labels, kind=kind)
+    if true_probs is not None:
+        from .validation import resolve_kind
+
+        true_probs = np.asarray(true_probs)
+        if true_probs.shape != (preds.n, preds.k):
+            raise UsageError(f"true probabilities have shape {true_probs.shape}; the scores are ({preds.n}, {preds.k})")
+        resolve_kind(true_probs, "probs", "true probabilities")
+        preds.true_probs = true_probs
+    fitted = calibrator.fitted if isinstance(calibrator, Calibration) else calibrator
+    if isinstance(calibrator, Calibration) and calibrator.input_kind is not None:
+        pipeline.check_fits(preds, calibrator.n_classes, calibrator.input_kind, f"the {calibrator.method} calibrator")
+    report = build_report(preds, metrics=metrics, config=MetricConfig(bins=bins, cmce_bins=cmce_bins), calibrator=fitted,
+                          bundle_path=bundle_path, gates=gates, increase_gates=increase_gates, features=features,
+                          vece=VeceConfig(vece_recalibrator, seed, vece_max_rows) if vece else None,
+                          progress=progress, emit_state=emit_state, bootstrap=bootstrap)
+    return Report(report)
+
+
+def vece_values(scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto",
+                max_rows: int = 20_000) -> dict[str, float]:
+    """The V-ECE family of ``scores`` (Berta et al. 2025) as {"l1", "l2", "sq", "top_l1", "over",
+    "under"}: what ``calib.metrics.vece`` returns."""
+    from .estimators import VECE_METRICS
+
+    report = evaluate(scores, labels, metrics=list(VECE_METRICS), vece=True, vece_recalibrator=recalibrator,
+                      seed=seed, vece_max_rows=max_rows, kind=kind)
+    return {VECE_METRICS[key]: value for key, value in report.values.items()}

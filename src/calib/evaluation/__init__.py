@@ -1,0 +1,16 @@
+"""Evaluation: the report of ``calib evaluate`` (metrics streamed over chunks of rows, whole-sample
+metrics, CI gates) and the metric state files that shards merge. One module per job:
+:mod:`.streaming` (the streaming pass), :mod:`.sample` (V-ECE and KDE-ECE), :mod:`.gates`,
+:mod:`.states`, :mod:`.report` (all of them together)."""
+
+from ..metrics.metric_set import MetricSet
+from .gates import Gate, IncreaseGate, check_gates, parse_gate, parse_increase_gates, read_report
+from .report import evaluate
+from .sample import VeceConfig, vece_results
+from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
+from .streaming import SetStats, check_metric_keys, compute_metrics, uncalibrated_batch
+
+__all__ = ["Gate", "IncreaseGate", "MetricSet", "SetStats", "VeceConfig", "check_gates", "check_metric_keys",
+           "compute_metrics", "evaluate", "merge_metric_states", "parse_gate", "parse_increase_gates",
+           "read_metric_state", "read_report", "state_header", "uncalibrated_batch", "vece_results",
+           "write_metric_state"]

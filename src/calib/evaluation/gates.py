@@ -1,0 +1,119 @@
+"""CI gates on a report's metrics: absolute conditions and increases over a baseline report."""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from dataclasses import dataclass
+
+from ..bootstrap import paired_increase
+from ..errors import InputError, UsageError
+from .streaming import check_metric_keys
+
+_OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+_GATE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``--fail-if "cmce>0.01"``: the gate fails when the condition holds (or the value is undefined)."""
+
+    expr: str
+    metric: str
+    op: str
+    threshold: float
+
+    def check(self, metrics: dict) -> dict:
+        value = metrics[self.metric]["value"]
+        failed = value is None or _OPERATORS[self.op](value, self.threshold)
+        return {"expr": self.expr, "value": value, "passed": not failed}
+
+
+@dataclass(frozen=True)
+class IncreaseGate:
+    """``--baseline old.json --max-increase cmce=0.001``: fails when new - old > allowed."""
+
+    metric: str
+    allowed: float
+    baseline: dict
+    #: With ``--paired``: the baseline report's bootstrap section; the gate then fails only when the
+    #: one-sided lower confidence bound of the paired increase exceeds ``allowed``.
+    baseline_bootstrap: dict | None = None
+    paired: bool = False
+
+    def check(self, metrics: dict, bootstrap: dict | None = None) -> dict:
+        new = metrics[self.metric]["value"]
+        old = self.baseline["value"]
+        increase = None if new is None or old is None else new - old
+        result = {"expr": f"{self.metric} - baseline <= {self.allowed:g}", "value": new, "baseline": old,
+                  "increase": increase, "passed": increase is not None and increase <= self.allowed}
+        if self.paired:
+            level = (bootstrap or {}).get("level", 0.95)
+            bound, reason = paired_increase(bootstrap or {}, self.baseline_bootstrap or {}, self.metric, level)
+            if reason is not None:
+                raise InputError(f"paired gate: {reason}")
+            result.update(expr=f"{self.metric} - baseline <= {self.allowed:g} (paired bootstrap, {level:g} one-sided)",
+                          increase_lower_bound=bound, passed=increase is not None and bound <= self.allowed)
+        return result
+
+
+def parse_gate(expr: str) -> Gate:
+    match = _GATE.match(expr)
+    if not match:
+        raise UsageError(f"gate {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. 'cmce>0.01'",
+                         cli_hint="--fail-if")
+    metric, op, number = match.groups()
+    check_metric_keys([metric])
+    try:
+        return Gate(expr, metric, op, float(number))
+    except ValueError:
+        raise UsageError(f"gate {expr!r}: {number!r} is not a number", cli_hint="--fail-if") from None
+
+
+def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bool = False) -> list[IncreaseGate]:
+    if not specs:
+        if paired:
+            raise UsageError("a paired comparison applies to increase gates against a baseline; none given",
+                             cli_hint="--paired with --max-increase")
+        return []
+    if baseline_path is None:
+        raise UsageError("an increase gate needs a baseline report", cli_hint="--baseline REPORT.json")
+    baseline = read_report(baseline_path)
+    gates = []
+    for spec in specs:
+        metric, sep, number = spec.partition("=")
+        metric = metric.strip()
+        try:
+            allowed = float(number)
+        except ValueError:
+            allowed = None
+        if not sep or allowed is None:
+            raise UsageError(f"increase gate {spec!r}: expected METRIC=NUMBER, e.g. cmce=0.001", cli_hint="--max-increase")
+        check_metric_keys([metric])
+        if metric not in baseline.get("metrics", {}):
+            raise InputError(f"{baseline_path}: the baseline report has no metric {metric!r}")
+        gates.append(IncreaseGate(metric, allowed, baseline["metrics"][metric], baseline.get("bootstrap"), paired))
+    return gates
+
+
+def read_report(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON report of calib evaluate ({exc})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("metrics"), dict):
+        raise InputError(f"{path}: not a JSON report of calib evaluate (no 'metrics')")
+    return report
+
+
+def check_gates(values: dict, gates=(), increase_gates=(), bootstrap: dict | None = None) -> tuple[list[dict], bool]:
+    """Every gate checked against a report's metric ``values``: (the gate entries, all passed).
+    ``bootstrap`` is the report's bootstrap section, for paired increase gates."""
+    checked = [gate.check(values) for gate in gates] + [gate.check(values, bootstrap) for gate in increase_gates]
+    return checked, all(entry["passed"] for entry in checked)

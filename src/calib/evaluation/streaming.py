@@ -1,0 +1,109 @@
+"""The streaming pass of an evaluation: every chunk of rows through the model's (and a calibrator's)
+probabilities into the metric accumulators, in row order, with optional bootstrap groups."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..bootstrap import BootstrapConfig, GroupedStates, intervals
+from ..calibrators.base import Calibrator, given_probs
+from ..errors import InputError, UsageError
+from ..estimators import SAMPLE_METRICS
+from ..io.predictions import Predictions
+from ..metrics import METRICS, Batch, MetricConfig
+from ..metrics.batch import model_batch as uncalibrated_batch
+from ..metrics.metric_set import MetricSet
+from ..numerics import map_in_order
+
+
+def check_metric_keys(keys) -> list[str]:
+    unknown = [k for k in keys if k not in METRICS and k not in SAMPLE_METRICS]
+    if unknown:
+        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join([*METRICS, *SAMPLE_METRICS])}")
+    return list(dict.fromkeys(keys))
+
+
+class SetStats:
+    """Conformal sets of a bundle on the evaluated rows: coverage P(y in C(x)), mean |C(x)|, and the
+    shares of empty and full sets."""
+
+    def __init__(self, calibrator):
+        self.settings = {k: v for k, v in calibrator.fit_report().items() if k in ("alpha", "score", "threshold")}
+        self.n = self.covered = self.size = self.empty = self.full = 0
+
+    def update(self, in_set: np.ndarray, labels: np.ndarray) -> None:
+        sizes = in_set.sum(axis=1)
+        self.n += len(labels)
+        self.covered += int(in_set[np.arange(len(labels)), labels].sum())
+        self.size += int(sizes.sum())
+        self.empty += int((sizes == 0).sum())
+        self.full += int((sizes == in_set.shape[1]).sum())
+
+    def results(self) -> dict:
+        values = {"set_coverage": self.covered, "set_size": self.size, "set_empty": self.empty, "set_full": self.full}
+        return {key: {"value": value / self.n, "settings": self.settings} for key, value in values.items()}
+
+
+def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None,
+                    features: np.ndarray | None = None, state_out: list | None = None,
+                    bootstrap: BootstrapConfig | None = None, replicates_out: dict | None = None):
+    """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
+
+    With a calibrator, the first dict holds the calibrated metrics and the second the model's own;
+    a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty, set_full).
+    ``state_out``, if given, receives the MetricSet behind the first dict (for --emit-state).
+    ``bootstrap`` adds a percentile interval "ci" to every entry (:mod:`calib.bootstrap`) and puts the
+    first dict's replicate values into ``replicates_out``.
+    """
+    if preds.labels is None:
+        raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
+    calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
+    sets = SetStats(calibrator) if calibrator is not None and calibrator.builds_sets else None
+    uncalibrated = MetricSet(keys, config, preds.k)
+    grouped = {}
+    if bootstrap is not None:
+        sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
+        grouped = {side: GroupedStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
+    def batches(rows: slice):
+        """The chunk's model and calibrated batches and set mask: the costly part, run on worker
+        threads; the accumulators are updated in row order on this thread (same result for any
+        thread count)."""
+        batch, after, in_set = uncalibrated_batch(preds, rows), None, None
+        if calibrated is not None:
+            logits, given = preds.logits(rows), given_probs(calibrator, preds, rows)
+            chunk_features = None if features is None else features[rows]
+            if sets is None:
+                log_probs = calibrator.transform(logits, chunk_features, **given)
+            else:
+                log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features, **given)
+            after = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
+        return rows, batch, after, in_set
+
+    for rows, batch, after, in_set in map_in_order(batches, preds.chunks()):
+        uncalibrated.update(batch)
+        if "uncalibrated" in grouped:
+            grouped["uncalibrated"].update(batch, rows)
+        if after is None:
+            continue
+        if in_set is not None:
+            sets.update(in_set, preds.labels[rows])
+        calibrated.update(after)
+        if "calibrated" in grouped:
+            grouped["calibrated"].update(after, rows)
+    if state_out is not None:
+        state_out.append(calibrated if calibrated is not None else uncalibrated)
+    results = {"uncalibrated": uncalibrated.results()}
+    if calibrated is not None:
+        results["calibrated"] = calibrated.results()
+    for side, states in grouped.items():
+        replicates = states.replicate_values(bootstrap)
+        for key, interval in intervals(replicates, bootstrap.level).items():
+            results[side][key]["ci"] = interval
+        if replicates_out is not None and side == ("calibrated" if calibrated is not None else "uncalibrated"):
+            replicates_out.update({"groups": states.groups, "values": {k: v.tolist() for k, v in replicates.items()}})
+    if calibrated is None:
+        return results["uncalibrated"], None
+    values = results["calibrated"]
+    if sets is not None:
+        values.update(sets.results())
+    return values, results["uncalibrated"]
