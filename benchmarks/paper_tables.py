@@ -1,12 +1,12 @@
 """Paper-style quality tables (not tests): fit on a calibration split, evaluate on a test split.
 
-    python -m benchmarks.paper_tables cifar100 --out results/   # paper 000 Table 1 style, CIFAR-100
+    python -m benchmarks.paper_tables cifar100 --out results/   # the CMCE paper Table 1 style, CIFAR-100
     python -m benchmarks.paper_tables cifar10 --out results/
-    python -m benchmarks.paper_tables grid --classes 10 100 1000 --out results/   # paper 000 figure 1
+    python -m benchmarks.paper_tables grid --classes 10 100 1000 --out results/   # the CMCE paper figure 1
     python -m benchmarks.paper_tables grid-ovr --classes 10 100 1000 --out results/   # one-vs-rest vs K
     python -m benchmarks.paper_tables grid-ovr-truth --classes 10000 --out results/   # the same at K = 10,000
     python -m benchmarks.paper_tables cifar10-baselines --out results/   # every baseline, through the CLI
-    python -m benchmarks.paper_tables paper002 --seeds 5 --out results/   # paper 002 Tables 5 and 2
+    python -m benchmarks.paper_tables paper002 --seeds 5 --out results/   # the ATS-CP paper Tables 5 and 2
 
 Writes results/<suite>.json and results/<suite>.md.
 """
@@ -34,7 +34,7 @@ GRID_METRICS = ["accuracy", "nll_true", "brier_true", "cmce", "cpsme_avg", "ece"
 
 
 def conformal_configs(alphas=(0.1, 0.01)):
-    """Every method of the conformal issue at each alpha, score and threshold."""
+    """Every conformal method at each alpha, score and threshold."""
     configs = [("uncalibrated", {}), ("ts", {}), ("cmce-ts", {})]
     for alpha in alphas:
         for score in ("msp", "aps"):
@@ -109,7 +109,7 @@ def cli_baselines(name):
 
 GRID_CONFORMAL = [("uncalibrated", {}), ("ts", {}), ("cmce-ts", {}), ("mr", {"alpha": 0.1}), ("conformal-ts", {"alpha": 0.1}),
                   ("ats-gq", {"alpha": 0.1, "variant": "score"}), ("ats-aq", {"alpha": 0.1})]
-#: One-vs-rest maps as K grows (paper 000 reports they lose accuracy at K = 10,000).
+#: One-vs-rest maps as K grows (CMCE paper reports they lose accuracy at K = 10,000).
 GRID_ONE_VS_REST = [("uncalibrated", {}), ("ts", {}), ("platt", {}), ("quadratic", {}), ("beta", {}), ("isotonic", {}),
                     ("hist", {}), ("venn-abers", {}), ("svs", {})]
 
@@ -150,7 +150,7 @@ def grid(classes, out, configs=GRID_CONFORMAL, n_cal=5000, n_test=10000):
 
 
 def alpha_agnostic_configs():
-    """Paper 002's methods: ATS-CP at alpha 0.1 and the alpha-agnostic ones with every aggregate."""
+    """the ATS-CP paper's methods: ATS-CP at alpha 0.1 and the alpha-agnostic ones with every aggregate."""
     configs = [("uncalibrated", {}), ("ts", {}), ("platt", {}), ("isotonic", {}),
                ("ats-gq", {"alpha": 0.1, "variant": "prob"}), ("ats-gq", {"alpha": 0.1, "variant": "score"}),
                ("ats-aq", {"alpha": 0.1})]

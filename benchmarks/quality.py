@@ -1,8 +1,8 @@
-"""Quality suite: the paper-000 protocol on real and synthetic predictions (not a test).
+"""Quality suite: the CMCE-paper protocol on real and synthetic predictions (not a test).
 
     python -m benchmarks.quality --datasets cifar10 cifar100 news20 grid-10 grid-100 grid-1000 --splits 10 --jobs 2 --out results/
 
-Protocol (spec/benchmarks.md, paper 000 section 5): each dataset's evaluation rows are split 20%
+Protocol (spec/benchmarks.md, the CMCE paper section 5): each dataset's evaluation rows are split 20%
 calibration / 80% test by a seeded permutation (seeds 0..splits-1); every calibrator is fitted on
 the calibration rows and scored on the test rows; tables give mean (std) over the splits.
 
@@ -13,7 +13,7 @@ NLL and Brier against the truth are reported too.
 
 Methods: the uncalibrated model, every baseline, ``cmce-ts``, and the conformal methods (mr,
 conformal-ts, ats-gq with the score variant, ats-aq) at alpha 0.1 and 0.01 with msp and aps scores
-(constant thresholds, as paper 000's tables), and the alpha-agnostic ats-mgq / ats-maq. Metrics: the
+(constant thresholds, as the CMCE paper's tables), and the alpha-agnostic ats-mgq / ats-maq. Metrics: the
 default table of ``calib evaluate`` (accuracy, NLL, Brier, ECE, MCE, cw-ECE, CMCE, both coverage
 bands) and, for conformal methods, the empirical set coverage and size. V-ECE (ws-catboost, with the
 over/under split) costs 10-40 s per evaluation, so it is computed for three rows (uncalibrated, ts,

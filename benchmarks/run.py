@@ -2,7 +2,7 @@
 
     python -m benchmarks.run --suite quality|speed|all --out results/ [--jobs 2] [--resume]
 
-quality: :mod:`benchmarks.quality` (the paper-000 protocol, 10 seeded 20/80 splits, every calibrator)
+quality: :mod:`benchmarks.quality` (the CMCE-paper protocol, 10 seeded 20/80 splits, every calibrator)
 on CIFAR-10, CIFAR-100, 20 Newsgroups and the Gaussian grid at K = 10, 100, 1000.
 speed: :mod:`benchmarks.speed` (calib against the floor and the peers at 10k x 100, 50k x 1000 and
 20k x 10000, fresh processes, peak memory). Peers come from the ``bench`` extra:
@@ -48,8 +48,8 @@ def main(argv=None) -> None:
     if args.suite in ("speed", "all"):
         text = speed.main(["--sizes", *args.sizes, "--repeats", str(args.repeats), "--out", str(args.out)])
         sections.append(f"## Speed (best of {args.repeats} fresh processes; x floor = seconds / load-and-sort seconds)\n\n{text}\n")
-    (args.out / "benchmarks.md").write_text("\n".join(sections))
-    print(f"wrote {args.out / 'benchmarks.md'}")
+    (args.out / "docs/benchmarks.md").write_text("\n".join(sections))
+    print(f"wrote {args.out / 'docs/benchmarks.md'}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ temperature-scaling fit (calib fit, probmetrics), V-ECE squared with the TS reca
 (calib, probmetrics calib-err_brier_ts-mix_cv-5), split-conformal sets at alpha 0.1 with the LAC /
 msp and APS scores (calib fit mr + apply --what sets, MAPIE SplitConformalClassifier on the
 probabilities through a pass-through estimator, its defaults: MAPIE's APS sets also take the label
-that crosses the threshold, so they differ from calibrators.md's {y : V(x, y) <= q} by design; the
+that crosses the threshold, so they differ from docs/calibrators.md's {y : V(x, y) <= q} by design; the
 "agreement" line gives the share of rows whose sets are identical), and calib's conformal calibrators (fit and apply
 of mr and ats-gq, probabilities out). Each line reports its value so the agreement is visible.
 """

@@ -1,4 +1,4 @@
-"""Literal, slow second formulations of metrics.md, written independently of src/ for tests.
+"""Literal, slow second formulations of docs/metrics.md, written independently of src/ for tests.
 
 Python loops over rows and pairs are fine here: these run on small arrays only.
 """

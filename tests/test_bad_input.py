@@ -1,4 +1,4 @@
-"""Every bad input of cli.md: one stderr line naming the file and the problem, exit 2, no output."""
+"""Every bad input of docs/cli.md: one stderr line naming the file and the problem, exit 2, no output."""
 
 import os
 

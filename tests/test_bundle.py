@@ -106,4 +106,5 @@ def test_refuses_to_overwrite_without_force_and_refits_byte_identically(bundle, 
 def test_empty_existing_directory_is_fine(tmp_path, run, bundle):
     (tmp_path / "empty").mkdir()
     code, _, err = run("fit", tmp_path / "cal.npz", "--method", "ts", "--out", tmp_path / "empty")
-    assert code == 0, err and (tmp_path / "empty" / "manifest.json").exists()
+    assert code == 0, err
+    assert (tmp_path / "empty" / "manifest.json").exists()

@@ -40,7 +40,8 @@ def test_report_files_and_deterministic_comparison(tmp_path, run):
     from conftest import SAMPLE
 
     code, out, err = run("diagnose", SAMPLE / "cifar10_val.npz", "--compare", "ts,isotonic", "--folds", "3", "--out", tmp_path / "r")
-    assert code == 0, err and "recommendation" in out
+    assert code == 0, err
+    assert "recommendation" in out
     for name in ("reliability", "cumulative_mass", "over_under"):
         assert (tmp_path / "r" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"<svg" in (tmp_path / "r" / f"{name}.svg").read_bytes()[:500]

@@ -95,3 +95,19 @@ def test_version_names_the_kernel_path(run):
     code, out, _ = run("--version")
     assert code == 0 and out.strip().endswith(f"(kernels: {BACKEND})")
     assert BACKEND in ("compiled", "numpy")
+
+
+def test_fitting_leaves_torch_global_random_state_alone():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from calib import calibrator
+
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    torch.manual_seed(1234)
+    before = torch.random.get_rng_state().clone()
+    calibrator("adaptive-ts").fit(data["logits"][:600], data["labels"][:600])
+    assert torch.equal(torch.random.get_rng_state(), before)
+    state = np.random.get_state()[1].copy()
+    calibrator("ts").fit(data["logits"][:600], data["labels"][:600])
+    assert np.array_equal(np.random.get_state()[1], state)

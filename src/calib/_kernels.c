@@ -1,6 +1,6 @@
 /* calib's compiled inner loops (module calib._kernels): a vectorised log, and a vectorised exp for
  * non-positive arguments; built on the exp, the row softmax and the tempered moments (calib.numerics) and SelectTau's
- * per-row search (paper 002, algorithm 2; calib.calibrators.select_tau describes the algorithm and
+ * per-row search (the ATS-CP paper, algorithm 2; calib.calibrators.select_tau describes the algorithm and
  * holds its settings).
  *
  * Why compiled: NumPy's float64 exp is scalar on CPUs without AVX-512 (6.5-8 ns a value here), and

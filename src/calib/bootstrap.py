@@ -1,5 +1,5 @@
-"""Bootstrap confidence intervals for the streamed metrics, on their mergeable states (cli.md
-``evaluate --bootstrap N``; the diagnose issue).
+"""Bootstrap confidence intervals for the streamed metrics, on their mergeable states (docs/cli.md
+``evaluate --bootstrap N``).
 
 Rows are dealt into G = 200 groups by a seeded draw (row i -> group g_i). Every metric's state is
 additive over rows (sums, bin counts, or per-row values that merge by concatenation), so one pass

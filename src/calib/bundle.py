@@ -1,4 +1,4 @@
-"""Bundle directories: a fitted calibrator as manifest.json plus the files it names (cli.md).
+"""Bundle directories: a fitted calibrator as manifest.json plus the files it names (docs/cli.md).
 
 manifest.json = {"format": "calib-bundle", "format_version": 1, "calib_version", "method",
 "options", "n_classes", "input_kind", "fitted_on": {"n", "sha256"}, "files": {name: sha256},

@@ -2,7 +2,7 @@
 
 Returns a plain :class:`Diagnosis` (no printing here; the CLI renders it). Curves come from the same
 mergeable bin counters as the metrics: the reliability diagram from top-label bins, the cumulative
-mass calibration curve of paper 000 from the CMCE bins (25), worst classes from classwise bins.
+mass calibration curve of the CMCE paper from the CMCE bins (25), worst classes from classwise bins.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Diagnosis:
     kind: str
     findings: list[str] = field(default_factory=list)
     reliability: list[dict] = field(default_factory=list)      # per confidence bin
-    cumulative_mass: list[dict] = field(default_factory=list)  # per mass bin (paper 000's curve)
+    cumulative_mass: list[dict] = field(default_factory=list)  # per mass bin (CMCE paper's curve)
     cumulative_mass_uncalibrated: list[dict] = field(default_factory=list)  # the same before --bundle
     conformal: dict | None = None  # set coverage and size against alpha, for a conformal bundle
     worst_classes: list[dict] = field(default_factory=list)

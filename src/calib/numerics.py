@@ -13,7 +13,7 @@ from . import kernels
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: Probabilities are clipped below at this value before a log is taken (metrics.md: log p >= log 1e-12).
+#: Probabilities are clipped below at this value before a log is taken (docs/metrics.md: log p >= log 1e-12).
 PROB_FLOOR = 1e-12
 LOG_PROB_FLOOR = float(np.log(PROB_FLOOR))
 

@@ -39,7 +39,7 @@ def _figures(result):
             label=f"{'calibrated, ' if result.cumulative_mass_uncalibrated else ''}CMCE {result.metrics['cmce']:.4f}")
     ax.set_xlabel("cumulative mass of the top-k set")
     ax.set_ylabel("coverage of the label")
-    ax.set_title("Cumulative mass calibration curve (paper 000)")
+    ax.set_title("Cumulative mass calibration curve (CMCE paper)")
     ax.legend(loc="upper left")
     figures["cumulative_mass"] = fig
     fig, ax = plt.subplots(figsize=(5, 3.5))

@@ -1,4 +1,4 @@
-"""Evaluate a directory of parquet shards, in this process or on a Dask cluster (cli.md; the
+"""Evaluate a directory of parquet shards, in this process or on a Dask cluster (docs/cli.md; the
 robustness issue, "beyond one machine").
 
 Each file is evaluated on its own into the additive metric state that ``--emit-state`` writes (bin

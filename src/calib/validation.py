@@ -1,4 +1,4 @@
-"""The one place that checks user inputs and words the errors (cli.md, "Bad input").
+"""The one place that checks user inputs and words the errors (docs/cli.md, "Bad input").
 
 Score matrices are checked in row chunks so that a memory-mapped input is never copied whole.
 """

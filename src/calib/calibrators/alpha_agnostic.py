@@ -1,4 +1,4 @@
-"""Alpha-agnostic ATS-CP (paper 002; calibrators.md): ``ats-mgq`` and ``ats-maq``.
+"""Alpha-agnostic ATS-CP (ATS-CP paper; docs/calibrators.md): ``ats-mgq`` and ``ats-maq``.
 
 Instead of one alpha, a row is calibrated at several levels a at once and the tempered
 distributions are aggregated. For each (row, level) pair the set C_a(x) is a top set of the
@@ -47,7 +47,7 @@ from .set_based import _count, conditioning_params, restore_conditioning
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
 
 AGGREGATES = ("mean", "geometric", "kl-forward", "kl-reverse")
-#: ats-maq --model multiqr alpha grid (calibrators.md), in head order: levels 1 - alpha increasing.
+#: ats-maq --model multiqr alpha grid (docs/calibrators.md), in head order: levels 1 - alpha increasing.
 HEAD_ALPHAS = np.array([0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05])
 GOLDEN_TOL = 1e-9
 GRID_POINTS = 64
@@ -237,7 +237,7 @@ def _pairs_from_levels(values: np.ndarray, level: np.ndarray, level_min: float, 
 
 class ATSMultiGlobal(AlphaAgnostic):
     name = "ats-mgq"
-    summary = "alpha-agnostic ATS-CP: a temperature per level a_y = 1 - F(V(x, y)), aggregated (paper 002)"
+    summary = "alpha-agnostic ATS-CP: a temperature per level a_y = 1 - F(V(x, y)), aggregated (ATS-CP paper)"
 
     def fit_levels(self, scores, conditioning, seed):
         self.arrays_ = {"sorted_scores": np.sort(scores)}
@@ -251,7 +251,7 @@ class ATSMultiGlobal(AlphaAgnostic):
 class ATSMultiAdaptive(AlphaAgnostic):
     name = "ats-maq"
     requires = ("torch",)
-    summary = "alpha-agnostic ATS-CP with adaptive thresholds: multi-head QR or conditional flow (paper 002)"
+    summary = "alpha-agnostic ATS-CP with adaptive thresholds: multi-head QR or conditional flow (ATS-CP paper)"
     Options = MAQOptions
 
     def fit_levels(self, scores, conditioning, seed):

@@ -1,5 +1,5 @@
-"""ATS-CP with an alpha-specific threshold (paper 002; calibrators.md): ``ats-gq``, its prob-variant
-alias ``conformal-ts`` (paper 000's "TS (ours)"), and ``ats-aq``.
+"""ATS-CP with an alpha-specific threshold (ATS-CP paper; docs/calibrators.md): ``ats-gq``, its prob-variant
+alias ``conformal-ts`` (CMCE paper's "TS (ours)"), and ``ats-aq``.
 
 For each row, SelectTau finds tau with sum_{y in C(x)} p~_y(tau) = 1 - alpha, where
   prob variant:  p~(tau) = softmax(z / tau)
@@ -44,7 +44,7 @@ AQOptions = _with_variant(ConformalOptions)
 
 class ATSGlobal(SetCalibrator):
     name = "ats-gq"
-    summary = "ATS-CP, global quantile: per-row temperature giving the conformal set 1 - alpha mass (paper 002)"
+    summary = "ATS-CP, global quantile: per-row temperature giving the conformal set 1 - alpha mass (ATS-CP paper)"
     Options = ATSOptions
 
     @property
@@ -79,7 +79,7 @@ class ATSGlobal(SetCalibrator):
 
 class ConformalTS(ATSGlobal):
     name = "conformal-ts"
-    summary = "conformal temperature scaling, paper 000's TS (ours): ats-gq with the prob variant"
+    summary = "conformal temperature scaling, the CMCE paper's TS (ours): ats-gq with the prob variant"
     Options = SetOptions
 
     @property
@@ -90,7 +90,7 @@ class ConformalTS(ATSGlobal):
 class ATSAdaptive(ATSGlobal):
     name = "ats-aq"
     requires = ("torch",)
-    summary = "ATS-CP, adaptive quantile: conformalised quantile-regression MLP threshold (paper 002)"
+    summary = "ATS-CP, adaptive quantile: conformalised quantile-regression MLP threshold (ATS-CP paper)"
     Options = AQOptions
 
     @property

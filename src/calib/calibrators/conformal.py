@@ -1,4 +1,4 @@
-"""The conformal core shared by MR, conformal TS and ATS-CP (calibrators.md, "Conformal core").
+"""The conformal core shared by MR, conformal TS and ATS-CP (docs/calibrators.md, "Conformal core").
 
 Nonconformity scores V(x, y) on p = softmax(z):
   msp: V = 1 - p_y;  aps: V = sum of p over the classes ranked at or above y (non-increasing order,
@@ -19,7 +19,7 @@ from ..numerics import map_in_order, row_chunks, softmax
 
 SCORES = ("msp", "aps")
 
-# Row categories of the infeasible-row rule (calibrators.md, "Infeasible rows"), counted in fit and
+# Row categories of the infeasible-row rule (docs/calibrators.md, "Infeasible rows"), counted in fit and
 # apply reports. EMPTY / FULL: the row is left unchanged; TOO_LARGE: even tau = 1e6 leaves >= 1 - alpha
 # in the set (e.g. |C|/K > 1 - alpha); UNREACHABLE: even tau = 1e-4 leaves < 1 - alpha (a score
 # outside the set ties the top one); TINY_MASS: P_in or P_out < 1e-12 (MR leaves the row unchanged).

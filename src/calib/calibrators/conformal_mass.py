@@ -1,8 +1,8 @@
-"""Mass rescaling, ``mr`` (paper 000, section 3.2, eq. 6; calibrators.md).
+"""Mass rescaling, ``mr`` (CMCE paper, section 3.2, eq. 6; docs/calibrators.md).
 
 With C = C_alpha(x), P_in = sum_{y in C} p_y and P_out = sum_{y not in C} p_y:
   p~_y = p_y (1 - alpha) / P_in  for y in C,   p~_y = p_y alpha / P_out  otherwise,
-the KL projection argmin_{q(C) = 1 - alpha} KL(q || p) (paper 000, appendix A). Rows with an empty
+the KL projection argmin_{q(C) = 1 - alpha} KL(q || p) (CMCE paper, appendix A). Rows with an empty
 or full set, or with P_in or P_out below 1e-12, are left unchanged and counted.
 """
 
@@ -13,13 +13,13 @@ import numpy as np
 from .conformal import EMPTY, FEASIBLE, FULL, TINY_MASS
 from .set_based import SetCalibrator
 
-#: Below this in-set or out-of-set mass the rescaling factor is not trusted (calibrators.md).
+#: Below this in-set or out-of-set mass the rescaling factor is not trusted (docs/calibrators.md).
 MIN_MASS = 1e-12
 
 
 class MassRescaling(SetCalibrator):
     name = "mr"
-    summary = "conformal mass rescaling: put exactly 1 - alpha of the mass on the conformal set (paper 000)"
+    summary = "conformal mass rescaling: put exactly 1 - alpha of the mass on the conformal set (CMCE paper)"
 
     def _factors(self, probs, in_set):
         """Per row: the factors (1 - alpha) / P_in and alpha / P_out (1 for rows left unchanged),

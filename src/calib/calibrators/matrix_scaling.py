@@ -1,6 +1,6 @@
 """Linear maps of log-probabilities followed by a softmax: Dirichlet calibration (ODIR) and
-structured vector / matrix scaling (SVS, SMS). calibrators.md; metrics.md (V-ECE recalibrators);
-paper 003 appendix E.
+structured vector / matrix scaling (SVS, SMS). docs/calibrators.md; docs/metrics.md (V-ECE recalibrators);
+the V-ECE paper appendix E.
 
 All three fit p~ = softmax((I + D) x + b) on log-probabilities x by minimising
 

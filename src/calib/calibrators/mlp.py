@@ -35,7 +35,7 @@ def train(inputs: np.ndarray, targets: np.ndarray, hidden: tuple[int, ...], n_ou
 
     ``loss_fn(output, target_batch)`` is a torch scalar. When the final full-data loss is NaN or
     above ``bad_loss``, training restarts from a fresh initialisation with lr / 10, at most
-    ``restarts`` times (calibrators.md, adaptive thresholds).
+    ``restarts`` times (docs/calibrators.md, adaptive thresholds).
     """
     torch = extras.torch()
     nn = torch.nn
@@ -46,12 +46,13 @@ def train(inputs: np.ndarray, targets: np.ndarray, hidden: tuple[int, ...], n_ou
     sizes = (x.shape[1], *hidden, n_out)
     batch_size = max(1, min(batch_size, len(x)))
     for attempt in range(restarts + 1):
-        torch.manual_seed(seed + attempt)
         layers = []
-        for i in range(len(sizes) - 1):
-            layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-            if i < len(sizes) - 2:
-                layers.append(nn.ReLU())
+        with torch.random.fork_rng(devices=[]):  # seeded initialisation; torch's global generator restored
+            torch.manual_seed(seed + attempt)
+            for i in range(len(sizes) - 1):
+                layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+                if i < len(sizes) - 2:
+                    layers.append(nn.ReLU())
         model = nn.Sequential(*layers)
         optimiser = torch.optim.Adam(model.parameters(), lr=lr / 10**attempt)
         generator = torch.Generator().manual_seed(seed + attempt)

@@ -1,4 +1,4 @@
-"""One-vs-rest baselines (paper 000 appendix F; calibrators.md): a binary map g_k per class, fitted
+"""One-vs-rest baselines (CMCE paper appendix F; docs/calibrators.md): a binary map g_k per class, fitted
 on (score_k, 1{y = k}), applied to every class and renormalised, p~_k = g_k / sum_j g_j (a row of all
 zeros becomes uniform). A class absent from the calibration split gets the constant map at its
 base rate (0), never a crash.

@@ -1,4 +1,4 @@
-"""SelectTau (paper 002, algorithm 2; calibrators.md): per-row temperatures that put exactly
+"""SelectTau (ATS-CP paper, algorithm 2; docs/calibrators.md): per-row temperatures that put exactly
 1 - alpha of the tempered mass on a top-k set, solved row by row in compiled code.
 
 For a row with scores u (logits, or -log V for the score variant) and an in-set mask C that is a top
@@ -39,7 +39,7 @@ def select_temperature(scores: np.ndarray, in_set: np.ndarray, target, method: s
     ``target`` is one number or one per row (the alpha-agnostic methods solve many levels at once).
     See :func:`tempered_distribution` for the rows' softmax(scores / tau) as well.
 
-    Categories (the infeasible-row rule of calibrators.md): EMPTY and FULL sets get tau = 1 and the
+    Categories (the infeasible-row rule of docs/calibrators.md): EMPTY and FULL sets get tau = 1 and the
     caller leaves those rows unchanged; TOO_LARGE rows already hold >= target at tau = 1e6 (e.g.
     |C|/K > target) and get 1e6, the mass closest to the target from above; UNREACHABLE rows stay
     below the target even at tau = 1e-4 (an outside score ties the top one) and get 1e-4.

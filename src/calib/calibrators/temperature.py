@@ -9,7 +9,7 @@ from ..bundle import State
 from ..numerics import log_softmax, softmax
 from .base import Calibrator
 
-#: Bracket for beta = 1/T (calibrators.md): [e^-16, e^16].
+#: Bracket for beta = 1/T (docs/calibrators.md): [e^-16, e^16].
 LOG_BETA_BOUND = 16.0
 #: Relative tolerance on beta (hence on T) at which the root search stops; the spec asks 1e-8.
 BETA_RTOL = 1e-12
@@ -69,7 +69,7 @@ def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray, log_bound: f
 
 
 class TemperatureScaling(Calibrator):
-    """``ts``: p = softmax(z / T), T = 1/beta minimising the calibration NLL (calibrators.md)."""
+    """``ts``: p = softmax(z / T), T = 1/beta minimising the calibration NLL (docs/calibrators.md)."""
 
     name = "ts"
     summary = "temperature scaling: one temperature T minimising NLL (Guo et al. 2017)"
@@ -117,14 +117,14 @@ def warning_entries(warnings: list[str]) -> dict:
     return {"warning": warnings[0]} if len(warnings) == 1 else {f"warning {i + 1}": w for i, w in enumerate(warnings)}
 
 
-#: cmce-ts grid (calibrators.md): 301 log-spaced temperatures on [1e-2, 1e2]; the exponent is an
+#: cmce-ts grid (docs/calibrators.md): 301 log-spaced temperatures on [1e-2, 1e2]; the exponent is an
 #: exact integer ratio so that T = 1 is on the grid exactly.
 CMCE_GRID = 10.0 ** (np.arange(-150, 151) / 75.0)
 CMCE_BINS = 25
 
 
 def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: np.ndarray, n_bins: int = CMCE_BINS) -> np.ndarray:
-    """CMCE (metrics.md, weighted, ``n_bins`` bins) of softmax(z / T) for each T.
+    """CMCE (docs/metrics.md, weighted, ``n_bins`` bins) of softmax(z / T) for each T.
 
     The class order does not depend on T, so each chunk of rows is sorted once (non-increasing,
     ties to the lower index) and its labels' ranks computed once; each T then costs one softmax and
@@ -147,10 +147,10 @@ def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: n
 
 
 class CMCETemperature(Calibrator):
-    """``cmce-ts``: paper 000's naive CMCE temperature, T = argmin CMCE on a grid (calibrators.md)."""
+    """``cmce-ts``: the CMCE paper's naive CMCE temperature, T = argmin CMCE on a grid (docs/calibrators.md)."""
 
     name = "cmce-ts"
-    summary = "naive CMCE temperature: T minimising CMCE (25 bins) on a 301-point log grid (paper 000)"
+    summary = "naive CMCE temperature: T minimising CMCE (25 bins) on a 301-point log grid (CMCE paper)"
 
     def fit(self, logits, labels, *, seed=0, features=None):
         values = cmce_at_temperatures(logits, labels, CMCE_GRID)
@@ -181,7 +181,7 @@ class CMCETemperature(Calibrator):
         return calibrator
 
 
-#: adaptive-ts (calibrators.md): MLP hidden sizes, optimiser and schedule; T(x) floor.
+#: adaptive-ts (docs/calibrators.md): MLP hidden sizes, optimiser and schedule; T(x) floor.
 ADAPTIVE_HIDDEN = (128, 64)
 ADAPTIVE_LR = 5e-4
 ADAPTIVE_EPOCHS = 100
@@ -190,7 +190,7 @@ TEMPERATURE_FLOOR = 1e-6
 
 
 class AdaptiveTemperature(Calibrator):
-    """``adaptive-ts`` (sample-dependent temperature, Joy et al. 2023; calibrators.md):
+    """``adaptive-ts`` (sample-dependent temperature, Joy et al. 2023; docs/calibrators.md):
     p = softmax(z / T(x)), T(x) = softplus(MLP(z)) + 1e-6, MLP (128, 64) ReLU on the logits, trained on
     the NLL with Adam (lr 5e-4), 100 epochs' worth of minibatches of 256 drawn with replacement, seeded.
     The argmax is kept. Weights are stored as arrays and applied in numpy."""

@@ -1,5 +1,5 @@
 """Conformal thresholds q(x): constant, adaptive by a normalising-flow score transform
-(Colombo 2024; calibrators.md), and conformalised quantile regression (ATS-CP AQ, paper 002).
+(Colombo 2024; docs/calibrators.md), and conformalised quantile regression (ATS-CP AQ, the ATS-CP paper).
 
 Every adaptive kind is fitted on a seeded random half of the calibration rows and conformalised on
 the other half, so marginal coverage P(Y in C(X)) >= 1 - alpha holds.
@@ -14,7 +14,7 @@ from . import mlp
 from .conformal import conformal_quantile
 
 FLOW_GAMMA = 1e-3
-#: V is clamped below before a log (calibrators.md).
+#: V is clamped below before a log (docs/calibrators.md).
 SCORE_FLOOR = 1e-12
 FLOW_HIDDEN = (100,) * 6  # Linear(d,100)+ReLU, 5 x [Linear(100,100)+ReLU], Linear(100,1)
 FLOW_STEPS = 3000

@@ -1,5 +1,5 @@
 """Inductive Venn-Abers predictors one-vs-rest (Vovk & Petej 2014; Vovk, Petej & Fedorova 2015,
-"Large-scale probabilistic predictors with and without guarantees of validity"; calibrators.md).
+"Large-scale probabilistic predictors with and without guarantees of validity"; docs/calibrators.md).
 
 For class k, with calibration scores s_i = p_ik and labels t_i = 1{y_i = k}, a test score s gets
 two isotonic fits: p0 = the isotonic regression of the calibration points plus (s, 0), evaluated at

@@ -39,22 +39,18 @@ def apply(
                                                   score_prefix=score_prefix)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n)
-    counts: dict = {}
+    if out == "-" or out.lower().endswith(".npy"):  # streamed: one chunk of rows in memory at a time
+        counts: dict = {}
 
-    def blocks():
-        for _, block, info in pipeline.calibrated_blocks(calibrator, preds, what, feature_rows):
-            pipeline.add_counts(counts, info)
-            yield block
+        def blocks():
+            for _, block, info in pipeline.calibrated_blocks(calibrator, preds, what, feature_rows):
+                pipeline.add_counts(counts, info)
+                yield block
 
-    dtype = bool if what == "sets" else np.float64
-    if out == "-" or out.lower().endswith(".npy"):
+        dtype = bool if what == "sets" else np.float64
         write_npy_stream(sys.stdout.buffer if out == "-" else out, (preds.n, preds.k), dtype, blocks())
     else:
-        result = np.empty((preds.n, preds.k), dtype=dtype)
-        start = 0
-        for block in blocks():
-            result[start:start + len(block)] = block
-            start += len(block)
+        result, counts = pipeline.apply_calibrator(calibrator, preds, what, feature_rows)
         if what == "sets":
             write_sets(out, result, labels=preds.labels, passthrough=preds.passthrough)
         else:

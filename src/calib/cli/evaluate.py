@@ -11,6 +11,7 @@ import typer
 
 from .. import pipeline
 from ..errors import UsageError
+from ..estimators.recalibrators import RECALIBRATORS
 from ..io import read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from . import options, render
@@ -32,7 +33,7 @@ def evaluate(
     max_increase: Annotated[Optional[list[str]], typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False)] = None,
     true_probs: Annotated[Optional[str], typer.Option("--true-probs", help="True probabilities (synthetic data): .npy, or the true_probs array/column of a .npz/.parquet; adds nll_true, brier_true and CPSME.", show_default=False)] = None,
     no_vece: Annotated[bool, typer.Option("--no-vece", help="Skip V-ECE (it refits a recalibrator 5 times: seconds to minutes).")] = False,
-    vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help="V-ECE recalibration map: ws-catboost | ts | svs | sms | hist-uniform | hist-quantile | isotonic | quadratic | beta.")] = "ws-catboost",
+    vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help=f"V-ECE recalibration map: {' | '.join(RECALIBRATORS)}.")] = "ws-catboost",
     vece_max_rows: Annotated[int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")] = 20000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample, and of --bootstrap.")] = 0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded).")] = 0,
@@ -51,8 +52,7 @@ def evaluate(
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
     from ..bootstrap import BootstrapConfig
-    from ..estimators import IN_SAMPLE_METRICS, SAMPLE_METRICS, VECE_METRICS
-    from ..estimators.recalibrators import RECALIBRATORS
+    from ..estimators import SAMPLE_METRICS, VECE_METRICS, boosted_fit_count
     from ..evaluation import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
     from ..evaluation import evaluate as build_report
     from ..metrics import MetricConfig
@@ -81,9 +81,8 @@ def evaluate(
     wanted = keys or list(VECE_METRICS)
     if vece is not None and any(key in SAMPLE_METRICS for key in wanted) and preds.n > vece_max_rows:
         render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
-    # CatBoost models per pass: 5 outer x 8 inner folds out of fold, 8 inner folds in sample
-    boosted = (40 * any(key in VECE_METRICS for key in wanted) + 8 * any(key in IN_SAMPLE_METRICS for key in wanted))
-    fits = boosted * (2 if bundle is not None else 1) if vece is not None and vece_recalibrator == "ws-catboost" else 0
+    # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
+    fits = boosted_fit_count(wanted, vece_recalibrator) * (2 if bundle is not None else 1) if vece is not None else 0
     with render.progress("V-ECE: boosting the recalibrator", fits) as advance:
         report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
                               calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,

@@ -139,7 +139,7 @@ def diagnosis(result) -> None:
     for line in result.findings:
         _out.print(f"  - {line}", soft_wrap=True)
     for title, rows, key in (("reliability (top label)", result.reliability, "confidence"),
-                             ("cumulative mass calibration curve (paper 000)", result.cumulative_mass, "mass")):
+                             ("cumulative mass calibration curve (CMCE paper)", result.cumulative_mass, "mass")):
         table = Table(title=title, title_justify="left")
         for column in ("bin", "rows", key, "observed", "gap", ""):
             table.add_column(column, justify="right" if column not in ("bin", "") else "left")

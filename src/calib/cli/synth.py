@@ -1,4 +1,4 @@
-"""`calib synth gaussian-grid | contaminate | known-ce`: data with known truth (benchmarks.md)."""
+"""`calib synth gaussian-grid | contaminate | known-ce`: data with known truth (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -34,17 +34,17 @@ def gaussian_grid(
     n_test: Annotated[int, typer.Option("--n-test", min=1, help="Test rows.")] = 10000,
     n_train: Annotated[int, typer.Option("--n-train", min=1, help="Rows the classifier is trained on.")] = 50000,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Training epochs.")] = 15,
-    sigma: Annotated[float, typer.Option("--sigma", min=0.0, help="Class standard deviation (paper 002's circle: 0.75).")] = SIGMA,
+    sigma: Annotated[float, typer.Option("--sigma", min=0.0, help="Class standard deviation (ATS-CP paper's circle: 0.75).")] = SIGMA,
     layout: Annotated[str, typer.Option("--layout", help="auto (circle for K < 10, else square grid) | grid | circle.")] = "auto",
     radius: Annotated[float, typer.Option("--radius", help="Circle radius.")] = CIRCLE_RADIUS,
     model: Annotated[str, typer.Option("--model", help="mlp (train the RFF + MLP classifier) | truth (logits = log p(y|x)).")] = "mlp",
     seed: Seed = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty directory.")] = False,
 ) -> None:
-    """Gaussian-grid task of paper 000 with a trained classifier, its logits, and the true p(y|x).
+    """Gaussian-grid task of the CMCE paper with a trained classifier, its logits, and the true p(y|x).
 
     Example: calib synth gaussian-grid --classes 100 --seed 0 --out grid100
-    Paper 002's task: calib synth gaussian-grid --classes 10 --layout circle --sigma 0.75 --model truth --out circle
+    the ATS-CP paper's task: calib synth gaussian-grid --classes 10 --layout circle --sigma 0.75 --model truth --out circle
     """
     if sigma <= 0:
         raise UsageError(f"--sigma must be > 0; got {sigma}")
@@ -74,7 +74,7 @@ def contaminate(
     seed: Seed = 0,
     input_kind: options.InputKind = "auto",
 ) -> None:
-    """Paper 002's class-group temperature contamination: same argmax, destroyed calibration.
+    """the ATS-CP paper's class-group temperature contamination: same argmax, destroyed calibration.
 
     Classes split by index in three groups; each row draws T from {2, 3, 5}, 1, or {0.25, 0.5, 0.75}
     by the group of its label, and p~ = softmax(log p / T). Other .npz arrays are carried over.

@@ -1,5 +1,5 @@
 """KDE-ECE (Popordanoska, Sayer & Blaschko 2022): a Dirichlet-kernel estimate of the canonical
-calibration map, plugged into the L1, L2 and squared distances (paper 003, appendix E, estimator
+calibration map, plugged into the L1, L2 and squared distances (V-ECE paper, appendix E, estimator
 family (i)).
 
 With f_i clipped at 1e-12, the kernel centred at f_j is the Dirichlet density with alpha_j = f_j / h + 1:

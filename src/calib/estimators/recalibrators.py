@@ -1,4 +1,4 @@
-"""Recalibration maps g for the variational estimator (paper 003, section 5.1; metrics.md).
+"""Recalibration maps g for the variational estimator (V-ECE paper, section 5.1; docs/metrics.md).
 
 Each takes mixed probabilities P (n, K) of the training folds and labels, and returns a function
 from probabilities to recalibrated probabilities. For K = 2 the binary ones work on P_1 only.
@@ -13,9 +13,9 @@ from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_featu
 from ..calibrators.temperature import fit_inverse_temperature
 from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, row_chunks, softmax
 
-#: log(P + 1e-12) is the logit of a mixed probability vector (metrics.md, WS-CatBoost step 1).
+#: log(P + 1e-12) is the logit of a mixed probability vector (docs/metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
-#: V-ECE's temperature search interval in log beta (metrics.md).
+#: V-ECE's temperature search interval in log beta (docs/metrics.md).
 TS_LOG_BOUND = 10.0
 INNER_FOLDS = 8
 CATBOOST_PARAMS = dict(iterations=100, learning_rate=0.2, early_stopping_rounds=20, bootstrap_type="Bernoulli",
@@ -95,7 +95,7 @@ def top_classes(probs: np.ndarray, count: int) -> np.ndarray:
 
 
 def ws_catboost(probs, labels, rng, progress=None, max_classes=MAX_BOOSTED_CLASSES):
-    """WS-CatBoost (paper 003, appendix E.2): TS warm start s(P), then 8 CatBoost models on inner
+    """WS-CatBoost (V-ECE paper, appendix E.2): TS warm start s(P), then 8 CatBoost models on inner
     folds with baseline s(P), features P (binary: P_1), early stopping on the held-out inner fold;
     g = mean over models of softmax(s(P) + h_j(P)) (a sigmoid in the binary case).
 
@@ -189,12 +189,12 @@ def _boosted(features_probs, warm_probs, labels, rng, progress):
     return predict
 
 
-#: Bins of the histogram recalibrators (paper 003, section 5.1).
+#: Bins of the histogram recalibrators (V-ECE paper, section 5.1).
 HIST_BINS = 10
 
 
 def _top_class_map(fit_binary):
-    """A binary recalibrator as a multiclass one (metrics.md): for K = 2 it maps P_1; otherwise it
+    """A binary recalibrator as a multiclass one (docs/metrics.md): for K = 2 it maps P_1; otherwise it
     maps the top-class probability F to G (fitted on 1{y = argmax}) and the other classes share
     1 - G in proportion to P, as :func:`refine` does for one kept class."""
 
@@ -255,13 +255,13 @@ def _logistic(features_of):
 
 
 def _quadratic_features(score):
-    """Quadratic scaling on the logit of the score (metrics.md: 1, z, z^2 of the class-1 logit)."""
+    """Quadratic scaling on the logit of the score (docs/metrics.md: 1, z, z^2 of the class-1 logit)."""
     score = np.clip(score, PROB_FLOOR, 1.0 - PROB_FLOOR)
     return quadratic_features(np.log(score) - np.log1p(-score))
 
 
 def _structured(calibrator_class):
-    """SVS / SMS (calibrators.md) fitted on the logits log(P + 1e-12) of the mixed probabilities."""
+    """SVS / SMS (docs/calibrators.md) fitted on the logits log(P + 1e-12) of the mixed probabilities."""
 
     def fit(probs, labels, rng):
         calibrator = calibrator_class().fit(logits_of(probs), labels)

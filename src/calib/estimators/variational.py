@@ -1,4 +1,4 @@
-"""V-ECE, the cross-validated variational calibration error (paper 003; metrics.md).
+"""V-ECE, the cross-validated variational calibration error (V-ECE paper; docs/metrics.md).
 
 CE(f) = E[l_f(f(X), Y)] - inf_g E[l_f(g(f(X)), Y)] for a proper loss that may depend on f. A
 recalibration map g is fitted out of fold (m = 5 shuffled folds), its inputs mixed with the uniform
@@ -23,7 +23,7 @@ from .recalibrators import MAX_BOOSTED_CLASSES, RECALIBRATORS, kfold
 
 OUTER_FOLDS = 5
 LOSSES = ("l1", "l2", "sq", "kl", "top_l1", "over", "under")
-#: ||d||_2 floor of the L2 loss (metrics.md).
+#: ||d||_2 floor of the L2 loss (docs/metrics.md).
 NORM_FLOOR = 1e-300
 
 
@@ -124,15 +124,15 @@ def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalib
     return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed)
 
 
-#: ``calib evaluate`` keys of the V-ECE family (metrics.md) and the estimate each reports.
+#: ``calib evaluate`` keys of the V-ECE family (docs/metrics.md) and the estimate each reports.
 VECE_METRICS = {"vece_l1": "l1", "vece_l2": "l2", "vece_sq": "sq", "vece_top_l1": "top_l1",
                 "vece_over": "over", "vece_under": "under"}
-#: The in-sample variants (paper 003, estimator family (ii)): g fitted and scored on the same rows,
+#: The in-sample variants (V-ECE paper, estimator family (ii)): g fitted and scored on the same rows,
 #: so they can overfit upwards; with --vece-recalibrator isotonic, vece_is_sq is the calibration
 #: component of the CORP decomposition.
 IN_SAMPLE_METRICS = {"vece_is_l1": "l1", "vece_is_l2": "l2", "vece_is_sq": "sq"}
 VECE_SUMMARIES = {
-    "vece_l1": "V-ECE: cross-validated variational L1 calibration error (paper 003)",
+    "vece_l1": "V-ECE: cross-validated variational L1 calibration error (V-ECE paper)",
     "vece_l2": "V-ECE: variational L2 calibration error",
     "vece_sq": "V-ECE: variational squared (Brier) calibration error",
     "vece_top_l1": "V-ECE: top-class L1 calibration error = over + under",

@@ -33,7 +33,7 @@ def evaluate(
     emit_state: str | None = None,
     bootstrap: BootstrapConfig | None = None,
 ) -> dict:
-    """The JSON report of cli.md. Gate metrics are computed even when not asked for; V-ECE keys are
+    """The JSON report of docs/cli.md. Gate metrics are computed even when not asked for; V-ECE keys are
     in the default list unless ``vece`` is None."""
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
     default += tuple(VECE_METRICS) if vece is not None else ()

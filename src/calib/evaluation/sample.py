@@ -21,7 +21,7 @@ from ..numerics import softmax
 
 @dataclass(frozen=True)
 class VeceConfig:
-    """V-ECE settings of an evaluation (metrics.md); it needs every row at once, so inputs with more
+    """V-ECE settings of an evaluation (docs/metrics.md); it needs every row at once, so inputs with more
     than ``max_rows`` rows are subsampled (seeded) and the report says so."""
 
     recalibrator: str = "ws-catboost"

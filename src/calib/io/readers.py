@@ -1,4 +1,4 @@
-"""Readers for .npy (memory-mapped), .npz, .parquet and a .npy stream on stdin (cli.md, "Inputs").
+"""Readers for .npy (memory-mapped), .npz, .parquet and a .npy stream on stdin (docs/cli.md, "Inputs").
 
 Every failure becomes an :class:`InputError` naming the file and the problem.
 """
@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..validation import check_labels, check_score_array, resolve_kind
 from .predictions import Predictions
 
-#: Array / column names and the kind of scores they hold (cli.md).
+#: Array / column names and the kind of scores they hold (docs/cli.md).
 SCORE_NAMES = {"logits": "logits", "log_probs": "log-probs", "probs": "probs"}
 #: Wide parquet columns tried when no --score-prefix is given.
 WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}

@@ -1,4 +1,4 @@
-"""Writers for calibrated outputs in the format of the output path's extension (cli.md, `apply`)."""
+"""Writers for calibrated outputs in the format of the output path's extension (docs/cli.md, `apply`)."""
 
 from __future__ import annotations
 

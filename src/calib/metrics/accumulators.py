@@ -44,7 +44,7 @@ class Additive:
 
 
 class ProperScores(Additive):
-    """Sums for accuracy, NLL and Brier (metrics.md, "Proper scores and accuracy")."""
+    """Sums for accuracy, NLL and Brier (docs/metrics.md, "Proper scores and accuracy")."""
 
     STATE = ("n", "n_correct", "nll_sum", "brier_sum", "prob_clipped")
 
@@ -143,7 +143,7 @@ class CumulativeMassRange(Additive):
         self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
 
 
-#: Levels of CPSME (metrics.md): alpha = 0.05, 0.10, ..., 0.50.
+#: Levels of CPSME (docs/metrics.md): alpha = 0.05, 0.10, ..., 0.50.
 CPSME_ALPHAS = tuple(round(0.05 * i, 2) for i in range(1, 11))
 
 
@@ -153,7 +153,7 @@ class TrueProbScores(Additive):
     - nll_true = -sum_k p_k log p^_k  (the expected NLL when labels are drawn from p);
     - brier_true = sum_k (p^_k - p_k)^2  (the expected Brier score less its irreducible part);
     - cpsme_alpha = |sum_{y in C*_alpha} (p_y - p^_y)|, C*_alpha the smallest top-k set of p with
-      mass >= 1 - alpha, ties to the lower class index (paper 002, section 5.2; metrics.md).
+      mass >= 1 - alpha, ties to the lower class index (ATS-CP paper, section 5.2; docs/metrics.md).
     """
 
     STATE = ("n", "nll_sum", "brier_sum", "cpsme_sum")

@@ -15,7 +15,7 @@ class Batch:
     Give ``log_probs`` (normalised, e.g. from log-softmax) and/or ``probs`` (both when both are at
     hand: they must then agree), and ``true_probs`` where the true conditional distribution is known
     (synthetic data). When only ``probs`` is given, ``log_probs`` is log(max(p, 1e-12))
-    (metrics.md) and ``prob_clipped`` is set; when only ``log_probs``, probs = exp(log_probs).
+    (docs/metrics.md) and ``prob_clipped`` is set; when only ``log_probs``, probs = exp(log_probs).
     """
 
     def __init__(self, labels: np.ndarray, *, log_probs: np.ndarray | None = None, probs: np.ndarray | None = None,
@@ -70,7 +70,7 @@ class Batch:
 
     @cached_property
     def cumulative_mass(self) -> np.ndarray:
-        """m_ik = mass of the top-k classes, k = 1..K, clipped to [0, 1] (metrics.md, CMCE)."""
+        """m_ik = mass of the top-k classes, k = 1..K, clipped to [0, 1] (docs/metrics.md, CMCE)."""
         ordered = np.sort(self.probs, axis=1)[:, ::-1]
         mass = np.cumsum(ordered, axis=1)
         np.clip(mass, 0.0, 1.0, out=mass)

@@ -1,4 +1,4 @@
-"""Metric keys of metrics.md: what each accumulates, how it is computed, and its settings.
+"""Metric keys of docs/metrics.md: what each accumulates, how it is computed, and its settings.
 
 Metrics that share an accumulator (ece, mce and debiased_ece_sq share one set of top-label bins)
 share one instance: the accumulator's identity is ``(class, settings)``.
@@ -91,7 +91,7 @@ def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
 
 
 def isotonic_ece(state: acc.TopLabelValues, config: MetricConfig) -> float:
-    """Plug-in top-label ECE with the binning chosen by isotonic regression (paper 003, estimator
+    """Plug-in top-label ECE with the binning chosen by isotonic regression (V-ECE paper, estimator
     family (i)): mean |F_i - g(F_i)| with g the PAVA fit of correctness on confidence, ties in F
     pooled (the same g as the ``isotonic`` recalibrator, fitted on the evaluated rows)."""
     confidence = np.concatenate(state.confidence)
@@ -122,14 +122,14 @@ _METRICS = [
            ece_quantile, lambda c, s: {"bins": c.bins, "scheme": "equal-mass", "norm": "l1", "label": "top"}),
     Metric("smece", "smooth ECE at its fixed-point bandwidth (Blasiok & Nakkiran 2024)", _top_values,
            _smece, lambda c, s: {"grid": GRID, "kernel": "gaussian, reflected", "bandwidth": "fixed point", "label": "top"}),
-    Metric("isotonic_ece", "top-label plug-in ECE with isotonic-regression bins (paper 003)", _top_values,
+    Metric("isotonic_ece", "top-label plug-in ECE with isotonic-regression bins (V-ECE paper)", _top_values,
            isotonic_ece, lambda c, s: {"scheme": "isotonic", "norm": "l1", "label": "top"}),
     Metric("debiased_ece_sq", "debiased squared top-label ECE (Kumar et al. 2019); may be negative", _top_bins,
            debiased_ece_sq, lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "squared", "label": "top"}),
     Metric("cw_ece", "classwise ECE averaged over all K classes", _classwise,
            lambda s, c: float(np.mean(s.counter.weighted_error())),
            lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l1", "label": "classwise"}),
-    Metric("cmce", "cumulative mass calibration error (paper 000), weighted over N*K pairs", _cumulative,
+    Metric("cmce", "cumulative mass calibration error (CMCE paper), weighted over N*K pairs", _cumulative,
            lambda s, c: float(s.counter.weighted_error()[0]),
            lambda c, s: {"bins": c.cmce_bins, "scheme": "equal-width", "weighting": "weighted"}),
     Metric("coverage_0.9_0.92", "label coverage of top-k sets with mass in [0.9, 0.92]", _coverage(0.9, 0.92),
@@ -151,7 +151,7 @@ _TRUTH_METRICS = [
            lambda s, c: s.nll_sum / s.n, lambda c, s: {"against": "true_probs"}, needs_truth=True),
     Metric("brier_true", "squared distance to the true probabilities: mean sum_k (p^_k - p_k)^2", _truth,
            lambda s, c: s.brier_sum / s.n, lambda c, s: {"against": "true_probs"}, needs_truth=True),
-    Metric("cpsme_avg", "CPSME averaged over alpha = 0.05..0.5 (paper 002)", _truth,
+    Metric("cpsme_avg", "CPSME averaged over alpha = 0.05..0.5 (ATS-CP paper)", _truth,
            lambda s, c: float(s.cpsme_sum.mean() / s.n), lambda c, s: {"alphas": list(acc.CPSME_ALPHAS)}, needs_truth=True),
 ] + [
     Metric(f"cpsme_{alpha:g}", f"mass error on the true {1 - alpha:g}-set of the true probabilities", _truth,
@@ -162,7 +162,7 @@ _TRUTH_METRICS = [
 METRICS: dict[str, Metric] = {m.key: m for m in _METRICS + _TRUTH_METRICS}
 #: Added to the default table when the true probabilities are given.
 TRUTH_METRICS = tuple(m.key for m in _TRUTH_METRICS)
-#: The default table of `calib evaluate` (metrics.md keys; V-ECE joins when it exists).
+#: The default table of `calib evaluate` (docs/metrics.md keys; V-ECE joins when it exists).
 DEFAULT_METRICS = ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995")
 
 

@@ -11,8 +11,8 @@ report's to the last bit. Keys with numbers take them as arguments: ``coverage(l
 >>> labels = np.array([0, 1, 1, 1])
 >>> calib.metrics.accuracy(logits, labels)
 0.75
->>> round(calib.metrics.ece(logits, labels, bins=2), 6)  # one bin of 4: |3/4 - mean confidence|
-0.062003
+>>> round(calib.metrics.ece(logits, labels, bins=2), 6)  # one bin holds all 4 rows: |3/4 - mean confidence 0.823872|
+0.073872
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def cpsme(scores, labels, *, alpha: float, true_probs, kind: str = "auto") -> fl
 
 def vece(scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto",
          max_rows: int = 20_000) -> dict[str, float]:
-    """The V-ECE family (Berta et al. 2025): {"l1", "l2", "sq", "top_l1", "over", "under"}."""
+    """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"}."""
     from ..api import vece_values  # the estimators sit above the metrics: imported on use
 
     return vece_values(scores, labels, recalibrator=recalibrator, seed=seed, kind=kind, max_rows=max_rows)

@@ -1,4 +1,4 @@
-"""Smooth ECE (Blasiok & Nakkiran 2024; metrics.md), top-label confidence against correctness.
+"""Smooth ECE (Blasiok & Nakkiran 2024; docs/metrics.md), top-label confidence against correctness.
 
 Residuals y_i - f_i are placed on a G = 1024-point grid of [0, 1] at f_i (linear interpolation
 between the two nearest grid points), smoothed with a Gaussian kernel of width sigma reflected at 0

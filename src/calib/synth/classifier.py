@@ -1,4 +1,4 @@
-"""The Gaussian-grid classifier of benchmarks.md: random Fourier features + an MLP, in torch.
+"""The Gaussian-grid classifier of docs/benchmarks.md: random Fourier features + an MLP, in torch.
 
 phi(x) = [x, sin(2 pi B^T x), cos(2 pi B^T x)], B ~ N(0, 0.5^2) of shape (2, 64), then
 Linear(130, 256)-GELU-LayerNorm-Linear(256, 256)-GELU-LayerNorm-Linear(256, K), trained with AdamW
@@ -49,8 +49,10 @@ def _build(n_classes: int, seed: int):
             projected = 2.0 * torch.pi * x @ self.fourier
             return self.mlp(torch.cat([x, torch.sin(projected), torch.cos(projected)], dim=1))
 
-    torch.manual_seed(seed)
-    return RFFNet()
+    # the layers' initialisation from ``seed``, with torch's global generator restored afterwards
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return RFFNet()
 
 
 def train_classifier(points: np.ndarray, labels: np.ndarray, n_classes: int, *, seed: int = 0,

@@ -1,4 +1,4 @@
-"""Class-group temperature contamination (paper 002, section 5.1; benchmarks.md).
+"""Class-group temperature contamination (ATS-CP paper, section 5.1; docs/benchmarks.md).
 
 The K classes are split by index into three near-equal groups. Each sample draws T from
 {2, 3, 5} if its label is in the first group (under-confident), T = 1 in the second, and

@@ -1,4 +1,4 @@
-"""The Gaussian-grid task (paper 000, appendix E; benchmarks.md).
+"""The Gaussian-grid task (CMCE paper, appendix E; docs/benchmarks.md).
 
 K classes with equal priors; class k draws x ~ N(mu_k, sigma^2 I) in 2-d. Centres sit on a
 ceil(sqrt K) x ceil(sqrt K) square grid with spacing 1 centred at the origin (the first K points in
@@ -64,7 +64,7 @@ def make_gaussian_grid(n_classes: int, n_cal: int, n_test: int, *, n_train: int 
     """Calibration and test splits of the Gaussian-grid task with a model's logits and the truth.
 
     model ``mlp``: the RFF + MLP classifier of :mod:`calib.synth.classifier`, trained on n_train
-    fresh points; ``truth``: logits = log p(y | x) exactly (paper 002 contaminates these).
+    fresh points; ``truth``: logits = log p(y | x) exactly (ATS-CP paper contaminates these).
     Returns {"cal": arrays, "test": arrays, "meta": dict}; arrays are logits (float32), labels
     (int64), true_probs (float32) and points (float32, usable as --features).
     """

@@ -1,4 +1,4 @@
-"""Predictions with an exactly known calibration error (benchmarks.md, metrics.md V-ECE).
+"""Predictions with an exactly known calibration error (docs/benchmarks.md, docs/metrics.md V-ECE).
 
 C ~ Dirichlet(1) is the true conditional distribution of each row, labels y ~ C, and the model
 predicts f = softmax(log C / T) (T < 1 over-confident, T > 1 under-confident). f determines C, so the

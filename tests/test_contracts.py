@@ -1,0 +1,79 @@
+"""Contracts every registered metric and calibrator keeps (one test over the whole registry, so a
+new entry is covered the day it is added)."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import SAMPLE, method_param
+
+from calib import CALIBRATORS, calibrator
+from calib.io import predictions_from_arrays
+from calib.metrics import FUNCTIONS, METRICS, MetricConfig, metric_value
+from calib.metrics.batch import model_batch
+from calib.metrics.metric_set import MetricSet
+from calib.numerics import log_softmax
+
+
+@pytest.fixture(scope="module")
+def sample():
+    rng = np.random.default_rng(5)
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    rows = rng.choice(len(data["labels"]), 3000, replace=False)
+    logits, labels = data["logits"][rows].astype(np.float64), data["labels"][rows]
+    truth = np.exp(log_softmax(logits / 1.3))  # a stand-in "true" distribution for the truth metrics
+    return logits, labels, truth
+
+
+def _metric_set(key, preds, slices):
+    metric_set = MetricSet([key], MetricConfig(), preds.k)
+    for rows in slices:
+        metric_set.update(model_batch(preds, rows))
+    return metric_set
+
+
+@pytest.mark.parametrize("key", sorted(METRICS))
+def test_every_metric_is_chunk_and_merge_invariant_and_equals_its_function(sample, key):
+    logits, labels, truth = sample
+    preds = predictions_from_arrays(logits, labels)
+    preds.true_probs = truth
+    whole = _metric_set(key, preds, [slice(0, 3000)]).results()[key]["value"]
+    chunked = _metric_set(key, preds, [slice(0, 700), slice(700, 701), slice(701, 3000)]).results()[key]["value"]
+    left, right = _metric_set(key, preds, [slice(0, 1234)]), _metric_set(key, preds, [slice(1234, 3000)])
+    left.absorb(right.state())  # as merge-states adds one shard's state onto another's
+    merged = left.results()[key]["value"]
+    function = FUNCTIONS[key](logits, labels, **({"true_probs": truth} if METRICS[key].needs_truth else {}))
+    assert whole is not None
+    assert chunked == pytest.approx(whole, rel=1e-12, abs=1e-15)
+    assert merged == pytest.approx(whole, rel=1e-12, abs=1e-15)
+    assert function == pytest.approx(whole, rel=1e-12, abs=1e-15)
+    assert metric_value(key, logits, labels, true_probs=truth) == function
+
+
+#: Methods whose maps read the raw logits (not just the probability vector they define): fitted on
+#: log-probabilities they are different maps, by design.
+RAW_LOGIT_METHODS = {"platt", "quadratic", "adaptive-ts", "ats-aq", "ats-maq"}
+
+
+@pytest.mark.parametrize("method", [method_param(m) for m in sorted(CALIBRATORS)])
+def test_every_calibrator_keeps_its_contract(tmp_path, run, method):
+    """Fit on logits = fit on log-probs (for maps of the probability vector); predict_proba equals
+    the command line's apply; a saved bundle reloads to the same predictions."""
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    logits, labels = data["logits"][:1500].astype(np.float64), data["labels"][:1500]
+    new = np.load(SAMPLE / "cifar10_test.npz")["logits"][:400].astype(np.float64)
+    fitted = calibrator(method).fit(logits, labels, seed=0)
+    probs = fitted.predict_proba(new)
+    assert probs.shape == (400, 10) and np.allclose(probs.sum(axis=1), 1.0, atol=1e-9)
+    if method not in RAW_LOGIT_METHODS:
+        from_log_probs = calibrator(method).fit(log_softmax(logits), labels, seed=0, kind="logits")
+        np.testing.assert_allclose(from_log_probs.predict_proba(log_softmax(new), kind="logits"), probs, atol=1e-7)
+    fitted.save(str(tmp_path / "b"))
+    np.save(tmp_path / "new.npy", new)
+    code, _, err = run("apply", tmp_path / "b", tmp_path / "new.npy", "--out", tmp_path / "out.npy")
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), probs)
+    reloaded = __import__("calib").load(str(tmp_path / "b"))
+    np.testing.assert_array_equal(reloaded.predict_proba(new), probs)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["method"] == method and manifest["n_classes"] == 10

@@ -1,0 +1,69 @@
+"""The documentation's examples run, and the Python API gives the command line's numbers."""
+
+import doctest
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, SAMPLE
+
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def test_docs_api_md_runs():
+    result = doctest.testfile(str(ROOT / "docs" / "docs/api.md"), module_relative=False, optionflags=FLAGS)
+    assert result.attempted > 20 and result.failed == 0
+
+
+@pytest.mark.parametrize("module", ["calib.api", "calib.metrics.functional"])
+def test_module_examples_run(module):
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_api_reproduces_the_readme_cli_numbers(tmp_path, run):
+    import calib
+
+    assert run("fit", SAMPLE / "cifar10_val.npz", "--method", "ts", "--out", tmp_path / "b")[0] == 0
+    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--bundle", tmp_path / "b", "--vece-recalibrator", "ts",
+                       "--json", "-")
+    assert code == 0
+    cli = json.loads(out)
+    val, test = np.load(SAMPLE / "cifar10_val.npz"), np.load(SAMPLE / "cifar10_test.npz")
+    ts = calib.calibrator("ts").fit(val["logits"], val["labels"])
+    api = calib.evaluate(test["logits"], test["labels"], calibrator=ts, vece=True, vece_recalibrator="ts").to_dict()
+    assert list(api["metrics"]) == list(cli["metrics"]) and len(api["metrics"]) > 10
+    for side in ("metrics", "uncalibrated_metrics"):
+        for key, entry in cli[side].items():
+            assert api[side][key]["value"] == pytest.approx(entry["value"], abs=1e-12), (side, key)
+            assert api[side][key]["settings"] == entry["settings"]
+    # the same bundle bytes from Python as from the command line (same rows, same seed)
+    ts.save(str(tmp_path / "py"))
+    manifest_cli = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    manifest_py = json.loads((tmp_path / "py" / "manifest.json").read_text())
+    assert manifest_py["fit_report"] == manifest_cli["fit_report"] and manifest_py["files"] == manifest_cli["files"]
+
+
+def test_every_public_api_function_has_an_example():
+    import calib.api
+    import calib.metrics.functional
+
+    for function in (calib.api.evaluate, calib.api.Calibration, calib.metrics.functional):
+        assert ">>>" in (function.__doc__ or ""), function
+
+
+def test_library_messages_name_no_command_line_flag():
+    """Library errors read in a notebook: a flag belongs in the command line's hint only."""
+    import re
+
+    offenders = []
+    for path in (ROOT / "src" / "calib").rglob("*.py"):
+        if "cli" in path.parts:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"(Error|Extra)\(f?[\"'][^\"']*--[a-z]", line):
+                offenders.append(f"{path.name}:{number}")
+    assert offenders == []
