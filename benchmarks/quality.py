@@ -2,12 +2,12 @@
 
     python -m benchmarks.quality --datasets cifar10 cifar100 news20 grid-10 grid-100 grid-1000 --splits 10 --jobs 2 --out results/
 
-Protocol (spec/benchmarks.md, the CMCE paper section 5): each dataset's evaluation rows are split 20%
+Protocol (docs/benchmarks.md; the CMCE paper, section 5): each dataset's evaluation rows are split 20%
 calibration / 80% test by a seeded permutation (seeds 0..splits-1); every calibrator is fitted on
 the calibration rows and scored on the test rows; tables give mean (std) over the splits.
 
 Datasets: the CIFAR-10 / CIFAR-100 ResNet-110 test logits and the 20 Newsgroups probabilities of
-../shared/data (10,000, 10,000 and 7,532 rows), and the Gaussian grid (spec/benchmarks.md) with K =
+tests/data (10,000, 10,000 and 7,532 rows), and the Gaussian grid (docs/synth.md) with K =
 10, 100, 1000: the RFF + MLP classifier's logits on 10,000 fresh points, with the true posterior, so
 NLL and Brier against the truth are reported too.
 

@@ -48,8 +48,8 @@ def main(argv=None) -> None:
     if args.suite in ("speed", "all"):
         text = speed.main(["--sizes", *args.sizes, "--repeats", str(args.repeats), "--out", str(args.out)])
         sections.append(f"## Speed (best of {args.repeats} fresh processes; x floor = seconds / load-and-sort seconds)\n\n{text}\n")
-    (args.out / "docs/benchmarks.md").write_text("\n".join(sections))
-    print(f"wrote {args.out / 'docs/benchmarks.md'}")
+    (args.out / "benchmarks.md").write_text("\n".join(sections))
+    print(f"wrote {args.out / 'benchmarks.md'}")
 
 
 if __name__ == "__main__":

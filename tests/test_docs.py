@@ -2,7 +2,6 @@
 
 import doctest
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def test_docs_api_md_runs():
-    result = doctest.testfile(str(ROOT / "docs" / "docs/api.md"), module_relative=False, optionflags=FLAGS)
+    result = doctest.testfile(str(ROOT / "docs" / "api.md"), module_relative=False, optionflags=FLAGS)
     assert result.attempted > 20 and result.failed == 0
 
 
