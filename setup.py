@@ -20,16 +20,25 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - any compiler failure leaves the pure path
-            print(f"calib: could not build the optional C extension {ext.name} ({exc}); "
-                  "the NumPy path will be used", file=sys.stderr)
+            print(
+                f"calib: could not build the optional C extension {ext.name} ({exc}); the NumPy path will be used",
+                file=sys.stderr,
+            )
 
 
 # Python's limited API (3.11): one abi3 wheel per platform serves every CPython from 3.11 on.
 LIMITED_API = "0x030B0000"
 
 setup(
-    ext_modules=[Extension("calib._kernels", ["src/calib/_kernels.c"], optional=True, py_limited_api=True,
-                           define_macros=[("Py_LIMITED_API", LIMITED_API)])],
+    ext_modules=[
+        Extension(
+            "calib._kernels",
+            ["src/calib/_kernels.c"],
+            optional=True,
+            py_limited_api=True,
+            define_macros=[("Py_LIMITED_API", LIMITED_API)],
+        )
+    ],
     cmdclass={"build_ext": OptionalBuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp311"}},
 )

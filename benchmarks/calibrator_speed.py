@@ -37,8 +37,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--classes", type=int, default=1000)
-    parser.add_argument("--methods", nargs="+", default=["ts", "platt", "quadratic", "beta", "isotonic", "hist", "venn-abers",
-                                                         "svs", "adaptive-ts", "dirichlet", "sms"])
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["ts", "platt", "quadratic", "beta", "isotonic", "hist", "venn-abers", "svs", "adaptive-ts", "dirichlet", "sms"],
+    )
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
@@ -54,10 +57,12 @@ def main(argv=None):
             bundle, out = Path(tmp, method), Path(tmp, f"{method}.npy")
             row = {"method": method, "floor s": round(floor_s, 2)}
             try:
-                row["fit s"], row["fit MiB"] = measure(["calib", "fit", str(cal), "--method", method, "--out", str(bundle)],
-                                                       timeout=args.timeout)
-                row["apply s"], row["apply MiB"] = measure(["calib", "apply", str(bundle), str(test), "--out", str(out)],
-                                                           timeout=args.timeout)
+                row["fit s"], row["fit MiB"] = measure(
+                    ["calib", "fit", str(cal), "--method", method, "--out", str(bundle)], timeout=args.timeout
+                )
+                row["apply s"], row["apply MiB"] = measure(
+                    ["calib", "apply", str(bundle), str(test), "--out", str(out)], timeout=args.timeout
+                )
                 row["apply / floor"] = round(row["apply s"] / floor_s, 1)
                 row["bundle MiB"] = round(sum(f.stat().st_size for f in bundle.iterdir()) / 2**20, 1)
             except subprocess.TimeoutExpired:

@@ -39,8 +39,12 @@ def estimates(probs, labels, seed):
     kde, _ = kde_calibration_errors(probs, labels)
     seconds["kde"] = time.perf_counter() - start
     out.update({(f"kde_ece_{key}", key): value for key, value in kde.items()})
-    for name, recalibrator, folds in (("vece", "ws-catboost", 5), ("vece[ts]", "ts", 5), ("vece[sms]", "sms", 5),
-                                      ("vece_is[isotonic]", "isotonic", 1)):
+    for name, recalibrator, folds in (
+        ("vece", "ws-catboost", 5),
+        ("vece[ts]", "ts", 5),
+        ("vece[sms]", "sms", 5),
+        ("vece_is[isotonic]", "isotonic", 1),
+    ):
         start = time.perf_counter()
         estimate = variational_calibration_error(probs, labels, recalibrator, folds=folds, seed=seed).values
         seconds[name] = time.perf_counter() - start
@@ -72,10 +76,17 @@ def main(argv=None):
                     timing.setdefault(name, []).append(s)
             for (name, target), values in ratios.items():
                 family = "kde" if name.startswith("kde") else name.split(" ")[0]
-                rows.append({"K": k, "T": temperature, "estimator": name, "truth": target,
-                             "median ratio": round(float(np.median(values)), 3),
-                             "share over": round(float(np.mean(np.array(values) > 1)), 2),
-                             "seconds": round(float(np.median(timing[family])), 2) if family in timing else None})
+                rows.append(
+                    {
+                        "K": k,
+                        "T": temperature,
+                        "estimator": name,
+                        "truth": target,
+                        "median ratio": round(float(np.median(values)), 3),
+                        "share over": round(float(np.mean(np.array(values) > 1)), 2),
+                        "seconds": round(float(np.median(timing[family])), 2) if family in timing else None,
+                    }
+                )
             print(f"K={k} T={temperature} done", flush=True)
     write_results(args.out, "estimator_truth", rows)
 

@@ -32,8 +32,9 @@ def measure(cmd: list[str], timeout: float | None = None) -> tuple[float, float]
     """(wall seconds, peak RSS in MiB) of ``cmd`` run alone in a fresh process; raises
     subprocess.TimeoutExpired past ``timeout`` seconds."""
     # its own process group, so a timeout kills the measured command too, not only the wrapper
-    with subprocess.Popen([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True) as process:
+    with subprocess.Popen(
+        [sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -63,21 +64,49 @@ def main() -> None:
         runs = []
         for _ in range(args.repeats):
             floor_s, floor_mib = measure([sys.executable, "-c", FLOOR, scores])
-            calib_s, calib_mib = measure([sys.executable, "-m", "calib", "evaluate", scores, "--labels", labels, "--no-vece",
-                                          "--json", os.path.join(tmp, "report.json")])
-            runs.append({"floor_s": floor_s, "calib_s": calib_s, "ratio": calib_s / floor_s,
-                         "floor_peak_mib": floor_mib, "calib_peak_mib": calib_mib})
+            calib_s, calib_mib = measure(
+                [
+                    sys.executable,
+                    "-m",
+                    "calib",
+                    "evaluate",
+                    scores,
+                    "--labels",
+                    labels,
+                    "--no-vece",
+                    "--json",
+                    os.path.join(tmp, "report.json"),
+                ]
+            )
+            runs.append(
+                {
+                    "floor_s": floor_s,
+                    "calib_s": calib_s,
+                    "ratio": calib_s / floor_s,
+                    "floor_peak_mib": floor_mib,
+                    "calib_peak_mib": calib_mib,
+                }
+            )
     median = float(np.median([r["ratio"] for r in runs]))
     peak = max(r["calib_peak_mib"] for r in runs)
-    result = {"command": "calib evaluate (default metrics)", "rows": args.rows, "classes": args.classes,
-              "input_mib": input_mib, "runs": runs, "median_ratio_to_floor": median,
-              "calib_peak_mib": peak, "peak_over_input": peak / input_mib}
+    result = {
+        "command": "calib evaluate (default metrics)",
+        "rows": args.rows,
+        "classes": args.classes,
+        "input_mib": input_mib,
+        "runs": runs,
+        "median_ratio_to_floor": median,
+        "calib_peak_mib": peak,
+        "peak_over_input": peak / input_mib,
+    }
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "evaluate_speed.json"), "w") as handle:
         json.dump(result, handle, indent=2)
-    print(f"evaluate {args.rows} x {args.classes} float32 ({input_mib:.0f} MiB): median {median:.2f}x the floor "
-          f"({'; '.join('%.2f s vs %.2f s' % (r['calib_s'], r['floor_s']) for r in runs)}); "
-          f"peak memory {peak:.0f} MiB = {peak / input_mib:.2f}x the input")
+    print(
+        f"evaluate {args.rows} x {args.classes} float32 ({input_mib:.0f} MiB): median {median:.2f}x the floor "
+        f"({'; '.join('%.2f s vs %.2f s' % (r['calib_s'], r['floor_s']) for r in runs)}); "
+        f"peak memory {peak:.0f} MiB = {peak / input_mib:.2f}x the input"
+    )
 
 
 if __name__ == "__main__":

@@ -40,10 +40,18 @@ def commands(tmp: Path, methods, baseline_src):
     for version, calib in versions:
         for method in methods:
             bundle = tmp / f"{version}-{method}"
-            lines.append((f"{method} fit ({version})",
-                          calib + ["fit", str(tmp / "cal.npz"), "--method", method, "--out", str(bundle), "--force"]))
-            lines.append((f"{method} apply ({version})",
-                          calib + ["apply", str(bundle), str(tmp / "test.npy"), "--out", str(tmp / "out.npy")]))
+            lines.append(
+                (
+                    f"{method} fit ({version})",
+                    calib + ["fit", str(tmp / "cal.npz"), "--method", method, "--out", str(bundle), "--force"],
+                )
+            )
+            lines.append(
+                (
+                    f"{method} apply ({version})",
+                    calib + ["apply", str(bundle), str(tmp / "test.npy"), "--out", str(tmp / "out.npy")],
+                )
+            )
     return lines
 
 
@@ -74,7 +82,9 @@ def report(times: dict, methods, versions) -> str:
             for method in methods:
                 fit = aggregate(times[f"{method} fit ({version})"])
                 apply = aggregate(times[f"{method} apply ({version})"])
-                rows.append(f"| {method} | {version} | {name} | {fit:.3f} | {apply:.3f} | {fit + apply:.3f} | {(fit + apply) / floor:.2f} |")
+                rows.append(
+                    f"| {method} | {version} | {name} | {fit:.3f} | {apply:.3f} | {fit + apply:.3f} | {(fit + apply) / floor:.2f} |"
+                )
     return "\n".join(rows)
 
 

@@ -94,24 +94,43 @@ def cli_baselines(name):
             row, applied = {"method": method}, test
             if method != "uncalibrated":
                 bundle, applied = Path(scratch, method), Path(scratch, f"{method}.npz")
-                for step, command in (("fit s", ["fit", str(val), "--method", method, "--out", str(bundle), "--force"]),
-                                      ("apply s", ["apply", str(bundle), str(test), "--out", str(applied)])):
+                for step, command in (
+                    ("fit s", ["fit", str(val), "--method", method, "--out", str(bundle), "--force"]),
+                    ("apply s", ["apply", str(bundle), str(test), "--out", str(applied)]),
+                ):
                     start = time.perf_counter()
                     subprocess.run(["calib", *command], check=True, capture_output=True)
                     row[step] = round(time.perf_counter() - start, 2)
-            report = subprocess.run(["calib", "evaluate", str(applied), "--no-vece", "--json", "-"], check=True,
-                                    capture_output=True, text=True).stdout
+            report = subprocess.run(
+                ["calib", "evaluate", str(applied), "--no-vece", "--json", "-"], check=True, capture_output=True, text=True
+            ).stdout
             row.update({k: v["value"] for k, v in json.loads(report)["metrics"].items()})
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows, TABLE_METRICS + ["fit s", "apply s"]
 
 
-GRID_CONFORMAL = [("uncalibrated", {}), ("ts", {}), ("cmce-ts", {}), ("mr", {"alpha": 0.1}), ("conformal-ts", {"alpha": 0.1}),
-                  ("ats-gq", {"alpha": 0.1, "variant": "score"}), ("ats-aq", {"alpha": 0.1})]
+GRID_CONFORMAL = [
+    ("uncalibrated", {}),
+    ("ts", {}),
+    ("cmce-ts", {}),
+    ("mr", {"alpha": 0.1}),
+    ("conformal-ts", {"alpha": 0.1}),
+    ("ats-gq", {"alpha": 0.1, "variant": "score"}),
+    ("ats-aq", {"alpha": 0.1}),
+]
 #: One-vs-rest maps as K grows (CMCE paper reports they lose accuracy at K = 10,000).
-GRID_ONE_VS_REST = [("uncalibrated", {}), ("ts", {}), ("platt", {}), ("quadratic", {}), ("beta", {}), ("isotonic", {}),
-                    ("hist", {}), ("venn-abers", {}), ("svs", {})]
+GRID_ONE_VS_REST = [
+    ("uncalibrated", {}),
+    ("ts", {}),
+    ("platt", {}),
+    ("quadratic", {}),
+    ("beta", {}),
+    ("isotonic", {}),
+    ("hist", {}),
+    ("venn-abers", {}),
+    ("svs", {}),
+]
 
 
 def grid_truth_ovr(classes):
@@ -140,7 +159,10 @@ def grid(classes, out, configs=GRID_CONFORMAL, n_cal=5000, n_test=10000):
         start = time.perf_counter()
         n_c, n_t = (n_cal, n_test) if k <= 1000 else (5000, 5000)
         data = make_gaussian_grid(k, n_c, n_t, seed=0)
-        print(f"K={k}: data and model in {time.perf_counter() - start:.0f} s, test accuracy {data['meta']['test_accuracy']:.3f}", flush=True)
+        print(
+            f"K={k}: data and model in {time.perf_counter() - start:.0f} s, test accuracy {data['meta']['test_accuracy']:.3f}",
+            flush=True,
+        )
         for method, options in configs:
             row = evaluate_config(method, options, data["cal"], data["test"], GRID_METRICS)
             row["classes"] = k
@@ -151,9 +173,15 @@ def grid(classes, out, configs=GRID_CONFORMAL, n_cal=5000, n_test=10000):
 
 def alpha_agnostic_configs():
     """the ATS-CP paper's methods: ATS-CP at alpha 0.1 and the alpha-agnostic ones with every aggregate."""
-    configs = [("uncalibrated", {}), ("ts", {}), ("platt", {}), ("isotonic", {}),
-               ("ats-gq", {"alpha": 0.1, "variant": "prob"}), ("ats-gq", {"alpha": 0.1, "variant": "score"}),
-               ("ats-aq", {"alpha": 0.1})]
+    configs = [
+        ("uncalibrated", {}),
+        ("ts", {}),
+        ("platt", {}),
+        ("isotonic", {}),
+        ("ats-gq", {"alpha": 0.1, "variant": "prob"}),
+        ("ats-gq", {"alpha": 0.1, "variant": "score"}),
+        ("ats-aq", {"alpha": 0.1}),
+    ]
     for aggregate in ("mean", "geometric", "kl-forward", "kl-reverse"):
         configs.append(("ats-mgq", {"aggregate": aggregate}))
         for model in ("multiqr", "flow"):
@@ -186,20 +214,37 @@ def paper002(seeds):
     for seed in range(seeds):
         rng = np.random.default_rng(1000 + seed)
         grid = make_gaussian_grid(10, 4000, 2000, sigma=0.75, layout="circle", model="truth", seed=seed)
-        c100 = {split: dict(np.load(SHARED / f"cifar100_resnet110_{name}.npz")) for split, name in (("cal", "val"), ("test", "test"))}
+        c100 = {
+            split: dict(np.load(SHARED / f"cifar100_resnet110_{name}.npz")) for split, name in (("cal", "val"), ("test", "test"))
+        }
         for suite, data in (("synthetic", grid), ("cifar100", c100)):
             for split in ("cal", "test"):
                 part = data[split]
                 k = part["logits"].shape[1]
-                part["logits"] = contaminate(part["logits"].astype(np.float64), contamination_temperatures(part["labels"], k, rng))
+                part["logits"] = contaminate(
+                    part["logits"].astype(np.float64), contamination_temperatures(part["labels"], k, rng)
+                )
             fitted = {}
             for method, options in alpha_agnostic_configs():
                 start = time.perf_counter()
-                preds = Predictions("test", data["test"]["logits"], "logits", "", data["test"]["labels"], "",
-                                    true_probs=data["test"].get("true_probs"))
+                preds = Predictions(
+                    "test",
+                    data["test"]["logits"],
+                    "logits",
+                    "",
+                    data["test"]["labels"],
+                    "",
+                    true_probs=data["test"].get("true_probs"),
+                )
                 calibrator = None if method == "uncalibrated" else _fit_shared(method, options, data["cal"], seed, fitted)
                 values, _ = compute_metrics(preds, suites[suite], MetricConfig(), calibrator)
-                row = {"suite": suite, "seed": seed, "method": method, **options, "seconds": round(time.perf_counter() - start, 2)}
+                row = {
+                    "suite": suite,
+                    "seed": seed,
+                    "method": method,
+                    **options,
+                    "seconds": round(time.perf_counter() - start, 2),
+                }
                 row.update({key: v["value"] for key, v in values.items()})
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -228,8 +273,19 @@ def _label(row):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("suite", choices=["cifar10", "cifar100", "grid", "grid-ovr", "cifar10-baselines",
-                                                  "cifar100-baselines", "paper002", "grid-ovr-truth"])
+    parser.add_argument(
+        "suite",
+        choices=[
+            "cifar10",
+            "cifar100",
+            "grid",
+            "grid-ovr",
+            "cifar10-baselines",
+            "cifar100-baselines",
+            "paper002",
+            "grid-ovr-truth",
+        ],
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--classes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--out", default="results")

@@ -55,9 +55,12 @@ def configs():
     rows = [("uncalibrated", {})] + [(name, {}) for name in BASELINES] + [("cmce-ts", {})]
     for alpha in (0.1, 0.01):
         for score in ("msp", "aps"):
-            rows += [("mr", {"alpha": alpha, "score": score}), ("conformal-ts", {"alpha": alpha, "score": score}),
-                     ("ats-gq", {"alpha": alpha, "score": score, "variant": "score"}),
-                     ("ats-aq", {"alpha": alpha, "score": score})]
+            rows += [
+                ("mr", {"alpha": alpha, "score": score}),
+                ("conformal-ts", {"alpha": alpha, "score": score}),
+                ("ats-gq", {"alpha": alpha, "score": score, "variant": "score"}),
+                ("ats-aq", {"alpha": alpha, "score": score}),
+            ]
     rows += [("ats-mgq", {}), ("ats-maq", {})]
     return rows
 
@@ -82,10 +85,19 @@ def split(data: dict, seed: int) -> tuple[Predictions, Predictions]:
     n = len(data["labels"])
     order = np.random.default_rng(seed).permutation(n)
     parts = []
-    for rows in (np.sort(order[: n // 5]), np.sort(order[n // 5:])):
+    for rows in (np.sort(order[: n // 5]), np.sort(order[n // 5 :])):
         truth = data.get("true_probs")
-        parts.append(Predictions("split", np.asarray(data["scores"][rows], dtype=np.float64), data["kind"], "",
-                                 data["labels"][rows], "", true_probs=None if truth is None else truth[rows]))
+        parts.append(
+            Predictions(
+                "split",
+                np.asarray(data["scores"][rows], dtype=np.float64),
+                data["kind"],
+                "",
+                data["labels"][rows],
+                "",
+                true_probs=None if truth is None else truth[rows],
+            )
+        )
     return parts[0], parts[1]
 
 
@@ -126,8 +138,10 @@ def label(row: dict) -> str:
 def table(rows: list[dict]) -> str:
     """Markdown: mean (std) over splits per method; V-ECE columns over the splits that have them."""
     columns = [c for c in METRICS + TRUTH + SETS + VECE + ["seconds"] if any(r.get(c) is not None for r in rows)]
-    lines = ["| method | " + " | ".join(c.replace("coverage_", "cov ") for c in columns) + " |",
-             "|" + "---|" * (len(columns) + 1)]
+    lines = [
+        "| method | " + " | ".join(c.replace("coverage_", "cov ") for c in columns) + " |",
+        "|" + "---|" * (len(columns) + 1),
+    ]
     for name in dict.fromkeys(label(r) for r in rows):
         group = [r for r in rows if label(r) == name]
         cells = []

@@ -26,7 +26,11 @@ from benchmarks import quality, speed
 
 
 def machine() -> dict:
-    return {"python": platform.python_version(), "cpus": len(os.sched_getaffinity(0)), "processor": platform.processor() or platform.machine()}
+    return {
+        "python": platform.python_version(),
+        "cpus": len(os.sched_getaffinity(0)),
+        "processor": platform.processor() or platform.machine(),
+    }
 
 
 def main(argv=None) -> None:
@@ -44,10 +48,14 @@ def main(argv=None) -> None:
     sections = [f"# Benchmark run\n\nMachine: {json.dumps(machine())}\n"]
     if args.suite in ("quality", "all"):
         tables = quality.run_all(args.datasets, args.splits, args.out, args.jobs, args.resume)
-        sections += [f"## Quality: {dataset} (mean ± std over {args.splits} splits)\n\n{text}\n" for dataset, text in tables.items()]
+        sections += [
+            f"## Quality: {dataset} (mean ± std over {args.splits} splits)\n\n{text}\n" for dataset, text in tables.items()
+        ]
     if args.suite in ("speed", "all"):
         text = speed.main(["--sizes", *args.sizes, "--repeats", str(args.repeats), "--out", str(args.out)])
-        sections.append(f"## Speed (best of {args.repeats} fresh processes; x floor = seconds / load-and-sort seconds)\n\n{text}\n")
+        sections.append(
+            f"## Speed (best of {args.repeats} fresh processes; x floor = seconds / load-and-sort seconds)\n\n{text}\n"
+        )
     (args.out / "benchmarks.md").write_text("\n".join(sections))
     print(f"wrote {args.out / 'benchmarks.md'}")
 

@@ -36,44 +36,54 @@ from benchmarks.calibrator_speed import draw
 from benchmarks.evaluate_speed import FLOOR, measure
 
 PY = sys.executable
-LOAD = ("import numpy as np, sys, json\n"
-        "z = np.load(sys.argv[1]).astype(np.float64); y = np.load(sys.argv[2])\n"
-        "p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)\n")
+LOAD = (
+    "import numpy as np, sys, json\n"
+    "z = np.load(sys.argv[1]).astype(np.float64); y = np.load(sys.argv[2])\n"
+    "p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)\n"
+)
 PEERS = {
     "netcal": LOAD + "from netcal.metrics import ECE\nprint(json.dumps(float(ECE(bins=15).measure(p, y))))",
-    "torchmetrics": ("import numpy as np, sys, json, torch\n"
-                     "from torchmetrics.functional.classification import multiclass_calibration_error\n"
-                     "z = torch.from_numpy(np.load(sys.argv[1])); y = torch.from_numpy(np.load(sys.argv[2]))\n"
-                     "p = torch.softmax(z.double(), 1)\n"
-                     "print(json.dumps(float(multiclass_calibration_error(p, y, num_classes=p.shape[1], n_bins=15, norm='l1'))))"),
+    "torchmetrics": (
+        "import numpy as np, sys, json, torch\n"
+        "from torchmetrics.functional.classification import multiclass_calibration_error\n"
+        "z = torch.from_numpy(np.load(sys.argv[1])); y = torch.from_numpy(np.load(sys.argv[2]))\n"
+        "p = torch.softmax(z.double(), 1)\n"
+        "print(json.dumps(float(multiclass_calibration_error(p, y, num_classes=p.shape[1], n_bins=15, norm='l1'))))"
+    ),
     "relplot": LOAD + "import relplot\nprint(json.dumps(float(relplot.smECE(p.max(1), (p.argmax(1) == y).astype(float)))))",
-    "probmetrics ts": ("import numpy as np, sys, json, torch\n"
-                       "from probmetrics.calibrators import get_calibrator\n"
-                       "from probmetrics.distributions import CategoricalLogits\n"
-                       "c = get_calibrator('temp-scaling')\n"
-                       "c.fit_torch(CategoricalLogits(torch.from_numpy(np.load(sys.argv[1]))), torch.from_numpy(np.load(sys.argv[2])))\n"
-                       "print(json.dumps(1.0 / float(c.invtemp_)))"),
-    "probmetrics vece": ("import numpy as np, sys, json, torch\n"
-                         "from probmetrics.metrics import Metrics\n"
-                         "m = Metrics.from_names(['calib-err_brier_ts-mix_cv-5'])\n"
-                         "z = torch.from_numpy(np.load(sys.argv[1])); y = torch.from_numpy(np.load(sys.argv[2]))\n"
-                         "print(json.dumps(float(m.compute_all_from_labels_logits(y, z)['calib-err_brier_ts-mix_cv-5'])))"),
-    "mapie": ("import numpy as np, sys, json\n"
-              "from sklearn.base import BaseEstimator, ClassifierMixin\n"
-              "from mapie.classification import SplitConformalClassifier\n"
-              "class Given(ClassifierMixin, BaseEstimator):\n"
-              "    def fit(self, X, y): self.classes_ = np.arange(X.shape[1]); return self\n"
-              "    def predict_proba(self, X): return X\n"
-              "    def predict(self, X): return X.argmax(1)\n"
-              "def softmax(z):\n"
-              "    p = np.exp(z - z.max(1, keepdims=True)); return p / p.sum(1, keepdims=True)\n"
-              "cal = np.load(sys.argv[1]); zt = np.load(sys.argv[2]).astype(np.float64)\n"
-              "pc, pt = softmax(cal['logits'].astype(np.float64)), softmax(zt)\n"
-              "m = SplitConformalClassifier(Given().fit(pc, cal['labels']), confidence_level=0.9, conformity_score=sys.argv[3], prefit=True)\n"
-              "m.conformalize(pc, cal['labels'])\n"
-              "sets = m.predict_set(pt)[1][:, :, 0]\n"
-              "np.save(sys.argv[4], sets)\n"
-              "print(json.dumps(float(sets.sum(1).mean())))"),
+    "probmetrics ts": (
+        "import numpy as np, sys, json, torch\n"
+        "from probmetrics.calibrators import get_calibrator\n"
+        "from probmetrics.distributions import CategoricalLogits\n"
+        "c = get_calibrator('temp-scaling')\n"
+        "c.fit_torch(CategoricalLogits(torch.from_numpy(np.load(sys.argv[1]))), torch.from_numpy(np.load(sys.argv[2])))\n"
+        "print(json.dumps(1.0 / float(c.invtemp_)))"
+    ),
+    "probmetrics vece": (
+        "import numpy as np, sys, json, torch\n"
+        "from probmetrics.metrics import Metrics\n"
+        "m = Metrics.from_names(['calib-err_brier_ts-mix_cv-5'])\n"
+        "z = torch.from_numpy(np.load(sys.argv[1])); y = torch.from_numpy(np.load(sys.argv[2]))\n"
+        "print(json.dumps(float(m.compute_all_from_labels_logits(y, z)['calib-err_brier_ts-mix_cv-5'])))"
+    ),
+    "mapie": (
+        "import numpy as np, sys, json\n"
+        "from sklearn.base import BaseEstimator, ClassifierMixin\n"
+        "from mapie.classification import SplitConformalClassifier\n"
+        "class Given(ClassifierMixin, BaseEstimator):\n"
+        "    def fit(self, X, y): self.classes_ = np.arange(X.shape[1]); return self\n"
+        "    def predict_proba(self, X): return X\n"
+        "    def predict(self, X): return X.argmax(1)\n"
+        "def softmax(z):\n"
+        "    p = np.exp(z - z.max(1, keepdims=True)); return p / p.sum(1, keepdims=True)\n"
+        "cal = np.load(sys.argv[1]); zt = np.load(sys.argv[2]).astype(np.float64)\n"
+        "pc, pt = softmax(cal['logits'].astype(np.float64)), softmax(zt)\n"
+        "m = SplitConformalClassifier(Given().fit(pc, cal['labels']), confidence_level=0.9, conformity_score=sys.argv[3], prefit=True)\n"
+        "m.conformalize(pc, cal['labels'])\n"
+        "sets = m.predict_set(pt)[1][:, :, 0]\n"
+        "np.save(sys.argv[4], sets)\n"
+        "print(json.dumps(float(sets.sum(1).mean())))"
+    ),
 }
 MAPIE_SCORE = {"msp": "lac", "aps": "aps"}
 
@@ -121,17 +131,25 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
         command = evaluate + ["--metrics", key, *extra]
         return command, lambda: value_of(command)["metrics"][key]["value"]
 
-    for task, key, extra, peers in (("top-label ECE", "ece", [], ["netcal", "torchmetrics"]),
-                                    ("smooth ECE", "smece", [], ["relplot"]),
-                                    ("V-ECE sq (ts, 5 folds)", "vece_sq", ["--vece-recalibrator", "ts"], ["probmetrics vece"])):
+    for task, key, extra, peers in (
+        ("top-label ECE", "ece", [], ["netcal", "torchmetrics"]),
+        ("smooth ECE", "smece", [], ["relplot"]),
+        ("V-ECE sq (ts, 5 folds)", "vece_sq", ["--vece-recalibrator", "ts"], ["probmetrics vece"]),
+    ):
         command, value = metric(key, *extra)
         lines.append((task, "calib", command, value))
         for peer in peers:
             peer_command = [PY, "-c", PEERS[peer], str(zp), str(yp)]
             lines.append((task, peer, peer_command, lambda c=peer_command: value_of(c)))
     ts_bundle = tmp / "ts"
-    lines.append(("TS fit", "calib", ["calib", "fit", str(zp), "--labels", str(yp), "--method", "ts", "--out", str(ts_bundle), "--force"],
-                  lambda: json.loads((ts_bundle / "manifest.json").read_text())["fit_report"]["temperature"]))
+    lines.append(
+        (
+            "TS fit",
+            "calib",
+            ["calib", "fit", str(zp), "--labels", str(yp), "--method", "ts", "--out", str(ts_bundle), "--force"],
+            lambda: json.loads((ts_bundle / "manifest.json").read_text())["fit_report"]["temperature"],
+        )
+    )
     command = [PY, "-c", PEERS["probmetrics ts"], str(zp), str(yp)]
     lines.append(("TS fit", "probmetrics", command, lambda c=command: value_of(c)))
     for score in ("msp", "aps"):
@@ -146,10 +164,22 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
         lines.append((task, "mapie", command, lambda c=command: value_of(c)))
     for method in ("mr", "ats-gq"):
         bundle, out = tmp / f"{method}-probs", tmp / f"{method}.npy"
-        lines.append((f"{method} probabilities", "calib fit (20% rows)",
-                      ["calib", "fit", str(cal), "--method", method, "--out", str(bundle), "--force"], None))
-        lines.append((f"{method} probabilities", "calib apply (80% rows)",
-                      ["calib", "apply", str(bundle), str(test), "--out", str(out)], None))
+        lines.append(
+            (
+                f"{method} probabilities",
+                "calib fit (20% rows)",
+                ["calib", "fit", str(cal), "--method", method, "--out", str(bundle), "--force"],
+                None,
+            )
+        )
+        lines.append(
+            (
+                f"{method} probabilities",
+                "calib apply (80% rows)",
+                ["calib", "apply", str(bundle), str(test), "--out", str(out)],
+                None,
+            )
+        )
     rows, floor = [], None
     if n * k > 10**8:
         repeats = 1  # one run of each line at 20,000 x 10,000: some peers take minutes
@@ -173,8 +203,14 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
         mine, theirs = tmp / f"sets-{score}.npz", tmp / f"mapie-{score}.npy"
         if mine.exists() and theirs.exists():
             a, b = np.load(mine)["sets"], np.load(theirs)
-            rows.append({"size": f"{n}x{k}", "task": f"conformal sets ({score} / {MAPIE_SCORE[score]})", "tool": "agreement",
-                         "value": round(float(np.mean(np.all(a == b, axis=1))), 6)})
+            rows.append(
+                {
+                    "size": f"{n}x{k}",
+                    "task": f"conformal sets ({score} / {MAPIE_SCORE[score]})",
+                    "tool": "agreement",
+                    "value": round(float(np.mean(np.all(a == b, axis=1))), 6),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -196,8 +232,12 @@ def main(argv=None) -> str:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=400)
     parser.add_argument("--out", type=Path, default=Path("results"))
-    parser.add_argument("--tasks", nargs="+", default=None,
-                        help="run only the lines whose task contains one of these words (the floor always runs)")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=None,
+        help="run only the lines whose task contains one of these words (the floor always runs)",
+    )
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:

@@ -37,16 +37,19 @@ def main(argv=None):
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
-    cases = {"binary": lambda rng: binary_demo(args.rows, rng),
-             f"K={args.classes}": lambda rng: known_ce_data(args.rows, args.classes, 0.5, rng)}
+    cases = {
+        "binary": lambda rng: binary_demo(args.rows, rng),
+        f"K={args.classes}": lambda rng: known_ce_data(args.rows, args.classes, 0.5, rng),
+    }
     rows = []
     for case, make in cases.items():
         draws = [make(np.random.default_rng(1000 + d)) for d in range(args.draws)]
         truths = [true_calibration_errors(probs, true_probs) for probs, _, true_probs in draws]
         for name in RECALIBRATORS:
             started = time.perf_counter()
-            estimates = [variational_calibration_error(probs, labels, name, seed=d).values
-                         for d, (probs, labels, _) in enumerate(draws)]
+            estimates = [
+                variational_calibration_error(probs, labels, name, seed=d).values for d, (probs, labels, _) in enumerate(draws)
+            ]
             seconds = (time.perf_counter() - started) / args.draws
             row = {"case": case, "recalibrator": name, "seconds": round(seconds, 2)}
             for key in ("l1", "l2", "sq"):

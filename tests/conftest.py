@@ -60,9 +60,14 @@ def run(capsys, monkeypatch):
 def cifar100():
     val = np.load(data_file("cifar100_resnet110_val.npz"))
     test = np.load(data_file("cifar100_resnet110_test.npz"))
-    return {"val": data_file("cifar100_resnet110_val.npz"), "test": data_file("cifar100_resnet110_test.npz"),
-            "val_logits": val["logits"], "val_labels": val["labels"],
-            "test_logits": test["logits"], "test_labels": test["labels"]}
+    return {
+        "val": data_file("cifar100_resnet110_val.npz"),
+        "test": data_file("cifar100_resnet110_test.npz"),
+        "val_logits": val["logits"],
+        "val_labels": val["labels"],
+        "test_logits": test["logits"],
+        "test_labels": test["labels"],
+    }
 
 
 @pytest.fixture

@@ -30,10 +30,15 @@ def _fit(method, logits, labels, **options):
     return cls(cls.parse_options(options)).fit(logits, labels, seed=0)
 
 
-@pytest.mark.parametrize("method,options", [method_param("ats-mgq", {}),
-                                            method_param("ats-mgq", {"variant": "score", "score": "aps"}),
-                                            method_param("ats-maq", {"model": "multiqr"}),
-                                            method_param("ats-maq", {"model": "flow"})])
+@pytest.mark.parametrize(
+    "method,options",
+    [
+        method_param("ats-mgq", {}),
+        method_param("ats-mgq", {"variant": "score", "score": "aps"}),
+        method_param("ats-maq", {"model": "multiqr"}),
+        method_param("ats-maq", {"model": "flow"}),
+    ],
+)
 def test_every_level_gets_its_target_mass(cifar10, method, options):
     logits, labels, test = cifar10
     calibrator = _fit(method, logits, labels, **options)
@@ -75,7 +80,12 @@ def test_mean_and_geometric_mean_are_the_kl_centroids():
     forward = lambda q: np.mean([np.sum(p * (np.log(p) - np.log(q))) for p in members])  # noqa: E731
     reverse = lambda q: np.mean([np.sum(q * (np.log(q) - np.log(p))) for p in members])  # noqa: E731
     for objective, centroid in ((forward, members.mean(0)), (reverse, softmax(np.log(members).mean(0)[None])[0])):
-        best = minimize(lambda theta, objective=objective: objective(softmax(theta[None])[0]), np.zeros(5), method="BFGS", options={"gtol": 1e-12})
+        best = minimize(
+            lambda theta, objective=objective: objective(softmax(theta[None])[0]),
+            np.zeros(5),
+            method="BFGS",
+            options={"gtol": 1e-12},
+        )
         np.testing.assert_allclose(softmax(best.x[None])[0], centroid, atol=1e-6)
 
 
@@ -88,11 +98,13 @@ def test_kl_temperature_matches_a_bounded_scalar_minimiser(direction):
     reference = rng.dirichlet(np.ones(7), 6)
     got = kl_temperature(base, np.log(reference), direction)
     for row in range(6):
+
         def objective(log_tau, row=row):
-            log_q = log_softmax(base[row:row + 1] / np.exp(log_tau))[0]
+            log_q = log_softmax(base[row : row + 1] / np.exp(log_tau))[0]
             if direction == "kl-forward":
                 return -np.sum(reference[row] * log_q)
             return np.sum(np.exp(log_q) * (log_q - np.log(reference[row])))
+
         best = minimize_scalar(objective, bounds=(np.log(1e-4), np.log(1e6)), method="bounded", options={"xatol": 1e-10})
         assert objective(got[row]) <= best.fun + 1e-10
 

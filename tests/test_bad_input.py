@@ -32,10 +32,20 @@ def _bad_files(tmp_path, logits, labels):
     add("garbage parquet", "garbage.parquet", lambda p: p.write_bytes(b"PAR1 nonsense"), ["not a readable parquet"])
     add("unknown type", "scores.csv", lambda p: p.write_text("1,2\n"), ["unknown file type"])
     add("object dtype", "obj.npy", lambda p: np.save(p, np.array([[1, "a"]], dtype=object), allow_pickle=True), ["objects"])
-    add("integer scores", "ints.npz", lambda p: np.savez(p, logits=np.ones((5, 3), dtype=np.int64), labels=np.zeros(5, int)), ["floating point"])
+    add(
+        "integer scores",
+        "ints.npz",
+        lambda p: np.savez(p, logits=np.ones((5, 3), dtype=np.int64), labels=np.zeros(5, int)),
+        ["floating point"],
+    )
     add("string labels", "strlab.npz", lambda p: np.savez(p, logits=logits, labels=np.array(["a"] * 50)), ["integers"])
     add("float labels", "floatlab.npz", lambda p: np.savez(p, logits=logits, labels=labels.astype(float)), ["integers"])
-    add("ragged parquet", "ragged.parquet", lambda p: pq.write_table(pa.table({"logits": pa.array([[1.0, 2.0], [1.0]]), "label": [0, 1]}), p), ["ragged"])
+    add(
+        "ragged parquet",
+        "ragged.parquet",
+        lambda p: pq.write_table(pa.table({"logits": pa.array([[1.0, 2.0], [1.0]]), "label": [0, 1]}), p),
+        ["ragged"],
+    )
     add("N = 0", "empty.npz", lambda p: np.savez(p, logits=np.zeros((0, 3), np.float32), labels=np.zeros(0, int)), ["N = 0"])
     add("K = 0", "k0.npz", lambda p: np.savez(p, logits=np.zeros((4, 0), np.float32), labels=np.zeros(4, int)), ["K = 0"])
     add("3-d", "cube.npz", lambda p: np.savez(p, logits=np.zeros((4, 3, 2), np.float32), labels=np.zeros(4, int)), ["shape"])
@@ -52,7 +62,12 @@ def _bad_files(tmp_path, logits, labels):
     unnormalised = probs.copy()
     unnormalised[4] = [0.5, 0.5, 0.5]
     add("probs not summing to 1", "unnorm.npz", lambda p: np.savez(p, probs=unnormalised, labels=labels), ["sum to 1", "row 4"])
-    add("log-probs not normalised", "lp.npz", lambda p: np.savez(p, log_probs=np.full((50, 3), -0.1), labels=labels), ["logsumexp"])
+    add(
+        "log-probs not normalised",
+        "lp.npz",
+        lambda p: np.savez(p, log_probs=np.full((50, 3), -0.1), labels=labels),
+        ["logsumexp"],
+    )
     bad_labels = labels.copy()
     bad_labels[9] = 3
     add("label >= K", "lab.npz", lambda p: np.savez(p, logits=logits, labels=bad_labels), ["[0, 3)", "row 9"])
@@ -112,7 +127,9 @@ def test_usage_errors(good, run):
     tmp_path, logits, labels = good
     npz = tmp_path / "good.npz"
     _assert_one_line_error(*run("fit", npz, "--method", "nope", "--out", tmp_path / "x"), "unknown method", "ts")
-    _assert_one_line_error(*run("fit", npz, "--method", "ts", "--alpha", "0.1", "--out", tmp_path / "x"), "takes no option --alpha")
+    _assert_one_line_error(
+        *run("fit", npz, "--method", "ts", "--alpha", "0.1", "--out", tmp_path / "x"), "takes no option --alpha"
+    )
     _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--metrics", "ece,bogus"), "unknown metric 'bogus'")
     _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--fail-if", "cmce>>1"), "--fail-if")
     _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--max-increase", "cmce=0.1"), "--baseline")

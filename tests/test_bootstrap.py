@@ -54,8 +54,19 @@ def test_bootstrap_is_deterministic_and_reported(run, tmp_path):
 
     outputs = []
     for seed in (0, 0, 1):
-        code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--no-vece", "--bootstrap", "50", "--seed", seed,
-                             "--metrics", "ece,ece_quantile,cmce", "--json", "-")
+        code, out, err = run(
+            "evaluate",
+            SAMPLE / "cifar10_test.npz",
+            "--no-vece",
+            "--bootstrap",
+            "50",
+            "--seed",
+            seed,
+            "--metrics",
+            "ece,ece_quantile,cmce",
+            "--json",
+            "-",
+        )
         assert code == 0, err
         outputs.append(out)
     assert outputs[0] == outputs[1] and outputs[0] != outputs[2]
@@ -63,8 +74,18 @@ def test_bootstrap_is_deterministic_and_reported(run, tmp_path):
     assert report["bootstrap"]["replicates"] == 50 and len(report["bootstrap"]["values"]["cmce"]) == 50
     for entry in report["metrics"].values():
         assert entry["ci"][0] <= entry["ci"][1]
-    code, _, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--bootstrap", "20", "--metrics", "ece,vece_l1",
-                     "--vece-recalibrator", "ts", "--json", str(tmp_path / "r.json"))
+    code, _, _ = run(
+        "evaluate",
+        SAMPLE / "cifar10_test.npz",
+        "--bootstrap",
+        "20",
+        "--metrics",
+        "ece,vece_l1",
+        "--vece-recalibrator",
+        "ts",
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["bootstrap"]["not_bootstrapped"] == ["vece_l1"] and "ci" not in report["metrics"]["vece_l1"]
 

@@ -27,8 +27,18 @@ def _rewrite_manifest(path, change):
 
 def test_manifest_has_the_contract_fields(bundle):
     manifest = json.loads((bundle / "manifest.json").read_text())
-    for key in ("format", "format_version", "calib_version", "method", "options", "n_classes", "input_kind",
-                "fitted_on", "files", "fit_report"):
+    for key in (
+        "format",
+        "format_version",
+        "calib_version",
+        "method",
+        "options",
+        "n_classes",
+        "input_kind",
+        "fitted_on",
+        "files",
+        "fit_report",
+    ):
         assert key in manifest
     assert manifest["format"] == "calib-bundle" and manifest["format_version"] == 1
     assert manifest["n_classes"] == 5 and manifest["input_kind"] == "logits" and manifest["fitted_on"]["n"] == 200
@@ -71,8 +81,11 @@ def test_unknown_method_and_newer_version_are_refused(bundle):
 
 
 def test_pickled_array_is_refused(tmp_path):
-    write_bundle(str(tmp_path / "b"), manifest={"method": "ts", "options": {}, "n_classes": 2, "input_kind": "logits"},
-                 state=State(params={"temperature": 1.0}, arrays={"w": np.zeros(2)}))
+    write_bundle(
+        str(tmp_path / "b"),
+        manifest={"method": "ts", "options": {}, "n_classes": 2, "input_kind": "logits"},
+        state=State(params={"temperature": 1.0}, arrays={"w": np.zeros(2)}),
+    )
     payload = tmp_path / "b" / "w.npy"
     np.save(payload, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     import hashlib

@@ -39,14 +39,21 @@ def test_done_when_fit_apply_evaluate_cifar100(tmp_path, run, cifar100):
     assert m["mce"] == pytest.approx(ref.mce(probs, labels), abs=1e-6)
     subset = slice(0, 400)  # the literal pair-by-pair CMCE is slow: check it on a subset below
     assert m["cw_ece"] == pytest.approx(ref.cw_ece(probs, labels), abs=1e-6)
-    assert report["uncalibrated_metrics"]["ece"]["value"] == pytest.approx(ref.ece(ref.softmax(cifar100["test_logits"]), labels), abs=1e-6)
+    assert report["uncalibrated_metrics"]["ece"]["value"] == pytest.approx(
+        ref.ece(ref.softmax(cifar100["test_logits"]), labels), abs=1e-6
+    )
     np.savez(tmp_path / "sub.npz", probs=probs[subset], labels=labels[subset])
     code, stdout, _ = run("evaluate", "--no-vece", tmp_path / "sub.npz", "--json", "-", "--metrics", "cmce,coverage_0.9_0.92")
     sub = _json(stdout)["metrics"]
     assert sub["cmce"]["value"] == pytest.approx(ref.cmce(probs[subset], labels[subset]), abs=1e-9)
     assert sub["coverage_0.9_0.92"]["value"] == pytest.approx(ref.coverage(probs[subset], labels[subset], 0.9, 0.92), abs=1e-12)
-    assert report["input"] == {"path": str(cifar100["test"]), "kind": "logits", "n": 10000, "k": 100,
-                               "sha256": report["input"]["sha256"]}
+    assert report["input"] == {
+        "path": str(cifar100["test"]),
+        "kind": "logits",
+        "n": 10000,
+        "k": 100,
+        "sha256": report["input"]["sha256"],
+    }
     assert report["passed"] is True and report["gates"] == []
 
 
@@ -59,7 +66,19 @@ def test_parquet_and_npy_with_labels_give_the_same_numbers(tmp_path, run, cifar1
     pq.write_table(pa.table({"row_id": np.arange(len(labels)), "logits": fixed, "label": labels}), tmp_path / "t.parquet")
     reports = [
         _json(run("evaluate", "--no-vece", cifar100["test"], "--bundle", tmp_path / "B", "--json", "-")[1]),
-        _json(run("evaluate", "--no-vece", tmp_path / "t.npy", "--labels", tmp_path / "y.txt", "--bundle", tmp_path / "B", "--json", "-")[1]),
+        _json(
+            run(
+                "evaluate",
+                "--no-vece",
+                tmp_path / "t.npy",
+                "--labels",
+                tmp_path / "y.txt",
+                "--bundle",
+                tmp_path / "B",
+                "--json",
+                "-",
+            )[1]
+        ),
         _json(run("evaluate", "--no-vece", tmp_path / "t.parquet", "--bundle", tmp_path / "B", "--json", "-")[1]),
     ]
     assert reports[0]["metrics"] == reports[1]["metrics"] == reports[2]["metrics"]
@@ -75,7 +94,9 @@ def test_gates_and_exit_codes(tmp_path, run):
     test = SAMPLE / "cifar10_test.npz"
     code, out, err = run("evaluate", "--no-vece", test, "--fail-if", "cmce>0.5", "--json", tmp_path / "r.json")
     assert code == 0 and "gate pass" in out
-    code, out, err = run("evaluate", "--no-vece", test, "--fail-if", "cmce>0.0001", "--fail-if", "accuracy<0.5", "--json", tmp_path / "r2.json")
+    code, out, err = run(
+        "evaluate", "--no-vece", test, "--fail-if", "cmce>0.0001", "--fail-if", "accuracy<0.5", "--json", tmp_path / "r2.json"
+    )
     assert code == 1 and "gate failed: cmce>0.0001" in err
     report = json.loads((tmp_path / "r2.json").read_text())  # written even when a gate fails
     assert report["passed"] is False and [g["passed"] for g in report["gates"]] == [False, True]
@@ -88,8 +109,19 @@ def test_baseline_gate(tmp_path, run):
     val, test = SAMPLE / "cifar10_val.npz", SAMPLE / "cifar10_test.npz"
     assert run("evaluate", "--no-vece", test, "--json", tmp_path / "base.json")[0] == 0
     assert run("fit", val, "--method", "ts", "--out", tmp_path / "B")[0] == 0
-    code, out, _ = run("evaluate", "--no-vece", test, "--bundle", tmp_path / "B", "--baseline", tmp_path / "base.json",
-                       "--max-increase", "cmce=0.001", "--json", "-")
+    code, out, _ = run(
+        "evaluate",
+        "--no-vece",
+        test,
+        "--bundle",
+        tmp_path / "B",
+        "--baseline",
+        tmp_path / "base.json",
+        "--max-increase",
+        "cmce=0.001",
+        "--json",
+        "-",
+    )
     gate = _json(out)["gates"][0]
     base = json.loads((tmp_path / "base.json").read_text())["metrics"]["cmce"]["value"]
     assert gate["baseline"] == base and gate["increase"] == pytest.approx(gate["value"] - base)
@@ -98,7 +130,9 @@ def test_baseline_gate(tmp_path, run):
     code, _, err = run("evaluate", "--no-vece", test, "--baseline", tmp_path / "base.json", "--max-increase", "cmce=-1")
     assert code == 1
     # different settings are not comparable
-    code, _, err = run("evaluate", "--no-vece", test, "--cmce-bins", "10", "--baseline", tmp_path / "base.json", "--max-increase", "cmce=1")
+    code, _, err = run(
+        "evaluate", "--no-vece", test, "--cmce-bins", "10", "--baseline", tmp_path / "base.json", "--max-increase", "cmce=1"
+    )
     assert code == 2 and "not comparable" in err
 
 
@@ -123,8 +157,22 @@ def test_every_command_has_help_with_an_example(run, command):
 
 def test_apply_to_stdout_and_log_probs(tmp_path, run):
     assert run("fit", SAMPLE / "cifar10_val.npz", "--method", "ts", "--out", tmp_path / "B")[0] == 0
-    done = subprocess.run([sys.executable, "-m", "calib", "apply", str(tmp_path / "B"), str(SAMPLE / "cifar10_test.npz"),
-                           "--out", "-", "--what", "log-probs"], capture_output=True, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calib",
+            "apply",
+            str(tmp_path / "B"),
+            str(SAMPLE / "cifar10_test.npz"),
+            "--out",
+            "-",
+            "--what",
+            "log-probs",
+        ],
+        capture_output=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     import io
 
@@ -142,8 +190,10 @@ def test_same_seed_same_bytes(tmp_path, run):
 
 
 def test_console_script_starts_without_heavy_imports():
-    code = ("import sys, calib.cli.app; heavy = {'torch', 'catboost', 'matplotlib', 'pyarrow'} & set(sys.modules); "
-            "print(sorted(heavy))")
+    code = (
+        "import sys, calib.cli.app; heavy = {'torch', 'catboost', 'matplotlib', 'pyarrow'} & set(sys.modules); "
+        "print(sorted(heavy))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
@@ -152,10 +202,33 @@ def test_public_api_is_pinned():
     import calib
 
     assert calib.__all__ == [
-        "Bundle", "BundleError", "CALIBRATORS", "CalibError", "Calibration", "Calibrator", "InputError", "METRICS",
-        "MetricConfig", "Predictions", "Report", "State", "TemperatureScaling", "UsageError", "__version__",
-        "apply_calibrator", "calibrator", "calibrator_class", "evaluate", "fit_calibrator", "load", "load_calibrator",
-        "read_bundle", "read_predictions", "sample_path", "save_calibrator", "write_bundle",
+        "Bundle",
+        "BundleError",
+        "CALIBRATORS",
+        "CalibError",
+        "Calibration",
+        "Calibrator",
+        "InputError",
+        "METRICS",
+        "MetricConfig",
+        "Predictions",
+        "Report",
+        "State",
+        "TemperatureScaling",
+        "UsageError",
+        "__version__",
+        "apply_calibrator",
+        "calibrator",
+        "calibrator_class",
+        "evaluate",
+        "fit_calibrator",
+        "load",
+        "load_calibrator",
+        "read_bundle",
+        "read_predictions",
+        "sample_path",
+        "save_calibrator",
+        "write_bundle",
     ]
     assert issubclass(calib.InputError, ValueError) and issubclass(calib.UsageError, ValueError)
     # the names load on first use: each resolves, to the object its module defines
@@ -182,8 +255,7 @@ def test_brackets_in_paths_are_printed_as_they_are(tmp_path, run, monkeypatch):
 def test_calib_evaluate_is_the_function_whatever_was_imported_first():
     """No submodule is named like a public name: importing the evaluation code (as the command line
     and diagnose do) before touching ``calib.evaluate`` must not bind a module there."""
-    code = ("import calib, calib.evaluation, calib.diagnose, calib.cli.app, inspect\n"
-            "print(inspect.isfunction(calib.evaluate))")
+    code = "import calib, calib.evaluation, calib.diagnose, calib.cli.app, inspect\nprint(inspect.isfunction(calib.evaluate))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "True", done.stdout + done.stderr
 
@@ -195,7 +267,20 @@ def test_merged_states_equal_one_run_over_all_rows(tmp_path, run, cifar100):
     for i, (a, b) in enumerate(((0, 2500), (2500, 7000), (7000, 10000))):
         np.savez(tmp_path / f"p{i}.npz", logits=logits[a:b], labels=labels[a:b])
         states.append(tmp_path / f"s{i}.npz")
-        assert run("evaluate", "--no-vece", tmp_path / f"p{i}.npz", "--metrics", keys, "--emit-state", states[-1], "--json", tmp_path / "x.json")[0] == 0
+        assert (
+            run(
+                "evaluate",
+                "--no-vece",
+                tmp_path / f"p{i}.npz",
+                "--metrics",
+                keys,
+                "--emit-state",
+                states[-1],
+                "--json",
+                tmp_path / "x.json",
+            )[0]
+            == 0
+        )
     code, out, err = run("merge-states", *states, "--json", "-")
     assert code == 0, err
     merged = _json(out)
@@ -204,6 +289,18 @@ def test_merged_states_equal_one_run_over_all_rows(tmp_path, run, cifar100):
     for key, entry in whole.items():
         assert merged["metrics"][key]["value"] == pytest.approx(entry["value"], abs=1e-12), key
         assert merged["metrics"][key]["settings"] == entry["settings"]
-    run("evaluate", "--no-vece", tmp_path / "p0.npz", "--metrics", keys, "--bins", "10", "--emit-state", tmp_path / "other.npz", "--json", tmp_path / "x.json")
+    run(
+        "evaluate",
+        "--no-vece",
+        tmp_path / "p0.npz",
+        "--metrics",
+        keys,
+        "--bins",
+        "10",
+        "--emit-state",
+        tmp_path / "other.npz",
+        "--json",
+        tmp_path / "x.json",
+    )
     code, _, err = run("merge-states", states[0], tmp_path / "other.npz")
     assert code == 2 and "cannot be merged" in err

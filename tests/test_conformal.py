@@ -38,6 +38,7 @@ def in_set_mass(log_probs, in_set):
 
 # ---------------------------------------------------------------- scores, quantile, sets
 
+
 def test_aps_scores_equal_the_stable_sort_on_rows_with_and_without_ties():
     rng = np.random.default_rng(3)
     probs = softmax(rng.normal(size=(400, 50)) * 2)
@@ -128,6 +129,7 @@ def test_adaptive_thresholds_keep_coverage(monkeypatch, kind, flow):
 
 # ---------------------------------------------------------------- SelectTau
 
+
 def _top_sets(scores, sizes):
     order = np.argsort(-scores, axis=1, kind="stable")
     in_set = np.zeros(scores.shape, dtype=bool)
@@ -181,16 +183,25 @@ def test_compiled_search_against_the_reference_on_every_row_shape(n_classes, sca
 
 
 def test_infeasible_rows_follow_the_rule():
-    scores = np.array([
-        [3.0, 1.0, 0.0, -1.0],   # set {0}: feasible
-        [3.0, 1.0, 0.0, -1.0],   # empty set
-        [3.0, 1.0, 0.0, -1.0],   # full set
-        [3.0, 2.9, 2.8, -1.0],   # |C| = 3 of 4 > 0.5 of K... with target 0.5 -> too large
-        [2.0, 2.0, 0.0, -1.0],   # set {0} but class 1 ties the top: at most 1/2 mass -> unreachable
-    ])
-    in_set = np.array([
-        [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 0], [1, 0, 0, 0],
-    ], dtype=bool)
+    scores = np.array(
+        [
+            [3.0, 1.0, 0.0, -1.0],  # set {0}: feasible
+            [3.0, 1.0, 0.0, -1.0],  # empty set
+            [3.0, 1.0, 0.0, -1.0],  # full set
+            [3.0, 2.9, 2.8, -1.0],  # |C| = 3 of 4 > 0.5 of K... with target 0.5 -> too large
+            [2.0, 2.0, 0.0, -1.0],  # set {0} but class 1 ties the top: at most 1/2 mass -> unreachable
+        ]
+    )
+    in_set = np.array(
+        [
+            [1, 0, 0, 0],
+            [0, 0, 0, 0],
+            [1, 1, 1, 1],
+            [1, 1, 1, 0],
+            [1, 0, 0, 0],
+        ],
+        dtype=bool,
+    )
     tau, category = select_temperature(scores, in_set, 0.6)
     assert category.tolist() == [FEASIBLE, EMPTY, FULL, TOO_LARGE, UNREACHABLE]
     assert tau[1] == tau[2] == 1.0 and tau[3] == pytest.approx(1e6) and tau[4] == pytest.approx(1e-4)
@@ -198,10 +209,17 @@ def test_infeasible_rows_follow_the_rule():
 
 # ---------------------------------------------------------------- the calibrators
 
-@pytest.mark.parametrize("method,options", [
-    ("mr", {}), ("mr", {"score": "aps"}), ("conformal-ts", {}), ("ats-gq", {"variant": "score"}),
-    ("ats-gq", {"score": "aps", "alpha": 0.05}),
-])
+
+@pytest.mark.parametrize(
+    "method,options",
+    [
+        ("mr", {}),
+        ("mr", {"score": "aps"}),
+        ("conformal-ts", {}),
+        ("ats-gq", {"variant": "score"}),
+        ("ats-gq", {"score": "aps", "alpha": 0.05}),
+    ],
+)
 def test_in_set_mass_is_exactly_one_minus_alpha(cifar100, method, options):
     calibrator = fit(method, cifar100["val_logits"], cifar100["val_labels"], **options)
     logits = cifar100["test_logits"][:3000].astype(np.float64)
@@ -248,8 +266,14 @@ def test_mr_is_the_kl_projection():
         constraint = {"type": "eq", "fun": lambda pi, m=in_set[row]: pi[m].sum() - 0.8}
         simplex = {"type": "eq", "fun": lambda pi: pi.sum() - 1.0}
         kl = lambda pi, q=p[row]: np.sum(pi * np.log(np.maximum(pi, 1e-300) / q))  # noqa: E731
-        best = minimize(kl, np.full(5, 0.2), constraints=[constraint, simplex], bounds=[(1e-12, 1)] * 5,
-                        method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
+        best = minimize(
+            kl,
+            np.full(5, 0.2),
+            constraints=[constraint, simplex],
+            bounds=[(1e-12, 1)] * 5,
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 500},
+        )
         assert np.allclose(out[row], best.x, atol=1e-5)
 
 
@@ -285,8 +309,10 @@ def test_adaptive_bundles_reload_bit_identically(tmp_path, run, monkeypatch):
     monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 200)
     monkeypatch.setattr(thresholds_module, "QR_STEPS", 200)
     val = SAMPLE / "cifar10_val.npz"
-    for name, args in (("flow", ["--method", "mr", "--threshold", "adaptive", "--flow", "er"]),
-                       ("qr", ["--method", "ats-aq", "--alpha", "0.05"])):
+    for name, args in (
+        ("flow", ["--method", "mr", "--threshold", "adaptive", "--flow", "er"]),
+        ("qr", ["--method", "ats-aq", "--alpha", "0.05"]),
+    ):
         code, _, err = run("fit", val, *args, "--out", tmp_path / name)
         assert code == 0, err
         calibrator, _ = load_calibrator(str(tmp_path / name))
@@ -308,8 +334,18 @@ def test_features_condition_the_threshold(tmp_path, run, monkeypatch):
     logits = rng.normal(size=(600, 4)).astype(np.float32)
     labels = rng.integers(0, 4, 600)
     np.savez(tmp_path / "d.npz", logits=logits, labels=labels, points=rng.normal(size=(600, 2)))
-    code, _, err = run("fit", tmp_path / "d.npz", "--method", "mr", "--threshold", "adaptive", "--features", tmp_path / "d.npz",
-                       "--out", tmp_path / "b")
+    code, _, err = run(
+        "fit",
+        tmp_path / "d.npz",
+        "--method",
+        "mr",
+        "--threshold",
+        "adaptive",
+        "--features",
+        tmp_path / "d.npz",
+        "--out",
+        tmp_path / "b",
+    )
     assert code == 0, err
     code, _, err = run("apply", tmp_path / "b", tmp_path / "d.npz", "--out", tmp_path / "o.npy")
     assert code == 2 and "--features" in err

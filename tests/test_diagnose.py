@@ -39,7 +39,9 @@ def test_curves_and_direction(cifar100):
 def test_report_files_and_deterministic_comparison(tmp_path, run):
     from conftest import SAMPLE
 
-    code, out, err = run("diagnose", SAMPLE / "cifar10_val.npz", "--compare", "ts,isotonic", "--folds", "3", "--out", tmp_path / "r")
+    code, out, err = run(
+        "diagnose", SAMPLE / "cifar10_val.npz", "--compare", "ts,isotonic", "--folds", "3", "--out", tmp_path / "r"
+    )
     assert code == 0, err
     assert "recommendation" in out
     for name in ("reliability", "cumulative_mass", "over_under"):

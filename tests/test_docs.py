@@ -27,8 +27,9 @@ def test_the_api_reproduces_the_readme_cli_numbers(tmp_path, run):
     import calib
 
     assert run("fit", SAMPLE / "cifar10_val.npz", "--method", "ts", "--out", tmp_path / "b")[0] == 0
-    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--bundle", tmp_path / "b", "--vece-recalibrator", "ts",
-                       "--json", "-")
+    code, out, _ = run(
+        "evaluate", SAMPLE / "cifar10_test.npz", "--bundle", tmp_path / "b", "--vece-recalibrator", "ts", "--json", "-"
+    )
     assert code == 0
     cli = json.loads(out)
     val, test = np.load(SAMPLE / "cifar10_val.npz"), np.load(SAMPLE / "cifar10_test.npz")

@@ -50,25 +50,29 @@ def test_import_calib_loads_no_heavy_dependency():
 
 
 def test_evaluate_without_vece_imports_no_heavy_dependency(tmp_path):
-    code, heavy, err = _imported_after(["evaluate", str(SAMPLE / "cifar10_test.npz"), "--no-vece",
-                                        "--json", str(tmp_path / "r.json")])
+    code, heavy, err = _imported_after(
+        ["evaluate", str(SAMPLE / "cifar10_test.npz"), "--no-vece", "--json", str(tmp_path / "r.json")]
+    )
     assert code == 0, err
     assert heavy == []
 
 
 def test_fit_and_apply_of_ts_need_no_heavy_dependency(tmp_path):
-    code, heavy, err = _imported_after(["fit", str(SAMPLE / "cifar10_val.npz"), "--method", "ts", "--out", str(tmp_path / "b")],
-                                       blocked=HEAVY)
+    code, heavy, err = _imported_after(
+        ["fit", str(SAMPLE / "cifar10_val.npz"), "--method", "ts", "--out", str(tmp_path / "b")], blocked=HEAVY
+    )
     assert code == 0, err
-    code, heavy, err = _imported_after(["apply", str(tmp_path / "b"), str(SAMPLE / "cifar10_test.npz"),
-                                        "--out", str(tmp_path / "p.npy")], blocked=HEAVY)
+    code, heavy, err = _imported_after(
+        ["apply", str(tmp_path / "b"), str(SAMPLE / "cifar10_test.npz"), "--out", str(tmp_path / "p.npy")], blocked=HEAVY
+    )
     assert code == 0 and heavy == [], err
 
 
 @pytest.mark.parametrize("method", ["adaptive-ts", "ats-aq", "ats-maq"])
 def test_a_method_whose_extra_is_missing_says_which_to_install(tmp_path, method):
-    code, _, err = _imported_after(["fit", str(SAMPLE / "cifar10_val.npz"), "--method", method, "--out", str(tmp_path / "b")],
-                                   blocked=("torch",))
+    code, _, err = _imported_after(
+        ["fit", str(SAMPLE / "cifar10_val.npz"), "--method", method, "--out", str(tmp_path / "b")], blocked=("torch",)
+    )
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("calib: error: "), err

@@ -115,8 +115,23 @@ def test_stdin_npy_stream(tmp_path, arrays):
     np.save(tmp_path / "y.npy", labels)
     buffer = io.BytesIO()
     np.save(buffer, logits)
-    done = subprocess.run([sys.executable, "-m", "calib", "evaluate", "-", "--labels", str(tmp_path / "y.npy"), "--json", "-",
-                           "--metrics", "accuracy"], input=buffer.getvalue(), capture_output=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calib",
+            "evaluate",
+            "-",
+            "--labels",
+            str(tmp_path / "y.npy"),
+            "--json",
+            "-",
+            "--metrics",
+            "accuracy",
+        ],
+        input=buffer.getvalue(),
+        capture_output=True,
+    )
     assert done.returncode == 0, done.stderr.decode()
     import json
 
@@ -147,7 +162,60 @@ def test_truncated_stored_npz_member_is_one_clear_error(tmp_path):
     data = bytearray(path.read_bytes())
     # keep the zip directory intact but claim a larger array in the member's .npy header
     at = data.index(b"'shape': (200, 10)")
-    data[at:at + 18] = b"'shape': (900, 10)"
+    data[at : at + 18] = b"'shape': (900, 10)"
     path.write_bytes(bytes(data))
     with pytest.raises(InputError, match="unreadable"):
         read_predictions(str(path))
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".parquet"])
+def test_stdin_takes_each_format_by_its_magic_number(tmp_path, suffix):
+    """`cat test.npz | calib evaluate -`: the same numbers and sha256 as the file itself."""
+    import json
+
+    from conftest import SAMPLE
+
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    logits, labels = data["logits"][:500], data["labels"][:500]
+    path = tmp_path / f"p{suffix}"
+    if suffix == ".npy":
+        np.save(path, logits)
+    elif suffix == ".npz":
+        np.savez(path, logits=logits, labels=labels)
+    else:
+        pq.write_table(pa.table({"logits": list(logits), "label": labels}), path)
+    np.save(tmp_path / "y.npy", labels)
+
+    def evaluate(source, stdin=None):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "calib",
+                "evaluate",
+                source,
+                "--no-vece",
+                "--metrics",
+                "ece,nll",
+                "--labels",
+                str(tmp_path / "y.npy"),
+                "--json",
+                "-",
+            ],
+            input=stdin,
+            capture_output=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    from_file, from_stdin = evaluate(str(path)), evaluate("-", path.read_bytes())
+    assert from_stdin["metrics"] == from_file["metrics"]
+    assert from_stdin["input"]["sha256"] == from_file["input"]["sha256"]
+
+
+def test_stdin_of_unknown_bytes_is_one_line_exit_2():
+    done = subprocess.run(
+        [sys.executable, "-m", "calib", "evaluate", "-", "--no-vece"], input=b"hello world", capture_output=True
+    )
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "not .npy, .npz or .parquet bytes" in lines[0]

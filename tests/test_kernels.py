@@ -30,9 +30,16 @@ SHAPES = [(30, 1), (30, 2), (30, 3), (30, 4), (30, 5), (30, 7), (7, 1001), (3, 1
 
 def test_log_is_within_one_ulp_of_the_c_library_on_every_binade(backend):
     rng = np.random.default_rng(0)
-    x = np.concatenate([rng.random(200_000), 10.0 ** rng.uniform(-307.5, 308, 200_000),
-                        1.0 + rng.normal(size=20_000) * 1e-8,  # log near 0: relative accuracy kept
-                        np.nextafter(np.sqrt(2), [0, 3]), np.nextafter(np.sqrt(0.5), [0, 3]), [1.0, 2.0, 0.5]])
+    x = np.concatenate(
+        [
+            rng.random(200_000),
+            10.0 ** rng.uniform(-307.5, 308, 200_000),
+            1.0 + rng.normal(size=20_000) * 1e-8,  # log near 0: relative accuracy kept
+            np.nextafter(np.sqrt(2), [0, 3]),
+            np.nextafter(np.sqrt(0.5), [0, 3]),
+            [1.0, 2.0, 0.5],
+        ]
+    )
     got, expected = log_floored(x), np.log(x)
     assert np.max(np.abs(got - expected) / np.spacing(np.abs(expected))) <= 1.0
     assert np.mean(got == expected) > 0.9 and got[-3] == 0.0
@@ -106,8 +113,13 @@ def test_the_two_paths_agree(monkeypatch):
     for name, module in (("compiled", compiled), ("numpy", None)):
         monkeypatch.setattr(kernels, "_compiled", module)
         monkeypatch.setattr(kernels, "_COMPILED_LOG", module is not None)
-        results[name] = (softmax(z), log_softmax(z), tempered_moments(z, 0.7), log_floored(np.abs(z)),
-                         tempered_distribution(z, in_set, target))
+        results[name] = (
+            softmax(z),
+            log_softmax(z),
+            tempered_moments(z, 0.7),
+            log_floored(np.abs(z)),
+            tempered_distribution(z, in_set, target),
+        )
     a, b = results["compiled"], results["numpy"]
     np.testing.assert_allclose(a[0], b[0], rtol=1e-14, atol=1e-300)
     np.testing.assert_allclose(a[1], b[1], rtol=1e-14, atol=1e-14)

@@ -21,6 +21,7 @@ def _binary_logits(p1):
 
 # 1. isotonic: ties pooled first, one routine everywhere -------------------------------------------
 
+
 def test_isotonic_pools_ties_as_sklearn_on_its_own_vector():
     # scikit-learn's test_isotonic_regression_with_ties_in_differently_sized_groups as p1 = x / 4:
     # the pooled fit is [0, .25, .25, .25, .25, 1] (by hand: the three middle groups {0, 1} at
@@ -47,8 +48,10 @@ def test_isotonic_equals_sklearn_on_heavily_tied_data_and_ignores_row_order(seed
     grid, level = isotonic_fit(x, y)
     assert level[np.searchsorted(grid, x)] == pytest.approx(reference, abs=1e-12)
     order = rng.permutation(300)
-    maps = [calibrator_class("isotonic")().fit(_binary_logits(x[o]), y[o]).class_maps(_binary_logits(x))
-            for o in (np.arange(300), order)]
+    maps = [
+        calibrator_class("isotonic")().fit(_binary_logits(x[o]), y[o]).class_maps(_binary_logits(x))
+        for o in (np.arange(300), order)
+    ]
     np.testing.assert_array_equal(maps[0], maps[1])
     assert maps[0][:, 1] == pytest.approx(np.clip(reference, 0, 1), abs=1e-9)
 
@@ -72,6 +75,7 @@ def test_vece_isotonic_recalibrator_and_isotonic_ece_use_the_pooled_fit():
 
 # 2. conformal sets on probability inputs: scores from the probabilities as given ------------------
 
+
 def _write(path, **arrays):
     np.savez(path, **arrays)
     return str(path)
@@ -91,6 +95,7 @@ def test_label_with_score_equal_to_q_is_kept_with_exact_zeros(tmp_path, run, met
 
 def _definition_sets(cal_probs, cal_labels, test_probs, alpha, score):
     """Split-conformal sets by the definition, on the probabilities as given (a plain loop)."""
+
     def v(row, label):
         if score == "msp":
             return 1.0 - row[label]
@@ -100,6 +105,7 @@ def _definition_sets(cal_probs, cal_labels, test_probs, alpha, score):
             total += row[j]
             if j == label:
                 return total
+
     scores = sorted(v(r, y) for r, y in zip(cal_probs, cal_labels))
     n = len(scores)
     q = scores[int(np.ceil((n + 1) * (1 - alpha) - 1e-9)) - 1]
@@ -145,6 +151,7 @@ def test_coverage_holds_on_tied_probability_inputs_over_many_draws():
 
 # 3. Venn-Abers against brute force IVAP ------------------------------------------------------------
 
+
 def _brute_ivap(scores, targets, test):
     """(p0, p1): isotonic refit with (test, 0) and with (test, 1) added, read at test."""
     out = []
@@ -175,7 +182,7 @@ def test_venn_abers_equals_brute_force(n, ties):
     scores = rng.random(n)
     if ties:
         scores = np.round(scores, 2)
-    targets = (rng.random(n) < scores ** 2).astype(float)
+    targets = (rng.random(n) < scores**2).astype(float)
     test = np.concatenate([rng.random(150), scores[:100], np.round(rng.random(50), 2), [-1.0, 0.0, 1.0, 2.0]])
     p0, p1 = _ivap(scores, targets, test)
     expected = np.array([_brute_ivap(scores, targets, s) for s in test])
@@ -184,6 +191,7 @@ def test_venn_abers_equals_brute_force(n, ties):
 
 
 # 4. near-probabilities: tolerance by dtype, never logits for a [0, 1] matrix -----------------------
+
 
 def _softmax_export(rng, n, k, dtype):
     logits = rng.normal(size=(n, k)) * 3
@@ -276,6 +284,7 @@ def test_exact_rows_are_used_as_given_and_off_rows_renormalised(tmp_path):
 
 
 # 5. temperature scaling on separable data: say that T sits on the bracket end -------------------
+
 
 def test_ts_on_separable_rows_says_the_fit_is_on_the_bracket_end(tmp_path, run):
     rng = np.random.default_rng(0)

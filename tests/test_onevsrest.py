@@ -25,7 +25,7 @@ def test_platt_matches_sklearn_logistic_regression(cifar10):
     logits, labels, test = cifar10
     platt = calibrator_class("platt")().fit(logits, labels)
     for k in range(10):
-        reference = LogisticRegression(C=1e6, tol=1e-12, max_iter=10000).fit(logits[:, k:k + 1], labels == k)
+        reference = LogisticRegression(C=1e6, tol=1e-12, max_iter=10000).fit(logits[:, k : k + 1], labels == k)
         assert platt.weights_[k, 0] == pytest.approx(reference.coef_[0, 0], rel=2e-3)
         assert platt.weights_[k, 1] == pytest.approx(reference.intercept_[0], rel=2e-3)
 
@@ -103,7 +103,9 @@ def test_dirichlet_contains_temperature_scaling_and_recovers_a_known_map():
     true_b = np.array([0.2, -0.1, 0.0, 0.3])
     truth = softmax(log_p @ true_w.T + true_b)
     labels = (truth.cumsum(1) > rng.random((4000, 1))).argmax(1)
-    fitted = calibrator_class("dirichlet")(calibrator_class("dirichlet").Options(odir_lambda=1e-4, odir_mu=1e-4)).fit(logits, labels)
+    fitted = calibrator_class("dirichlet")(calibrator_class("dirichlet").Options(odir_lambda=1e-4, odir_mu=1e-4)).fit(
+        logits, labels
+    )
     ts = calibrator_class("ts")().fit(logits, labels)
     nll = lambda log_q: -np.mean(log_q[np.arange(len(labels)), labels])  # noqa: E731
     assert nll(fitted.transform(logits)) <= nll(ts.transform(logits)) + 1e-9
@@ -140,8 +142,9 @@ def test_structured_scaling_matches_probmetrics(cifar10, method):
         scale, bias = SVSCalibrator(print_init_info=False)._fit_bfgs(torch.tensor(x), torch.as_tensor(labels), **args)
         delta = scale - 1.0
     else:
-        matrix = SMSCalibrator(print_init_info=False)._fit_bfgs(torch.tensor(x), torch.as_tensor(labels),
-                                                                reg_off_diagonal=k * (k - 1) / n, **args)
+        matrix = SMSCalibrator(print_init_info=False)._fit_bfgs(
+            torch.tensor(x), torch.as_tensor(labels), reg_off_diagonal=k * (k - 1) / n, **args
+        )
         delta, bias = matrix[:, :k] - np.eye(k), matrix[:, k]
     ours_loss, reference_loss = _penalised_nll(ours.delta_, ours.bias_, x, labels), _penalised_nll(delta, bias, x, labels)
     assert ours_loss == pytest.approx(ours.report_["loss"], rel=1e-10)

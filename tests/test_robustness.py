@@ -30,7 +30,9 @@ def npy_bytes(tmp_path_factory):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cut=st.integers(min_value=0, max_value=8128), flips=st.lists(st.tuples(st.integers(0, 8127), st.integers(0, 255)), max_size=6))
+@given(
+    cut=st.integers(min_value=0, max_value=8128), flips=st.lists(st.tuples(st.integers(0, 8127), st.integers(0, 255)), max_size=6)
+)
 def test_truncated_or_mutated_npy_never_crashes(tmp_path, npy_bytes, cut, flips):
     """Any prefix of a real .npy, with some bytes overwritten, reads cleanly or fails with one CalibError."""
     data = bytearray(npy_bytes[:cut] if cut < len(npy_bytes) else npy_bytes)
@@ -49,8 +51,11 @@ def test_truncated_or_mutated_npy_never_crashes(tmp_path, npy_bytes, cut, flips)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scores=st.lists(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1, max_size=4),
-                       min_size=1, max_size=5))
+@given(
+    scores=st.lists(
+        st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1, max_size=4), min_size=1, max_size=5
+    )
+)
 def test_arbitrary_small_matrices(tmp_path, scores):
     width = len(scores[0])
     rows = [r for r in scores if len(r) == width]
@@ -72,15 +77,32 @@ def test_sigkill_mid_write_leaves_the_old_file_or_none(tmp_path):
     logits = rng.normal(size=(150_000, 100)).astype(np.float32)
     np.save(tmp_path / "big.npy", logits)
     np.save(tmp_path / "labels.npy", rng.integers(0, 100, 150_000))
-    subprocess.run([sys.executable, "-m", "calib", "fit", str(tmp_path / "big.npy"), "--labels", str(tmp_path / "labels.npy"),
-                    "--method", "ts", "--out", str(tmp_path / "b")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calib",
+            "fit",
+            str(tmp_path / "big.npy"),
+            "--labels",
+            str(tmp_path / "labels.npy"),
+            "--method",
+            "ts",
+            "--out",
+            str(tmp_path / "b"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     out = tmp_path / "out.npy"
     old = np.arange(6.0).reshape(2, 3)
     np.save(out, old)
     outcomes = set()
     for delay in (0.2, 0.5, 1.0, 1.5, 2.0, 3.0):  # 0.2 s: before the write even on a fast machine
-        process = subprocess.Popen([sys.executable, "-m", "calib", "apply", str(tmp_path / "b"), str(tmp_path / "big.npy"),
-                                    "--out", str(out)], stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "calib", "apply", str(tmp_path / "b"), str(tmp_path / "big.npy"), "--out", str(out)],
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -147,8 +169,23 @@ def test_special_files_are_written_in_place_never_replaced(tmp_path, run):
     assert not os.path.isfile(fifo)  # still a pipe
 
 
-FAST_METHODS = ["ts", "cmce-ts", "mr", "conformal-ts", "ats-gq", "ats-mgq", "platt", "quadratic", "beta", "isotonic",
-                "hist", "dirichlet", "svs", "sms", "venn-abers"]
+FAST_METHODS = [
+    "ts",
+    "cmce-ts",
+    "mr",
+    "conformal-ts",
+    "ats-gq",
+    "ats-mgq",
+    "platt",
+    "quadratic",
+    "beta",
+    "isotonic",
+    "hist",
+    "dirichlet",
+    "svs",
+    "sms",
+    "venn-abers",
+]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
@@ -182,8 +219,10 @@ def test_single_class_labels_and_two_classes(method):
 
     rng = np.random.default_rng(1)
     cls = calibrator_class(method)
-    for logits, labels in ((rng.normal(size=(200, 4)), np.zeros(200, dtype=int)),
-                           (rng.normal(size=(200, 2)), rng.integers(0, 2, 200))):
+    for logits, labels in (
+        (rng.normal(size=(200, 4)), np.zeros(200, dtype=int)),
+        (rng.normal(size=(200, 2)), rng.integers(0, 2, 200)),
+    ):
         probs = cls(cls.parse_options({})).fit(logits, labels, seed=0).predict_proba(logits)
         assert np.isfinite(probs).all() and np.allclose(probs.sum(1), 1.0)
 
@@ -195,11 +234,18 @@ def peak_rss_mib(calib_args: list[str]) -> float:
     keeps up to 2 per thread plus the one being consumed): on this suite's two tests that moved a
     difference of two peaks by up to 90 MB between runs, against about 10 MB on one thread. The
     pool's window is bounded whatever the row count; what these tests measure is the rest."""
-    wrapper = ("import resource, subprocess, sys\n"
-               "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
-    done = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "calib", *calib_args],
-                          capture_output=True, text=True, check=True, env={**os.environ, "CALIB_THREADS": "1"})
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, sys.executable, "-m", "calib", *calib_args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CALIB_THREADS": "1"},
+    )
     return float(done.stdout)
 
 
@@ -214,8 +260,9 @@ def test_evaluate_memory_grows_no_faster_than_the_mapped_input(tmp_path):
         scores, labels = tmp_path / f"z{rows}.npy", tmp_path / f"y{rows}.npy"
         np.save(scores, (rng.normal(size=(rows, 10_000)) * 3).astype(np.float32))
         np.save(labels, rng.integers(0, 10_000, rows))
-        peaks.append(peak_rss_mib(["evaluate", str(scores), "--labels", str(labels), "--no-vece",
-                                   "--json", str(tmp_path / "r.json")]))
+        peaks.append(
+            peak_rss_mib(["evaluate", str(scores), "--labels", str(labels), "--no-vece", "--json", str(tmp_path / "r.json")])
+        )
         sizes.append(os.path.getsize(scores) / 2**20)
     assert peaks[1] - peaks[0] <= 1.25 * (sizes[1] - sizes[0]), (peaks, sizes)
 
@@ -300,8 +347,11 @@ def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_pa
     rng = np.random.default_rng(1)
     z = (rng.normal(size=(6000, 300)) * 3).astype(np.float32)
     path = tmp_path / "many_groups.parquet"
-    pq.write_table(pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), 300),
-                             "label": rng.integers(0, 300, 6000)}), path, row_group_size=700)
+    pq.write_table(
+        pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), 300), "label": rng.integers(0, 300, 6000)}),
+        path,
+        row_group_size=700,
+    )
     monkeypatch.setenv("CALIB_THREADS", "4")
     preds = read_predictions(str(path))
     from calib.numerics import map_in_order

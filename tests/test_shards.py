@@ -43,11 +43,13 @@ def test_local_and_dask_engines_equal_one_run_over_all_rows(run, shards):
 def test_directory_inputs_refuse_what_cannot_be_merged(run, shards, tmp_path):
     directory, _ = shards
     (tmp_path / "empty").mkdir()
-    for args, message in (((tmp_path / "empty",), "found none"),
-                          ((directory, "--metrics", "ece,vece_l1"), "cannot be merged from shards"),
-                          ((directory, "--engine", "spark"), "--engine must be one of"),
-                          ((directory, "--bootstrap", "10"), "--bootstrap does not apply"),
-                          ((tmp_path / "all.npz", "--engine", "dask"), "take a directory")):
+    for args, message in (
+        ((tmp_path / "empty",), "found none"),
+        ((directory, "--metrics", "ece,vece_l1"), "cannot be merged from shards"),
+        ((directory, "--engine", "spark"), "--engine must be one of"),
+        ((directory, "--bootstrap", "10"), "--bootstrap does not apply"),
+        ((tmp_path / "all.npz", "--engine", "dask"), "take a directory"),
+    ):
         code, _, err = run("evaluate", *args)
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
     (directory / "part9.parquet").write_bytes(b"PAR1 not really")

@@ -104,7 +104,9 @@ def test_cpsme_by_hand():
     # truth (0.6, 0.3, 0.1): C*_0.05 = C*_0.1 = all three classes (0.9 < 0.9 + ... ) ; C*_0.5 = {0}
     truth = np.array([[0.6, 0.3, 0.1]])
     probs = np.array([[0.5, 0.2, 0.3]])
-    got = _truth_metrics(probs, np.array([0]), truth, ["cpsme_0.05", "cpsme_0.1", "cpsme_0.4", "cpsme_0.5", "nll_true", "brier_true"])
+    got = _truth_metrics(
+        probs, np.array([0]), truth, ["cpsme_0.05", "cpsme_0.1", "cpsme_0.4", "cpsme_0.5", "nll_true", "brier_true"]
+    )
     # alpha 0.05: mass must reach 0.95 -> all classes -> |1 - 1| = 0
     assert got["cpsme_0.05"] == pytest.approx(0.0, abs=1e-15)
     # alpha 0.1: 0.6 + 0.3 = 0.8999999999999999 < 0.9 in floats -> all classes -> 0
@@ -142,14 +144,46 @@ def test_cpsme_matches_a_literal_formulation():
 def test_synth_commands_end_to_end(tmp_path, run):
     pytest.importorskip("torch")
     out = tmp_path / "grid"
-    code, _, err = run("synth", "gaussian-grid", "--classes", "9", "--n-cal", "300", "--n-test", "400", "--n-train", "3000",
-                       "--epochs", "2", "--seed", "1", "--out", out)
+    code, _, err = run(
+        "synth",
+        "gaussian-grid",
+        "--classes",
+        "9",
+        "--n-cal",
+        "300",
+        "--n-test",
+        "400",
+        "--n-train",
+        "3000",
+        "--epochs",
+        "2",
+        "--seed",
+        "1",
+        "--out",
+        out,
+    )
     assert code == 0, err
     meta = json.loads((out / "meta.json").read_text())
     assert meta["classes"] == 9 and meta["layout"] == "auto"
     again = tmp_path / "again"
-    run("synth", "gaussian-grid", "--classes", "9", "--n-cal", "300", "--n-test", "400", "--n-train", "3000",
-        "--epochs", "2", "--seed", "1", "--out", again)
+    run(
+        "synth",
+        "gaussian-grid",
+        "--classes",
+        "9",
+        "--n-cal",
+        "300",
+        "--n-test",
+        "400",
+        "--n-train",
+        "3000",
+        "--epochs",
+        "2",
+        "--seed",
+        "1",
+        "--out",
+        again,
+    )
     assert (out / "test.npz").read_bytes() == (again / "test.npz").read_bytes()  # same seed, same bytes
     code, stdout, err = run("evaluate", "--no-vece", out / "test.npz", "--true-probs", out / "test.npz", "--json", "-")
     assert code == 0, err

@@ -17,8 +17,7 @@ def test_temperature_is_the_nll_minimiser_to_1e8(cifar100):
     labels = cifar100["val_labels"]
     fitted = TemperatureScaling().fit(logits, labels).temperature_
     # independent: scipy's bounded Brent on T, then the derivative must vanish at our T
-    brent = minimize_scalar(lambda t: nll_at(t, logits, labels), bounds=(0.05, 20), method="bounded",
-                            options={"xatol": 1e-12}).x
+    brent = minimize_scalar(lambda t: nll_at(t, logits, labels), bounds=(0.05, 20), method="bounded", options={"xatol": 1e-12}).x
     assert fitted == pytest.approx(brent, rel=1e-7)
     grad, curvature = nll_gradient(1.0 / fitted, logits, labels)
     # Newton distance to the root, relative: |grad / curvature| * T

@@ -67,7 +67,7 @@ def test_losses_by_hand():
     f = np.array([[0.5, 0.3, 0.2]])
     g = np.array([[0.6, 0.2, 0.2]])
     losses = per_sample_losses(f, g, np.array([0]))
-    assert losses["l1"][0] == pytest.approx(-0.5 - 0.3)            # sign(d) . (f - o)
+    assert losses["l1"][0] == pytest.approx(-0.5 - 0.3)  # sign(d) . (f - o)
     assert losses["l2"][0] == pytest.approx((0.1 * -0.5 - 0.1 * 0.3) / np.sqrt(0.02))
     assert losses["sq"][0] == pytest.approx((0.16 + 0.04 + 0.04) - (0.25 + 0.09 + 0.04))
     assert losses["kl"][0] == pytest.approx(-np.log(0.6) + np.log(0.5))
@@ -107,8 +107,9 @@ def test_top_classes_equal_the_stable_full_sort(k, count):
     probs[5::13] = 1.0 / k
     expected = np.argsort(-probs, axis=1, kind="stable")[:, :count]
     assert np.array_equal(top_classes(probs, count), expected)
-    assert np.array_equal(top_classes(np.ascontiguousarray(probs[:, ::-1]), count),
-                          np.argsort(-probs[:, ::-1], axis=1, kind="stable")[:, :count])
+    assert np.array_equal(
+        top_classes(np.ascontiguousarray(probs[:, ::-1]), count), np.argsort(-probs[:, ::-1], axis=1, kind="stable")[:, :count]
+    )
 
 
 @pytest.mark.slow
@@ -133,22 +134,49 @@ def test_missing_classes_in_a_fold_do_not_crash():
 def test_evaluate_reports_vece_with_settings_and_unclipped(run, tmp_path):
     from conftest import SAMPLE
 
-    code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--vece-recalibrator", "ts", "--vece-max-rows", "4000",
-                         "--json", "-")
+    code, out, err = run(
+        "evaluate", SAMPLE / "cifar10_test.npz", "--vece-recalibrator", "ts", "--vece-max-rows", "4000", "--json", "-"
+    )
     assert code == 0, err
     metrics = json.loads(out)["metrics"]
     entry = metrics["vece_over"]
-    assert entry["settings"] == {"recalibrator": "ts", "folds": 5, "seed": 0, "rows": 4000, "subsampled": True,
-                                 "coarsened_boosting": False}
+    assert entry["settings"] == {
+        "recalibrator": "ts",
+        "folds": 5,
+        "seed": 0,
+        "rows": 4000,
+        "subsampled": True,
+        "coarsened_boosting": False,
+    }
     assert metrics["vece_top_l1"]["unclipped"] == pytest.approx(entry["unclipped"] + metrics["vece_under"]["unclipped"])
     assert entry["value"] > metrics["vece_under"]["value"]  # this ResNet-110 is over-confident (ECE 2.6%)
     code, out, _ = run("evaluate", "--no-vece", SAMPLE / "cifar10_test.npz", "--json", "-")
     assert not any(key.startswith("vece") for key in json.loads(out)["metrics"])
-    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--metrics", "ece,vece_l1", "--vece-recalibrator", "ts",
-                       "--fail-if", "vece_l1>0.5", "--json", "-")
+    code, out, _ = run(
+        "evaluate",
+        SAMPLE / "cifar10_test.npz",
+        "--metrics",
+        "ece,vece_l1",
+        "--vece-recalibrator",
+        "ts",
+        "--fail-if",
+        "vece_l1>0.5",
+        "--json",
+        "-",
+    )
     assert code == 0 and set(json.loads(out)["metrics"]) == {"ece", "vece_l1"}
-    code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--metrics", "vece_is_sq,kde_ece_l1,isotonic_ece",
-                         "--vece-recalibrator", "isotonic", "--vece-max-rows", "1500", "--json", "-")
+    code, out, err = run(
+        "evaluate",
+        SAMPLE / "cifar10_test.npz",
+        "--metrics",
+        "vece_is_sq,kde_ece_l1,isotonic_ece",
+        "--vece-recalibrator",
+        "isotonic",
+        "--vece-max-rows",
+        "1500",
+        "--json",
+        "-",
+    )
     assert code == 0, err
     metrics = json.loads(out)["metrics"]
     assert metrics["vece_is_sq"]["settings"]["folds"] == 1
@@ -180,12 +208,14 @@ def test_kde_ece_equals_a_literal_dirichlet_kernel_computation():
     labels = rng.integers(0, 3, 25)
     loglik = []
     for h in kde.BANDWIDTHS:
-        log_k = np.array([[dirichlet.logpdf(probs[i], probs[j] / h + 1) if i != j else -np.inf for j in range(25)]
-                          for i in range(25)])
+        log_k = np.array(
+            [[dirichlet.logpdf(probs[i], probs[j] / h + 1) if i != j else -np.inf for j in range(25)] for i in range(25)]
+        )
         loglik.append(np.sum(np.log(np.exp(log_k).sum(1) / 24)))
     h = kde.BANDWIDTHS[int(np.argmax(loglik))]
-    log_k = np.array([[dirichlet.logpdf(probs[i], probs[j] / h + 1) if i != j else -np.inf for j in range(25)]
-                      for i in range(25)])
+    log_k = np.array(
+        [[dirichlet.logpdf(probs[i], probs[j] / h + 1) if i != j else -np.inf for j in range(25)] for i in range(25)]
+    )
     weights = np.exp(log_k - log_k.max(1, keepdims=True))
     regression = weights @ np.eye(3)[labels] / weights.sum(1, keepdims=True)
     got, bandwidth = kde_calibration_errors(probs, labels)

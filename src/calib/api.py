@@ -87,8 +87,7 @@ class Calibration:
     def options(self) -> dict:
         return dataclasses.asdict(self.fitted.options)
 
-    def fit(self, scores, labels=None, *, seed: int = 0, features: np.ndarray | None = None,
-            kind: str = "auto") -> "Calibration":
+    def fit(self, scores, labels=None, *, seed: int = 0, features: np.ndarray | None = None, kind: str = "auto") -> "Calibration":
         """Fit on (N, K) ``scores`` and (N,) ``labels`` (checked as the command line checks a file);
         ``features`` (N, d) for the methods with an adaptive threshold. Returns self."""
         preds = as_predictions(scores, labels, kind=kind)
@@ -125,8 +124,15 @@ class Calibration:
         An existing non-empty directory is replaced only with ``force``."""
         if self.input_kind is None:
             raise UsageError(f"calibrator {self.method!r} is not fitted yet; nothing to save")
-        return pipeline.save_calibrator(self.fitted, path, n_classes=self.n_classes, input_kind=self.input_kind,
-                                        fitted_on=self.fitted_on, seed=self.seed, force=force)
+        return pipeline.save_calibrator(
+            self.fitted,
+            path,
+            n_classes=self.n_classes,
+            input_kind=self.input_kind,
+            fitted_on=self.fitted_on,
+            seed=self.seed,
+            force=force,
+        )
 
 
 def calibrator(name: str, **options) -> Calibration:
@@ -178,12 +184,28 @@ class Report:
         return self.table()
 
 
-def evaluate(scores, labels=None, *, metrics: list[str] | None = None, calibrator: Calibration | Calibrator | None = None,
-             vece: bool = False, kind: str = "auto", bins: int = 15, cmce_bins: int = 25,
-             vece_recalibrator: str = "ws-catboost", seed: int = 0, vece_max_rows: int = 20_000,
-             true_probs: np.ndarray | None = None, features: np.ndarray | None = None, gates=(),
-             increase_gates=(), bootstrap=None, bundle_path: str | None = None, emit_state: str | None = None,
-             progress=None) -> Report:
+def evaluate(
+    scores,
+    labels=None,
+    *,
+    metrics: list[str] | None = None,
+    calibrator: Calibration | Calibrator | None = None,
+    vece: bool = False,
+    kind: str = "auto",
+    bins: int = 15,
+    cmce_bins: int = 25,
+    vece_recalibrator: str = "ws-catboost",
+    seed: int = 0,
+    vece_max_rows: int = 20_000,
+    true_probs: np.ndarray | None = None,
+    features: np.ndarray | None = None,
+    gates=(),
+    increase_gates=(),
+    bootstrap=None,
+    bundle_path: str | None = None,
+    emit_state: str | None = None,
+    progress=None,
+) -> Report:
     """Evaluate (N, K) ``scores`` against ``labels`` (after ``calibrator``, when given): the
     metrics of ``metrics`` (keys of ``calib methods``; the default table when None), with the
     V-ECE family when ``vece``.
@@ -210,19 +232,38 @@ def evaluate(scores, labels=None, *, metrics: list[str] | None = None, calibrato
     fitted = calibrator.fitted if isinstance(calibrator, Calibration) else calibrator
     if isinstance(calibrator, Calibration) and calibrator.input_kind is not None:
         pipeline.check_fits(preds, calibrator.n_classes, calibrator.input_kind, f"the {calibrator.method} calibrator")
-    report = build_report(preds, metrics=metrics, config=MetricConfig(bins=bins, cmce_bins=cmce_bins), calibrator=fitted,
-                          bundle_path=bundle_path, gates=gates, increase_gates=increase_gates, features=features,
-                          vece=VeceConfig(vece_recalibrator, seed, vece_max_rows) if vece else None,
-                          progress=progress, emit_state=emit_state, bootstrap=bootstrap)
+    report = build_report(
+        preds,
+        metrics=metrics,
+        config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
+        calibrator=fitted,
+        bundle_path=bundle_path,
+        gates=gates,
+        increase_gates=increase_gates,
+        features=features,
+        vece=VeceConfig(vece_recalibrator, seed, vece_max_rows) if vece else None,
+        progress=progress,
+        emit_state=emit_state,
+        bootstrap=bootstrap,
+    )
     return Report(report)
 
 
-def vece_values(scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto",
-                max_rows: int = 20_000) -> dict[str, float]:
+def vece_values(
+    scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto", max_rows: int = 20_000
+) -> dict[str, float]:
     """The V-ECE family of ``scores`` (the V-ECE paper) as {"l1", "l2", "sq", "top_l1", "over",
     "under"}: what ``calib.metrics.vece`` returns."""
     from .estimators import VECE_METRICS
 
-    report = evaluate(scores, labels, metrics=list(VECE_METRICS), vece=True, vece_recalibrator=recalibrator,
-                      seed=seed, vece_max_rows=max_rows, kind=kind)
+    report = evaluate(
+        scores,
+        labels,
+        metrics=list(VECE_METRICS),
+        vece=True,
+        vece_recalibrator=recalibrator,
+        seed=seed,
+        vece_max_rows=max_rows,
+        kind=kind,
+    )
     return {VECE_METRICS[key]: value for key, value in report.values.items()}

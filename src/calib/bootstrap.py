@@ -53,8 +53,9 @@ class GroupedStates:
         template = self.sets[0]
         concatenated = template.concatenated_state_keys()
         stacked = {key: np.stack([s[key] for s in states]) for key in states[0] if key not in concatenated}
-        counts = np.random.default_rng([config.seed, 2]).multinomial(self.groups, np.full(self.groups, 1.0 / self.groups),
-                                                                    size=config.replicates)
+        counts = np.random.default_rng([config.seed, 2]).multinomial(
+            self.groups, np.full(self.groups, 1.0 / self.groups), size=config.replicates
+        )
         out: dict[str, list] = {}
         for weights in counts:
             state = {key: np.tensordot(weights, array, axes=1) for key, array in stacked.items()}
@@ -87,8 +88,10 @@ def paired_increase(current: dict, baseline: dict, metric: str, level: float) ->
     reason it cannot be paired or None). Both are the ``bootstrap`` sections of JSON reports."""
     keys = ("replicates", "seed", "groups", "rows", "labels_sha256")
     if not baseline or any(baseline.get(k) != current.get(k) for k in keys):
-        return float("nan"), ("the baseline report has no bootstrap replicates from the same rows, seed and count "
-                              "(run it with the same number of replicates and seed on the same labels)")
+        return float("nan"), (
+            "the baseline report has no bootstrap replicates from the same rows, seed and count "
+            "(run it with the same number of replicates and seed on the same labels)"
+        )
     if metric not in baseline.get("values", {}) or metric not in current.get("values", {}):
         return float("nan"), f"no bootstrap replicates of {metric} in both reports"
     diff = np.asarray(current["values"][metric], dtype=float) - np.asarray(baseline["values"][metric], dtype=float)

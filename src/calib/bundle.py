@@ -80,8 +80,12 @@ def write_bundle(path: str, *, manifest: dict, state: State, force: bool = False
     for name in files:
         if not SAFE_NAME.match(name) or name == MANIFEST:
             raise BundleError(f"bundle file name {name!r} is not a plain file name")
-    manifest = dict(manifest, format=FORMAT, format_version=FORMAT_VERSION,
-                    files={name: hashlib.sha256(data).hexdigest() for name, data in files.items()})
+    manifest = dict(
+        manifest,
+        format=FORMAT,
+        format_version=FORMAT_VERSION,
+        files={name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
+    )
     with atomic_directory(path, force=force) as tmp:
         for name, data in files.items():
             with open(os.path.join(tmp, name), "wb") as handle:
@@ -101,7 +105,9 @@ def read_bundle(path: str, known_methods) -> Bundle:
     if not isinstance(version, int):
         raise BundleError(f"{path}: manifest format_version must be an integer; got {version!r}")
     if version > FORMAT_VERSION:
-        raise BundleError(f"{path}: bundle format version {version} is newer than this calib reads ({FORMAT_VERSION}); upgrade calib")
+        raise BundleError(
+            f"{path}: bundle format version {version} is newer than this calib reads ({FORMAT_VERSION}); upgrade calib"
+        )
     for key in ("method", "n_classes", "input_kind", "files", "options"):
         if key not in manifest:
             raise BundleError(f"{path}: manifest.json has no {key!r}")

@@ -33,7 +33,7 @@ class Diagnosis:
     k: int
     kind: str
     findings: list[str] = field(default_factory=list)
-    reliability: list[dict] = field(default_factory=list)      # per confidence bin
+    reliability: list[dict] = field(default_factory=list)  # per confidence bin
     cumulative_mass: list[dict] = field(default_factory=list)  # per mass bin (CMCE paper's curve)
     cumulative_mass_uncalibrated: list[dict] = field(default_factory=list)  # the same before --bundle
     conformal: dict | None = None  # set coverage and size against alpha, for a conformal bundle
@@ -54,8 +54,10 @@ def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int 
         if calibrator is None:
             batch = uncalibrated_batch(preds, rows)
         else:
-            batch = Batch(preds.labels[rows], log_probs=calibrator.transform(preds.logits(rows), None,
-                                                                             **given_probs(calibrator, preds, rows)))
+            batch = Batch(
+                preds.labels[rows],
+                log_probs=calibrator.transform(preds.logits(rows), None, **given_probs(calibrator, preds, rows)),
+            )
         saturated += int(((batch.probs == 0.0) | (batch.probs == 1.0)).any(axis=1).sum())
         for accumulator in (top, cumulative, classwise):
             accumulator.update(batch)
@@ -67,15 +69,29 @@ def _bin_rows(counter, value_key: str) -> list[dict]:
     for b in np.flatnonzero(counter.count > 0):
         n_b = counter.count[b]
         mean_pred, mean_true = counter.sum_pred[b] / n_b, counter.sum_true[b] / n_b
-        rows.append({"bin": [b / counter.n_bins, (b + 1) / counter.n_bins], "count": int(n_b),
-                     value_key: float(mean_pred), "observed": float(mean_true),
-                     "over": float(max(mean_pred - mean_true, 0.0) * n_b / counter.count.sum()),
-                     "under": float(max(mean_true - mean_pred, 0.0) * n_b / counter.count.sum())})
+        rows.append(
+            {
+                "bin": [b / counter.n_bins, (b + 1) / counter.n_bins],
+                "count": int(n_b),
+                value_key: float(mean_pred),
+                "observed": float(mean_true),
+                "over": float(max(mean_pred - mean_true, 0.0) * n_b / counter.count.sum()),
+                "under": float(max(mean_true - mean_pred, 0.0) * n_b / counter.count.sum()),
+            }
+        )
     return rows
 
 
-def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), folds: int = 5, seed: int = 0,
-             rank_by: str = "cmce", worst: int = 10) -> Diagnosis:
+def diagnose(
+    preds: Predictions,
+    *,
+    calibrator=None,
+    compare: list[str] = (),
+    folds: int = 5,
+    seed: int = 0,
+    rank_by: str = "cmce",
+    worst: int = 10,
+) -> Diagnosis:
     """Findings, curves, worst classes and (with ``compare``) a cross-validated ranking of methods."""
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.findings.append(f"input kind: {preds.kind} ({preds.kind_reason})")
@@ -83,8 +99,10 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
         result.findings.extend(f"bundle ({calibrator.name}): {warning}" for warning in calibrator.warnings())
     top, cumulative, classwise, support, saturated = _curves(preds, calibrator)
     if saturated:
-        result.findings.append(f"{saturated} rows ({saturated / preds.n:.1%}) hold a probability of exactly 0 or 1: "
-                               "log-losses clip them at 1e-12 and logit-based calibrators see huge scores")
+        result.findings.append(
+            f"{saturated} rows ({saturated / preds.n:.1%}) hold a probability of exactly 0 or 1: "
+            "log-losses clip them at 1e-12 and logit-based calibrators see huge scores"
+        )
     if preds.kind == "logits":
         big = max(float(np.abs(preds.logits(rows)).max()) for rows in preds.chunks())
         if big > SATURATED_LOGIT:
@@ -92,19 +110,25 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
     unseen = np.flatnonzero(support == 0)
     if len(unseen):
         listed = ", ".join(map(str, unseen[:10])) + (" ..." if len(unseen) > 10 else "")
-        result.findings.append(f"{len(unseen)} of {preds.k} classes never appear among the labels ({listed}); "
-                               "one-vs-rest calibrators give them a constant 0 map")
+        result.findings.append(
+            f"{len(unseen)} of {preds.k} classes never appear among the labels ({listed}); "
+            "one-vs-rest calibrators give them a constant 0 map"
+        )
     if preds.labels.max() + 1 < preds.k / 2:
         result.findings.append(f"labels only reach {preds.labels.max()} but K = {preds.k}: are the scores for another label set?")
     if preds.kind == "logits":
         raw = [np.asarray(preds.scores[rows]) for rows in preds.chunks()]
         if all(chunk.min() >= 0.0 and chunk.max() <= 1.0 for chunk in raw):
-            result.findings.append("every score lies in [0, 1] although the input is read as logits: probabilities "
-                                   "passed as logits? (declare the input kind probs)")
+            result.findings.append(
+                "every score lies in [0, 1] although the input is read as logits: probabilities "
+                "passed as logits? (declare the input kind probs)"
+            )
     for alpha in (0.1, 0.05, 0.01):
         if preds.n < min_calibration_size(alpha):
-            result.findings.append(f"{preds.n} rows are too few to calibrate a conformal method at alpha = {alpha:g} "
-                                   f"(needs {min_calibration_size(alpha)})")
+            result.findings.append(
+                f"{preds.n} rows are too few to calibrate a conformal method at alpha = {alpha:g} "
+                f"(needs {min_calibration_size(alpha)})"
+            )
     result.reliability = _bin_rows(top, "confidence")
     result.cumulative_mass = _bin_rows(cumulative, "mass")
     if calibrator is not None:
@@ -116,15 +140,24 @@ def diagnose(preds: Predictions, *, calibrator=None, compare: list[str] = (), fo
     result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
     over = sum(r["over"] for r in result.reliability)
     under = sum(r["under"] for r in result.reliability)
-    result.metrics = {"ece": float(top.weighted_error()[0]), "cmce": float(cumulative.weighted_error()[0]),
-                      "ece_over": over, "ece_under": under}
+    result.metrics = {
+        "ece": float(top.weighted_error()[0]),
+        "cmce": float(cumulative.weighted_error()[0]),
+        "ece_over": over,
+        "ece_under": under,
+    }
     direction = "over-confident" if over > 2 * under else "under-confident" if under > 2 * over else "mixed"
-    result.findings.append(f"top-label calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
-                           f"{under:.4f} from under-confidence ({direction})")
+    result.findings.append(
+        f"top-label calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
+        f"{under:.4f} from under-confidence ({direction})"
+    )
     if compare:
         result.comparison, result.recommendation = compare_methods(preds, list(compare), folds=folds, seed=seed, rank_by=rank_by)
-        result.findings.extend(f"compared method {row['method']} (in some folds): {warning}"
-                               for row in result.comparison for warning in row["warnings"])
+        result.findings.extend(
+            f"compared method {row['method']} (in some folds): {warning}"
+            for row in result.comparison
+            for warning in row["warnings"]
+        )
     return result
 
 
@@ -138,8 +171,9 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
     """
     score = calibrator.options.score
     half = np.random.default_rng([seed, 3]).permutation(preds.n) < preds.n // 2
-    scores = np.concatenate([label_scores(preds.logits(rows), preds.labels[rows], score, probs=preds.probs_as_given(rows))
-                             for rows in preds.chunks()])
+    scores = np.concatenate(
+        [label_scores(preds.logits(rows), preds.labels[rows], score, probs=preds.probs_as_given(rows)) for rows in preds.chunks()]
+    )
     alphas = [a for a in CONFORMAL_ALPHAS if min(half.sum(), (~half).sum()) >= min_calibration_size(a)]
     thresholds = {side: [conformal_quantile(scores[half == side], a) for a in alphas] for side in (True, False)}
     covered = np.zeros(len(alphas))
@@ -158,9 +192,13 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
         in_set = calibrator.sets(logits, None, **given_probs(calibrator, preds, rows))
         own_covered += int(in_set[np.arange(len(labels)), labels].sum())
         own_size += int(in_set.sum())
-    return {"score": score, "alphas": alphas, "coverage": (covered / preds.n).tolist(),
-            "set_size": (sizes / preds.n).tolist(),
-            "bundle": {"alpha": calibrator.options.alpha, "coverage": own_covered / preds.n, "set_size": own_size / preds.n}}
+    return {
+        "score": score,
+        "alphas": alphas,
+        "coverage": (covered / preds.n).tolist(),
+        "set_size": (sizes / preds.n).tolist(),
+        "bundle": {"alpha": calibrator.options.alpha, "coverage": own_covered / preds.n, "set_size": own_size / preds.n},
+    }
 
 
 def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, seed: int = 0, rank_by: str = "cmce"):
@@ -182,13 +220,21 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
             if name != "uncalibrated":
                 cls = calibrator_class(name)
                 calibrator = cls(cls.parse_options({}))
-                calibrator.fit(train_preds.all_logits(), train_preds.labels, seed=seed,
-                               **given_probs(calibrator, train_preds, slice(None)))
+                calibrator.fit(
+                    train_preds.all_logits(), train_preds.labels, seed=seed, **given_probs(calibrator, train_preds, slice(None))
+                )
                 warnings[name].extend(w for w in calibrator.warnings() if w not in warnings[name])
             for rows in test_preds.chunks():
-                batch = (uncalibrated_batch(test_preds, rows) if calibrator is None else
-                         Batch(test_preds.labels[rows], log_probs=calibrator.transform(
-                             test_preds.logits(rows), None, **given_probs(calibrator, test_preds, rows))))
+                batch = (
+                    uncalibrated_batch(test_preds, rows)
+                    if calibrator is None
+                    else Batch(
+                        test_preds.labels[rows],
+                        log_probs=calibrator.transform(
+                            test_preds.logits(rows), None, **given_probs(calibrator, test_preds, rows)
+                        ),
+                    )
+                )
                 metric_set.update(batch)
             scores[name].append({k: v["value"] for k, v in metric_set.results().items()})
     table = []
@@ -210,6 +256,8 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
     if best["method"] == "uncalibrated":
         advice = f"keep the model's own probabilities: no method lowers {rank_by} in {folds}-fold cross-validation"
     else:
-        advice = (f"use {best['method']}: lowest {rank_by} in {folds}-fold cross-validation "
-                  f"({best[rank_by][0]:.4g} +- {best[rank_by][1]:.2g} against {base[rank_by][0]:.4g} uncalibrated)")
+        advice = (
+            f"use {best['method']}: lowest {rank_by} in {folds}-fold cross-validation "
+            f"({best[rank_by][0]:.4g} +- {best[rank_by][1]:.2g} against {base[rank_by][0]:.4g} uncalibrated)"
+        )
     return table, advice

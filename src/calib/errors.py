@@ -12,7 +12,6 @@ class CalibError(ValueError):
     The command line prints ``calib: error: <message>`` and exits with code 2. Messages name the
     thing at fault in the library's terms, never a command-line flag."""
 
-
     def __init__(self, message: str, *, cli_hint: str | None = None):
         super().__init__(message)
         #: The command-line flag that fixes it (e.g. "--labels FILE"); the CLI appends it, the library does not.

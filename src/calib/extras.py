@@ -9,8 +9,11 @@ from .errors import UsageError
 
 #: module -> (the extra that installs it, what needs it)
 EXTRAS = {
-    "torch": ("torch", "adaptive-ts, ats-aq, ats-maq, ats-mgq with a quantile model, the adaptive "
-                       "(flow) thresholds and the synthetic classifier"),
+    "torch": (
+        "torch",
+        "adaptive-ts, ats-aq, ats-maq, ats-mgq with a quantile model, the adaptive "
+        "(flow) thresholds and the synthetic classifier",
+    ),
     "dask": ("dask", "the dask engine for directories of shards"),
     "distributed": ("dask", "the dask engine for directories of shards"),
 }

@@ -33,8 +33,10 @@ def _choose():
         from . import _kernels
     except ImportError:
         if wanted == "compiled":
-            raise ImportError("CALIB_KERNELS=compiled but the C extension calib._kernels is not built "
-                              "(reinstall calib-cli with a C compiler, or unset CALIB_KERNELS)") from None
+            raise ImportError(
+                "CALIB_KERNELS=compiled but the C extension calib._kernels is not built "
+                "(reinstall calib-cli with a C compiler, or unset CALIB_KERNELS)"
+            ) from None
         return None, "numpy"
     return _kernels, "compiled"
 
@@ -98,14 +100,27 @@ def log(values: np.ndarray, shift: float, floor: float, out: np.ndarray) -> None
         np.log(out, out=out)
 
 
-def select_tau(scores, in_set, target, beta, category, dist, log_space: bool, beta_min: float, beta_max: float,
-               mass_tol: float, rel_width: float, max_iterations: int) -> None:
+def select_tau(
+    scores,
+    in_set,
+    target,
+    beta,
+    category,
+    dist,
+    log_space: bool,
+    beta_min: float,
+    beta_max: float,
+    mass_tol: float,
+    rel_width: float,
+    max_iterations: int,
+) -> None:
     """SelectTau for every row (the algorithm of :mod:`calib.calibrators.select_tau`): ``beta`` (n,)
     and ``category`` (n,) int8 are written, and ``dist`` (n, k) or None receives softmax(beta u)
     per row, or its log when ``log_space``."""
     if _compiled is not None:
-        return _compiled.select_tau(scores, in_set, target, beta, category, dist, log_space, beta_min, beta_max,
-                                    mass_tol, rel_width, max_iterations)
+        return _compiled.select_tau(
+            scores, in_set, target, beta, category, dist, log_space, beta_min, beta_max, mass_tol, rel_width, max_iterations
+        )
     n, k = scores.shape
     centred = scores - scores.max(axis=1, keepdims=True)
     mask = in_set.astype(np.float64)
@@ -125,8 +140,9 @@ def select_tau(scores, in_set, target, beta, category, dist, log_space: bool, be
         beta[open_rows[unreachable]] = beta_max
         solve = ~(too_large | unreachable)
         if solve.any():
-            beta[open_rows[solve]] = _newton(rows_c[solve], rows_m[solve], rows_t[solve], beta_min, beta_max,
-                                             mass_tol, rel_width, max_iterations)
+            beta[open_rows[solve]] = _newton(
+                rows_c[solve], rows_m[solve], rows_t[solve], beta_min, beta_max, mass_tol, rel_width, max_iterations
+            )
     if dist is None:
         return
     tempered = centred * beta[:, None]

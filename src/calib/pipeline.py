@@ -16,21 +16,23 @@ from .numerics import map_in_order
 from .registry import CALIBRATORS, calibrator_class
 
 
-def fit_calibrator(preds: Predictions, method: str, options: dict | None = None, *, seed: int = 0,
-                   features: np.ndarray | None = None) -> Calibrator:
+def fit_calibrator(
+    preds: Predictions, method: str, options: dict | None = None, *, seed: int = 0, features: np.ndarray | None = None
+) -> Calibrator:
     """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``."""
     cls = calibrator_class(method)
     if preds.labels is None:
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
-    return calibrator.fit(preds.all_logits(), preds.labels, seed=seed, features=features,
-                          **given_probs(calibrator, preds, slice(None)))
+    return calibrator.fit(
+        preds.all_logits(), preds.labels, seed=seed, features=features, **given_probs(calibrator, preds, slice(None))
+    )
 
 
-
-def save_calibrator(calibrator: Calibrator, path: str, *, n_classes: int, input_kind: str, fitted_on: dict,
-                    seed: int = 0, force: bool = False) -> dict:
+def save_calibrator(
+    calibrator: Calibrator, path: str, *, n_classes: int, input_kind: str, fitted_on: dict, seed: int = 0, force: bool = False
+) -> dict:
     """Write the bundle directory for a calibrator fitted on ``fitted_on`` ({"n", "sha256"}) rows
     of ``n_classes`` scores of ``input_kind``; returns the manifest."""
     manifest = {
@@ -70,7 +72,7 @@ def check_fits(preds: Predictions, n_classes: int, input_kind: str, what: str) -
         raise InputError(
             f"{preds.name}: input kind is {preds.kind} ({preds.kind_reason}) but {what} "
             f"was fitted on {input_kind}; declare the kind if that is what the file holds",
-            cli_hint=f"--input-kind {input_kind}"
+            cli_hint=f"--input-kind {input_kind}",
         )
 
 
@@ -88,8 +90,9 @@ def read_with_bundle(pred: str, bundle_path: str | None, **read_options) -> tupl
     return preds, calibrator
 
 
-def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "probs",
-                      features: np.ndarray | None = None) -> Iterator[tuple[slice, np.ndarray, dict]]:
+def calibrated_blocks(
+    calibrator: Calibrator, preds: Predictions, what: str = "probs", features: np.ndarray | None = None
+) -> Iterator[tuple[slice, np.ndarray, dict]]:
     """Yield (rows, block, counts) chunk by chunk: calibrated probabilities (``what="probs"``),
     log-probabilities, or the boolean conformal-set mask (``what="sets"``), with the method's row counts."""
     if what == "sets" and not calibrator.builds_sets:
@@ -107,8 +110,9 @@ def calibrated_blocks(calibrator: Calibrator, preds: Predictions, what: str = "p
     yield from map_in_order(block, preds.chunks())
 
 
-def apply_calibrator(calibrator: Calibrator, preds: Predictions, what: str = "probs",
-                     features: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+def apply_calibrator(
+    calibrator: Calibrator, preds: Predictions, what: str = "probs", features: np.ndarray | None = None
+) -> tuple[np.ndarray, dict]:
     """Every row of :func:`calibrated_blocks` in one array, with the summed row counts."""
     out = np.empty((preds.n, preds.k), dtype=bool if what == "sets" else np.float64)
     counts: dict = {}

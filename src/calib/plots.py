@@ -33,10 +33,15 @@ def _figures(result):
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
     if result.cumulative_mass_uncalibrated:
         before = result.cumulative_mass_uncalibrated
-        ax.plot([r["mass"] for r in before], [r["observed"] for r in before], "s-", color="tab:gray", alpha=0.8,
-                label="uncalibrated")
-    ax.plot([r["mass"] for r in result.cumulative_mass], [r["observed"] for r in result.cumulative_mass], "o-",
-            label=f"{'calibrated, ' if result.cumulative_mass_uncalibrated else ''}CMCE {result.metrics['cmce']:.4f}")
+        ax.plot(
+            [r["mass"] for r in before], [r["observed"] for r in before], "s-", color="tab:gray", alpha=0.8, label="uncalibrated"
+        )
+    ax.plot(
+        [r["mass"] for r in result.cumulative_mass],
+        [r["observed"] for r in result.cumulative_mass],
+        "o-",
+        label=f"{'calibrated, ' if result.cumulative_mass_uncalibrated else ''}CMCE {result.metrics['cmce']:.4f}",
+    )
     ax.set_xlabel("cumulative mass of the top-k set")
     ax.set_ylabel("coverage of the label")
     ax.set_title("Cumulative mass calibration curve (CMCE paper)")
@@ -88,13 +93,19 @@ def write_report(result, directory: str) -> list[str]:
                 embedded.append((name, base64.b64encode(buffer.getvalue()).decode()))
         plt.close(fig)
     items = "".join(f"<li>{html.escape(line)}</li>" for line in result.findings)
-    images = "".join(f'<h2>{html.escape(name.replace("_", " "))}</h2><img src="data:image/png;base64,{data}">' for name, data in embedded)
-    worst = "".join(f"<tr><td>{r['class']}</td><td>{r['cw_ece']:.4f}</td><td>{r['support']}</td></tr>" for r in result.worst_classes)
+    images = "".join(
+        f'<h2>{html.escape(name.replace("_", " "))}</h2><img src="data:image/png;base64,{data}">' for name, data in embedded
+    )
+    worst = "".join(
+        f"<tr><td>{r['class']}</td><td>{r['cw_ece']:.4f}</td><td>{r['support']}</td></tr>" for r in result.worst_classes
+    )
     advice = f"<p><b>{html.escape(result.recommendation)}</b></p>" if result.recommendation else ""
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>calib diagnose</title></head><body>"
-            f"<h1>calib diagnose: {result.n} x {result.k} ({html.escape(result.kind)})</h1><ul>{items}</ul>{advice}"
-            f"{images}<h2>worst classes</h2><table><tr><th>class</th><th>cw-ECE</th><th>support</th></tr>{worst}</table>"
-            f"</body></html>\n")
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>calib diagnose</title></head><body>"
+        f"<h1>calib diagnose: {result.n} x {result.k} ({html.escape(result.kind)})</h1><ul>{items}</ul>{advice}"
+        f"{images}<h2>worst classes</h2><table><tr><th>class</th><th>cw-ECE</th><th>support</th></tr>{worst}</table>"
+        f"</body></html>\n"
+    )
     write_bytes_atomic(os.path.join(directory, "report.html"), page.encode())
     written.append("report.html")
     return written

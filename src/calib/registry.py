@@ -14,8 +14,26 @@ from .errors import UsageError
 
 CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls
-    for cls in (TemperatureScaling, CMCETemperature, AdaptiveTemperature, MassRescaling, ConformalTS, ATSGlobal, ATSAdaptive, ATSMultiGlobal, ATSMultiAdaptive,
-                Platt, Quadratic, Beta, Isotonic, HistogramBinning, Dirichlet, VectorScaling, MatrixScaling, VennAbers)
+    for cls in (
+        TemperatureScaling,
+        CMCETemperature,
+        AdaptiveTemperature,
+        MassRescaling,
+        ConformalTS,
+        ATSGlobal,
+        ATSAdaptive,
+        ATSMultiGlobal,
+        ATSMultiAdaptive,
+        Platt,
+        Quadratic,
+        Beta,
+        Isotonic,
+        HistogramBinning,
+        Dirichlet,
+        VectorScaling,
+        MatrixScaling,
+        VennAbers,
+    )
 }
 
 

@@ -47,8 +47,11 @@ def report_lines(report: dict) -> list[str]:
         row = [key]
         if before is not None:
             old, new = before.get(key, {}).get("value"), entry["value"]
-            row += [format_value(old) if key in before else "-", format_value(new),
-                    "" if old is None or new is None else f"{new - old:+.4g}"]
+            row += [
+                format_value(old) if key in before else "-",
+                format_value(new),
+                "" if old is None or new is None else f"{new - old:+.4g}",
+            ]
         else:
             row.append(format_value(entry["value"]))
         rows.append(row + [settings_text(entry["settings"])])

@@ -27,20 +27,30 @@ def shard_files(directory: str) -> list[str]:
     return files
 
 
-def shard_state(path: str, keys: list[str], bins: int, cmce_bins: int, bundle: str | None, input_kind: str,
-                score_prefix: str | None) -> tuple[dict, dict]:
+def shard_state(
+    path: str, keys: list[str], bins: int, cmce_bins: int, bundle: str | None, input_kind: str, score_prefix: str | None
+) -> tuple[dict, dict]:
     """(header, additive state) of one file's streamed metrics (after ``bundle`` if given)."""
-    preds, calibrator = pipeline.read_with_bundle(path, bundle, input_kind=input_kind, score_prefix=score_prefix,
-                                                  require_labels=True)
+    preds, calibrator = pipeline.read_with_bundle(
+        path, bundle, input_kind=input_kind, score_prefix=score_prefix, require_labels=True
+    )
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
     streamed: list = []
     compute_metrics(preds, keys, config, calibrator, None, streamed)
     return state_header(keys, config, preds, bundle), streamed[0].state()
 
 
-def evaluate_shards(directory: str, keys: list[str], config: MetricConfig, *, bundle: str | None = None,
-                    input_kind: str = "auto", score_prefix: str | None = None, engine: str = "local",
-                    scheduler: str | None = None) -> dict:
+def evaluate_shards(
+    directory: str,
+    keys: list[str],
+    config: MetricConfig,
+    *,
+    bundle: str | None = None,
+    input_kind: str = "auto",
+    score_prefix: str | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
+) -> dict:
     """The merged report of every .parquet file in ``directory``."""
     files = shard_files(directory)
     args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix)
@@ -58,8 +68,7 @@ def _on_dask(files: list[str], args: tuple, scheduler: str | None) -> list:
     Client, LocalCluster = distributed.Client, distributed.LocalCluster
     cluster = None
     if scheduler is None:  # a local cluster of two single-threaded worker processes on loopback
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None)
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None)
     try:
         with Client(cluster if cluster is not None else scheduler) as client:
             futures = client.map(shard_state, files, *[[a] * len(files) for a in args], pure=False)

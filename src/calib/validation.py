@@ -111,8 +111,12 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
                 if not single:
                     spread = np.maximum(spread, np.abs(values[off].sum(axis=1) - 1.0))
                 deviation = max(deviation, float(spread.max()))
-    repair_note = (f"; {repaired} rows off by up to {deviation:.3g} (within the tolerance {tol:.2g} of this "
-                   f"{scores.dtype} file) clipped to [0, 1] and renormalised" if repaired else "")
+    repair_note = (
+        f"; {repaired} rows off by up to {deviation:.3g} (within the tolerance {tol:.2g} of this "
+        f"{scores.dtype} file) clipped to [0, 1] and renormalised"
+        if repaired
+        else ""
+    )
     if requested != "auto":
         return requested, given_by + (repair_note if requested == "probs" else "")
     if single:
@@ -126,7 +130,9 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
         raise InputError(
             f"{name}: every value lies in [0, 1] but row {row} sums to {show_value(total)}, so these are "
             f"not probabilities, and a [0, 1] matrix is never taken for logits; declare the input kind "
-            f"(logits, for scores such as multi-label sigmoid outputs)", cli_hint="--input-kind logits")
+            f"(logits, for scores such as multi-label sigmoid outputs)",
+            cli_hint="--input-kind logits",
+        )
     if non_positive and lse_zero:
         return "log-probs", f"every value is <= 0 and every row has logsumexp 0 within {tol:.2g}"
     return "logits", "rows are neither probabilities nor log-probabilities"
@@ -136,8 +142,10 @@ def _require_probs(chunk: np.ndarray, offset: int, single: bool, tol: float, nam
     bad = (chunk < -tol) | (chunk > 1.0 + tol)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise InputError(f"{name}: probabilities must lie in [0, 1] (within {tol:.2g} for a {chunk.dtype} file); "
-                         f"row {offset + r}, column {c} is {show_value(chunk[r, c])}")
+        raise InputError(
+            f"{name}: probabilities must lie in [0, 1] (within {tol:.2g} for a {chunk.dtype} file); "
+            f"row {offset + r}, column {c} is {show_value(chunk[r, c])}"
+        )
     if single:
         return
     sums = np.asarray(chunk, dtype=np.float64).sum(axis=1)
@@ -158,7 +166,9 @@ def _require_log_probs(chunk: np.ndarray, offset: int, single: bool, tol: float,
     off = np.abs(lse) > tol
     if off.any():
         r = int(np.argmax(off))
-        raise InputError(f"{name}: log-probabilities must have logsumexp 0 within {tol:.2g}; row {offset + r} has {show_value(lse[r])}")
+        raise InputError(
+            f"{name}: log-probabilities must have logsumexp 0 within {tol:.2g}; row {offset + r} has {show_value(lse[r])}"
+        )
 
 
 def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> np.ndarray:

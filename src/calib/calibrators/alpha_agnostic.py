@@ -132,8 +132,12 @@ class AlphaAgnostic(Calibrator):
         self.fit_levels(scores, features if features is not None else logits, seed)
         self.fit_counts_ = {}
         for rows in row_chunks(*logits.shape):
-            add_counts(self.fit_counts_, self.transform_with_info(logits[rows], None if features is None else features[rows],
-                                                                  None if probs is None else probs[rows])[1])
+            add_counts(
+                self.fit_counts_,
+                self.transform_with_info(
+                    logits[rows], None if features is None else features[rows], None if probs is None else probs[rows]
+                )[1],
+            )
         return self
 
     @abc.abstractmethod
@@ -178,7 +182,8 @@ class AlphaAgnostic(Calibrator):
         for start in range(0, n, per_block):
             rows = slice(start, min(start + per_block, n))
             owner, base, tempered, category, log_probs = self.tempered_levels(
-                logits[rows], None if features is None else features[rows], None if probs is None else probs[rows])
+                logits[rows], None if features is None else features[rows], None if probs is None else probs[rows]
+            )
             add_counts(info, _count(category))
             out[rows] = self.aggregate(owner, base, tempered, log_probs)
             info["rows without a level"] += int(len(log_probs) - len(np.unique(owner)))
@@ -213,8 +218,12 @@ class AlphaAgnostic(Calibrator):
         return out
 
     def fit_report(self):
-        report = {"score": self.options.score, "variant": self.options.variant, "aggregate": self.options.aggregate,
-                  "levels": [self.options.level_min, self.options.level_max]}
+        report = {
+            "score": self.options.score,
+            "variant": self.options.variant,
+            "aggregate": self.options.aggregate,
+            "levels": [self.options.level_min, self.options.level_max],
+        }
         report.update({f"{k.replace('_', ' ')} (cal)": v for k, v in self.fit_counts_.items() if v})
         return report
 
@@ -276,4 +285,3 @@ class ATSMultiAdaptive(AlphaAgnostic):
         owner = np.repeat(np.arange(len(values)), keep.sum())
         in_set = values[owner] <= thresholds[:, keep].ravel()[:, None]
         return owner, in_set, np.tile(1.0 - HEAD_ALPHAS[keep], len(values))
-

@@ -24,8 +24,13 @@ SCORES = ("msp", "aps")
 # in the set (e.g. |C|/K > 1 - alpha); UNREACHABLE: even tau = 1e-4 leaves < 1 - alpha (a score
 # outside the set ties the top one); TINY_MASS: P_in or P_out < 1e-12 (MR leaves the row unchanged).
 FEASIBLE, EMPTY, FULL, TOO_LARGE, UNREACHABLE, TINY_MASS = range(6)
-CATEGORY_NAMES = {EMPTY: "empty_set", FULL: "full_set", TOO_LARGE: "set_too_large",
-                  UNREACHABLE: "target_unreachable", TINY_MASS: "mass_below_1e-12"}
+CATEGORY_NAMES = {
+    EMPTY: "empty_set",
+    FULL: "full_set",
+    TOO_LARGE: "set_too_large",
+    UNREACHABLE: "target_unreachable",
+    TINY_MASS: "mass_below_1e-12",
+}
 #: (n + 1)(1 - alpha) is a product of floats: 10 * 0.9 may come out a hair above 9. Values within
 #: this of an integer are taken as that integer before the ceiling.
 QUANTILE_SLACK = 1e-9
@@ -68,6 +73,7 @@ def label_scores(logits: np.ndarray, labels: np.ndarray, score: str, probs: np.n
     msp: 1 - p_y. aps: sum of p_j over j ranked at or above y, i.e. p_j > p_y, or p_j = p_y with
     j <= y (ties to the lower index), summed as :func:`nonconformity` sums it.
     """
+
     def chunk_scores(rows):
         probs_rows = softmax(logits[rows]) if probs is None else np.asarray(probs[rows], dtype=np.float64)
         return _label_scores(probs_rows, labels[rows], score)
@@ -99,6 +105,6 @@ def conformal_quantile(scores: np.ndarray, alpha: float, *, allow_full_set: bool
         raise UsageError(
             f"{n} calibration rows are too few for alpha = {alpha:g}: split conformal needs at least "
             f"{min_calibration_size(alpha)} (or allow the trivial full set: option allow_full_set=true)",
-            cli_hint="-O allow_full_set=true"
+            cli_hint="-O allow_full_set=true",
         )
     return float(np.partition(scores, k - 1)[k - 1])

@@ -63,13 +63,17 @@ def fit_linear_map(x: np.ndarray, labels: np.ndarray, penalties: Penalties, *, f
         grad_delta = (residual.T @ x).ravel() if full else np.einsum("ij,ij->j", residual, x)
         penalty_weight = np.full(size, penalties.off_diagonal)
         penalty_weight[diagonal_index] = penalties.diagonal
-        loss = (-np.einsum("ij,ij->", onehot, log_q) / n + np.dot(penalty_weight, delta**2)
-                + penalties.bias * np.dot(bias, bias))
+        loss = -np.einsum("ij,ij->", onehot, log_q) / n + np.dot(penalty_weight, delta**2) + penalties.bias * np.dot(bias, bias)
         grad_delta += 2.0 * penalty_weight * delta
         return loss, np.concatenate([grad_delta, residual.sum(axis=0) + 2.0 * penalties.bias * bias])
 
-    result = minimize(loss_and_gradient, np.zeros(size + k), jac=True, method="L-BFGS-B",
-                      options={"maxiter": MAX_ITERATIONS, "gtol": 1e-10, "ftol": 1e-14})
+    result = minimize(
+        loss_and_gradient,
+        np.zeros(size + k),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": MAX_ITERATIONS, "gtol": 1e-10, "ftol": 1e-14},
+    )
     delta = result.x[:size].reshape(k, k) if full else result.x[:size]
     report = {"iterations": int(result.nit), "converged": bool(result.success), "loss": float(result.fun)}
     return delta, result.x[size:], report
@@ -137,8 +141,7 @@ class Dirichlet(LinearMapCalibrator):
         return log_softmax(logits)
 
     def penalties(self, n, k):
-        return Penalties(bias=self.options.odir_mu / k, diagonal=0.0,
-                         off_diagonal=self.options.odir_lambda / max(k * (k - 1), 1))
+        return Penalties(bias=self.options.odir_mu / k, diagonal=0.0, off_diagonal=self.options.odir_lambda / max(k * (k - 1), 1))
 
 
 class StructuredScaling(LinearMapCalibrator):

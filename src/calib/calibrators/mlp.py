@@ -28,9 +28,21 @@ def forward(arrays: dict, prefix: str, inputs: np.ndarray) -> np.ndarray:
     return h
 
 
-def train(inputs: np.ndarray, targets: np.ndarray, hidden: tuple[int, ...], n_out: int,
-          loss_fn: Callable, *, prefix: str, steps: int, lr: float, batch_size: int, seed: int,
-          restarts: int = 10, bad_loss: float = 10.0) -> dict:
+def train(
+    inputs: np.ndarray,
+    targets: np.ndarray,
+    hidden: tuple[int, ...],
+    n_out: int,
+    loss_fn: Callable,
+    *,
+    prefix: str,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    restarts: int = 10,
+    bad_loss: float = 10.0,
+) -> dict:
     """Train an MLP with Adam on minibatches; returns its arrays (weights, biases, input statistics).
 
     ``loss_fn(output, target_batch)`` is a torch scalar. When the final full-data loss is NaN or

@@ -97,7 +97,10 @@ class LogisticOneVsRest(OneVsRest):
         return np.where(self.present_, sigmoid(linear), 0.0)
 
     def fit_report(self):
-        return {"classes fitted": int(self.present_.sum()), "mean weights": [round(float(w), 4) for w in self.weights_.mean(axis=0)]}
+        return {
+            "classes fitted": int(self.present_.sum()),
+            "mean weights": [round(float(w), 4) for w in self.weights_.mean(axis=0)],
+        }
 
     def to_state(self):
         return State(arrays={"weights": self.weights_, "present": self.present_})

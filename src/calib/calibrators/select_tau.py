@@ -73,8 +73,20 @@ def _solve(scores, in_set, target, distribution, log_space=False):
     target = np.ascontiguousarray(np.broadcast_to(np.asarray(target, dtype=np.float64), (n,)))
     beta = np.empty(n)
     category = np.empty(n, dtype=np.int8)
-    kernels.select_tau(scores, in_set, target, beta, category, distribution, bool(log_space),
-                        BETA_MIN, BETA_MAX, MASS_TOL, REL_WIDTH, MAX_ITERATIONS)
+    kernels.select_tau(
+        scores,
+        in_set,
+        target,
+        beta,
+        category,
+        distribution,
+        bool(log_space),
+        BETA_MIN,
+        BETA_MAX,
+        MASS_TOL,
+        REL_WIDTH,
+        MAX_ITERATIONS,
+    )
     return beta, category
 
 

@@ -65,17 +65,29 @@ class SetCalibrator(Calibrator):
         scores = label_scores(logits, labels, self.options.score, probs=probs)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
-        self.threshold_ = fit_threshold(self.threshold_kind, scores, self._conditioning(logits, features),
-                                        self.options.alpha, flow=self.flow, seed=seed,
-                                        allow_full_set=self.options.allow_full_set)
+        self.threshold_ = fit_threshold(
+            self.threshold_kind,
+            scores,
+            self._conditioning(logits, features),
+            self.options.alpha,
+            flow=self.flow,
+            seed=seed,
+            allow_full_set=self.options.allow_full_set,
+        )
         self.fit_counts_ = self._count_rows(logits, features, probs)
         return self
 
     def _count_rows(self, logits, features, probs) -> dict:
         """Infeasible-row counts on the calibration rows, chunks of rows in parallel."""
+
         def count(rows):
-            return _count(self.categories(*self._prepare(logits[rows], None if features is None else features[rows],
-                                                         probs=None if probs is None else probs[rows])))
+            return _count(
+                self.categories(
+                    *self._prepare(
+                        logits[rows], None if features is None else features[rows], probs=None if probs is None else probs[rows]
+                    )
+                )
+            )
 
         counts: dict = {}
         for chunk_counts in map_in_order(count, row_chunks(*logits.shape)):
@@ -88,8 +100,9 @@ class SetCalibrator(Calibrator):
             return None
         if self.conditioning_ == "features":
             if features is None:
-                raise InputError("this bundle's threshold was fitted on per-row features; give the same features",
-                                 cli_hint="--features FILE")
+                raise InputError(
+                    "this bundle's threshold was fitted on per-row features; give the same features", cli_hint="--features FILE"
+                )
             chosen = features
         else:
             chosen = logits
@@ -99,8 +112,9 @@ class SetCalibrator(Calibrator):
 
     def thresholds(self, logits, features=None) -> np.ndarray:
         """q(x) for every row."""
-        return threshold_values(self.threshold_kind, self.threshold_, self._conditioning(logits, features), len(logits),
-                                flow=self.flow)
+        return threshold_values(
+            self.threshold_kind, self.threshold_, self._conditioning(logits, features), len(logits), flow=self.flow
+        )
 
     def sets(self, logits, features=None, probs=None) -> np.ndarray:
         """Boolean (N, K) mask of the conformal sets C(x) = {y : V(x, y) <= q(x)}, V scored on
@@ -173,7 +187,7 @@ class SetCalibrator(Calibrator):
     @classmethod
     def from_state(cls, options, state):
         calibrator = restore_conditioning(cls(options), state.params)
-        calibrator.threshold_ = {k[len("threshold_"):]: v for k, v in state.arrays.items() if k.startswith("threshold_")}
+        calibrator.threshold_ = {k[len("threshold_") :]: v for k, v in state.arrays.items() if k.startswith("threshold_")}
         if "q" not in calibrator.threshold_:
             raise KeyError("threshold_q")
         return calibrator
@@ -181,8 +195,11 @@ class SetCalibrator(Calibrator):
 
 def conditioning_params(calibrator) -> dict:
     """What a fitted conformal calibrator conditions on, and its calibration-row counts, as JSON."""
-    return {"conditioning": calibrator.conditioning_, "n_conditioning": calibrator.n_conditioning_,
-            "fit_counts": calibrator.fit_counts_}
+    return {
+        "conditioning": calibrator.conditioning_,
+        "n_conditioning": calibrator.n_conditioning_,
+        "fit_counts": calibrator.fit_counts_,
+    }
 
 
 def restore_conditioning(calibrator, params: dict):

@@ -103,12 +103,16 @@ def bracket_end_warnings(temperature: float, lowest: float, highest: float, obje
     separable by the logits, so the NLL falls without bound as T -> 0 and the probabilities become
     0 or 1; at the high end the logits carry no information about the labels."""
     if np.isclose(temperature, lowest, rtol=1e-9):
-        return [f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
-                "the calibration rows are separable by the logits or too few, and the probabilities it "
-                "gives are near 0 or 1; fit on more (or held-out) rows"]
+        return [
+            f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
+            "the calibration rows are separable by the logits or too few, and the probabilities it "
+            "gives are near 0 or 1; fit on more (or held-out) rows"
+        ]
     if np.isclose(temperature, highest, rtol=1e-9):
-        return [f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
-                "the logits carry almost no information about these labels (uniform probabilities)"]
+        return [
+            f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
+            "the logits carry almost no information about these labels (uniform probabilities)"
+        ]
     return []
 
 
@@ -167,8 +171,7 @@ class CMCETemperature(Calibrator):
         return bracket_end_warnings(self.temperature_, CMCE_GRID[0], CMCE_GRID[-1], "CMCE")
 
     def fit_report(self):
-        return {"temperature": self.temperature_, "cmce on the calibration rows": self.cmce_,
-                **warning_entries(self.warnings())}
+        return {"temperature": self.temperature_, "cmce on the calibration rows": self.cmce_, **warning_entries(self.warnings())}
 
     def to_state(self):
         return State(params={"temperature": self.temperature_, "cmce": self.cmce_})
@@ -215,8 +218,19 @@ class AdaptiveTemperature(Calibrator):
             return -log_q.gather(1, batch[:, k:].long()).mean()
 
         steps = max(1, ADAPTIVE_EPOCHS * len(z) // ADAPTIVE_BATCH)
-        self.arrays_ = mlp.train(z, target, ADAPTIVE_HIDDEN, 1, nll, prefix="temperature", steps=steps, lr=ADAPTIVE_LR,
-                                 batch_size=ADAPTIVE_BATCH, seed=seed, bad_loss=np.inf)
+        self.arrays_ = mlp.train(
+            z,
+            target,
+            ADAPTIVE_HIDDEN,
+            1,
+            nll,
+            prefix="temperature",
+            steps=steps,
+            lr=ADAPTIVE_LR,
+            batch_size=ADAPTIVE_BATCH,
+            seed=seed,
+            bad_loss=np.inf,
+        )
         return self
 
     def temperatures(self, logits) -> np.ndarray:

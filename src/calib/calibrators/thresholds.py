@@ -29,11 +29,19 @@ FLOWS = ("er", "gauss")
 def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A seeded random split of range(n) into a fitting half and a conformalising half."""
     order = np.random.default_rng(seed).permutation(n)
-    return np.sort(order[: n // 2]), np.sort(order[n // 2:])
+    return np.sort(order[: n // 2]), np.sort(order[n // 2 :])
 
 
-def fit_threshold(kind: str, scores: np.ndarray, features: np.ndarray, alpha: float, *, flow: str = "gauss",
-                  seed: int = 0, allow_full_set: bool = False) -> dict:
+def fit_threshold(
+    kind: str,
+    scores: np.ndarray,
+    features: np.ndarray,
+    alpha: float,
+    *,
+    flow: str = "gauss",
+    seed: int = 0,
+    allow_full_set: bool = False,
+) -> dict:
     """Fit a threshold on calibration scores V(x_i, y_i) and features x_i; returns its state arrays.
 
     constant: q = the conformal quantile of all scores.
@@ -57,8 +65,18 @@ def fit_threshold(kind: str, scores: np.ndarray, features: np.ndarray, alpha: fl
             residual = v - out[:, 0]
             return torch.mean(torch.maximum(level * residual, (level - 1.0) * residual))
 
-        arrays = mlp.train(features[fit_rows], scores[fit_rows], QR_HIDDEN, 1, pinball, prefix="qr", steps=QR_STEPS,
-                           lr=QR_LR, batch_size=batch, seed=seed)
+        arrays = mlp.train(
+            features[fit_rows],
+            scores[fit_rows],
+            QR_HIDDEN,
+            1,
+            pinball,
+            prefix="qr",
+            steps=QR_STEPS,
+            lr=QR_LR,
+            batch_size=batch,
+            seed=seed,
+        )
         transformed = scores[conformal_rows] - mlp.forward(arrays, "qr", features[conformal_rows])[:, 0]
     arrays["q"] = np.array(conformal_quantile(transformed, alpha, allow_full_set=allow_full_set))
     return arrays
@@ -75,8 +93,18 @@ def fit_flow(scores: np.ndarray, features: np.ndarray, flow: str, seed: int) -> 
         loss = lambda out, v: torch.mean((v - out.abs()[:, 0]) ** 2)  # noqa: E731
     else:
         loss = lambda out, v: torch.mean(torch.log(v / (FLOW_GAMMA + out.abs()[:, 0])) ** 2)  # noqa: E731
-    arrays = mlp.train(features[fit_rows], target_v, FLOW_HIDDEN, 1, loss, prefix="flow", steps=FLOW_STEPS,
-                       lr=FLOW_LR[flow], batch_size=max(1, len(fit_rows) // 5), seed=seed)
+    arrays = mlp.train(
+        features[fit_rows],
+        target_v,
+        FLOW_HIDDEN,
+        1,
+        loss,
+        prefix="flow",
+        steps=FLOW_STEPS,
+        lr=FLOW_LR[flow],
+        batch_size=max(1, len(fit_rows) // 5),
+        seed=seed,
+    )
     return arrays, flow_transform(scores[conformal_rows], flow_scale(arrays, features[conformal_rows]), flow)
 
 
@@ -106,8 +134,18 @@ def fit_multi_quantile(scores: np.ndarray, features: np.ndarray, alphas: np.ndar
         residual = v[:, None] - monotone_heads(out)
         return torch.mean(torch.sum(torch.maximum(levels * residual, (levels - 1.0) * residual), dim=1))
 
-    arrays = mlp.train(features[fit_rows], scores[fit_rows], QR_HIDDEN, len(alphas), pinball, prefix="mqr",
-                       steps=QR_STEPS, lr=QR_LR, batch_size=max(1, len(fit_rows) // 5), seed=seed)
+    arrays = mlp.train(
+        features[fit_rows],
+        scores[fit_rows],
+        QR_HIDDEN,
+        len(alphas),
+        pinball,
+        prefix="mqr",
+        steps=QR_STEPS,
+        lr=QR_LR,
+        batch_size=max(1, len(fit_rows) // 5),
+        seed=seed,
+    )
     residual = scores[conformal_rows, None] - monotone_heads(mlp.forward(arrays, "mqr", features[conformal_rows]))
     arrays["shifts"] = np.array([conformal_quantile(residual[:, j], alpha) for j, alpha in enumerate(alphas)])
     return arrays

@@ -72,8 +72,9 @@ def _sweep(px, py):
         a, b = 0, 0  # bridge ends (left stack position, CSD index): both only move right
         for ell in range(m + 1):
             ax, ay = px[ell] - 1.0, py[ell] - label
-            while top >= 1 and ((left_y[top] - left_y[top - 1]) * (ax - left_x[top])
-                                > (ay - left_y[top]) * (left_x[top] - left_x[top - 1])):
+            while top >= 1 and (
+                (left_y[top] - left_y[top - 1]) * (ax - left_x[top]) > (ay - left_y[top]) * (left_x[top] - left_x[top - 1])
+            ):
                 top -= 1
             top += 1
             left_x[top], left_y[top] = ax, ay
@@ -95,8 +96,9 @@ def _sweep(px, py):
                             break
                     # a one vertex right if A_{a+1} lies strictly below the line A_a P_b: then a is
                     # not the bridge's end, and (a <= the end) neither is anything left of a
-                    if a < top and ((py[b] - left_y[a + 1]) * (px[b] - left_x[a])
-                                    > (py[b] - left_y[a]) * (px[b] - left_x[a + 1])):
+                    if a < top and (
+                        (py[b] - left_y[a + 1]) * (px[b] - left_x[a]) > (py[b] - left_y[a]) * (px[b] - left_x[a + 1])
+                    ):
                         a += 1
                         steps += 1
                     else:
@@ -179,8 +181,16 @@ class VennAbers(OneVsRest):
         return dict(self.report_)
 
     def to_state(self):
-        return State(params=self.report_, arrays={"boundaries": self.boundaries_, "p0": self.p0_, "p1": self.p1_,
-                                                  "offsets": self.offsets_, "present": self.present_})
+        return State(
+            params=self.report_,
+            arrays={
+                "boundaries": self.boundaries_,
+                "p0": self.p0_,
+                "p1": self.p1_,
+                "offsets": self.offsets_,
+                "present": self.present_,
+            },
+        )
 
     @classmethod
     def from_state(cls, options, state):

@@ -13,9 +13,19 @@ from . import options, render
 def diagnose(
     pred: options.Pred,
     labels: options.Labels = None,
-    bundle: Annotated[Optional[str], typer.Option("--bundle", "-b", help="Diagnose the probabilities after this bundle.", show_default=False)] = None,
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Write report.json, PNG/SVG figures and report.html here.", show_default=False)] = None,
-    compare: Annotated[Optional[str], typer.Option("--compare", help="Comma-separated methods to compare by cross-validation, e.g. ts,mr,isotonic.", show_default=False)] = None,
+    bundle: Annotated[
+        Optional[str], typer.Option("--bundle", "-b", help="Diagnose the probabilities after this bundle.", show_default=False)
+    ] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option("--out", "-o", help="Write report.json, PNG/SVG figures and report.html here.", show_default=False),
+    ] = None,
+    compare: Annotated[
+        Optional[str],
+        typer.Option(
+            "--compare", help="Comma-separated methods to compare by cross-validation, e.g. ts,mr,isotonic.", show_default=False
+        ),
+    ] = None,
     folds: Annotated[int, typer.Option("--folds", min=2, help="Folds of the comparison.")] = 5,
     rank_by: Annotated[str, typer.Option("--rank-by", help="Metric that ranks the compared methods.")] = "cmce",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the comparison's folds and methods.")] = 0,
@@ -28,8 +38,9 @@ def diagnose(
     """
     from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
 
-    preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
-                                                  score_prefix=score_prefix, require_labels=True)
+    preds, calibrator = pipeline.read_with_bundle(
+        pred, bundle, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True
+    )
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     result = run_diagnosis(preds, calibrator=calibrator, compare=methods, folds=folds, seed=seed, rank_by=rank_by)
     render.diagnosis(result)

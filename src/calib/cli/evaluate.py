@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import pipeline
+from .. import api, pipeline
 from ..errors import UsageError
 from ..estimators.recalibrators import RECALIBRATORS
 from ..io import read_features, read_true_probs
@@ -23,25 +23,86 @@ from . import options, render
 def evaluate(
     pred: options.Pred,
     labels: options.Labels = None,
-    bundle: Annotated[Optional[str], typer.Option("--bundle", "-b", help="Apply this bundle first; the table shows before and after.", show_default=False)] = None,
-    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma-separated metric keys (`calib methods` lists them).", show_default=False)] = None,
+    bundle: Annotated[
+        Optional[str],
+        typer.Option("--bundle", "-b", help="Apply this bundle first; the table shows before and after.", show_default=False),
+    ] = None,
+    metrics: Annotated[
+        Optional[str],
+        typer.Option("--metrics", help="Comma-separated metric keys (`calib methods` lists them).", show_default=False),
+    ] = None,
     bins: Annotated[int, typer.Option("--bins", min=1, help="Equal-width bins of the ECE family.")] = 15,
     cmce_bins: Annotated[int, typer.Option("--cmce-bins", min=1, help="Equal-width bins of CMCE.")] = 25,
-    json_path: Annotated[Optional[str], typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False)] = None,
-    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="Gate, e.g. 'cmce>0.01': exit 1 when it holds (repeatable).", show_default=False)] = None,
-    baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier JSON report to compare against.", show_default=False)] = None,
-    max_increase: Annotated[Optional[list[str]], typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False)] = None,
-    true_probs: Annotated[Optional[str], typer.Option("--true-probs", help="True probabilities (synthetic data): .npy, or the true_probs array/column of a .npz/.parquet; adds nll_true, brier_true and CPSME.", show_default=False)] = None,
-    no_vece: Annotated[bool, typer.Option("--no-vece", help="Skip V-ECE (it refits a recalibrator 5 times: seconds to minutes).")] = False,
-    vece_recalibrator: Annotated[str, typer.Option("--vece-recalibrator", help=f"V-ECE recalibration map: {' | '.join(RECALIBRATORS)}.")] = "ws-catboost",
-    vece_max_rows: Annotated[int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")] = 20000,
+    json_path: Annotated[
+        Optional[str],
+        typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False),
+    ] = None,
+    fail_if: Annotated[
+        Optional[list[str]],
+        typer.Option("--fail-if", help="Gate, e.g. 'cmce>0.01': exit 1 when it holds (repeatable).", show_default=False),
+    ] = None,
+    baseline: Annotated[
+        Optional[str], typer.Option("--baseline", help="An earlier JSON report to compare against.", show_default=False)
+    ] = None,
+    max_increase: Annotated[
+        Optional[list[str]],
+        typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False),
+    ] = None,
+    true_probs: Annotated[
+        Optional[str],
+        typer.Option(
+            "--true-probs",
+            help="True probabilities (synthetic data): .npy, or the true_probs array/column of a .npz/.parquet; adds nll_true, brier_true and CPSME.",
+            show_default=False,
+        ),
+    ] = None,
+    no_vece: Annotated[
+        bool, typer.Option("--no-vece", help="Skip V-ECE (it refits a recalibrator 5 times: seconds to minutes).")
+    ] = False,
+    vece_recalibrator: Annotated[
+        str, typer.Option("--vece-recalibrator", help=f"V-ECE recalibration map: {' | '.join(RECALIBRATORS)}.")
+    ] = "ws-catboost",
+    vece_max_rows: Annotated[
+        int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")
+    ] = 20000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample, and of --bootstrap.")] = 0,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded).")] = 0,
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of --paired.")] = 0.95,
-    engine: Annotated[str, typer.Option("--engine", help="For a directory of .parquet files: local (in this process) or dask (one task per file on a cluster); metric states are merged in file order.")] = "local",
-    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="--engine dask: the scheduler address (default: a local two-worker cluster).", show_default=False)] = None,
-    paired: Annotated[bool, typer.Option("--paired", help="--max-increase gates fail only when the increase is significant under a paired bootstrap (the baseline run used the same --bootstrap N, --seed and rows).")] = False,
-    emit_state: Annotated[Optional[str], typer.Option("--emit-state", help="Also write the additive metric state (.npz) for `calib merge-states`.", show_default=False)] = None,
+    bootstrap: Annotated[
+        int,
+        typer.Option(
+            "--bootstrap",
+            min=0,
+            help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded).",
+        ),
+    ] = 0,
+    confidence: Annotated[
+        float, typer.Option("--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of --paired.")
+    ] = 0.95,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="For a directory of .parquet files: local (in this process) or dask (one task per file on a cluster); metric states are merged in file order.",
+        ),
+    ] = "local",
+    scheduler: Annotated[
+        Optional[str],
+        typer.Option(
+            "--scheduler", help="--engine dask: the scheduler address (default: a local two-worker cluster).", show_default=False
+        ),
+    ] = None,
+    paired: Annotated[
+        bool,
+        typer.Option(
+            "--paired",
+            help="--max-increase gates fail only when the increase is significant under a paired bootstrap (the baseline run used the same --bootstrap N, --seed and rows).",
+        ),
+    ] = False,
+    emit_state: Annotated[
+        Optional[str],
+        typer.Option(
+            "--emit-state", help="Also write the additive metric state (.npz) for `calib merge-states`.", show_default=False
+        ),
+    ] = None,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
@@ -54,23 +115,38 @@ def evaluate(
     from ..bootstrap import BootstrapConfig
     from ..estimators import SAMPLE_METRICS, VECE_METRICS, boosted_fit_count
     from ..evaluation import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
-    from ..evaluation import evaluate as build_report
-    from ..metrics import MetricConfig
 
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_increase_gates(max_increase or [], baseline, paired)
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
     if os.path.isdir(pred):
-        _evaluate_directory(pred, keys, gates, increase_gates, bundle=bundle, bins=bins, cmce_bins=cmce_bins,
-                            engine=engine, scheduler=scheduler, json_path=json_path, input_kind=input_kind,
-                            score_prefix=score_prefix, refused={"--bootstrap": bootstrap, "--true-probs": true_probs,
-                                                                "--labels": labels, "--features": features,
-                                                                "--emit-state": emit_state})
+        _evaluate_directory(
+            pred,
+            keys,
+            gates,
+            increase_gates,
+            bundle=bundle,
+            bins=bins,
+            cmce_bins=cmce_bins,
+            engine=engine,
+            scheduler=scheduler,
+            json_path=json_path,
+            input_kind=input_kind,
+            score_prefix=score_prefix,
+            refused={
+                "--bootstrap": bootstrap,
+                "--true-probs": true_probs,
+                "--labels": labels,
+                "--features": features,
+                "--emit-state": emit_state,
+            },
+        )
         return
     if engine != "local" or scheduler is not None:
         raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
-    preds, calibrator = pipeline.read_with_bundle(pred, bundle, labels_path=labels, input_kind=input_kind,
-                                                  score_prefix=score_prefix, require_labels=True)
+    preds, calibrator = pipeline.read_with_bundle(
+        pred, bundle, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True
+    )
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
@@ -84,11 +160,24 @@ def evaluate(
     # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
     fits = boosted_fit_count(wanted, vece_recalibrator) * (2 if bundle is not None else 1) if vece is not None else 0
     with render.progress("V-ECE: boosting the recalibrator", fits) as advance:
-        report = build_report(preds, metrics=keys, config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
-                              calibrator=calibrator, bundle_path=bundle, gates=gates, increase_gates=increase_gates,
-                              features=read_features(features, preds.n),
-                              vece=vece, progress=lambda: advance(""), emit_state=emit_state,
-                              bootstrap=BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None)
+        report = api.evaluate(
+            preds,
+            metrics=keys,
+            calibrator=calibrator,
+            vece=vece is not None,
+            bins=bins,
+            cmce_bins=cmce_bins,
+            vece_recalibrator=vece_recalibrator,
+            seed=seed,
+            vece_max_rows=vece_max_rows,
+            features=read_features(features, preds.n),
+            gates=gates,
+            increase_gates=increase_gates,
+            bootstrap=BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None,
+            bundle_path=bundle,
+            emit_state=emit_state,
+            progress=lambda: advance(""),
+        ).to_dict()
     _emit(report, json_path, report)
 
 
@@ -108,8 +197,22 @@ def _emit(report: dict, json_path: str | None, shown: dict) -> None:
         raise typer.Exit(1)
 
 
-def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins, cmce_bins, engine, scheduler,
-                        json_path, input_kind, score_prefix, refused) -> None:
+def _evaluate_directory(
+    directory,
+    keys,
+    gates,
+    increase_gates,
+    *,
+    bundle,
+    bins,
+    cmce_bins,
+    engine,
+    scheduler,
+    json_path,
+    input_kind,
+    score_prefix,
+    refused,
+) -> None:
     """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
     from ..estimators import SAMPLE_METRICS
     from ..evaluation import check_gates, check_metric_keys
@@ -125,19 +228,44 @@ def _evaluate_directory(directory, keys, gates, increase_gates, *, bundle, bins,
     keys = check_metric_keys(keys + [g.metric for g in (*gates, *increase_gates)])
     additive = [key for key in keys if key in SAMPLE_METRICS]
     if additive:
-        raise UsageError(f"{additive[0]} needs every row at once and cannot be merged from shards; "
-                         "pick streamed metrics with --metrics")
-    report = evaluate_shards(directory, keys, MetricConfig(bins=bins, cmce_bins=cmce_bins), bundle=bundle,
-                             input_kind=input_kind, score_prefix=score_prefix, engine=engine, scheduler=scheduler)
+        raise UsageError(
+            f"{additive[0]} needs every row at once and cannot be merged from shards; pick streamed metrics with --metrics"
+        )
+    report = evaluate_shards(
+        directory,
+        keys,
+        MetricConfig(bins=bins, cmce_bins=cmce_bins),
+        bundle=bundle,
+        input_kind=input_kind,
+        score_prefix=score_prefix,
+        engine=engine,
+        scheduler=scheduler,
+    )
     report["gates"], report["passed"] = check_gates(report["metrics"], gates, increase_gates)
     inputs = report["input"]
-    _emit(report, json_path, {**report, "input": {"path": f"{directory} ({len(inputs['merged_from'])} files, {engine})",
-                                                  "n": inputs["n"], "k": inputs["k"], "kind": "shards"}})
+    _emit(
+        report,
+        json_path,
+        {
+            **report,
+            "input": {
+                "path": f"{directory} ({len(inputs['merged_from'])} files, {engine})",
+                "n": inputs["n"],
+                "k": inputs["k"],
+                "kind": "shards",
+            },
+        },
+    )
 
 
 def merge_states(
-    states: Annotated[list[str], typer.Argument(help="State files written by `calib evaluate --emit-state`.", show_default=False)],
-    json_path: Annotated[Optional[str], typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False)] = None,
+    states: Annotated[
+        list[str], typer.Argument(help="State files written by `calib evaluate --emit-state`.", show_default=False)
+    ],
+    json_path: Annotated[
+        Optional[str],
+        typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False),
+    ] = None,
 ) -> None:
     """Merge metric states of several evaluations (shards of one dataset) into one report.
 
@@ -148,5 +276,11 @@ def merge_states(
 
     report = merge_metric_states([read_metric_state(path) for path in states], states)
     inputs = report["input"]
-    _emit(report, json_path, {**report, "input": {"path": f"{len(inputs['merged_from'])} merged states", "n": inputs["n"],
-                                                  "k": inputs["k"], "kind": "state"}})
+    _emit(
+        report,
+        json_path,
+        {
+            **report,
+            "input": {"path": f"{len(inputs['merged_from'])} merged states", "n": inputs["n"], "k": inputs["k"], "kind": "state"},
+        },
+    )

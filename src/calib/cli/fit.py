@@ -23,12 +23,23 @@ def fit(
     labels: options.Labels = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for every random choice of the method.")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty bundle directory.")] = False,
-    alpha: Annotated[Optional[float], typer.Option("--alpha", help="Miscoverage level of conformal methods.", show_default=False)] = None,
-    score: Annotated[Optional[str], typer.Option("--score", help="Nonconformity score of conformal methods: msp | aps.", show_default=False)] = None,
-    threshold: Annotated[Optional[str], typer.Option("--threshold", help="Conformal threshold: constant | adaptive.", show_default=False)] = None,
+    alpha: Annotated[
+        Optional[float], typer.Option("--alpha", help="Miscoverage level of conformal methods.", show_default=False)
+    ] = None,
+    score: Annotated[
+        Optional[str], typer.Option("--score", help="Nonconformity score of conformal methods: msp | aps.", show_default=False)
+    ] = None,
+    threshold: Annotated[
+        Optional[str], typer.Option("--threshold", help="Conformal threshold: constant | adaptive.", show_default=False)
+    ] = None,
     variant: Annotated[Optional[str], typer.Option("--variant", help="ATS-CP variant: prob | score.", show_default=False)] = None,
-    flow: Annotated[Optional[str], typer.Option("--flow", help="Flow of the adaptive threshold: er | gauss.", show_default=False)] = None,
-    option: Annotated[Optional[list[str]], typer.Option("--option", "-O", help="Any method option as KEY=VALUE (repeatable).", show_default=False)] = None,
+    flow: Annotated[
+        Optional[str], typer.Option("--flow", help="Flow of the adaptive threshold: er | gauss.", show_default=False)
+    ] = None,
+    option: Annotated[
+        Optional[list[str]],
+        typer.Option("--option", "-O", help="Any method option as KEY=VALUE (repeatable).", show_default=False),
+    ] = None,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
@@ -51,7 +62,8 @@ def fit(
     fitted.save(out, force=force)
     calibrator = fitted.fitted
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    render.fit_summary(method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind,
-                       seconds=time.perf_counter() - start, out=out)
+    render.fit_summary(
+        method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind, seconds=time.perf_counter() - start, out=out
+    )
     for warning in calibrator.warnings():
         render.note(f"warning: {warning}")

@@ -36,8 +36,14 @@ def progress(description: str, total: int):
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
-                  TimeElapsedColumn(), console=_err, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=_err,
+        transient=True,
+    ) as bar:
         task = bar.add_task(description, total=total, status="")
         yield lambda status="": bar.update(task, advance=1, status=status)
 
@@ -100,7 +106,11 @@ def report_table(report: dict) -> None:
         _out.print(f"bundle: {report['bundle']}", style="dim")
     for gate in report["gates"]:
         mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
-        extra = f" (baseline {format_value(gate['baseline'])}, increase {format_value(gate['increase'])})" if "baseline" in gate else ""
+        extra = (
+            f" (baseline {format_value(gate['baseline'])}, increase {format_value(gate['increase'])})"
+            if "baseline" in gate
+            else ""
+        )
         if "increase_lower_bound" in gate:
             extra += f", lower bound {format_value(gate['increase_lower_bound'])}"
         _out.print(Text.assemble("gate ", mark, f": {gate['expr']}  value {format_value(gate['value'])}{extra}"))
@@ -114,8 +124,10 @@ def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_o
     table.add_column("options (default)")
     table.add_column("what it does")
     for name, cls in calibrators.items():
-        options = " ".join(f"--{f.name} {f.default}" if f.name in flag_options else f"-O {f.name}={f.default}"
-                           for f in dataclasses.fields(cls.Options))
+        options = " ".join(
+            f"--{f.name} {f.default}" if f.name in flag_options else f"-O {f.name}={f.default}"
+            for f in dataclasses.fields(cls.Options)
+        )
         table.add_row(name, options or "-", cls.summary)
     _out.print(table)
     table = Table(title="metrics (calib evaluate --metrics KEY,...)", title_justify="left")
@@ -138,8 +150,10 @@ def diagnosis(result) -> None:
     _out.print(Text.assemble(("calib diagnose", "bold"), f": {result.n} x {result.k} ({result.kind})"))
     for line in result.findings:
         _out.print(f"  - {line}", soft_wrap=True)
-    for title, rows, key in (("reliability (top label)", result.reliability, "confidence"),
-                             ("cumulative mass calibration curve (CMCE paper)", result.cumulative_mass, "mass")):
+    for title, rows, key in (
+        ("reliability (top label)", result.reliability, "confidence"),
+        ("cumulative mass calibration curve (CMCE paper)", result.cumulative_mass, "mass"),
+    ):
         table = Table(title=title, title_justify="left")
         for column in ("bin", "rows", key, "observed", "gap", ""):
             table.add_column(column, justify="right" if column not in ("bin", "") else "left")
@@ -147,8 +161,14 @@ def diagnosis(result) -> None:
         for r in rows:
             gap = r["observed"] - r[key]
             colour = "red" if gap < 0 else "blue"
-            table.add_row(f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})", str(r["count"]), f"{r[key]:.3f}", f"{r['observed']:.3f}",
-                          f"{gap:+.3f}", Text(_bar(abs(gap), scale), style=colour))
+            table.add_row(
+                f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})",
+                str(r["count"]),
+                f"{r[key]:.3f}",
+                f"{r['observed']:.3f}",
+                f"{gap:+.3f}",
+                Text(_bar(abs(gap), scale), style=colour),
+            )
         _out.print(table)
     _out.print("gap = observed - predicted: red bars over-confident, blue under-confident", style="dim")
     table = Table(title="worst classes (classwise ECE)", title_justify="left")

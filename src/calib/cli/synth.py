@@ -19,25 +19,33 @@ from ..synth import contamination_temperatures, known_ce_data, true_calibration_
 from ..synth.gaussian_grid import CIRCLE_RADIUS, SIGMA, make_gaussian_grid
 from . import options, render
 
-app = typer.Typer(help="Generate data with known truth: the Gaussian grid, contamination, known calibration error. "
-                       "Example: calib synth gaussian-grid --classes 100 --out grid100",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Generate data with known truth: the Gaussian grid, contamination, known calibration error. "
+    "Example: calib synth gaussian-grid --classes 100 --out grid100",
+    no_args_is_help=True,
+)
 
 Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice.")]
 
 
 @app.command("gaussian-grid")
 def gaussian_grid(
-    out: Annotated[str, typer.Option("--out", "-o", help="Directory to write cal.npz, test.npz and meta.json.", show_default=False)],
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Directory to write cal.npz, test.npz and meta.json.", show_default=False)
+    ],
     classes: Annotated[int, typer.Option("--classes", "-k", min=2, help="Number of classes K (up to 10,000).")] = 10,
     n_cal: Annotated[int, typer.Option("--n-cal", min=1, help="Calibration rows.")] = 5000,
     n_test: Annotated[int, typer.Option("--n-test", min=1, help="Test rows.")] = 10000,
     n_train: Annotated[int, typer.Option("--n-train", min=1, help="Rows the classifier is trained on.")] = 50000,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Training epochs.")] = 15,
-    sigma: Annotated[float, typer.Option("--sigma", min=0.0, help="Class standard deviation (ATS-CP paper's circle: 0.75).")] = SIGMA,
+    sigma: Annotated[
+        float, typer.Option("--sigma", min=0.0, help="Class standard deviation (ATS-CP paper's circle: 0.75).")
+    ] = SIGMA,
     layout: Annotated[str, typer.Option("--layout", help="auto (circle for K < 10, else square grid) | grid | circle.")] = "auto",
     radius: Annotated[float, typer.Option("--radius", help="Circle radius.")] = CIRCLE_RADIUS,
-    model: Annotated[str, typer.Option("--model", help="mlp (train the RFF + MLP classifier) | truth (logits = log p(y|x)).")] = "mlp",
+    model: Annotated[
+        str, typer.Option("--model", help="mlp (train the RFF + MLP classifier) | truth (logits = log p(y|x)).")
+    ] = "mlp",
     seed: Seed = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty directory.")] = False,
 ) -> None:
@@ -51,9 +59,19 @@ def gaussian_grid(
     start = time.perf_counter()
     with render.progress(f"training the K = {classes} classifier", epochs if model == "mlp" else 0) as advance:
         try:
-            data = make_gaussian_grid(classes, n_cal, n_test, n_train=n_train, sigma=sigma, layout=layout, radius=radius,
-                                      model=model, epochs=epochs, seed=seed,
-                                      progress=lambda epoch, total, loss: advance(f"epoch {epoch}/{total}, loss {loss:.4f}"))
+            data = make_gaussian_grid(
+                classes,
+                n_cal,
+                n_test,
+                n_train=n_train,
+                sigma=sigma,
+                layout=layout,
+                radius=radius,
+                model=model,
+                epochs=epochs,
+                seed=seed,
+                progress=lambda epoch, total, loss: advance(f"epoch {epoch}/{total}, loss {loss:.4f}"),
+            )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     data["meta"]["seconds"] = round(time.perf_counter() - start, 1)
@@ -105,9 +123,16 @@ def _other_npz_arrays(path: str) -> dict:
 
 @app.command("known-ce")
 def known_ce(
-    out: Annotated[str, typer.Option("--out", "-o", help="Output .npz (probs, labels, true_probs); the truths go to OUT.truth.json.", show_default=False)],
+    out: Annotated[
+        str,
+        typer.Option(
+            "--out", "-o", help="Output .npz (probs, labels, true_probs); the truths go to OUT.truth.json.", show_default=False
+        ),
+    ],
     classes: Annotated[int, typer.Option("--classes", "-k", min=2, help="Number of classes K.")] = 10,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", help="f = softmax(log C / T): T < 1 over-confident, T > 1 under-confident.")] = 0.5,
+    temperature: Annotated[
+        float, typer.Option("--temperature", "-t", help="f = softmax(log C / T): T < 1 over-confident, T > 1 under-confident.")
+    ] = 0.5,
     n: Annotated[int, typer.Option("--n", min=1, help="Rows.")] = 10000,
     seed: Seed = 0,
 ) -> None:
@@ -125,8 +150,10 @@ def known_ce(
     write_bytes_atomic(out, npz_bytes({"probs": probs, "labels": labels, "true_probs": truth}))
     report = {"classes": classes, "temperature": temperature, "n": n, "seed": seed, "true_errors": errors}
     write_bytes_atomic(truth_path(out), dumps(report))
-    render.key_values(f"calib synth known-ce -> {out} (+ {os.path.basename(truth_path(out))})",
-                      {f"true {key}": value for key, value in errors.items()})
+    render.key_values(
+        f"calib synth known-ce -> {out} (+ {os.path.basename(truth_path(out))})",
+        {f"true {key}": value for key, value in errors.items()},
+    )
 
 
 def truth_path(out: str) -> str:

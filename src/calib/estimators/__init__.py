@@ -18,13 +18,28 @@ def boosted_fit_count(keys, recalibrator: str) -> int:
     for the V-ECE keys, INNER_FOLDS in sample for the in-sample ones (0 for other recalibrators)."""
     if recalibrator != "ws-catboost":
         return 0
-    return (OUTER_FOLDS * INNER_FOLDS * any(key in VECE_METRICS for key in keys)
-            + INNER_FOLDS * any(key in IN_SAMPLE_METRICS for key in keys))
+    return OUTER_FOLDS * INNER_FOLDS * any(key in VECE_METRICS for key in keys) + INNER_FOLDS * any(
+        key in IN_SAMPLE_METRICS for key in keys
+    )
 
 
 #: ``calib evaluate`` keys computed on the whole (sub)sample at once rather than streamed.
 SAMPLE_METRICS = {**VECE_METRICS, **IN_SAMPLE_METRICS, **KDE_METRICS}
 SAMPLE_SUMMARIES = {**VECE_SUMMARIES, **KDE_SUMMARIES}
 
-__all__ = ["INNER_FOLDS", "OUTER_FOLDS", "RECALIBRATORS", "boosted_fit_count", "IN_SAMPLE_METRICS", "KDE_METRICS", "LOSSES", "SAMPLE_METRICS", "SAMPLE_SUMMARIES", "VECE_METRICS",
-           "VECE_SUMMARIES", "VariationalEstimate", "kde_calibration_errors", "variational_calibration_error"]
+__all__ = [
+    "INNER_FOLDS",
+    "OUTER_FOLDS",
+    "RECALIBRATORS",
+    "boosted_fit_count",
+    "IN_SAMPLE_METRICS",
+    "KDE_METRICS",
+    "LOSSES",
+    "SAMPLE_METRICS",
+    "SAMPLE_SUMMARIES",
+    "VECE_METRICS",
+    "VECE_SUMMARIES",
+    "VariationalEstimate",
+    "kde_calibration_errors",
+    "variational_calibration_error",
+]

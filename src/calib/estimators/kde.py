@@ -83,5 +83,8 @@ def kde_calibration_errors(probs: np.ndarray, labels: np.ndarray, bandwidth: flo
     if probs.shape[1] == 2:
         l1 = np.abs(gap[:, 1])
         return {"l1": float(l1.mean()), "l2": float(l1.mean()), "sq": float((l1**2).mean())}, h
-    return {"l1": float(np.abs(gap).sum(axis=1).mean()), "l2": float(np.sqrt((gap**2).sum(axis=1)).mean()),
-            "sq": float((gap**2).sum(axis=1).mean())}, h
+    return {
+        "l1": float(np.abs(gap).sum(axis=1).mean()),
+        "l2": float(np.sqrt((gap**2).sum(axis=1)).mean()),
+        "sq": float((gap**2).sum(axis=1).mean()),
+    }, h

@@ -18,8 +18,15 @@ LOGIT_EPS = 1e-12
 #: V-ECE's temperature search interval in log beta (docs/metrics.md).
 TS_LOG_BOUND = 10.0
 INNER_FOLDS = 8
-CATBOOST_PARAMS = dict(iterations=100, learning_rate=0.2, early_stopping_rounds=20, bootstrap_type="Bernoulli",
-                       subsample=0.5, border_count=32, depth=6)
+CATBOOST_PARAMS = dict(
+    iterations=100,
+    learning_rate=0.2,
+    early_stopping_rounds=20,
+    bootstrap_type="Bernoulli",
+    subsample=0.5,
+    border_count=32,
+    depth=6,
+)
 
 
 def kfold(n: int, n_folds: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -158,12 +165,21 @@ def _boosted(features_probs, warm_probs, labels, rng, progress):
         else:
             columns = slice(None) if binary else present
             model = CatBoostClassifier(
-                loss_function="Logloss" if binary else "MultiClass", random_seed=seed, class_names=list(present),
-                verbose=False, allow_writing_files=False, thread_count=-1, **CATBOOST_PARAMS)
+                loss_function="Logloss" if binary else "MultiClass",
+                random_seed=seed,
+                class_names=list(present),
+                verbose=False,
+                allow_writing_files=False,
+                thread_count=-1,
+                **CATBOOST_PARAMS,
+            )
             known = held_out[np.isin(labels[held_out], present)]
-            eval_set = Pool(features(features_probs[known]), labels[known], baseline=start[known][..., columns]) if len(known) else None
-            model.fit(Pool(features(features_probs[train]), labels[train], baseline=start[train][..., columns]),
-                      eval_set=eval_set)
+            eval_set = (
+                Pool(features(features_probs[known]), labels[known], baseline=start[known][..., columns]) if len(known) else None
+            )
+            model.fit(
+                Pool(features(features_probs[train]), labels[train], baseline=start[train][..., columns]), eval_set=eval_set
+            )
             models.append((model, present))
         if progress is not None:
             progress()
@@ -220,6 +236,7 @@ def _top_class_map(fit_binary):
 def _histogram(binning):
     """Histogram binning of the score: ``binning(score)`` gives (number of bins, the bin of each
     value); an empty bin predicts the mean outcome."""
+
     def fit_binary(score, outcome):
         n_bins, bin_of = binning(score)
         index = bin_of(score)

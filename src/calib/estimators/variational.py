@@ -39,9 +39,16 @@ class VariationalEstimate:
     seed: int
 
 
-def out_of_fold_losses(probs: np.ndarray, labels: np.ndarray, recalibrator: str = "ws-catboost", *,
-                       folds: int = OUTER_FOLDS, seed: int = 0, progress=None,
-                       max_classes: int = MAX_BOOSTED_CLASSES) -> dict:
+def out_of_fold_losses(
+    probs: np.ndarray,
+    labels: np.ndarray,
+    recalibrator: str = "ws-catboost",
+    *,
+    folds: int = OUTER_FOLDS,
+    seed: int = 0,
+    progress=None,
+    max_classes: int = MAX_BOOSTED_CLASSES,
+) -> dict:
     """l_i of every loss of the module docstring for every row, g fitted on the other folds' mixed
     probabilities and applied to the row's own fold. ``folds=1`` is the in-sample variant (paper
     003's "IS" estimators): g fitted on every row and applied to them.
@@ -101,7 +108,9 @@ def _chunk_losses(probs: np.ndarray, recalibrated: np.ndarray, labels: np.ndarra
             "l2": np.where(norm > NORM_FLOOR, (diff * residual).sum(axis=1) / norm, 0.0),
             "sq": ((recalibrated - onehot) ** 2 - residual**2).sum(axis=1),
         }
-    losses["kl"] = -np.log(np.maximum(recalibrated[rows, labels], PROB_FLOOR)) + np.log(np.maximum(probs[rows, labels], PROB_FLOOR))
+    losses["kl"] = -np.log(np.maximum(recalibrated[rows, labels], PROB_FLOOR)) + np.log(
+        np.maximum(probs[rows, labels], PROB_FLOOR)
+    )
     top = probs.argmax(axis=1)
     f_top, g_top = probs[rows, top], recalibrated[rows, top]
     y_top = (labels == top).astype(np.float64)
@@ -111,13 +120,19 @@ def _chunk_losses(probs: np.ndarray, recalibrated: np.ndarray, labels: np.ndarra
     return losses
 
 
-def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalibrator: str = "ws-catboost", *,
-                                  folds: int = OUTER_FOLDS, seed: int = 0, progress=None,
-                                  max_classes: int = MAX_BOOSTED_CLASSES) -> VariationalEstimate:
+def variational_calibration_error(
+    probs: np.ndarray,
+    labels: np.ndarray,
+    recalibrator: str = "ws-catboost",
+    *,
+    folds: int = OUTER_FOLDS,
+    seed: int = 0,
+    progress=None,
+    max_classes: int = MAX_BOOSTED_CLASSES,
+) -> VariationalEstimate:
     """V-ECE of ``probs`` (N, K) against ``labels``: every loss from one out-of-fold recalibration."""
     probs = np.asarray(probs, dtype=np.float64)
-    losses = out_of_fold_losses(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress,
-                                max_classes=max_classes)
+    losses = out_of_fold_losses(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress, max_classes=max_classes)
     raw = {key: float(-np.mean(value)) for key, value in losses.items()}
     values = {key: max(value, 0.0) + 0.0 for key, value in raw.items()}  # + 0.0: no -0.0
     coarsened = recalibrator == "ws-catboost" and probs.shape[1] > max_classes
@@ -125,8 +140,14 @@ def variational_calibration_error(probs: np.ndarray, labels: np.ndarray, recalib
 
 
 #: ``calib evaluate`` keys of the V-ECE family (docs/metrics.md) and the estimate each reports.
-VECE_METRICS = {"vece_l1": "l1", "vece_l2": "l2", "vece_sq": "sq", "vece_top_l1": "top_l1",
-                "vece_over": "over", "vece_under": "under"}
+VECE_METRICS = {
+    "vece_l1": "l1",
+    "vece_l2": "l2",
+    "vece_sq": "sq",
+    "vece_top_l1": "top_l1",
+    "vece_over": "over",
+    "vece_under": "under",
+}
 #: The in-sample variants (V-ECE paper, estimator family (ii)): g fitted and scored on the same rows,
 #: so they can overfit upwards; with --vece-recalibrator isotonic, vece_is_sq is the calibration
 #: component of the CORP decomposition.

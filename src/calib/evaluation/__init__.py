@@ -10,7 +10,23 @@ from .sample import VeceConfig, vece_results
 from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
 from .streaming import SetStats, check_metric_keys, compute_metrics, uncalibrated_batch
 
-__all__ = ["Gate", "IncreaseGate", "MetricSet", "SetStats", "VeceConfig", "check_gates", "check_metric_keys",
-           "compute_metrics", "evaluate", "merge_metric_states", "parse_gate", "parse_increase_gates",
-           "read_metric_state", "read_report", "state_header", "uncalibrated_batch", "vece_results",
-           "write_metric_state"]
+__all__ = [
+    "Gate",
+    "IncreaseGate",
+    "MetricSet",
+    "SetStats",
+    "VeceConfig",
+    "check_gates",
+    "check_metric_keys",
+    "compute_metrics",
+    "evaluate",
+    "merge_metric_states",
+    "parse_gate",
+    "parse_increase_gates",
+    "read_metric_state",
+    "read_report",
+    "state_header",
+    "uncalibrated_batch",
+    "vece_results",
+    "write_metric_state",
+]

@@ -48,23 +48,32 @@ class IncreaseGate:
         new = metrics[self.metric]["value"]
         old = self.baseline["value"]
         increase = None if new is None or old is None else new - old
-        result = {"expr": f"{self.metric} - baseline <= {self.allowed:g}", "value": new, "baseline": old,
-                  "increase": increase, "passed": increase is not None and increase <= self.allowed}
+        result = {
+            "expr": f"{self.metric} - baseline <= {self.allowed:g}",
+            "value": new,
+            "baseline": old,
+            "increase": increase,
+            "passed": increase is not None and increase <= self.allowed,
+        }
         if self.paired:
             level = (bootstrap or {}).get("level", 0.95)
             bound, reason = paired_increase(bootstrap or {}, self.baseline_bootstrap or {}, self.metric, level)
             if reason is not None:
                 raise InputError(f"paired gate: {reason}")
-            result.update(expr=f"{self.metric} - baseline <= {self.allowed:g} (paired bootstrap, {level:g} one-sided)",
-                          increase_lower_bound=bound, passed=increase is not None and bound <= self.allowed)
+            result.update(
+                expr=f"{self.metric} - baseline <= {self.allowed:g} (paired bootstrap, {level:g} one-sided)",
+                increase_lower_bound=bound,
+                passed=increase is not None and bound <= self.allowed,
+            )
         return result
 
 
 def parse_gate(expr: str) -> Gate:
     match = _GATE.match(expr)
     if not match:
-        raise UsageError(f"gate {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. 'cmce>0.01'",
-                         cli_hint="--fail-if")
+        raise UsageError(
+            f"gate {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. 'cmce>0.01'", cli_hint="--fail-if"
+        )
     metric, op, number = match.groups()
     check_metric_keys([metric])
     try:
@@ -76,8 +85,10 @@ def parse_gate(expr: str) -> Gate:
 def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bool = False) -> list[IncreaseGate]:
     if not specs:
         if paired:
-            raise UsageError("a paired comparison applies to increase gates against a baseline; none given",
-                             cli_hint="--paired with --max-increase")
+            raise UsageError(
+                "a paired comparison applies to increase gates against a baseline; none given",
+                cli_hint="--paired with --max-increase",
+            )
         return []
     if baseline_path is None:
         raise UsageError("an increase gate needs a baseline report", cli_hint="--baseline REPORT.json")

@@ -45,8 +45,9 @@ def evaluate(
         if needing:
             raise UsageError(f"metric {needing[0]!r} needs the true probabilities; none given", cli_hint="--true-probs FILE")
     if any(gate.paired for gate in increase_gates) and bootstrap is None:
-        raise UsageError("a paired gate needs bootstrap replicates (the same number and seed as the baseline run)",
-                         cli_hint="--bootstrap N")
+        raise UsageError(
+            "a paired gate needs bootstrap replicates (the same number and seed as the baseline run)", cli_hint="--bootstrap N"
+        )
     streamed: list = []
     replicates: dict = {}
     values, before = compute_metrics(preds, keys, config, calibrator, features, streamed, bootstrap, replicates)
@@ -65,10 +66,16 @@ def evaluate(
             )
     bootstrap_section = None
     if bootstrap is not None:
-        bootstrap_section = {"replicates": bootstrap.replicates, "seed": bootstrap.seed, "level": bootstrap.level,
-                             "rows": preds.n, "groups": replicates["groups"], "labels_sha256": labels_fingerprint(preds.labels),
-                             "not_bootstrapped": vece_keys + [key for key in values if key.startswith("set_")],
-                             "values": replicates["values"]}
+        bootstrap_section = {
+            "replicates": bootstrap.replicates,
+            "seed": bootstrap.seed,
+            "level": bootstrap.level,
+            "rows": preds.n,
+            "groups": replicates["groups"],
+            "labels_sha256": labels_fingerprint(preds.labels),
+            "not_bootstrapped": vece_keys + [key for key in values if key.startswith("set_")],
+            "values": replicates["values"],
+        }
     checked, passed = check_gates(values, gates, increase_gates, bootstrap_section)
     report = {
         "calib_version": __version__,

@@ -29,8 +29,14 @@ class VeceConfig:
     max_rows: int = 20_000
 
 
-def vece_results(preds: Predictions, keys: list[str], config: VeceConfig, calibrator: Calibrator | None = None,
-                 features: np.ndarray | None = None, progress=None) -> dict:
+def vece_results(
+    preds: Predictions,
+    keys: list[str],
+    config: VeceConfig,
+    calibrator: Calibrator | None = None,
+    features: np.ndarray | None = None,
+    progress=None,
+) -> dict:
     """The whole-sample entries (V-ECE, its in-sample variants, KDE-ECE) on one (sub)sample of rows:
     one recalibration serves every key of a family."""
     rows = np.arange(preds.n)
@@ -43,23 +49,38 @@ def vece_results(preds: Predictions, keys: list[str], config: VeceConfig, calibr
         wanted = [key for key in keys if key in family]
         if not wanted:
             continue
-        estimate = variational_calibration_error(probs, labels, config.recalibrator, seed=config.seed, progress=progress,
-                                                 **({} if folds is None else {"folds": folds}))
-        settings = {"recalibrator": config.recalibrator, "folds": estimate.folds, "seed": config.seed,
-                    "rows": len(rows), "subsampled": subsampled, "coarsened_boosting": estimate.coarsened}
-        out.update({key: {"value": estimate.values[family[key]], "settings": settings,
-                          "unclipped": estimate.unclipped[family[key]]} for key in wanted})
+        estimate = variational_calibration_error(
+            probs, labels, config.recalibrator, seed=config.seed, progress=progress, **({} if folds is None else {"folds": folds})
+        )
+        settings = {
+            "recalibrator": config.recalibrator,
+            "folds": estimate.folds,
+            "seed": config.seed,
+            "rows": len(rows),
+            "subsampled": subsampled,
+            "coarsened_boosting": estimate.coarsened,
+        }
+        out.update(
+            {
+                key: {"value": estimate.values[family[key]], "settings": settings, "unclipped": estimate.unclipped[family[key]]}
+                for key in wanted
+            }
+        )
     wanted = [key for key in keys if key in KDE_METRICS]
     if wanted:
         values, bandwidth = kde_calibration_errors(probs, labels)
-        settings = {"kernel": "dirichlet", "bandwidth": bandwidth, "bandwidth_choice": "leave-one-out likelihood",
-                    "rows": len(rows), "subsampled": subsampled}
+        settings = {
+            "kernel": "dirichlet",
+            "bandwidth": bandwidth,
+            "bandwidth_choice": "leave-one-out likelihood",
+            "rows": len(rows),
+            "subsampled": subsampled,
+        }
         out.update({key: {"value": values[KDE_METRICS[key]], "settings": settings} for key in wanted})
     return {key: out[key] for key in keys}
 
 
-def _sample_probs(preds: Predictions, rows: np.ndarray, calibrator: Calibrator | None,
-                  features: np.ndarray | None) -> np.ndarray:
+def _sample_probs(preds: Predictions, rows: np.ndarray, calibrator: Calibrator | None, features: np.ndarray | None) -> np.ndarray:
     """The probabilities V-ECE and KDE-ECE score on ``rows`` (the float64 logits are freed on return,
     before the estimators' own copies)."""
     if calibrator is not None:

@@ -24,13 +24,22 @@ STATE_VERSION = 1
 
 def state_header(keys: list[str], config: MetricConfig, preds: Predictions, bundle_path: str | None) -> dict:
     """What a metric state must agree on to merge (metrics, settings, K), and where it came from."""
-    return {"format": STATE_FORMAT, "format_version": STATE_VERSION, "calib_version": __version__,
-            "keys": keys, "config": {"bins": config.bins, "cmce_bins": config.cmce_bins}, "k": preds.k,
-            "n": preds.n, "inputs": [{"path": preds.name, "sha256": preds.sha256}], "bundle": bundle_path}
+    return {
+        "format": STATE_FORMAT,
+        "format_version": STATE_VERSION,
+        "calib_version": __version__,
+        "keys": keys,
+        "config": {"bins": config.bins, "cmce_bins": config.cmce_bins},
+        "k": preds.k,
+        "n": preds.n,
+        "inputs": [{"path": preds.name, "sha256": preds.sha256}],
+        "bundle": bundle_path,
+    }
 
 
-def write_metric_state(path: str, metric_set: MetricSet, keys: list[str], config: MetricConfig,
-                       preds: Predictions, bundle_path: str | None) -> None:
+def write_metric_state(
+    path: str, metric_set: MetricSet, keys: list[str], config: MetricConfig, preds: Predictions, bundle_path: str | None
+) -> None:
     """The additive state behind this evaluation's streamed metrics (V-ECE is not additive: left out)."""
     from ..io.atomic import write_bytes_atomic
     from ..io.writers import npz_bytes
@@ -67,5 +76,11 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str]) -> di
             headers["n"] += header["n"]
             headers["inputs"] += header["inputs"]
         merged.absorb(arrays)
-    return {"calib_version": __version__, "input": {"merged_from": headers["inputs"], "n": headers["n"], "k": headers["k"]},
-            "bundle": headers["bundle"], "metrics": merged.results(), "gates": [], "passed": True}
+    return {
+        "calib_version": __version__,
+        "input": {"merged_from": headers["inputs"], "n": headers["n"], "k": headers["k"]},
+        "bundle": headers["bundle"],
+        "metrics": merged.results(),
+        "gates": [],
+        "passed": True,
+    }

@@ -44,9 +44,16 @@ class SetStats:
         return {key: {"value": value / self.n, "settings": self.settings} for key, value in values.items()}
 
 
-def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None,
-                    features: np.ndarray | None = None, state_out: list | None = None,
-                    bootstrap: BootstrapConfig | None = None, replicates_out: dict | None = None):
+def compute_metrics(
+    preds: Predictions,
+    keys: list[str],
+    config: MetricConfig,
+    calibrator: Calibrator | None = None,
+    features: np.ndarray | None = None,
+    state_out: list | None = None,
+    bootstrap: BootstrapConfig | None = None,
+    replicates_out: dict | None = None,
+):
     """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
 
     With a calibrator, the first dict holds the calibrated metrics and the second the model's own;
@@ -64,6 +71,7 @@ def compute_metrics(preds: Predictions, keys: list[str], config: MetricConfig, c
     if bootstrap is not None:
         sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
         grouped = {side: GroupedStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
+
     def batches(rows: slice):
         """The chunk's model and calibrated batches and set mask: the costly part, run on worker
         threads; the accumulators are updated in row order on this thread (same result for any

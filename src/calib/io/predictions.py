@@ -98,8 +98,15 @@ class Predictions:
     def take(self, rows: np.ndarray) -> "Predictions":
         """The predictions of ``rows`` (an index array) alone, in memory, of the same kind."""
         labels = None if self.labels is None else self.labels[rows]
-        return Predictions(f"{self.name} (rows subset)", np.asarray(self.scores[rows]), self.kind, self.kind_reason,
-                           labels, "", true_probs=None if self.true_probs is None else self.true_probs[rows])
+        return Predictions(
+            f"{self.name} (rows subset)",
+            np.asarray(self.scores[rows]),
+            self.kind,
+            self.kind_reason,
+            labels,
+            "",
+            true_probs=None if self.true_probs is None else self.true_probs[rows],
+        )
 
     def all_logits(self) -> np.ndarray:
         """Every row at once (for fitting, where the calibration split is held in memory)."""

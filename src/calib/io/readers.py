@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import os
 import re
 import struct
 import sys
+import tempfile
 import threading
 import tokenize
 import zipfile
@@ -45,26 +45,23 @@ def read_predictions(
     score_prefix: str | None = None,
     require_labels: bool = False,
 ) -> Predictions:
-    """Read and validate a predictions file; ``path == "-"`` reads a .npy stream from stdin."""
+    """Read and validate a predictions file; ``path == "-"`` reads stdin, whose format (.npy, .npz
+    or .parquet bytes) is told by its magic number."""
     name = "<stdin>" if path == "-" else path
     if path == "-":
         data = sys.stdin.buffer.read()
         sha = hashlib.sha256(data).hexdigest()
-        scores = _load_npy(io.BytesIO(data), name, mmap=False)
-        labels, named_kind, passthrough = None, None, None
+        suffix = format_of_bytes(data, name)
+        with tempfile.TemporaryDirectory(prefix="calib-stdin-") as folder:  # the readers take a path
+            staged = os.path.join(folder, "stdin" + suffix)
+            with open(staged, "wb") as handle:
+                handle.write(data)
+            scores, labels, named_kind, passthrough = READ_PREDICTIONS[suffix](staged, name, score_prefix)
+            scores = np.array(scores) if isinstance(scores, np.ndarray) else scores[:]  # off the staged file
     else:
         _require_file(path)
-        suffix = os.path.splitext(path)[1].lower()
         sha = functools.partial(file_sha256, path)
-        if suffix == ".npy":
-            scores, labels, named_kind, passthrough = _load_npy(path, name, mmap=True), None, None, None
-        elif suffix == ".npz":
-            scores, labels, named_kind = _read_npz(path)
-            passthrough = None
-        elif suffix == ".parquet":
-            scores, labels, named_kind, passthrough = _read_parquet(path, score_prefix)
-        else:
-            raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected .npy, .npz or .parquet")
+        scores, labels, named_kind, passthrough = READ_PREDICTIONS[format_of(path)](path, name, score_prefix)
     if labels_path is not None:
         labels, label_name = read_labels(labels_path), labels_path
     else:
@@ -112,22 +109,7 @@ def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
     """True probabilities for ``preds``: a .npy matrix, the ``true_probs`` array of a .npz, or the
     ``true_probs`` list column of a .parquet; checked as probabilities of shape (N, K)."""
     _require_file(path)
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix == ".npy":
-        truth = _load_npy(path, path, mmap=True)
-    elif suffix == ".npz":
-        truth = _npz_array(path, (TRUE_PROBS,))
-    elif suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(path, columns=[TRUE_PROBS])
-        except (pa.ArrowException, OSError, KeyError) as exc:
-            raise InputError(f"{path}: no readable list column {TRUE_PROBS!r} ({exc})") from None
-        truth = _list_column_to_matrix(table.column(TRUE_PROBS), path, TRUE_PROBS)
-    else:
-        raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected .npy, .npz or .parquet")
+    truth = READ_ARRAY[format_of(path)](path, (TRUE_PROBS,))
     check_score_array(truth, path)
     if truth.shape != (preds.n, preds.k):
         raise InputError(f"{path}: true probabilities have shape {truth.shape}; the predictions are ({preds.n}, {preds.k})")
@@ -146,13 +128,7 @@ def read_features(path: str | None, n_rows: int) -> np.ndarray | None:
     if path is None:
         return None
     _require_file(path)
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix == ".npy":
-        features = np.asarray(_load_npy(path, path, mmap=False))
-    elif suffix == ".npz":
-        features = _npz_array(path, FEATURE_NAMES)
-    else:
-        raise InputError(f"{path}: features must be a .npy or .npz file")
+    features = np.asarray(READ_ARRAY[format_of(path)](path, FEATURE_NAMES))
     if not np.issubdtype(features.dtype, np.number) or features.dtype == np.bool_:
         raise InputError(f"{path}: features must be numeric; got dtype {features.dtype}")
     features = features.reshape(len(features), -1).astype(np.float64)
@@ -201,8 +177,19 @@ def _require_file(path: str) -> None:
 
 #: What a parser of an untrusted file may raise besides ValueError / OSError: numpy parses .npy
 #: headers with ast and tokenize, so a corrupted header surfaces as SyntaxError or TokenError.
-PARSE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError, TypeError, KeyError,
-                IndexError, OverflowError, UnicodeDecodeError, zipfile.BadZipFile)
+PARSE_ERRORS = (
+    ValueError,
+    OSError,
+    EOFError,
+    SyntaxError,
+    tokenize.TokenError,
+    TypeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    UnicodeDecodeError,
+    zipfile.BadZipFile,
+)
 
 
 def _load_npy(source, name: str, *, mmap: bool) -> np.ndarray:
@@ -229,7 +216,9 @@ def _read_npz(path: str):
         elif names - {LABEL_ARRAY} == {"arr_0"}:
             key, kind = "arr_0", None
         else:
-            raise InputError(f"{path}: no score array; expected one named logits, log_probs or probs (found {', '.join(sorted(names)) or 'none'})")
+            raise InputError(
+                f"{path}: no score array; expected one named logits, log_probs or probs (found {', '.join(sorted(names)) or 'none'})"
+            )
         try:
             scores = _mapped_member(path, archive.zip, key)
             if scores is None:
@@ -256,8 +245,9 @@ def _mapped_member(path: str, archive: zipfile.ZipFile, key: str) -> np.ndarray 
         start = info.header_offset + 30 + name_length + extra_length
         handle.seek(start)
         version = np.lib.format.read_magic(handle)
-        shape, fortran_order, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                                       else np.lib.format.read_array_header_2_0)(handle)
+        shape, fortran_order, dtype = (
+            np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        )(handle)
         offset = handle.tell()
     if dtype.hasobject:
         raise ValueError("object arrays are never loaded")
@@ -268,7 +258,7 @@ def _mapped_member(path: str, archive: zipfile.ZipFile, key: str) -> np.ndarray 
     return np.memmap(path, dtype=dtype, mode="r", shape=shape, order="F" if fortran_order else "C", offset=offset)
 
 
-def _read_parquet(path: str, score_prefix: str | None):
+def _read_parquet(path: str, name: str, score_prefix: str | None):
     """(scores, labels, kind, passthrough): the scores stay in the file and are decoded a row group at
     a time (:class:`ParquetScores`); labels and pass-through columns are read whole."""
     import pyarrow as pa
@@ -300,8 +290,8 @@ def _read_parquet(path: str, score_prefix: str | None):
                 break
         if not used:
             raise InputError(
-                f"{path}: no score column; expected a list column logits, log_probs or probs, "
-                f"or wide columns by a name prefix", cli_hint="--score-prefix PREFIX"
+                f"{path}: no score column; expected a list column logits, log_probs or probs, or wide columns by a name prefix",
+                cli_hint="--score-prefix PREFIX",
             )
         used = _order_wide(used)
     scores = ParquetScores(parquet, used, wide=not (score_prefix is None and list_names), path=path)
@@ -350,8 +340,9 @@ class ParquetScores:
                 raise InputError(f"{self.path}: row group {index} is unreadable ({exc})") from None
             matrix = self._decode(table)
         if index and matrix.shape[1] != self.shape[1]:
-            raise InputError(f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, "
-                             f"the first has {self.shape[1]}")
+            raise InputError(
+                f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, the first has {self.shape[1]}"
+            )
         self._cached = (index, matrix)
         return matrix
 
@@ -378,7 +369,7 @@ class ParquetScores:
                     break
                 lo, hi = self.starts[group], self.starts[group + 1]
                 block = self._group(group)
-                parts.append(block[position - lo: min(stop, hi) - lo])
+                parts.append(block[position - lo : min(stop, hi) - lo])
                 position = min(stop, hi)
             if not parts:
                 return np.empty((0, self.shape[1]), dtype=self.dtype)
@@ -438,3 +429,58 @@ def _wide_columns_to_matrix(table, names: list[str], path: str) -> np.ndarray:
         if col.null_count:
             raise InputError(f"{path}: score column {n!r} has {col.null_count} missing values")
     return np.stack([table.column(n).to_numpy() for n in names], axis=1)
+
+
+def _npy_predictions(path: str, name: str, score_prefix: str | None):
+    return _load_npy(path, name, mmap=True), None, None, None
+
+
+def _npz_predictions(path: str, name: str, score_prefix: str | None):
+    return (*_read_npz(path), None)
+
+
+def _npy_array(path: str, names: tuple[str, ...]) -> np.ndarray:
+    return _load_npy(path, path, mmap=True)
+
+
+def _parquet_array(path: str, names: tuple[str, ...]) -> np.ndarray:
+    """The first of ``names`` that a parquet file holds as a list column, as an (N, K) matrix."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        columns = pq.ParquetFile(path).schema_arrow.names
+        key = next((k for k in names if k in columns), None)
+        if key is None:
+            raise InputError(f"{path}: no column named {' or '.join(names)} (found {', '.join(columns) or 'none'})")
+        table = pq.read_table(path, columns=[key])
+    except (pa.ArrowException, *PARSE_ERRORS) as exc:
+        raise InputError(f"{path}: not a readable parquet file ({exc})") from None
+    return _list_column_to_matrix(table.column(key), path, key)
+
+
+#: The formats, one entry each: suffix -> the reader of a predictions file (scores, labels, the
+#: kind the array name says, pass-through columns) and of one named array (true probabilities,
+#: features). A new format is a reader pair, a writer (calib.io.writers.WRITERS) and its magic.
+READ_PREDICTIONS = {".npy": _npy_predictions, ".npz": _npz_predictions, ".parquet": _read_parquet}
+READ_ARRAY = {".npy": _npy_array, ".npz": _npz_array, ".parquet": _parquet_array}
+#: The first bytes of each format (how a stream on stdin is told apart).
+MAGIC = {b"\x93NUMPY": ".npy", b"PK\x03\x04": ".npz", b"PAR1": ".parquet"}
+
+
+def format_of(path: str) -> str:
+    """The format of ``path`` by its suffix (a key of :data:`READ_PREDICTIONS`)."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in READ_PREDICTIONS:
+        raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected {', '.join(READ_PREDICTIONS)}")
+    return suffix
+
+
+def format_of_bytes(data: bytes, name: str) -> str:
+    """The format of a byte stream by its magic number."""
+    for magic, suffix in MAGIC.items():
+        if data.startswith(magic):
+            return suffix
+    if not data:
+        raise InputError(f"{name}: empty input")
+    raise InputError(f"{name}: not .npy, .npz or .parquet bytes (the stream starts {data[:8]!r})")

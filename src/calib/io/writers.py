@@ -11,58 +11,57 @@ import numpy as np
 from ..errors import InputError
 from .atomic import atomic_path, write_bytes_atomic
 
-OUTPUT_SUFFIXES = (".npy", ".npz", ".parquet")
 #: Array / column name used for each output kind.
-OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs", "logits": "logits"}
+OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs", "logits": "logits", "sets": "sets"}
 
 
 def check_output_path(path: str, inputs: list[str]) -> None:
     """Refuse unknown extensions and any output that would overwrite one of the inputs."""
     suffix = os.path.splitext(path)[1].lower()
-    if suffix not in OUTPUT_SUFFIXES:
-        raise InputError(f"{path}: unknown output type {suffix or '(none)'}; use .npy, .npz or .parquet")
+    if suffix not in WRITERS:
+        raise InputError(f"{path}: unknown output type {suffix or '(none)'}; use {', '.join(WRITERS)}")
     for source in inputs:
         if source != "-" and os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
             raise InputError(f"{path}: is an input of this command; refusing to overwrite it")
 
 
 def write_matrix(path: str, matrix: np.ndarray, what: str, *, labels=None, passthrough=None) -> None:
-    """Write an (N, K) float matrix (``what`` = probs, log-probs or logits) atomically.
+    """Write an (N, K) matrix atomically in the format of ``path``'s suffix: ``what`` = probs,
+    log-probs or logits (floats), or sets (the boolean conformal-set mask).
 
     .npy: the matrix alone. .npz: the matrix under its kind's name, plus ``labels`` if known.
-    .parquet: a fixed-size-list column named for the kind, ``label``, and the carried-through columns.
+    .parquet: a fixed-size-list column named for the kind (sets: a list column ``set`` of each row's
+    class indices, ascending), ``label``, and the carried-through columns.
     """
-    name = OUTPUT_NAMES[what]
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix == ".npy":
-        write_bytes_atomic(path, npy_bytes(matrix))
-    elif suffix == ".npz":
-        arrays = {name: matrix}
-        if labels is not None:
-            arrays["labels"] = labels
-        write_bytes_atomic(path, npz_bytes(arrays))
-    else:
-        write_parquet(path, {name: matrix}, labels=labels, passthrough=passthrough)
+    WRITERS[os.path.splitext(path)[1].lower()](path, OUTPUT_NAMES[what], matrix, labels, passthrough)
 
 
 def write_sets(path: str, in_set: np.ndarray, *, labels=None, passthrough=None) -> None:
-    """Conformal sets: .npy / .npz hold the boolean (N, K) mask (npz: ``sets`` and ``labels``);
-    .parquet a list column ``set`` of each row's class indices (ascending), ``label`` and carried columns."""
-    import pyarrow as pa
+    """The conformal sets (boolean (N, K) mask): :func:`write_matrix` with ``what="sets"``."""
+    write_matrix(path, in_set, "sets", labels=labels, passthrough=passthrough)
 
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix == ".npy":
-        write_bytes_atomic(path, npy_bytes(in_set))
-    elif suffix == ".npz":
-        arrays = {"sets": in_set}
-        if labels is not None:
-            arrays["labels"] = labels
-        write_bytes_atomic(path, npz_bytes(arrays))
+
+def _write_npy(path, name, matrix, labels, passthrough) -> None:
+    write_bytes_atomic(path, npy_bytes(matrix))
+
+
+def _write_npz(path, name, matrix, labels, passthrough) -> None:
+    arrays = {name: matrix}
+    if labels is not None:
+        arrays["labels"] = labels
+    write_bytes_atomic(path, npz_bytes(arrays))
+
+
+def _write_parquet_matrix(path, name, matrix, labels, passthrough) -> None:
+    if matrix.dtype == bool:  # sets: each row's class indices
+        import pyarrow as pa
+
+        _, classes = np.nonzero(matrix)
+        offsets = np.concatenate([[0], np.cumsum(matrix.sum(axis=1))]).astype(np.int32)
+        columns = {"set": pa.ListArray.from_arrays(pa.array(offsets), pa.array(classes.astype(np.int32)))}
     else:
-        _, classes = np.nonzero(in_set)
-        offsets = np.concatenate([[0], np.cumsum(in_set.sum(axis=1))]).astype(np.int32)
-        members = pa.ListArray.from_arrays(pa.array(offsets), pa.array(classes.astype(np.int32)))
-        write_parquet(path, {"set": members}, labels=labels, passthrough=passthrough)
+        columns = {name: matrix}
+    write_parquet(path, columns, labels=labels, passthrough=passthrough)
 
 
 def write_npy_stream(target, shape: tuple, dtype, blocks) -> None:
@@ -128,3 +127,7 @@ def _fixed_size_list(matrix: np.ndarray):
 
     matrix = np.ascontiguousarray(matrix)
     return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), matrix.shape[1])
+
+
+#: The formats' writers, one entry each (the readers' table is calib.io.readers.READ_PREDICTIONS).
+WRITERS = {".npy": _write_npy, ".npz": _write_npz, ".parquet": _write_parquet_matrix}

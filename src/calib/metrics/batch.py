@@ -18,8 +18,14 @@ class Batch:
     (docs/metrics.md) and ``prob_clipped`` is set; when only ``log_probs``, probs = exp(log_probs).
     """
 
-    def __init__(self, labels: np.ndarray, *, log_probs: np.ndarray | None = None, probs: np.ndarray | None = None,
-                 true_probs: np.ndarray | None = None):
+    def __init__(
+        self,
+        labels: np.ndarray,
+        *,
+        log_probs: np.ndarray | None = None,
+        probs: np.ndarray | None = None,
+        true_probs: np.ndarray | None = None,
+    ):
         if log_probs is None and probs is None:
             raise ValueError("Batch needs log_probs or probs")
         self.labels = labels
@@ -30,9 +36,12 @@ class Batch:
 
     def take(self, index: np.ndarray) -> "Batch":
         """The rows ``index`` of this batch (same inputs, so the same derived values)."""
-        return Batch(self.labels[index], log_probs=None if self._log_probs is None else self._log_probs[index],
-                     probs=None if self._probs is None else self._probs[index],
-                     true_probs=None if self.true_probs is None else self.true_probs[index])
+        return Batch(
+            self.labels[index],
+            log_probs=None if self._log_probs is None else self._log_probs[index],
+            probs=None if self._probs is None else self._probs[index],
+            true_probs=None if self.true_probs is None else self.true_probs[index],
+        )
 
     @property
     def n(self) -> int:

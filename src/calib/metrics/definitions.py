@@ -108,35 +108,83 @@ def _coverage_value(state: acc.CumulativeMassRange, config: MetricConfig) -> flo
 
 
 _METRICS = [
-    Metric("accuracy", "share of rows whose argmax is the label", _proper,
-           lambda s, c: s.n_correct / s.n, lambda c, s: {}),
-    Metric("nll", "negative log-likelihood of the label", _proper,
-           lambda s, c: s.nll_sum / s.n, _clip_settings),
-    Metric("brier", "Brier score summed over classes", _proper,
-           lambda s, c: s.brier_sum / s.n, lambda c, s: {"sum_over_classes": True}),
-    Metric("ece", "top-label expected calibration error, equal-width bins", _top_bins,
-           lambda s, c: float(s.counter.weighted_error()[0]), _bins),
-    Metric("mce", "top-label maximum calibration error over non-empty bins", _top_bins,
-           lambda s, c: s.counter.max_error(), _bins),
-    Metric("ece_quantile", "top-label ECE with equal-mass bins", _top_values,
-           ece_quantile, lambda c, s: {"bins": c.bins, "scheme": "equal-mass", "norm": "l1", "label": "top"}),
-    Metric("smece", "smooth ECE at its fixed-point bandwidth (Blasiok & Nakkiran 2024)", _top_values,
-           _smece, lambda c, s: {"grid": GRID, "kernel": "gaussian, reflected", "bandwidth": "fixed point", "label": "top"}),
-    Metric("isotonic_ece", "top-label plug-in ECE with isotonic-regression bins (V-ECE paper)", _top_values,
-           isotonic_ece, lambda c, s: {"scheme": "isotonic", "norm": "l1", "label": "top"}),
-    Metric("debiased_ece_sq", "debiased squared top-label ECE (Kumar et al. 2019); may be negative", _top_bins,
-           debiased_ece_sq, lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "squared", "label": "top"}),
-    Metric("cw_ece", "classwise ECE averaged over all K classes", _classwise,
-           lambda s, c: float(np.mean(s.counter.weighted_error())),
-           lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l1", "label": "classwise"}),
-    Metric("cmce", "cumulative mass calibration error (CMCE paper), weighted over N*K pairs", _cumulative,
-           lambda s, c: float(s.counter.weighted_error()[0]),
-           lambda c, s: {"bins": c.cmce_bins, "scheme": "equal-width", "weighting": "weighted"}),
-    Metric("coverage_0.9_0.92", "label coverage of top-k sets with mass in [0.9, 0.92]", _coverage(0.9, 0.92),
-           _coverage_value, lambda c, s: {"range": [0.9, 0.92]}),
-    Metric("coverage_0.99_0.995", "label coverage of top-k sets with mass in [0.99, 0.995]", _coverage(0.99, 0.995),
-           _coverage_value, lambda c, s: {"range": [0.99, 0.995]}),
+    Metric("accuracy", "share of rows whose argmax is the label", _proper, lambda s, c: s.n_correct / s.n, lambda c, s: {}),
+    Metric("nll", "negative log-likelihood of the label", _proper, lambda s, c: s.nll_sum / s.n, _clip_settings),
+    Metric(
+        "brier",
+        "Brier score summed over classes",
+        _proper,
+        lambda s, c: s.brier_sum / s.n,
+        lambda c, s: {"sum_over_classes": True},
+    ),
+    Metric(
+        "ece",
+        "top-label expected calibration error, equal-width bins",
+        _top_bins,
+        lambda s, c: float(s.counter.weighted_error()[0]),
+        _bins,
+    ),
+    Metric(
+        "mce", "top-label maximum calibration error over non-empty bins", _top_bins, lambda s, c: s.counter.max_error(), _bins
+    ),
+    Metric(
+        "ece_quantile",
+        "top-label ECE with equal-mass bins",
+        _top_values,
+        ece_quantile,
+        lambda c, s: {"bins": c.bins, "scheme": "equal-mass", "norm": "l1", "label": "top"},
+    ),
+    Metric(
+        "smece",
+        "smooth ECE at its fixed-point bandwidth (Blasiok & Nakkiran 2024)",
+        _top_values,
+        _smece,
+        lambda c, s: {"grid": GRID, "kernel": "gaussian, reflected", "bandwidth": "fixed point", "label": "top"},
+    ),
+    Metric(
+        "isotonic_ece",
+        "top-label plug-in ECE with isotonic-regression bins (V-ECE paper)",
+        _top_values,
+        isotonic_ece,
+        lambda c, s: {"scheme": "isotonic", "norm": "l1", "label": "top"},
+    ),
+    Metric(
+        "debiased_ece_sq",
+        "debiased squared top-label ECE (Kumar et al. 2019); may be negative",
+        _top_bins,
+        debiased_ece_sq,
+        lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "squared", "label": "top"},
+    ),
+    Metric(
+        "cw_ece",
+        "classwise ECE averaged over all K classes",
+        _classwise,
+        lambda s, c: float(np.mean(s.counter.weighted_error())),
+        lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l1", "label": "classwise"},
+    ),
+    Metric(
+        "cmce",
+        "cumulative mass calibration error (CMCE paper), weighted over N*K pairs",
+        _cumulative,
+        lambda s, c: float(s.counter.weighted_error()[0]),
+        lambda c, s: {"bins": c.cmce_bins, "scheme": "equal-width", "weighting": "weighted"},
+    ),
+    Metric(
+        "coverage_0.9_0.92",
+        "label coverage of top-k sets with mass in [0.9, 0.92]",
+        _coverage(0.9, 0.92),
+        _coverage_value,
+        lambda c, s: {"range": [0.9, 0.92]},
+    ),
+    Metric(
+        "coverage_0.99_0.995",
+        "label coverage of top-k sets with mass in [0.99, 0.995]",
+        _coverage(0.99, 0.995),
+        _coverage_value,
+        lambda c, s: {"range": [0.99, 0.995]},
+    ),
 ]
+
 
 def _truth(config, k):
     return ("truth",), acc.TrueProbScores
@@ -147,15 +195,39 @@ def _cpsme(index):
 
 
 _TRUTH_METRICS = [
-    Metric("nll_true", "expected NLL under the true probabilities: mean -sum_k p_k log p^_k", _truth,
-           lambda s, c: s.nll_sum / s.n, lambda c, s: {"against": "true_probs"}, needs_truth=True),
-    Metric("brier_true", "squared distance to the true probabilities: mean sum_k (p^_k - p_k)^2", _truth,
-           lambda s, c: s.brier_sum / s.n, lambda c, s: {"against": "true_probs"}, needs_truth=True),
-    Metric("cpsme_avg", "CPSME averaged over alpha = 0.05..0.5 (ATS-CP paper)", _truth,
-           lambda s, c: float(s.cpsme_sum.mean() / s.n), lambda c, s: {"alphas": list(acc.CPSME_ALPHAS)}, needs_truth=True),
+    Metric(
+        "nll_true",
+        "expected NLL under the true probabilities: mean -sum_k p_k log p^_k",
+        _truth,
+        lambda s, c: s.nll_sum / s.n,
+        lambda c, s: {"against": "true_probs"},
+        needs_truth=True,
+    ),
+    Metric(
+        "brier_true",
+        "squared distance to the true probabilities: mean sum_k (p^_k - p_k)^2",
+        _truth,
+        lambda s, c: s.brier_sum / s.n,
+        lambda c, s: {"against": "true_probs"},
+        needs_truth=True,
+    ),
+    Metric(
+        "cpsme_avg",
+        "CPSME averaged over alpha = 0.05..0.5 (ATS-CP paper)",
+        _truth,
+        lambda s, c: float(s.cpsme_sum.mean() / s.n),
+        lambda c, s: {"alphas": list(acc.CPSME_ALPHAS)},
+        needs_truth=True,
+    ),
 ] + [
-    Metric(f"cpsme_{alpha:g}", f"mass error on the true {1 - alpha:g}-set of the true probabilities", _truth,
-           _cpsme(i), lambda c, s, a=alpha: {"alpha": a}, needs_truth=True)
+    Metric(
+        f"cpsme_{alpha:g}",
+        f"mass error on the true {1 - alpha:g}-set of the true probabilities",
+        _truth,
+        _cpsme(i),
+        lambda c, s, a=alpha: {"alpha": a},
+        needs_truth=True,
+    )
     for i, alpha in enumerate(acc.CPSME_ALPHAS)
 ]
 

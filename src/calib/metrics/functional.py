@@ -28,8 +28,9 @@ from .definitions import METRICS, MetricConfig
 from .metric_set import MetricSet
 
 
-def metric_value(key: str, scores, labels, *, kind: str = "auto", bins: int = 15, cmce_bins: int = 25,
-                 true_probs=None) -> float | None:
+def metric_value(
+    key: str, scores, labels, *, kind: str = "auto", bins: int = 15, cmce_bins: int = 25, true_probs=None
+) -> float | None:
     """The value of metric ``key`` (a key of ``calib methods``); None where it is undefined."""
     if key not in METRICS:
         raise UsageError(f"unknown metric {key!r}; choose from {', '.join(METRICS)}")
@@ -81,8 +82,9 @@ def cpsme(scores, labels, *, alpha: float, true_probs, kind: str = "auto") -> fl
     return metric_value(f"cpsme_{alpha:g}", scores, labels, kind=kind, true_probs=true_probs)
 
 
-def vece(scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto",
-         max_rows: int = 20_000) -> dict[str, float]:
+def vece(
+    scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto", max_rows: int = 20_000
+) -> dict[str, float]:
     """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"}."""
     from ..api import vece_values  # the estimators sit above the metrics: imported on use
 

@@ -29,22 +29,32 @@ class MetricSet:
 
     def state(self) -> dict[str, np.ndarray]:
         """Every accumulator's additive state, keyed "<index>/<name>" in accumulator order."""
-        return {f"{i}/{name}": array for i, accumulator in enumerate(self.accumulators.values())
-                for name, array in accumulator.state().items()}
+        return {
+            f"{i}/{name}": array
+            for i, accumulator in enumerate(self.accumulators.values())
+            for name, array in accumulator.state().items()
+        }
 
     def absorb(self, state: dict[str, np.ndarray]) -> None:
         for i, accumulator in enumerate(self.accumulators.values()):
             prefix = f"{i}/"
-            accumulator.absorb({key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)})
+            accumulator.absorb({key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
 
     def concatenated_state_keys(self) -> set[str]:
         """State keys that merge by concatenation (per-row values) rather than by addition."""
-        return {f"{i}/{name}" for i, accumulator in enumerate(self.accumulators.values())
-                for name in accumulator.STATE if isinstance(getattr(accumulator, name), list)}
+        return {
+            f"{i}/{name}"
+            for i, accumulator in enumerate(self.accumulators.values())
+            for name in accumulator.STATE
+            if isinstance(getattr(accumulator, name), list)
+        }
 
     def results(self) -> dict[str, dict]:
         out = {}
         for metric in self.metrics:
             state = self.accumulators[self.source[metric.key]]
-            out[metric.key] = {"value": compute_value(metric, state, self.config), "settings": metric.settings(self.config, state)}
+            out[metric.key] = {
+                "value": compute_value(metric, state, self.config),
+                "settings": metric.settings(self.config, state),
+            }
         return out

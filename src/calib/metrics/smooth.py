@@ -21,8 +21,9 @@ def grid_mass(values: np.ndarray, weights: np.ndarray, grid: int = GRID) -> np.n
     position = np.clip(values, 0.0, 1.0) * (grid - 1)
     left = np.minimum(position.astype(np.intp), grid - 2)
     right_share = position - left
-    return (np.bincount(left, weights * (1.0 - right_share), minlength=grid)
-            + np.bincount(left + 1, weights * right_share, minlength=grid))
+    return np.bincount(left, weights * (1.0 - right_share), minlength=grid) + np.bincount(
+        left + 1, weights * right_share, minlength=grid
+    )
 
 
 def _smooth(mass: np.ndarray, sigma: float) -> np.ndarray:
@@ -34,7 +35,7 @@ def _smooth(mass: np.ndarray, sigma: float) -> np.ndarray:
     # "valid" convolution by FFT: O(G log G) per bandwidth instead of np.convolve's O(G^2)
     size = 1 << int(len(extended) + len(kernel) - 2).bit_length()
     full = np.fft.irfft(np.fft.rfft(extended, size) * np.fft.rfft(kernel, size), size)
-    return full[len(kernel) - 1: len(extended)]
+    return full[len(kernel) - 1 : len(extended)]
 
 
 def smooth_ece_at(mass: np.ndarray, density_mass: np.ndarray, sigma: float) -> float:

@@ -9,6 +9,12 @@ from .gaussian_grid import grid_centres, sample_points, true_posterior
 from .known_ce import known_ce_data, true_calibration_errors
 
 __all__ = [
-    "class_groups", "contaminate", "contamination_temperatures", "grid_centres", "known_ce_data",
-    "sample_points", "true_calibration_errors", "true_posterior",
+    "class_groups",
+    "contaminate",
+    "contamination_temperatures",
+    "grid_centres",
+    "known_ce_data",
+    "sample_points",
+    "true_calibration_errors",
+    "true_posterior",
 ]

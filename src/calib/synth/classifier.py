@@ -40,8 +40,12 @@ def _build(n_classes: int, seed: int):
             super().__init__()
             self.register_buffer("fourier", fourier)
             self.mlp = nn.Sequential(
-                nn.Linear(2 + 2 * N_FOURIER, HIDDEN), nn.GELU(), nn.LayerNorm(HIDDEN),
-                nn.Linear(HIDDEN, HIDDEN), nn.GELU(), nn.LayerNorm(HIDDEN),
+                nn.Linear(2 + 2 * N_FOURIER, HIDDEN),
+                nn.GELU(),
+                nn.LayerNorm(HIDDEN),
+                nn.Linear(HIDDEN, HIDDEN),
+                nn.GELU(),
+                nn.LayerNorm(HIDDEN),
                 nn.Linear(HIDDEN, n_classes),
             )
 
@@ -55,8 +59,15 @@ def _build(n_classes: int, seed: int):
         return RFFNet()
 
 
-def train_classifier(points: np.ndarray, labels: np.ndarray, n_classes: int, *, seed: int = 0,
-                     config: TrainConfig = TrainConfig(), progress: Callable[[int, int, float], None] | None = None):
+def train_classifier(
+    points: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    *,
+    seed: int = 0,
+    config: TrainConfig = TrainConfig(),
+    progress: Callable[[int, int, float], None] | None = None,
+):
     """Train on (points, labels); returns the model. ``progress(epoch, epochs, mean_loss)`` per epoch."""
     torch = extras.torch()
 
@@ -73,7 +84,7 @@ def train_classifier(points: np.ndarray, labels: np.ndarray, n_classes: int, *, 
         order = torch.randperm(len(x), generator=generator)
         total = 0.0
         for start in range(0, len(x), config.batch_size):
-            batch = order[start:start + config.batch_size]
+            batch = order[start : start + config.batch_size]
             optimiser.zero_grad()
             loss = loss_fn(model(x[batch]), y[batch])
             loss.backward()
@@ -93,5 +104,5 @@ def predict_logits(model, points: np.ndarray, batch_size: int = 4096) -> np.ndar
     out = []
     with torch.no_grad():
         for start in range(0, len(points), batch_size):
-            out.append(model(torch.as_tensor(points[start:start + batch_size], dtype=torch.float32)).numpy())
+            out.append(model(torch.as_tensor(points[start : start + batch_size], dtype=torch.float32)).numpy())
     return np.concatenate(out).astype(np.float32)

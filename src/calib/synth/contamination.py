@@ -28,8 +28,7 @@ def contamination_temperatures(labels: np.ndarray, n_classes: int, rng: np.rando
     """One temperature per sample from the group of its label."""
     group = class_groups(n_classes)[labels]
     pick = rng.integers(0, 3, size=len(labels))
-    return np.where(group == 0, np.take(UNDER_TEMPERATURES, pick),
-                    np.where(group == 2, np.take(OVER_TEMPERATURES, pick), 1.0))
+    return np.where(group == 0, np.take(UNDER_TEMPERATURES, pick), np.where(group == 2, np.take(OVER_TEMPERATURES, pick), 1.0))
 
 
 def contaminate(logits: np.ndarray, temperatures: np.ndarray) -> np.ndarray:

@@ -58,9 +58,20 @@ def true_posterior(points: np.ndarray, centres: np.ndarray, sigma: float) -> np.
 MODELS = ("mlp", "truth")
 
 
-def make_gaussian_grid(n_classes: int, n_cal: int, n_test: int, *, n_train: int = 50_000, sigma: float = SIGMA,
-                       layout: str = "auto", radius: float = CIRCLE_RADIUS, model: str = "mlp", epochs: int = 15,
-                       seed: int = 0, progress=None) -> dict:
+def make_gaussian_grid(
+    n_classes: int,
+    n_cal: int,
+    n_test: int,
+    *,
+    n_train: int = 50_000,
+    sigma: float = SIGMA,
+    layout: str = "auto",
+    radius: float = CIRCLE_RADIUS,
+    model: str = "mlp",
+    epochs: int = 15,
+    seed: int = 0,
+    progress=None,
+) -> dict:
     """Calibration and test splits of the Gaussian-grid task with a model's logits and the truth.
 
     model ``mlp``: the RFF + MLP classifier of :mod:`calib.synth.classifier`, trained on n_train
@@ -76,14 +87,24 @@ def make_gaussian_grid(n_classes: int, n_cal: int, n_test: int, *, n_train: int 
     centres = grid_centres(n_classes, layout, radius)
     train_points, train_labels = sample_points(centres, sigma, n_train if model == "mlp" else 0, rng)
     splits = {name: sample_points(centres, sigma, n, rng) for name, n in (("cal", n_cal), ("test", n_test))}
-    meta = {"task": "gaussian-grid", "classes": n_classes, "sigma": sigma, "layout": layout, "radius": radius,
-            "model": model, "seed": seed, "n_cal": n_cal, "n_test": n_test}
+    meta = {
+        "task": "gaussian-grid",
+        "classes": n_classes,
+        "sigma": sigma,
+        "layout": layout,
+        "radius": radius,
+        "model": model,
+        "seed": seed,
+        "n_cal": n_cal,
+        "n_test": n_test,
+    }
     network = None
     if model == "mlp":
         from .classifier import TrainConfig, train_classifier
 
-        network = train_classifier(train_points, train_labels, n_classes, seed=seed, config=TrainConfig(epochs=epochs),
-                                   progress=progress)
+        network = train_classifier(
+            train_points, train_labels, n_classes, seed=seed, config=TrainConfig(epochs=epochs), progress=progress
+        )
         meta.update(n_train=n_train, epochs=epochs)
     out = {"meta": meta}
     for name, (points, labels) in splits.items():
@@ -95,8 +116,12 @@ def make_gaussian_grid(n_classes: int, n_cal: int, n_test: int, *, n_train: int 
         else:
             logits = log_truth.astype(np.float32)
         truth = np.exp(log_truth)
-        out[name] = {"logits": logits, "labels": labels.astype(np.int64), "true_probs": truth.astype(np.float32),
-                     "points": points.astype(np.float32)}
+        out[name] = {
+            "logits": logits,
+            "labels": labels.astype(np.int64),
+            "true_probs": truth.astype(np.float32),
+            "points": points.astype(np.float32),
+        }
         meta[f"{name}_accuracy"] = float(np.mean(logits.argmax(axis=1) == labels))
         meta[f"{name}_bayes_accuracy"] = float(np.mean(truth.argmax(axis=1) == labels))
     return out

@@ -48,6 +48,9 @@ def true_calibration_errors(probs: np.ndarray, true_probs: np.ndarray) -> dict:
         gap = np.abs(diff[:, 1])
         out.update(l1=float(gap.mean()), l2=float(gap.mean()), sq=float((gap**2).mean()))
     else:
-        out.update(l1=float(np.abs(diff).sum(axis=1).mean()), l2=float(np.sqrt((diff**2).sum(axis=1)).mean()),
-                   sq=float((diff**2).sum(axis=1).mean()))
+        out.update(
+            l1=float(np.abs(diff).sum(axis=1).mean()),
+            l2=float(np.sqrt((diff**2).sum(axis=1)).mean()),
+            sq=float((diff**2).sum(axis=1).mean()),
+        )
     return out
