@@ -32,9 +32,10 @@ from .io.readers import predictions_from_arrays
 
 def sample_path(name: str) -> str:
     """Path of a file of the bundled sample data (``cifar10_val.npz``, ``cifar10_test.npz``), for
-    examples; it is found next to the package in a source checkout."""
+    examples: ``sample_data/`` of the source checkout the package runs from, else of the current
+    folder (a checkout with calib installed from it)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for root in (os.path.join(here, "..", "..", "sample_data"), os.path.join(here, "sample_data")):
+    for root in (os.path.join(here, "..", "..", "sample_data"), os.path.join(os.getcwd(), "sample_data")):
         path = os.path.normpath(os.path.join(root, name))
         if os.path.exists(path):
             return path
