@@ -28,6 +28,7 @@ from .calibrators.base import Calibrator
 from .errors import UsageError
 from .io.predictions import Predictions
 from .io.readers import predictions_from_arrays
+from .validation import check_true_probs
 
 
 def sample_path(name: str) -> str:
@@ -98,11 +99,16 @@ class Calibration:
         return self
 
     def _inputs(self, scores, kind: str) -> Predictions:
+        preds = as_predictions(scores, kind=self.input_kind if kind == "auto" and self.input_kind else kind)
+        self.check_applies(preds)
+        return preds
+
+    def check_applies(self, preds: Predictions) -> None:
+        """Refuse inputs this calibrator cannot apply to: it is not fitted, or ``preds`` has another
+        class count or input kind than it was fitted on."""
         if self.input_kind is None:
             raise UsageError(f"calibrator {self.method!r} is not fitted yet")
-        preds = as_predictions(scores, kind=self.input_kind if kind == "auto" else kind)
         pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator")
-        return preds
 
     def predict_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
         """(N, K) calibrated probabilities of new scores (of the kind it was fitted on)."""
@@ -223,16 +229,11 @@ def evaluate(
 
     preds = as_predictions(scores, labels, kind=kind)
     if true_probs is not None:
-        from .validation import resolve_kind
-
-        true_probs = np.asarray(true_probs)
-        if true_probs.shape != (preds.n, preds.k):
-            raise UsageError(f"true probabilities have shape {true_probs.shape}; the scores are ({preds.n}, {preds.k})")
-        resolve_kind(true_probs, "probs", "true probabilities")
-        preds.true_probs = true_probs
-    fitted = calibrator.fitted if isinstance(calibrator, Calibration) else calibrator
-    if isinstance(calibrator, Calibration) and calibrator.input_kind is not None:
-        pipeline.check_fits(preds, calibrator.n_classes, calibrator.input_kind, f"the {calibrator.method} calibrator")
+        preds.true_probs = check_true_probs(true_probs, preds.n, preds.k, "true probabilities")
+    fitted = calibrator
+    if isinstance(calibrator, Calibration):
+        calibrator.check_applies(preds)
+        fitted = calibrator.fitted
     report = build_report(
         preds,
         metrics=metrics,

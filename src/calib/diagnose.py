@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibrators.base import given_probs
-from .calibrators.conformal import conformal_quantile, label_scores, min_calibration_size, nonconformity
+from .calibrators.base import calibrator_inputs
+from .calibrators.conformal import conformal_quantile, min_calibration_size, nonconformity
 from .evaluation import check_metric_keys, uncalibrated_batch
 from .io.predictions import Predictions
 from .metrics import Batch, MetricConfig
@@ -46,18 +46,20 @@ class Diagnosis:
         return dict(self.__dict__)
 
 
+def _batch(calibrator, preds: Predictions, rows: slice) -> Batch:
+    """The rows' probabilities: the model's own (no calibrator), or after ``calibrator``."""
+    if calibrator is None:
+        return uncalibrated_batch(preds, rows)
+    logits, given = calibrator_inputs(calibrator, preds, rows)
+    return Batch(preds.labels[rows], log_probs=calibrator.transform(logits, None, **given))
+
+
 def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int = 25):
     top, cumulative, classwise = TopLabelBins(bins), CumulativeMassBins(cmce_bins), ClasswiseBins(bins, preds.k)
     support = np.bincount(preds.labels, minlength=preds.k)
     saturated = 0
     for rows in preds.chunks():
-        if calibrator is None:
-            batch = uncalibrated_batch(preds, rows)
-        else:
-            batch = Batch(
-                preds.labels[rows],
-                log_probs=calibrator.transform(preds.logits(rows), None, **given_probs(calibrator, preds, rows)),
-            )
+        batch = _batch(calibrator, preds, rows)
         saturated += int(((batch.probs == 0.0) | (batch.probs == 1.0)).any(axis=1).sum())
         for accumulator in (top, cumulative, classwise):
             accumulator.update(batch)
@@ -171,25 +173,31 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
     """
     score = calibrator.options.score
     half = np.random.default_rng([seed, 3]).permutation(preds.n) < preds.n // 2
-    scores = np.concatenate(
-        [label_scores(preds.logits(rows), preds.labels[rows], score, probs=preds.probs_as_given(rows)) for rows in preds.chunks()]
-    )
+
+    def chunk_scores(rows):
+        """The rows' log-space scores and V(x, y) of every class, on the probabilities as given
+        for probability inputs (as the bundle's own sets score them)."""
+        logits, given = preds.logits_and_given(rows)
+        return logits, given, nonconformity(softmax(logits) if given is None else given, score)
+
+    def own_scores(rows, values):
+        return values[np.arange(rows.stop - rows.start), preds.labels[rows]]
+
+    scores = np.concatenate([own_scores(rows, chunk_scores(rows)[2]) for rows in preds.chunks()])
     alphas = [a for a in CONFORMAL_ALPHAS if min(half.sum(), (~half).sum()) >= min_calibration_size(a)]
     thresholds = {side: [conformal_quantile(scores[half == side], a) for a in alphas] for side in (True, False)}
     covered = np.zeros(len(alphas))
     sizes = np.zeros(len(alphas))
     own_covered = own_size = 0
     for rows in preds.chunks():
-        logits, labels, side = preds.logits(rows), preds.labels[rows], half[rows]
-        given = preds.probs_as_given(rows)
-        values = nonconformity(softmax(logits) if given is None else given, score)
-        own = values[np.arange(len(labels)), labels]
+        logits, given, values = chunk_scores(rows)
+        labels, side, own = preds.labels[rows], half[rows], own_scores(rows, values)
         for i in range(len(alphas)):
             # rows in one half are measured with the threshold fitted on the other half
             q = np.where(side, thresholds[False][i], thresholds[True][i])
             covered[i] += np.sum(own <= q)
             sizes[i] += np.sum(values <= q[:, None])
-        in_set = calibrator.sets(logits, None, **given_probs(calibrator, preds, rows))
+        in_set = calibrator.sets(logits, None, probs=given)
         own_covered += int(in_set[np.arange(len(labels)), labels].sum())
         own_size += int(in_set.sum())
     return {
@@ -220,22 +228,11 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
             if name != "uncalibrated":
                 cls = calibrator_class(name)
                 calibrator = cls(cls.parse_options({}))
-                calibrator.fit(
-                    train_preds.all_logits(), train_preds.labels, seed=seed, **given_probs(calibrator, train_preds, slice(None))
-                )
+                logits, given = calibrator_inputs(calibrator, train_preds, slice(None))
+                calibrator.fit(logits, train_preds.labels, seed=seed, **given)
                 warnings[name].extend(w for w in calibrator.warnings() if w not in warnings[name])
             for rows in test_preds.chunks():
-                batch = (
-                    uncalibrated_batch(test_preds, rows)
-                    if calibrator is None
-                    else Batch(
-                        test_preds.labels[rows],
-                        log_probs=calibrator.transform(
-                            test_preds.logits(rows), None, **given_probs(calibrator, test_preds, rows)
-                        ),
-                    )
-                )
-                metric_set.update(batch)
+                metric_set.update(_batch(calibrator, test_preds, rows))
             scores[name].append({k: v["value"] for k, v in metric_set.results().items()})
     table = []
     for name, runs in scores.items():

@@ -11,8 +11,7 @@ from .errors import UsageError
 EXTRAS = {
     "torch": (
         "torch",
-        "adaptive-ts, ats-aq, ats-maq, ats-mgq with a quantile model, the adaptive "
-        "(flow) thresholds and the synthetic classifier",
+        "adaptive-ts, ats-aq, ats-maq, the adaptive (flow) thresholds and the synthetic classifier",
     ),
     "dask": ("dask", "the dask engine for directories of shards"),
     "distributed": ("dask", "the dask engine for directories of shards"),

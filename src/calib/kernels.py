@@ -19,7 +19,8 @@ import os
 
 import numpy as np
 
-# Row categories of the conformal core (calib.calibrators.conformal).
+#: Row categories of SelectTau, the codes the compiled kernel writes too (calib.calibrators.conformal
+#: names them and adds its own).
 FEASIBLE, EMPTY, FULL, TOO_LARGE, UNREACHABLE = range(5)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.base import Calibrator, add_counts, given_probs
+from .calibrators.base import Calibrator, add_counts, calibrator_inputs
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .numerics import map_in_order
@@ -25,9 +25,8 @@ def fit_calibrator(
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
-    return calibrator.fit(
-        preds.all_logits(), preds.labels, seed=seed, features=features, **given_probs(calibrator, preds, slice(None))
-    )
+    logits, given = calibrator_inputs(calibrator, preds, slice(None))
+    return calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
 
 
 def save_calibrator(
@@ -99,7 +98,7 @@ def calibrated_blocks(
         raise UsageError(f"method {calibrator.name!r} builds no conformal sets; only conformal methods do")
 
     def block(rows: slice):
-        logits, given = preds.logits(rows), given_probs(calibrator, preds, rows)
+        logits, given = calibrator_inputs(calibrator, preds, rows)
         chunk_features = None if features is None else features[rows]
         if what == "sets":
             return rows, calibrator.sets(logits, chunk_features, **given), {}

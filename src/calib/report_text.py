@@ -38,10 +38,16 @@ def settings_text(settings: dict) -> str:
     return ", ".join(parts)
 
 
-def report_lines(report: dict) -> list[str]:
-    """The metric table as aligned plain-text lines (every digit of every value kept)."""
+def metric_table(report: dict) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the metric table, as text cells: metric, value (or uncalibrated,
+    calibrated, change when a calibrator was applied), the bootstrap interval when there is one,
+    settings. Every rendering of the table (terminal, notebook text) is built from these cells."""
     before = report.get("uncalibrated_metrics")
-    header = ["metric", *(["uncalibrated", "calibrated", "change"] if before is not None else ["value"]), "settings"]
+    bootstrap = report.get("bootstrap")
+    header = ["metric", *(["uncalibrated", "calibrated", "change"] if before is not None else ["value"])]
+    if bootstrap is not None:
+        header.append(f"{bootstrap['level']:.0%} CI ({bootstrap['replicates']} boot.)")
+    header.append("settings")
     rows = []
     for key, entry in report["metrics"].items():
         row = [key]
@@ -54,7 +60,27 @@ def report_lines(report: dict) -> list[str]:
             ]
         else:
             row.append(format_value(entry["value"]))
+        if bootstrap is not None:
+            interval = entry.get("ci")
+            row.append(f"[{format_value(interval[0])}, {format_value(interval[1])}]" if interval else "-")
         rows.append(row + [settings_text(entry["settings"])])
+    return header, rows
+
+
+def gate_text(gate: dict) -> str:
+    """A gate's outcome after its pass/FAIL mark: the condition, the value, and against a baseline
+    the baseline value, the increase and (paired) its lower bound."""
+    extra = ""
+    if "baseline" in gate:
+        extra = f" (baseline {format_value(gate['baseline'])}, increase {format_value(gate['increase'])})"
+    if "increase_lower_bound" in gate:
+        extra += f", lower bound {format_value(gate['increase_lower_bound'])}"
+    return f"{gate['expr']}  value {format_value(gate['value'])}{extra}"
+
+
+def report_lines(report: dict) -> list[str]:
+    """The metric table as aligned plain-text lines (every digit of every value kept)."""
+    header, rows = metric_table(report)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells):
@@ -64,5 +90,5 @@ def report_lines(report: dict) -> list[str]:
     inp = report["input"]
     lines = [f"{inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})", line(header)]
     lines += [line(row) for row in rows]
-    lines += [f"gate {'pass' if g['passed'] else 'FAIL'}: {g['expr']}, value {format_value(g['value'])}" for g in report["gates"]]
+    lines += [f"gate {'pass' if g['passed'] else 'FAIL'}: {gate_text(g)}" for g in report["gates"]]
     return lines

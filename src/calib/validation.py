@@ -49,7 +49,7 @@ def repair_probs(probs: np.ndarray) -> np.ndarray:
     clipped to [0, 1]."""
     if probs.ndim == 1 or probs.shape[1] == 1:
         return np.clip(probs, 0.0, 1.0)
-    off = _rows_to_repair(probs)
+    off, _ = off_simplex(probs)
     if off.any():
         probs = np.array(probs, dtype=np.float64)
         fixed = np.clip(probs[off], 0.0, 1.0)
@@ -57,8 +57,18 @@ def repair_probs(probs: np.ndarray) -> np.ndarray:
     return probs
 
 
-def _rows_to_repair(probs: np.ndarray) -> np.ndarray:
-    return (probs.min(axis=1) < 0.0) | (probs.max(axis=1) > 1.0) | (np.abs(probs.sum(axis=1) - 1.0) > EXACT_SUM_TOLERANCE)
+def off_simplex(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a float64 (N, K) probability matrix: whether :func:`repair_probs` changes it (an
+    entry outside [0, 1], or K > 1 and the sum off 1 by more than :data:`EXACT_SUM_TOLERANCE`), and
+    how far it is off (the largest of those excesses)."""
+    below, above = -probs.min(axis=1), probs.max(axis=1) - 1.0
+    off = (below > 0.0) | (above > 0.0)
+    deviation = np.maximum(np.maximum(below, above), 0.0)
+    if probs.shape[1] > 1:
+        sum_error = np.abs(probs.sum(axis=1) - 1.0)
+        off |= sum_error > EXACT_SUM_TOLERANCE
+        deviation = np.maximum(deviation, sum_error)
+    return off, deviation
 
 
 def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = "as given") -> tuple[str, str]:
@@ -74,7 +84,7 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
     rows of probabilities will be clipped and renormalised (:func:`repair_probs`), and by how much.
     """
     if requested not in KINDS + ("auto",):
-        raise InputError(f"input kind must be one of auto, {', '.join(KINDS)}; got {requested!r}")
+        raise InputError(f"input kind must be one of auto, {', '.join(KINDS)}; got {requested!r}", cli_hint="--input-kind")
     tol = kind_tolerance(scores.dtype)
     single = scores.ndim == 1 or scores.shape[1] == 1
     matrix = scores.reshape(scores.shape[0], -1)
@@ -104,13 +114,10 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
                     r = int(np.argmax(off_sum))
                     first_bad_sum = (rows.start + r, float(sums[r]))
                 sums_to_one = sums_to_one and not off_sum.any()
-            off = _rows_to_repair(values) if not single else (values.min(axis=1) < 0.0) | (values.max(axis=1) > 1.0)
+            off, spread = off_simplex(values)
             if off.any():
                 repaired += int(off.sum())
-                spread = np.maximum(np.maximum(-values[off].min(axis=1), values[off].max(axis=1) - 1.0), 0.0)
-                if not single:
-                    spread = np.maximum(spread, np.abs(values[off].sum(axis=1) - 1.0))
-                deviation = max(deviation, float(spread.max()))
+                deviation = max(deviation, float(spread[off].max()))
     repair_note = (
         f"; {repaired} rows off by up to {deviation:.3g} (within the tolerance {tol:.2g} of this "
         f"{scores.dtype} file) clipped to [0, 1] and renormalised"
@@ -169,6 +176,17 @@ def _require_log_probs(chunk: np.ndarray, offset: int, single: bool, tol: float,
         raise InputError(
             f"{name}: log-probabilities must have logsumexp 0 within {tol:.2g}; row {offset + r} has {show_value(lse[r])}"
         )
+
+
+def check_true_probs(truth: np.ndarray, n_rows: int, n_classes: int, name: str) -> np.ndarray:
+    """True conditional probabilities (synthetic data) for (N, K) predictions: the same shape,
+    checked as probabilities."""
+    truth = np.asarray(truth)
+    check_score_array(truth, name)
+    if truth.shape != (n_rows, n_classes):
+        raise InputError(f"{name}: true probabilities have shape {truth.shape}; the predictions are ({n_rows}, {n_classes})")
+    resolve_kind(truth, "probs", name)
+    return truth
 
 
 def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> np.ndarray:

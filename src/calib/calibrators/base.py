@@ -30,13 +30,13 @@ def add_counts(total: dict, more: dict) -> None:
         total[key] = total.get(key, 0) + value
 
 
-def given_probs(calibrator: "Calibrator", preds, rows) -> dict:
-    """``{"probs": the rows' probabilities as given}`` for a method that scores them
-    (:attr:`Calibrator.scores_given_probs`) when ``preds`` (a :class:`calib.io.Predictions`) holds
-    probabilities; else ``{}``. Keyword arguments for the calibrator's ``fit`` and transforms."""
-    if calibrator.scores_given_probs and preds.kind == "probs":
-        return {"probs": preds.probs_as_given(rows)}
-    return {}
+def calibrator_inputs(calibrator: "Calibrator", preds, rows) -> tuple[np.ndarray, dict]:
+    """What ``calibrator``'s ``fit`` and transforms take for ``rows`` of ``preds`` (a
+    :class:`calib.io.Predictions`): the log-space scores, and the keyword arguments
+    ``{"probs": the probabilities as given}`` for a method that scores them
+    (:attr:`Calibrator.scores_given_probs`) on a probability input, else ``{}``."""
+    logits, given = preds.logits_and_given(rows)
+    return logits, ({"probs": given} if calibrator.scores_given_probs and given is not None else {})
 
 
 class Calibrator(abc.ABC):
@@ -53,7 +53,7 @@ class Calibrator(abc.ABC):
     #: transforms take ``probs=``, the probabilities as the input gives them, and score those
     #: instead of softmax(logits), so that equal probabilities give equal scores (logits of
     #: probabilities are log(max(p, 1e-12)), whose softmax moves ties by an ulp). See
-    #: :func:`calib.pipeline.given_probs`.
+    #: :func:`calibrator_inputs`.
     scores_given_probs: ClassVar[bool] = False
     #: Optional packages the method's fit needs (an extra of calib-cli, e.g. ``("torch",)``);
     #: applying a fitted bundle never needs them.

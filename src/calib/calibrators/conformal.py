@@ -15,6 +15,8 @@ import math
 import numpy as np
 
 from ..errors import UsageError
+from ..kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
+from ..kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
 from ..numerics import map_in_order, row_chunks, softmax
 
 SCORES = ("msp", "aps")
@@ -23,7 +25,8 @@ SCORES = ("msp", "aps")
 # apply reports. EMPTY / FULL: the row is left unchanged; TOO_LARGE: even tau = 1e6 leaves >= 1 - alpha
 # in the set (e.g. |C|/K > 1 - alpha); UNREACHABLE: even tau = 1e-4 leaves < 1 - alpha (a score
 # outside the set ties the top one); TINY_MASS: P_in or P_out < 1e-12 (MR leaves the row unchanged).
-FEASIBLE, EMPTY, FULL, TOO_LARGE, UNREACHABLE, TINY_MASS = range(6)
+# (the first five are the codes SelectTau's kernels write, defined with them)
+TINY_MASS = UNREACHABLE + 1
 CATEGORY_NAMES = {
     EMPTY: "empty_set",
     FULL: "full_set",

@@ -145,11 +145,14 @@ class SetCalibrator(Calibrator):
         (the model's probabilities as the input holds them) are scored instead of softmax(logits),
         so that equal probabilities give equal scores; a copy, since calibrate may overwrite it."""
         logits = np.asarray(logits, dtype=np.float64)
+        log_probs = None
         if log_space:
-            log_probs, softmax_probs = log_softmax_and_softmax(logits)
-        else:
-            log_probs, softmax_probs = None, (softmax(logits) if probs is None else None)
-        probs = softmax_probs if probs is None else np.array(probs, dtype=np.float64)
+            log_probs, model_probs = log_softmax_and_softmax(logits)
+        if probs is not None:
+            model_probs = np.array(probs, dtype=np.float64)
+        elif not log_space:
+            model_probs = softmax(logits)
+        probs = model_probs
         scores, in_set = self._scores_and_sets(probs, logits, features)
         return logits, log_probs, probs, scores, in_set
 

@@ -6,26 +6,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import UsageError
-from ..validation import KINDS
-
 Labels = Annotated[
     Optional[str],
     typer.Option("--labels", "-l", help="Labels file (.npy of ints, or text, one label a line); overrides labels in PRED."),
 ]
 
 
-def _input_kind(value: str) -> str:
-    if value not in ("auto", *KINDS):
-        raise UsageError(f"--input-kind must be one of auto, {', '.join(KINDS)}; got {value!r}")
-    return value
-
-
 InputKind = Annotated[
     str,
     typer.Option(
         "--input-kind",
-        callback=_input_kind,
         help="auto | logits | probs | log-probs. auto decides from the data and says what it decided.",
     ),
 ]

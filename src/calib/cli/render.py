@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..report_text import format_value, settings_text
+from ..report_text import format_value, gate_text, metric_table
 
 # No markup: what is printed holds file names and user expressions, and "[x]" in a path must stay as
 # it is. Styles are given as Text spans and style arguments instead.
@@ -74,46 +74,20 @@ def report_table(report: dict) -> None:
     """The metric table of `calib evaluate`: before/after/change columns when a bundle was applied."""
     inp = report["input"]
     title = f"calib evaluate: {inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})"
-    before = report.get("uncalibrated_metrics")
+    header, rows = metric_table(report)
     table = Table(title=title, title_justify="left")
-    table.add_column("metric", style="bold", no_wrap=True)
-    if before is not None:
-        table.add_column("uncalibrated", justify="right")
-        table.add_column("calibrated", justify="right")
-        table.add_column("change", justify="right")
-    else:
-        table.add_column("value", justify="right")
-    bootstrap = report.get("bootstrap")
-    if bootstrap is not None:
-        table.add_column(f"{bootstrap['level']:.0%} CI ({bootstrap['replicates']} boot.)", justify="right")
-    table.add_column("settings", style="dim")
-    for key, entry in report["metrics"].items():
-        row = [key]
-        if before is not None:
-            old, new = before.get(key, {}).get("value"), entry["value"]
-            change = "" if old is None or new is None else f"{new - old:+.4g}"
-            old = old if key in before else "-"
-            row += [format_value(old), format_value(new), change]
-        else:
-            row.append(format_value(entry["value"]))
-        if bootstrap is not None:
-            interval = entry.get("ci")
-            row.append(f"[{format_value(interval[0])}, {format_value(interval[1])}]" if interval else "-")
-        row.append(settings_text(entry["settings"]))
+    table.add_column(header[0], style="bold", no_wrap=True)
+    for name in header[1:-1]:
+        table.add_column(name, justify="right")
+    table.add_column(header[-1], style="dim")
+    for row in rows:
         table.add_row(*row)
     _out.print(table)
     if report.get("bundle"):
         _out.print(f"bundle: {report['bundle']}", style="dim")
     for gate in report["gates"]:
         mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
-        extra = (
-            f" (baseline {format_value(gate['baseline'])}, increase {format_value(gate['increase'])})"
-            if "baseline" in gate
-            else ""
-        )
-        if "increase_lower_bound" in gate:
-            extra += f", lower bound {format_value(gate['increase_lower_bound'])}"
-        _out.print(Text.assemble("gate ", mark, f": {gate['expr']}  value {format_value(gate['value'])}{extra}"))
+        _out.print(Text.assemble("gate ", mark, f": {gate_text(gate)}"))
 
 
 def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..calibrators.base import Calibrator, given_probs
+from ..calibrators.base import Calibrator, calibrator_inputs
 from ..estimators import (
     IN_SAMPLE_METRICS,
     KDE_METRICS,
@@ -84,6 +84,7 @@ def _sample_probs(preds: Predictions, rows: np.ndarray, calibrator: Calibrator |
     """The probabilities V-ECE and KDE-ECE score on ``rows`` (the float64 logits are freed on return,
     before the estimators' own copies)."""
     if calibrator is not None:
-        return calibrator.transform_probs_with_info(preds.logits(rows), features, **given_probs(calibrator, preds, rows))[0]
-    given = preds.probs_as_given(rows)
-    return given if given is not None else softmax(preds.logits(rows))
+        logits, given = calibrator_inputs(calibrator, preds, rows)
+        return calibrator.transform_probs_with_info(logits, features, **given)[0]
+    logits, given = preds.logits_and_given(rows)
+    return given if given is not None else softmax(logits)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..bootstrap import BootstrapConfig, GroupedStates, intervals
-from ..calibrators.base import Calibrator, given_probs
+from ..calibrators.base import Calibrator, calibrator_inputs
 from ..errors import InputError, UsageError
 from ..estimators import SAMPLE_METRICS
 from ..io.predictions import Predictions
@@ -78,7 +78,7 @@ def compute_metrics(
         thread count)."""
         batch, after, in_set = uncalibrated_batch(preds, rows), None, None
         if calibrated is not None:
-            logits, given = preds.logits(rows), given_probs(calibrator, preds, rows)
+            logits, given = calibrator_inputs(calibrator, preds, rows)
             chunk_features = None if features is None else features[rows]
             if sets is None:
                 log_probs = calibrator.transform(logits, chunk_features, **given)

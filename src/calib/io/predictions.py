@@ -67,18 +67,23 @@ class Predictions:
         probs: log(max(p, 1e-12)) of :meth:`probs_as_given`. A binary column becomes two columns:
         [0, z], [log(1-p), log p].
         """
+        return self.logits_and_given(rows)[0]
+
+    def logits_and_given(self, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray | None]:
+        """(:meth:`logits`, :meth:`probs_as_given`) of ``rows`` from one read and one repair."""
         if self.kind == "probs":
-            return log_of_probs(self.probs_as_given(rows))
+            given = self.probs_as_given(rows)
+            return log_of_probs(given), given
         raw = np.asarray(self.scores[rows], dtype=np.float64)
         if self.binary_column:
             raw = raw.reshape(-1)
             if self.kind == "logits":
-                return np.stack([np.zeros_like(raw), raw], axis=1)
+                return np.stack([np.zeros_like(raw), raw], axis=1), None
             p1 = np.minimum(np.exp(raw), 1.0)
-            return log_of_probs(np.stack([1.0 - p1, p1], axis=1))
+            return log_of_probs(np.stack([1.0 - p1, p1], axis=1)), None
         if self.kind == "log-probs":
-            return log_softmax(raw)
-        return raw
+            return log_softmax(raw), None
+        return raw, None
 
     def probs_as_given(self, rows: slice = slice(None)) -> np.ndarray | None:
         """The probability matrix as the file gives it (kind probs), else None: rows within

@@ -19,7 +19,7 @@ import zipfile
 import numpy as np
 
 from ..errors import InputError
-from ..validation import check_labels, check_score_array, resolve_kind
+from ..validation import check_labels, check_score_array, check_true_probs, resolve_kind
 from .predictions import Predictions
 
 #: Array / column names and the kind of scores they hold (docs/cli.md).
@@ -110,11 +110,7 @@ def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
     ``true_probs`` list column of a .parquet; checked as probabilities of shape (N, K)."""
     _require_file(path)
     truth = READ_ARRAY[format_of(path)](path, (TRUE_PROBS,))
-    check_score_array(truth, path)
-    if truth.shape != (preds.n, preds.k):
-        raise InputError(f"{path}: true probabilities have shape {truth.shape}; the predictions are ({preds.n}, {preds.k})")
-    resolve_kind(truth, "probs", path)
-    return truth
+    return check_true_probs(truth, preds.n, preds.k, path)
 
 
 #: Arrays a .npz may hold features under (synthetic data stores its 2-d inputs as "points").

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from ..errors import UsageError
 from ..io.readers import predictions_from_arrays
+from ..validation import check_true_probs
 from .batch import model_batch
 from .definitions import METRICS, MetricConfig
 from .metric_set import MetricSet
@@ -38,7 +37,7 @@ def metric_value(
     if preds.labels is None:
         raise UsageError("metrics need labels")
     if true_probs is not None:
-        preds.true_probs = np.asarray(true_probs, dtype=np.float64)
+        preds.true_probs = check_true_probs(true_probs, preds.n, preds.k, "true probabilities")
     elif METRICS[key].needs_truth:
         raise UsageError(f"metric {key!r} needs the true probabilities (true_probs=)")
     metric_set = MetricSet([key], MetricConfig(bins=bins, cmce_bins=cmce_bins), preds.k)
