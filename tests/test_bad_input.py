@@ -38,8 +38,24 @@ def _bad_files(tmp_path, logits, labels):
         lambda p: np.savez(p, logits=np.ones((5, 3), dtype=np.int64), labels=np.zeros(5, int)),
         ["floating point"],
     )
-    add("string labels", "strlab.npz", lambda p: np.savez(p, logits=logits, labels=np.array(["a"] * 50)), ["integers"])
-    add("float labels", "floatlab.npz", lambda p: np.savez(p, logits=logits, labels=labels.astype(float)), ["integers"])
+    add(
+        "string labels",
+        "strlab.npz",
+        lambda p: np.savez(p, logits=logits, labels=np.array(["a"] * 50)),
+        ["class indices", "strings"],
+    )
+    add(
+        "fractional labels",
+        "fraclab.npz",
+        lambda p: np.savez(p, logits=logits, labels=labels.astype(float) + np.r_[0.0, 0.5, np.zeros(48)]),
+        ["row 1", "1.5", "class index"],
+    )
+    add(
+        "missing label",
+        "nanlab.npz",
+        lambda p: np.savez(p, logits=logits, labels=np.r_[labels[:7].astype(float), np.nan, labels[8:]]),
+        ["row 7", "no label"],
+    )
     add(
         "ragged parquet",
         "ragged.parquet",

@@ -357,9 +357,9 @@ def test_cli_conformal_end_to_end(tmp_path, run):
     from conftest import SAMPLE
 
     val, test = SAMPLE / "cifar10_val.npz", SAMPLE / "cifar10_test.npz"
-    code, _, err = run("fit", val, "--method", "ats-gq", "--alpha", "0.05", "--score", "aps", "--out", tmp_path / "b")
+    code, out, err = run("fit", val, "--method", "ats-gq", "--alpha", "0.05", "--score", "aps", "--out", tmp_path / "b")
     assert code == 0, err
-    assert "alpha" in err and "0.05" in err  # the fit summary shows the fitted alpha
+    assert "alpha" in out and "0.05" in out  # the fit summary shows the fitted alpha
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["options"]["alpha"] == 0.05 and manifest["method"] == "ats-gq"
     code, out, err = run("evaluate", "--no-vece", test, "--bundle", tmp_path / "b", "--json", "-")

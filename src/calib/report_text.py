@@ -1,17 +1,37 @@
-"""A report of ``calib evaluate`` as plain text: how values and settings read in every table (the
-terminal's, a notebook's ``Report.table()``)."""
+"""Reports as text: how values and settings read in every table (the terminal's, a CI log's, a
+notebook's ``Report.table()``, markdown), and tables as aligned plain text or markdown.
+
+One precision rule everywhere: 4 significant digits (``format_value``), changes signed
+(``format_change``); the JSON report keeps every digit."""
 
 from __future__ import annotations
 
+#: Significant digits of every value a table prints.
+DIGITS = 4
+
 
 def format_value(value) -> str:
-    """A metric value as every table prints it: 6 significant digits, n/a for undefined."""
+    """A value as every table prints it: 4 significant digits (0.002681, 1.172, 3.1e-05), integers
+    whole, n/a for undefined."""
     if value is None:
         return "n/a"
     if isinstance(value, float):
-        value += 0.0  # -0.0 prints as 0
-        return f"{value:.6g}" if abs(value) >= 1e-4 or value == 0 else f"{value:.3e}"
+        return f"{value + 0.0:.{DIGITS}g}"  # + 0.0: -0.0 prints as 0
     return str(value)
+
+
+def format_change(value) -> str:
+    """A difference (calibrated - uncalibrated, increase over a baseline): signed, 4 significant digits."""
+    return "n/a" if value is None else f"{value + 0.0:+.{DIGITS}g}"
+
+
+def format_exact(value: float, other: float) -> str:
+    """``value`` with as many digits as it takes to tell it from ``other`` (a gate's threshold):
+    0.01 and 0.010004 both read 0.01 at 4 digits."""
+    for digits in range(DIGITS, 18):
+        if f"{value:.{digits}g}" != f"{other:.{digits}g}" or float(f"{value:.{digits}g}") == value:
+            return f"{value + 0.0:.{digits}g}"
+    return repr(value)
 
 
 def settings_text(settings: dict) -> str:
@@ -38,10 +58,23 @@ def settings_text(settings: dict) -> str:
     return ", ".join(parts)
 
 
+def clipped_note(entry: dict) -> str:
+    """The settings remark of a V-ECE value clipped at 0: its raw (negative) value."""
+    raw = entry.get("unclipped")
+    return f"clipped at 0 from raw {format_value(raw)}" if raw is not None and raw < 0 else ""
+
+
+#: Printed under a table with a clipped V-ECE value (the V-ECE paper reports max(estimate, 0)).
+CLIPPED_FOOTNOTE = (
+    "V-ECE: a raw estimate below 0 (the recalibrator found no error of that kind out of fold) is shown as 0; "
+    "the raw vece_over + vece_under = the raw vece_top_l1 (the JSON report's 'unclipped')"
+)
+
+
 def metric_table(report: dict) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the metric table, as text cells: metric, value (or uncalibrated,
     calibrated, change when a calibrator was applied), the bootstrap interval when there is one,
-    settings. Every rendering of the table (terminal, notebook text) is built from these cells."""
+    settings. Every rendering of the table (terminal, CI log, markdown, notebook) is built from these cells."""
     before = report.get("uncalibrated_metrics")
     bootstrap = report.get("bootstrap")
     header = ["metric", *(["uncalibrated", "calibrated", "change"] if before is not None else ["value"])]
@@ -51,44 +84,111 @@ def metric_table(report: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for key, entry in report["metrics"].items():
         row = [key]
+        notes = [clipped_note(entry)]
         if before is not None:
             old, new = before.get(key, {}).get("value"), entry["value"]
+            notes.insert(0, clipped_note(before.get(key, {})).replace("clipped", "uncalibrated clipped"))
             row += [
                 format_value(old) if key in before else "-",
                 format_value(new),
-                "" if old is None or new is None else f"{new - old:+.4g}",
+                "" if old is None or new is None else format_change(new - old),
             ]
         else:
             row.append(format_value(entry["value"]))
         if bootstrap is not None:
             interval = entry.get("ci")
             row.append(f"[{format_value(interval[0])}, {format_value(interval[1])}]" if interval else "-")
-        rows.append(row + [settings_text(entry["settings"])])
+        rows.append(row + ["; ".join(part for part in [settings_text(entry["settings"]), *notes] if part)])
     return header, rows
 
 
+def table_footnotes(report: dict) -> list[str]:
+    """Lines printed under the metric table: the bundle applied, and why a value reads 0 when clipped."""
+    lines = [f"bundle: {report['bundle']}"] if report.get("bundle") else []
+    entries = [*report["metrics"].values(), *(report.get("uncalibrated_metrics") or {}).values()]
+    if any(clipped_note(entry) for entry in entries):
+        lines.append(CLIPPED_FOOTNOTE)
+    return lines
+
+
+def report_title(report: dict) -> str:
+    inp = report["input"]
+    return f"{inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})"
+
+
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
 def gate_text(gate: dict) -> str:
-    """A gate's outcome after its pass/FAIL mark: the condition, the value, and against a baseline
-    the baseline value, the increase and (paired) its lower bound."""
-    extra = ""
-    if "baseline" in gate:
-        extra = f" (baseline {format_value(gate['baseline'])}, increase {format_value(gate['increase'])})"
+    """A gate's outcome after its pass/FAIL mark, with the value, the threshold and what failed:
+    ``cmce = 0.003912 > 0.001`` (a --fail-if style gate that held), ``cmce rose by 0.001912
+    (0.002 -> 0.003912), more than the allowed 0.001`` (against a baseline)."""
+    metric, value = gate.get("metric", gate["expr"]), gate["value"]
+    if value is None:
+        return f"{metric} is undefined (n/a) on this input, so the gate cannot pass"
+    if "threshold" in gate:  # fails when METRIC OP THRESHOLD holds
+        threshold = gate["threshold"]
+        shown = format_exact(value, threshold)
+        op, limit = gate["op"], format_value(threshold)
+        if gate["passed"]:
+            return f"{metric} = {shown} {_NEGATED[op]} {limit} (fails when {op} {limit})"
+        return f"{metric} = {shown} {op} {limit} (the gate fails when {metric} {op} {limit})"
+    if "allowed" not in gate:  # a report written before gates carried their parts
+        return f"{gate['expr']}  value {format_value(value)}"
+    old, increase, allowed = gate["baseline"], gate["increase"], gate["allowed"]
+    if increase is None:
+        return f"{metric}: the baseline value is undefined (n/a), so the increase cannot be checked"
+    moved = f"rose by {format_exact(increase, allowed)}" if increase > 0 else f"fell by {format_value(-increase)}"
+    text = f"{metric} {moved} ({format_value(old)} -> {format_value(value)})"
     if "increase_lower_bound" in gate:
-        extra += f", lower bound {format_value(gate['increase_lower_bound'])}"
-    return f"{gate['expr']}  value {format_value(gate['value'])}{extra}"
+        bound = gate["increase_lower_bound"]
+        side = "above" if bound > allowed else "within"
+        text += f"; the paired bootstrap's lower bound of the increase, {format_exact(bound, allowed)}, is {side} the allowed {format_value(allowed)}"
+    elif increase > allowed:
+        text += f", more than the allowed {format_value(allowed)}"
+    else:
+        text += f", within the allowed {format_value(allowed)}"
+    if "baseline_input" in gate:
+        text += f" (note: {gate['baseline_input']})"
+    return text
 
 
-def report_lines(report: dict) -> list[str]:
-    """The metric table as aligned plain-text lines (every digit of every value kept)."""
-    header, rows = metric_table(report)
+def gate_lines(report: dict) -> list[str]:
+    return [f"gate {'pass' if g['passed'] else 'FAIL'}: {gate_text(g)}" for g in report["gates"]]
+
+
+def text_table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
+    """An aligned plain-text table at full width: two spaces between columns, columns with
+    ``right`` set right-aligned, no cell ever cut, no trailing spaces."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells):
-        text = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:-1], widths[1:-1])] + [cells[-1]]
-        return "  ".join(text).rstrip()
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
 
-    inp = report["input"]
-    lines = [f"{inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})", line(header)]
-    lines += [line(row) for row in rows]
-    lines += [f"gate {'pass' if g['passed'] else 'FAIL'}: {gate_text(g)}" for g in report["gates"]]
-    return lines
+    return [line(header), *(line(row) for row in rows)]
+
+
+def markdown_table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
+    """A GitHub-flavoured markdown table (``|`` in cells escaped)."""
+
+    def line(cells):
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return [line(header), "|" + "|".join("---:" if r else "---" for r in right) + "|", *(line(row) for row in rows)]
+
+
+def report_lines(report: dict, style: str = "text") -> list[str]:
+    """The evaluation report as lines of plain text (``style="text"``: aligned columns) or markdown
+    (``"md"``): title, metric table, footnotes, gates. Every digit of every value is kept."""
+    header, rows = metric_table(report)
+    right = [False, *([True] * (len(header) - 2)), False]
+    if style == "md":
+        lines = [f"**calib evaluate**: `{report_title(report)}`", "", *markdown_table(header, rows, right), ""]
+        lines += [f"- {line}" for line in table_footnotes(report) + gate_lines(report)]
+        return lines
+    return [
+        f"calib evaluate: {report_title(report)}",
+        *text_table(header, rows, right),
+        *table_footnotes(report),
+        *gate_lines(report),
+    ]

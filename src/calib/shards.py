@@ -28,11 +28,18 @@ def shard_files(directory: str) -> list[str]:
 
 
 def shard_state(
-    path: str, keys: list[str], bins: int, cmce_bins: int, bundle: str | None, input_kind: str, score_prefix: str | None
+    path: str,
+    keys: list[str],
+    bins: int,
+    cmce_bins: int,
+    bundle: str | None,
+    input_kind: str,
+    score_prefix: str | None,
+    label_column: str | None = None,
 ) -> tuple[dict, dict]:
     """(header, additive state) of one file's streamed metrics (after ``bundle`` if given)."""
     preds, calibrator = pipeline.read_with_bundle(
-        path, bundle, input_kind=input_kind, score_prefix=score_prefix, require_labels=True
+        path, bundle, input_kind=input_kind, score_prefix=score_prefix, label_column=label_column, require_labels=True
     )
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
     streamed: list = []
@@ -48,12 +55,13 @@ def evaluate_shards(
     bundle: str | None = None,
     input_kind: str = "auto",
     score_prefix: str | None = None,
+    label_column: str | None = None,
     engine: str = "local",
     scheduler: str | None = None,
 ) -> dict:
     """The merged report of every .parquet file in ``directory``."""
     files = shard_files(directory)
-    args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix)
+    args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix, label_column)
     if engine == "local":
         states = [shard_state(path, *args) for path in files]
     else:

@@ -190,19 +190,31 @@ def check_true_probs(truth: np.ndarray, n_rows: int, n_classes: int, name: str) 
 
 
 def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> np.ndarray:
-    """Labels are integers in [0, K), one per row; returned as int64."""
+    """Labels are class indices in [0, K), one per row; returned as int64. Integral floats (2.0:
+    what pandas stores once a column held a NaN) are accepted; a missing (NaN) or non-integral
+    label is refused naming its row."""
     labels = np.asarray(labels)
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
     if labels.ndim != 1:
         raise InputError(f"{name}: labels must be a 1-d array; got shape {labels.shape}")
-    if not (np.issubdtype(labels.dtype, np.integer) or labels.dtype == np.bool_):
-        raise InputError(f"{name}: labels must be integers; got dtype {labels.dtype}")
     if labels.shape[0] != n_rows:
         raise InputError(f"{name}: {labels.shape[0]} labels for {n_rows} rows of scores")
-    labels = labels.astype(np.int64)
+    if np.issubdtype(labels.dtype, np.floating):
+        missing = np.isnan(labels)
+        if missing.any():
+            raise InputError(f"{name}: row {int(np.argmax(missing))} has no label (NaN); every row needs its class index")
+        fractional = labels != np.round(labels)  # inf included (inf - inf is NaN)
+        if fractional.any():
+            i = int(np.argmax(fractional))
+            raise InputError(
+                f"{name}: row {i} has label {float(labels[i])!r}, not a class index (an integer in [0, {n_classes}))"
+            )
+    elif not (np.issubdtype(labels.dtype, np.integer) or labels.dtype == np.bool_):
+        what = "strings" if labels.dtype.kind in "USO" else f"dtype {labels.dtype}"
+        raise InputError(f"{name}: labels must be class indices (integers in [0, {n_classes})); got {what}")
     bad = (labels < 0) | (labels >= n_classes)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"{name}: labels must lie in [0, {n_classes}); row {i} has label {labels[i]}")
-    return labels
+        raise InputError(f"{name}: labels must lie in [0, {n_classes}); row {i} has label {labels[i]:g}")
+    return labels.astype(np.int64)

@@ -15,7 +15,14 @@ from .diagnose import diagnose
 from .evaluate import evaluate, merge_states
 from .fit import fit
 from .methods import methods
+from .options import Command
 from .synth import app as synth_app
+
+try:  # typer 0.2x carries its own copy of click; older typer uses click itself
+    from typer._click import exceptions as parser_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as parser_errors
+
 
 app = typer.Typer(
     name="calib",
@@ -24,12 +31,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     no_args_is_help=True,
 )
-app.command()(fit)
-app.command()(apply)
-app.command()(evaluate)
-app.command()(diagnose)
-app.command("merge-states")(merge_states)
-app.command()(methods)
+app.command(cls=Command)(fit)
+app.command(cls=Command)(apply)
+app.command(cls=Command)(evaluate)
+app.command(cls=Command)(diagnose)
+app.command("merge-states", cls=Command)(merge_states)
+app.command(cls=Command)(methods)
 app.add_typer(synth_app, name="synth")
 
 
@@ -47,9 +54,20 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def main() -> None:
-    """Console entry point: maps errors to exit codes (0 ok, 1 gate failed, 2 usage/input error)."""
+    """Console entry point: maps errors to exit codes (0 ok, 1 gate failed, 2 usage/input error).
+    Usage errors of the parser read like every other error: one line, exit 2."""
     try:
-        app()
+        code = app(standalone_mode=False, prog_name="calib")
+    except parser_errors.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "calib"
+        render.error(f"{exc.format_message()} (see '{command} --help')")
+        sys.exit(2)
+    except parser_errors.ClickException as exc:
+        render.error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except (typer.Abort, getattr(parser_errors, "Abort", typer.Abort)):
+        render.error("interrupted")
+        sys.exit(130)
     except CalibError as exc:
         render.error(str(exc) if exc.cli_hint is None else f"{exc} ({exc.cli_hint})")
         sys.exit(2)
@@ -64,6 +82,7 @@ def main() -> None:
             raise
         render.error(f"{exc.__class__.__name__}: {exc}")
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

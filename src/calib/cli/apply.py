@@ -17,13 +17,14 @@ WHAT = ("probs", "log-probs", "sets")
 
 
 def apply(
-    bundle: Annotated[str, typer.Argument(help="Bundle directory written by `calib fit`.", show_default=False)],
+    bundle: Annotated[str, typer.Argument(metavar="BUNDLE", help="Bundle directory written by `calib fit`.", show_default=False)],
     pred: options.Pred,
     out: Annotated[
         str, typer.Option("--out", "-o", help="Output file (.npy, .npz, .parquet); - writes .npy to stdout.", show_default=False)
     ],
     what: Annotated[str, typer.Option("--what", help="probs | log-probs | sets (conformal methods: the sets C(x)).")] = "probs",
     labels: options.Labels = None,
+    label_column: options.LabelColumn = None,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
@@ -35,11 +36,13 @@ def apply(
     """
     if what not in WHAT:
         raise UsageError(f"--what must be one of {', '.join(WHAT)}; got {what!r}")
+    if out == "-" and sys.stdout.isatty():
+        raise UsageError(
+            "--out - writes binary .npy to stdout, which is a terminal here; redirect it (> out.npy, | next-command)"
+        )
     if out != "-":
         check_output_path(out, [pred, labels or "-", features or "-"])
-    preds, calibrator = pipeline.read_with_bundle(
-        pred, bundle, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix
-    )
+    preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=False)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n)
     if out == "-" or out.lower().endswith(".npy"):  # streamed: one chunk of rows in memory at a time

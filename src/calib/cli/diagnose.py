@@ -6,13 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import pipeline
 from . import options, render
 
 
 def diagnose(
     pred: options.Pred,
     labels: options.Labels = None,
+    label_column: options.LabelColumn = None,
     bundle: Annotated[
         Optional[str], typer.Option("--bundle", "-b", help="Diagnose the probabilities after this bundle.", show_default=False)
     ] = None,
@@ -38,9 +38,7 @@ def diagnose(
     """
     from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
 
-    preds, calibrator = pipeline.read_with_bundle(
-        pred, bundle, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True
-    )
+    preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     result = run_diagnosis(preds, calibrator=calibrator, compare=methods, folds=folds, seed=seed, rank_by=rank_by)
     render.diagnosis(result)

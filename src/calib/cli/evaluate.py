@@ -9,11 +9,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api, pipeline
+from .. import api
 from ..errors import UsageError
 from ..estimators.recalibrators import RECALIBRATORS
-from ..io import read_features, read_true_probs
+from ..io import check_not_an_input, read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
+from ..report_text import gate_text
 from . import options, render
 
 # The metric stack (calib.evaluate, calib.metrics, calib.estimators, calib.bootstrap) is imported in
@@ -23,6 +24,7 @@ from . import options, render
 def evaluate(
     pred: options.Pred,
     labels: options.Labels = None,
+    label_column: options.LabelColumn = None,
     bundle: Annotated[
         Optional[str],
         typer.Option("--bundle", "-b", help="Apply this bundle first; the table shows before and after.", show_default=False),
@@ -106,6 +108,7 @@ def evaluate(
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
+    table_format: options.TableFormat = "auto",
 ) -> None:
     """Evaluate PRED (after applying --bundle if given): metric table or JSON report, and CI gates.
 
@@ -114,11 +117,19 @@ def evaluate(
     """
     from ..bootstrap import BootstrapConfig
     from ..estimators import SAMPLE_METRICS, VECE_METRICS, boosted_fit_count
-    from ..evaluation import VeceConfig, check_metric_keys, parse_gate, parse_increase_gates
+    from ..evaluation import check_metric_keys, parse_gate, parse_increase_gates
 
+    render.resolve_format(table_format)
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_increase_gates(max_increase or [], baseline, paired)
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
+    if no_vece:  # a V-ECE key asked for by name contradicts --no-vece
+        asked = [*(keys or []), *(g.metric for g in (*gates, *increase_gates))]
+        contradicting = next((key for key in asked if key in VECE_METRICS), None)
+        if contradicting is not None:
+            raise UsageError(f"{contradicting} is a V-ECE value, which --no-vece skips; drop one of the two")
+    if json_path not in (None, "-"):
+        check_not_an_input(json_path, [pred, labels, true_probs, features, baseline])
     if os.path.isdir(pred):
         _evaluate_directory(
             pred,
@@ -131,8 +142,10 @@ def evaluate(
             engine=engine,
             scheduler=scheduler,
             json_path=json_path,
+            table_format=table_format,
             input_kind=input_kind,
             score_prefix=score_prefix,
+            label_column=label_column,
             refused={
                 "--bootstrap": bootstrap,
                 "--true-probs": true_probs,
@@ -144,27 +157,24 @@ def evaluate(
         return
     if engine != "local" or scheduler is not None:
         raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
-    preds, calibrator = pipeline.read_with_bundle(
-        pred, bundle, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True
-    )
+    preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     if vece_recalibrator not in RECALIBRATORS:
         raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {vece_recalibrator!r}")
-    vece = None if no_vece else VeceConfig(vece_recalibrator, seed, vece_max_rows)
-    wanted = keys or list(VECE_METRICS)
-    if vece is not None and any(key in SAMPLE_METRICS for key in wanted) and preds.n > vece_max_rows:
+    wanted = [*(keys or ([] if no_vece else VECE_METRICS)), *(g.metric for g in (*gates, *increase_gates))]
+    if any(key in SAMPLE_METRICS for key in wanted) and preds.n > vece_max_rows:
         render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
     # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
-    fits = boosted_fit_count(wanted, vece_recalibrator) * (2 if bundle is not None else 1) if vece is not None else 0
-    with render.progress("V-ECE: boosting the recalibrator", fits) as advance:
+    fits = boosted_fit_count(wanted, vece_recalibrator) * (2 if bundle is not None else 1)
+    with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if keys is None else "") as advance:
         report = api.evaluate(
             preds,
             metrics=keys,
             calibrator=calibrator,
-            vece=vece is not None,
+            vece=not no_vece,
             bins=bins,
             cmce_bins=cmce_bins,
             vece_recalibrator=vece_recalibrator,
@@ -176,24 +186,26 @@ def evaluate(
             bootstrap=BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None,
             bundle_path=bundle,
             emit_state=emit_state,
-            progress=lambda: advance(""),
+            progress=advance,
         ).to_dict()
-    _emit(report, json_path, report)
+    _emit(report, json_path, report, table_format)
 
 
-def _emit(report: dict, json_path: str | None, shown: dict) -> None:
+def _emit(report: dict, json_path: str | None, shown: dict, table_format: str) -> None:
     """The JSON report to --json (or stdout for -, instead of the table), the table of ``shown``
-    otherwise, and exit 1 when a gate failed."""
+    otherwise, notes on gates against a baseline from other input, and exit 1 when a gate failed."""
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)
     else:
         if json_path is not None:
             write_bytes_atomic(json_path, text.encode())
-        render.report_table(shown)
-    if not report["passed"]:
-        failed = [g["expr"] for g in report["gates"] if not g["passed"]]
-        render.error(f"gate failed: {'; '.join(failed)}")
+        render.report_table(shown, table_format)
+    for note in dict.fromkeys(g["baseline_input"] for g in report["gates"] if "baseline_input" in g):
+        render.note(f"note: {note}; the increase gates compare different data")
+    failed = [g for g in report["gates"] if not g["passed"]]
+    if failed:
+        render.error("gate failed: " + "; ".join(gate_text(g) for g in failed))
         raise typer.Exit(1)
 
 
@@ -209,8 +221,10 @@ def _evaluate_directory(
     engine,
     scheduler,
     json_path,
+    table_format,
     input_kind,
     score_prefix,
+    label_column,
     refused,
 ) -> None:
     """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
@@ -238,10 +252,11 @@ def _evaluate_directory(
         bundle=bundle,
         input_kind=input_kind,
         score_prefix=score_prefix,
+        label_column=label_column,
         engine=engine,
         scheduler=scheduler,
     )
-    report["gates"], report["passed"] = check_gates(report["metrics"], gates, increase_gates)
+    report["gates"], report["passed"] = check_gates(report["metrics"], gates, increase_gates, None, report["input"])
     inputs = report["input"]
     _emit(
         report,
@@ -255,17 +270,20 @@ def _evaluate_directory(
                 "kind": "shards",
             },
         },
+        table_format,
     )
 
 
 def merge_states(
     states: Annotated[
-        list[str], typer.Argument(help="State files written by `calib evaluate --emit-state`.", show_default=False)
+        list[str],
+        typer.Argument(metavar="STATES...", help="State files written by `calib evaluate --emit-state`.", show_default=False),
     ],
     json_path: Annotated[
         Optional[str],
         typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False),
     ] = None,
+    table_format: options.TableFormat = "auto",
 ) -> None:
     """Merge metric states of several evaluations (shards of one dataset) into one report.
 
@@ -283,4 +301,5 @@ def merge_states(
             **report,
             "input": {"path": f"{len(inputs['merged_from'])} merged states", "n": inputs["n"], "k": inputs["k"], "kind": "state"},
         },
+        table_format,
     )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import sys
 import time
 from typing import Annotated, Optional
 
 import typer
 
-from .. import api
+from .. import __version__, api
 from ..errors import UsageError
-from ..io import read_features, read_predictions
+from ..io import check_not_an_input, read_features
+from ..io.atomic import write_bytes_atomic
 from . import options, render
 
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
@@ -21,6 +25,7 @@ def fit(
     method: Annotated[str, typer.Option("--method", "-m", help="Calibrator; `calib methods` lists them.", show_default=False)],
     out: Annotated[str, typer.Option("--out", "-o", help="Bundle directory to write.", show_default=False)],
     labels: options.Labels = None,
+    label_column: options.LabelColumn = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for every random choice of the method.")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty bundle directory.")] = False,
     alpha: Annotated[
@@ -43,8 +48,15 @@ def fit(
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
+    json_path: Annotated[
+        Optional[str],
+        typer.Option(
+            "--json", help="Write the fit summary as JSON to PATH; - prints it instead of the table.", show_default=False
+        ),
+    ] = None,
 ) -> None:
-    """Fit a calibrator on PRED and its labels and save it as a bundle directory.
+    """Fit a calibrator on PRED and its labels and save it as a bundle directory; print a summary
+    (method, fitted parameters, rows flagged, time).
 
     Example: calib fit val.npz --method ts --out ts_bundle
     Conformal: calib fit val.npz --method ats-gq --alpha 0.1 --score aps --out ats_bundle
@@ -56,14 +68,32 @@ def fit(
         if not sep or not key:
             raise UsageError(f"--option {item!r}: expected KEY=VALUE")
         given[key.strip()] = value.strip()
+    if json_path not in (None, "-"):
+        check_not_an_input(json_path, [pred, labels, features])
     start = time.perf_counter()
-    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, score_prefix=score_prefix, require_labels=True)
+    preds, _ = options.read_inputs(pred, None, labels, label_column, input_kind, score_prefix, require_labels=True)
     fitted = api.calibrator(method, **given).fit(preds, seed=seed, features=read_features(features, preds.n))
     fitted.save(out, force=force)
     calibrator = fitted.fitted
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    render.fit_summary(
-        method, calibrator.fit_report(), n=preds.n, k=preds.k, kind=preds.kind, seconds=time.perf_counter() - start, out=out
-    )
-    for warning in calibrator.warnings():
+    summary = {
+        "calib_version": __version__,
+        "method": method,
+        "options": dataclasses.asdict(calibrator.options),
+        "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k},
+        "fit_report": calibrator.fit_report(),
+        "warnings": calibrator.warnings(),
+        "bundle": out,
+    }
+    seconds = time.perf_counter() - start
+    if json_path is not None:
+        text = json.dumps(summary, indent=2) + "\n"
+        if json_path == "-":
+            sys.stdout.write(text)
+        else:
+            write_bytes_atomic(json_path, text.encode())
+    if json_path != "-":
+        rows = {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})", **summary["fit_report"]}
+        render.key_values(f"calib fit: {method}", {**rows, "time": f"{seconds:.2f} s", "bundle": out})
+    for warning in summary["warnings"]:
         render.note(f"warning: {warning}")

@@ -1,14 +1,29 @@
-"""Option declarations shared by several commands (one copy of each help text)."""
+"""Option declarations shared by several commands (one copy of each help text), and the one call
+that reads a command's predictions with them."""
 
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand
 
 Labels = Annotated[
     Optional[str],
-    typer.Option("--labels", "-l", help="Labels file (.npy of ints, or text, one label a line); overrides labels in PRED."),
+    typer.Option(
+        "--labels",
+        "-l",
+        help="Labels file: .npy, .npz or .parquet (the label/labels array or column, or the only one), or .txt/.csv (one label a line, optional header); overrides labels in PRED.",
+        show_default=False,
+    ),
+]
+LabelColumn = Annotated[
+    Optional[str],
+    typer.Option(
+        "--label-column",
+        help="The array (.npz) or column (.parquet, .csv) holding the labels, in --labels if given, else in PRED (default: label or labels).",
+        show_default=False,
+    ),
 ]
 
 
@@ -23,7 +38,17 @@ ScorePrefix = Annotated[
     Optional[str], typer.Option("--score-prefix", help="Parquet: read wide score columns with this name prefix (e.g. logit_).")
 ]
 Pred = Annotated[
-    str, typer.Argument(help="Predictions: .npy, .npz or .parquet; - reads a .npy stream from stdin.", show_default=False)
+    str,
+    typer.Argument(
+        metavar="PRED", help="Predictions: .npy, .npz or .parquet; - reads any of them from stdin.", show_default=False
+    ),
+]
+TableFormat = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        help="How the table prints: auto (table on a terminal, aligned plain text otherwise, as in a CI log) | table | text | md (markdown).",
+    ),
 ]
 Features = Annotated[
     Optional[str],
@@ -33,3 +58,28 @@ Features = Annotated[
         show_default=False,
     ),
 ]
+
+
+class Command(TyperCommand):
+    """A command whose usage line names its arguments plainly (``calib fit [OPTIONS] PRED``; typer
+    writes required arguments as ``{PRED}``)."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
+def read_inputs(pred: str, bundle: str | None, labels, label_column, input_kind, score_prefix, *, require_labels: bool):
+    """The predictions (and the bundle's calibrator, when ``bundle`` is given) as the shared input
+    options ask: the start of fit, apply, evaluate and diagnose."""
+    from .. import pipeline
+
+    return pipeline.read_with_bundle(
+        pred,
+        bundle,
+        labels_path=labels,
+        label_column=label_column,
+        input_kind=input_kind,
+        score_prefix=score_prefix,
+        require_labels=require_labels,
+    )

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..report_text import format_value, gate_text, metric_table
+from ..errors import UsageError
+from ..report_text import (
+    format_change,
+    format_value,
+    gate_text,
+    markdown_table,
+    metric_table,
+    report_lines,
+    report_title,
+    table_footnotes,
+    text_table,
+)
 
 # No markup: what is printed holds file names and user expressions, and "[x]" in a path must stay as
 # it is. Styles are given as Text spans and style arguments instead.
@@ -28,19 +41,115 @@ def error(message: str) -> None:
     sys.stderr.flush()
 
 
+#: Renderings of a table: ``auto`` is ``table`` (rich, for a person at a terminal) when stdout is a
+#: terminal and ``text`` (aligned plain text at full width: CI logs, files, pipes) otherwise; ``md``
+#: is a markdown table (a pull-request comment, a job summary).
+FORMATS = ("auto", "table", "text", "md")
+
+
+def resolve_format(requested: str = "auto") -> str:
+    if requested not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}; got {requested!r}")
+    if requested == "auto":
+        return "table" if _out.is_terminal else "text"
+    return requested
+
+
+def table(
+    title: str, header: list[str] | None, rows: list[list[str]], right: list[bool], style: str = "auto", prose: int | None = None
+) -> None:
+    """Print a table to stdout in ``style`` (see :data:`FORMATS`); ``header`` None for a two-column
+    list of names and values. Numbers are never cut: in a rich table only the last ``prose``
+    columns (settings, descriptions; by default the last column when it is left-aligned text)
+    wrap, the others are as wide as their widest cell. A terminal too narrow for a single prose
+    column gets it listed under the table; one too narrow for the rest gets plain lines."""
+    style = resolve_format(style)
+    shown_header = header if header is not None else [""] * len(right)
+    if style != "table":
+        body = markdown_table(shown_header, rows, right) if style == "md" else text_table(shown_header, rows, right)
+        if header is None and style == "text":
+            body = body[1:]
+        heading = [f"**{title}**", ""] if style == "md" else [title]
+        sys.stdout.write("\n".join([*heading, *body]) + "\n")
+        return
+    _out.print(Text(title, style="bold"), soft_wrap=True)
+    if prose is None:
+        prose = 1 if header is not None and not right[-1] else 0
+    cells = [shown_header, *rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(right))]
+    fixed = widths[: len(widths) - prose]
+    needed = sum(fixed) + 3 * len(fixed) + 1  # one space of padding a side, one between columns and at the edges
+    if needed > _out.width:  # too narrow for the numbers: plain lines (every column), wrapped by the terminal
+        for line in text_table(shown_header, rows, right)[0 if header is not None else 1 :]:
+            _out.print(line, soft_wrap=True)
+        return
+    below: dict[str, list[str]] = {}
+    if prose == 1 and needed + 3 + min(widths[-1], 24) > _out.width:  # too narrow for the prose: list it below
+        for row in rows:
+            if row[-1]:
+                below.setdefault(row[-1], []).append(row[0])
+        rows, right, shown_header, prose = [row[:-1] for row in rows], right[:-1], shown_header[:-1], 0
+    _out.print(_rich_table(shown_header if header is not None else None, rows, right, prose))
+    if below:  # one line per distinct text, naming its rows
+        lines([f"{header[-1]}:", *(f"  {', '.join(names)}: {text}" for text, names in below.items())])
+
+
+def _rich_table(header: list[str] | None, rows: list[list[str]], right: list[bool], prose: int) -> Table:
+    """A rich table whose columns other than the last ``prose`` ones never wrap or shrink below
+    their widest cell."""
+    grid = Table(show_header=header is not None, box=box.SIMPLE_HEAD if header is not None else box.SIMPLE, padding=(0, 1))
+    names = header if header is not None else [""] * len(right)
+    for i, (name, align) in enumerate(zip(names, right)):
+        wraps = i >= len(names) - prose
+        grid.add_column(
+            name,
+            justify="right" if align else "left",
+            no_wrap=not wraps,
+            min_width=None if wraps else max([len(name), *(len(row[i]) for row in rows)]),
+            style="bold" if i == 0 else ("dim" if wraps and i == len(names) - 1 else None),
+        )
+    for row in rows:
+        grid.add_row(*row)
+    return grid
+
+
+def lines(text_lines: list[str], style: str = "dim") -> None:
+    """Lines under a table (footnotes): dim on a terminal, plain otherwise."""
+    for line in text_lines:
+        _out.print(line, style=style if _out.is_terminal else None, soft_wrap=True)
+
+
 @contextlib.contextmanager
-def progress(description: str, total: int):
-    """A progress bar on stderr; yields ``advance(status)`` to call once per step."""
+def progress(description: str, total: int, unit: str = "steps", skip_hint: str = ""):
+    """Progress of ``total`` steps on stderr; yields ``advance(status="")`` to call once per step.
+    On a terminal: a bar with steps done/total, the time left and the last status; otherwise one
+    line early on with the time all steps will take at the pace so far (and ``skip_hint``)."""
     if total <= 0:
         yield lambda status="": None
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    if not _err.is_terminal:
+        times = [time.perf_counter()]
+        report_at = min(total, max(3, total // 10))  # the first step carries start-up costs: pace from the next ones
+
+        def advance(status: str = "") -> None:
+            times.append(time.perf_counter())
+            if len(times) - 1 == report_at and report_at < total:
+                first = times[1] - times[0]
+                pace = (times[-1] - times[1]) / max(report_at - 1, 1)
+                note(f"{description}: {total} {unit}, about {first + pace * (total - 1):.0f} s{skip_hint}")
+
+        yield advance
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(f"{unit}, about"),
+        TimeRemainingColumn(),
+        TextColumn("left" + skip_hint),
         TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
         console=_err,
         transient=True,
     ) as bar:
@@ -49,69 +158,45 @@ def progress(description: str, total: int):
 
 
 def key_values(title: str, values: dict) -> None:
-    """A two-column table of names and values (stderr: a summary, not data)."""
-    table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in values.items():
-        table.add_row(str(key).replace("_", " "), format_value(value))
-    _err.print(table)
+    """A two-column table of names and values (a summary)."""
+    rows = [[str(key).replace("_", " "), format_value(value)] for key, value in values.items()]
+    table(title, None, rows, [False, False])
 
 
-def fit_summary(method: str, report: dict, *, n: int, k: int, kind: str, seconds: float, out: str) -> None:
-    table = Table(title=f"calib fit: {method}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
-    table.add_row("rows x classes", f"{n} x {k} ({kind})")
-    for key, value in report.items():
-        table.add_row(key.replace("_", " "), format_value(value))
-    table.add_row("time", f"{seconds:.2f} s")
-    table.add_row("bundle", out)
-    _err.print(table)
-
-
-def report_table(report: dict) -> None:
-    """The metric table of `calib evaluate`: before/after/change columns when a bundle was applied."""
-    inp = report["input"]
-    title = f"calib evaluate: {inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})"
+def report_table(report: dict, style: str = "auto") -> None:
+    """The metric table of `calib evaluate` (before/after/change columns when a bundle was applied),
+    its footnotes and gates, in ``style``."""
+    style = resolve_format(style)
+    if style != "table":
+        sys.stdout.write("\n".join(report_lines(report, style)) + "\n")
+        return
     header, rows = metric_table(report)
-    table = Table(title=title, title_justify="left")
-    table.add_column(header[0], style="bold", no_wrap=True)
-    for name in header[1:-1]:
-        table.add_column(name, justify="right")
-    table.add_column(header[-1], style="dim")
-    for row in rows:
-        table.add_row(*row)
-    _out.print(table)
-    if report.get("bundle"):
-        _out.print(f"bundle: {report['bundle']}", style="dim")
+    table(f"calib evaluate: {report_title(report)}", header, rows, [False, *([True] * (len(header) - 2)), False], style)
+    lines(table_footnotes(report))
     for gate in report["gates"]:
         mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
-        _out.print(Text.assemble("gate ", mark, f": {gate_text(gate)}"))
+        _out.print(Text.assemble("gate ", mark, f": {gate_text(gate)}"), soft_wrap=True)
 
 
 def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:
     import dataclasses
 
-    table = Table(title="calibrators (calib fit --method NAME; other options: -O NAME=VALUE)", title_justify="left")
-    table.add_column("method", style="bold")
-    table.add_column("options (default)")
-    table.add_column("what it does")
+    rows = []
     for name, cls in calibrators.items():
         options = " ".join(
             f"--{f.name} {f.default}" if f.name in flag_options else f"-O {f.name}={f.default}"
             for f in dataclasses.fields(cls.Options)
         )
-        table.add_row(name, options or "-", cls.summary)
-    _out.print(table)
-    table = Table(title="metrics (calib evaluate --metrics KEY,...)", title_justify="left")
-    table.add_column("metric", style="bold")
-    table.add_column("what it measures")
-    for key, metric in metrics.items():
-        table.add_row(key, metric.summary)
-    for key, summary in vece_summaries.items():
-        table.add_row(key, summary)
-    _out.print(table)
+        rows.append([name, options or "-", cls.summary])
+    table(
+        "calibrators (calib fit --method NAME; other options: -O NAME=VALUE)",
+        ["method", "options (default)", "what it does"],
+        rows,
+        [False, False, False],
+        prose=2,
+    )
+    rows = [[key, metric.summary] for key, metric in metrics.items()] + [[k, v] for k, v in vece_summaries.items()]
+    table("metrics (calib evaluate --metrics KEY,...)", ["metric", "what it measures"], rows, [False, False])
 
 
 def _bar(value: float, scale: float, width: int = 24) -> str:
@@ -121,43 +206,34 @@ def _bar(value: float, scale: float, width: int = 24) -> str:
 
 def diagnosis(result) -> None:
     """Findings, text reliability diagram and cumulative mass curve, worst classes, comparison."""
-    _out.print(Text.assemble(("calib diagnose", "bold"), f": {result.n} x {result.k} ({result.kind})"))
-    for line in result.findings:
-        _out.print(f"  - {line}", soft_wrap=True)
+    lines([f"calib diagnose: {result.n} x {result.k} ({result.kind})"], style="bold")
+    lines([f"  - {line}" for line in result.findings], style="")
     for title, rows, key in (
         ("reliability (top label)", result.reliability, "confidence"),
         ("cumulative mass calibration curve (CMCE paper)", result.cumulative_mass, "mass"),
     ):
-        table = Table(title=title, title_justify="left")
-        for column in ("bin", "rows", key, "observed", "gap", ""):
-            table.add_column(column, justify="right" if column not in ("bin", "") else "left")
         scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
-        for r in rows:
-            gap = r["observed"] - r[key]
-            colour = "red" if gap < 0 else "blue"
-            table.add_row(
+        cells = [
+            [
                 f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})",
                 str(r["count"]),
-                f"{r[key]:.3f}",
-                f"{r['observed']:.3f}",
-                f"{gap:+.3f}",
-                Text(_bar(abs(gap), scale), style=colour),
-            )
-        _out.print(table)
-    _out.print("gap = observed - predicted: red bars over-confident, blue under-confident", style="dim")
-    table = Table(title="worst classes (classwise ECE)", title_justify="left")
-    for column in ("class", "cw-ECE", "support"):
-        table.add_column(column, justify="right")
-    for r in result.worst_classes:
-        table.add_row(str(r["class"]), f"{r['cw_ece']:.4f}", str(r["support"]))
-    _out.print(table)
+                format_value(r[key]),
+                format_value(r["observed"]),
+                format_change(r["observed"] - r[key]),
+                _bar(abs(r["observed"] - r[key]), scale),
+            ]
+            for r in rows
+        ]
+        table(title, ["bin", "rows", key, "observed", "gap", ""], cells, [False, True, True, True, True, False])
+    lines(["gap = observed - predicted: below 0 over-confident, above 0 under-confident"])
+    cells = [[str(r["class"]), format_value(r["cw_ece"]), str(r["support"])] for r in result.worst_classes]
+    table("worst classes (classwise ECE)", ["class", "cw-ECE", "support"], cells, [True, True, True])
     if result.comparison:
         keys = [k for k in result.comparison[0] if k not in ("method", "warnings")]
-        table = Table(title="cross-validated comparison (mean±std over folds)", title_justify="left")
-        table.add_column("method", style="bold", no_wrap=True)
-        for key in keys:
-            table.add_column(key.replace("coverage_", "cov_"), justify="right")
-        for row in result.comparison:
-            table.add_row(row["method"], *("n/a" if row[k] is None else f"{row[k][0]:.4g}±{row[k][1]:.1g}" for k in keys))
-        _out.print(table)
-        _out.print(Text.assemble(("recommendation:", "bold"), f" {result.recommendation}"))
+        cells = [
+            [row["method"], *("n/a" if row[k] is None else f"{format_value(row[k][0])}±{format_value(row[k][1])}" for k in keys)]
+            for row in result.comparison
+        ]
+        header = ["method", *(key.replace("coverage_", "cov_") for key in keys)]
+        table("cross-validated comparison (mean±std over folds)", header, cells, [False, *([True] * len(keys))])
+        lines([f"recommendation: {result.recommendation}"], style="bold")

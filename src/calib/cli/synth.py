@@ -28,7 +28,7 @@ app = typer.Typer(
 Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice.")]
 
 
-@app.command("gaussian-grid")
+@app.command("gaussian-grid", cls=options.Command)
 def gaussian_grid(
     out: Annotated[
         str, typer.Option("--out", "-o", help="Directory to write cal.npz, test.npz and meta.json.", show_default=False)
@@ -57,7 +57,7 @@ def gaussian_grid(
     if sigma <= 0:
         raise UsageError(f"--sigma must be > 0; got {sigma}")
     start = time.perf_counter()
-    with render.progress(f"training the K = {classes} classifier", epochs if model == "mlp" else 0) as advance:
+    with render.progress(f"training the K = {classes} classifier", epochs if model == "mlp" else 0, "epochs") as advance:
         try:
             data = make_gaussian_grid(
                 classes,
@@ -84,11 +84,12 @@ def gaussian_grid(
     render.key_values(f"calib synth gaussian-grid -> {out}", data["meta"])
 
 
-@app.command()
+@app.command(cls=options.Command)
 def contaminate(
     pred: options.Pred,
     out: Annotated[str, typer.Option("--out", "-o", help="Output file (.npz, .parquet or .npy).", show_default=False)],
     labels: options.Labels = None,
+    label_column: options.LabelColumn = None,
     seed: Seed = 0,
     input_kind: options.InputKind = "auto",
 ) -> None:
@@ -99,7 +100,7 @@ def contaminate(
     Example: calib synth contaminate grid/test.npz --seed 0 --out grid/test_contaminated.npz
     """
     check_output_path(out, [pred, labels or "-"])
-    preds = read_predictions(pred, labels_path=labels, input_kind=input_kind, require_labels=True)
+    preds = read_predictions(pred, labels_path=labels, label_column=label_column, input_kind=input_kind, require_labels=True)
     rng = np.random.default_rng(seed)
     temperatures = contamination_temperatures(preds.labels, preds.k, rng)
     logits = preds.all_logits()
@@ -121,7 +122,7 @@ def _other_npz_arrays(path: str) -> dict:
         return {key: archive[key] for key in archive.files if key not in ("logits", "log_probs", "probs")}
 
 
-@app.command("known-ce")
+@app.command("known-ce", cls=options.Command)
 def known_ce(
     out: Annotated[
         str,

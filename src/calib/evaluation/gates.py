@@ -29,7 +29,14 @@ class Gate:
     def check(self, metrics: dict) -> dict:
         value = metrics[self.metric]["value"]
         failed = value is None or _OPERATORS[self.op](value, self.threshold)
-        return {"expr": self.expr, "value": value, "passed": not failed}
+        return {
+            "expr": self.expr,
+            "metric": self.metric,
+            "op": self.op,
+            "threshold": self.threshold,
+            "value": value,
+            "passed": not failed,
+        }
 
 
 @dataclass(frozen=True)
@@ -43,13 +50,20 @@ class IncreaseGate:
     #: one-sided lower confidence bound of the paired increase exceeds ``allowed``.
     baseline_bootstrap: dict | None = None
     paired: bool = False
+    #: The baseline report's ``input`` section ({"path", "n", "sha256", ...}).
+    baseline_input: dict | None = None
 
-    def check(self, metrics: dict, bootstrap: dict | None = None) -> dict:
+    def check(self, metrics: dict, bootstrap: dict | None = None, current_input: dict | None = None) -> dict:
         new = metrics[self.metric]["value"]
         old = self.baseline["value"]
         increase = None if new is None or old is None else new - old
+        other = other_input(self.baseline_input, current_input)
+        if other is not None and self.paired:
+            raise InputError(f"paired gate on {self.metric}: {other}; a paired comparison needs the same rows")
         result = {
             "expr": f"{self.metric} - baseline <= {self.allowed:g}",
+            "metric": self.metric,
+            "allowed": self.allowed,
             "value": new,
             "baseline": old,
             "increase": increase,
@@ -65,7 +79,25 @@ class IncreaseGate:
                 increase_lower_bound=bound,
                 passed=increase is not None and bound <= self.allowed,
             )
+        if other is not None:
+            result["baseline_input"] = other
         return result
+
+
+def other_input(baseline: dict | None, current: dict | None) -> str | None:
+    """How the rows of the baseline report differ from this run's (their count, else their labels),
+    or None when they match or either is unknown. The scores' digests are not compared: a baseline
+    is usually another model's predictions on the same rows."""
+    if not baseline or not current:
+        return None
+    if baseline.get("n") != current.get("n"):
+        return (
+            f"the baseline report covers {baseline.get('n')} rows ({baseline.get('path')}), "
+            f"this run {current.get('n')} rows ({current.get('path')})"
+        )
+    if baseline.get("labels_sha256") and current.get("labels_sha256") and baseline["labels_sha256"] != current["labels_sha256"]:
+        return f"the baseline report ({baseline.get('path')}) has as many rows but other labels"
+    return None
 
 
 def parse_gate(expr: str) -> Gate:
@@ -106,7 +138,9 @@ def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bo
         check_metric_keys([metric])
         if metric not in baseline.get("metrics", {}):
             raise InputError(f"{baseline_path}: the baseline report has no metric {metric!r}")
-        gates.append(IncreaseGate(metric, allowed, baseline["metrics"][metric], baseline.get("bootstrap"), paired))
+        gates.append(
+            IncreaseGate(metric, allowed, baseline["metrics"][metric], baseline.get("bootstrap"), paired, baseline.get("input"))
+        )
     return gates
 
 
@@ -123,8 +157,12 @@ def read_report(path: str) -> dict:
     return report
 
 
-def check_gates(values: dict, gates=(), increase_gates=(), bootstrap: dict | None = None) -> tuple[list[dict], bool]:
+def check_gates(
+    values: dict, gates=(), increase_gates=(), bootstrap: dict | None = None, current_input: dict | None = None
+) -> tuple[list[dict], bool]:
     """Every gate checked against a report's metric ``values``: (the gate entries, all passed).
-    ``bootstrap`` is the report's bootstrap section, for paired increase gates."""
-    checked = [gate.check(values) for gate in gates] + [gate.check(values, bootstrap) for gate in increase_gates]
+    ``bootstrap`` is the report's bootstrap section, for paired increase gates; ``current_input``
+    its input section, compared with the baseline's."""
+    checked = [gate.check(values) for gate in gates]
+    checked += [gate.check(values, bootstrap, current_input) for gate in increase_gates]
     return checked, all(entry["passed"] for entry in checked)

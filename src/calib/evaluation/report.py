@@ -28,15 +28,16 @@ def evaluate(
     gates: list[Gate] = (),
     increase_gates: list[IncreaseGate] = (),
     features: np.ndarray | None = None,
-    vece: VeceConfig | None = VeceConfig(),
+    vece: VeceConfig = VeceConfig(),
+    include_vece: bool = True,
     progress=None,
     emit_state: str | None = None,
     bootstrap: BootstrapConfig | None = None,
 ) -> dict:
-    """The JSON report of docs/cli.md. Gate metrics are computed even when not asked for; V-ECE keys are
-    in the default list unless ``vece`` is None."""
+    """The JSON report of docs/cli.md. Gate metrics are computed even when not asked for; V-ECE keys
+    (computed with ``vece``'s settings) are in the default list when ``include_vece``."""
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
-    default += tuple(VECE_METRICS) if vece is not None else ()
+    default += tuple(VECE_METRICS) if include_vece else ()
     keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
     vece_keys = [key for key in keys if key in SAMPLE_METRICS]
     keys = [key for key in keys if key not in SAMPLE_METRICS]
@@ -54,7 +55,6 @@ def evaluate(
     if emit_state is not None:
         write_metric_state(emit_state, streamed[0], keys, config, preds, bundle_path)
     if vece_keys:
-        vece = vece or VeceConfig()
         values.update(vece_results(preds, vece_keys, vece, calibrator, features, progress))
         if before is not None:
             before.update(vece_results(preds, vece_keys, vece, None, None, progress))
@@ -76,10 +76,18 @@ def evaluate(
             "not_bootstrapped": vece_keys + [key for key in values if key.startswith("set_")],
             "values": replicates["values"],
         }
-    checked, passed = check_gates(values, gates, increase_gates, bootstrap_section)
+    inputs = {
+        "path": preds.name,
+        "kind": preds.kind,
+        "n": preds.n,
+        "k": preds.k,
+        "sha256": preds.sha256,
+        "labels_sha256": labels_fingerprint(preds.labels),
+    }
+    checked, passed = check_gates(values, gates, increase_gates, bootstrap_section, inputs)
     report = {
         "calib_version": __version__,
-        "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k, "sha256": preds.sha256},
+        "input": inputs,
         "bundle": bundle_path,
         "metrics": values,
         "gates": checked,

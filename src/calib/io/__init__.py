@@ -2,10 +2,11 @@
 
 from .predictions import Predictions
 from .readers import file_sha256, predictions_from_arrays, read_features, read_labels, read_predictions, read_true_probs
-from .writers import check_output_path, write_matrix, write_npy_stream, write_parquet, write_sets
+from .writers import check_not_an_input, check_output_path, write_matrix, write_npy_stream, write_parquet, write_sets
 
 __all__ = [
     "Predictions",
+    "check_not_an_input",
     "check_output_path",
     "file_sha256",
     "predictions_from_arrays",

@@ -1,6 +1,8 @@
 """Crash-safe writes: everything goes to a temporary sibling first and is renamed into place.
 
 A reader (or a process killed mid-write) sees the old file or the new one, never a truncated one.
+The files and directories end with the modes ``open()`` and ``mkdir`` would give them under the
+umask.
 """
 
 from __future__ import annotations
@@ -11,6 +13,13 @@ import shutil
 import tempfile
 
 from ..errors import CalibError
+
+
+def umask() -> int:
+    """The process's umask (read by setting it and setting it back: there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
@@ -34,6 +43,7 @@ def atomic_path(path: str):
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~umask())  # what open() would have created (mkstemp makes 0600)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -66,7 +76,7 @@ def atomic_directory(path: str, *, force: bool):
         for name in os.listdir(tmp):
             with open(os.path.join(tmp, name), "rb") as handle:
                 os.fsync(handle.fileno())
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, 0o777 & ~umask())  # what mkdir would have created (mkdtemp makes 0700)
         if os.path.isdir(path) and os.listdir(path):
             old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".old", dir=parent)
             os.replace(path, os.path.join(old, "bundle"))

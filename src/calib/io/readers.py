@@ -5,6 +5,8 @@ Every failure becomes an :class:`InputError` naming the file and the problem.
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import functools
 import hashlib
 import os
@@ -26,8 +28,38 @@ from .predictions import Predictions
 SCORE_NAMES = {"logits": "logits", "log_probs": "log-probs", "probs": "probs"}
 #: Wide parquet columns tried when no --score-prefix is given.
 WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}
-LABEL_ARRAY = "labels"
-LABEL_COLUMN = "label"
+#: Where labels are found inside a predictions file (array of a .npz, column of a .parquet) when no
+#: name is given.
+LABEL_NAMES = ("label", "labels")
+
+
+@dataclasses.dataclass
+class Contents:
+    """What a predictions file holds: the scores (maybe memory-mapped or read on demand), the
+    labels if found, the kind the score array's name says, parquet columns to carry through, and
+    the names of every array or column (for error messages)."""
+
+    scores: object
+    labels: np.ndarray | None
+    kind: str | None
+    passthrough: object | None
+    names: tuple[str, ...]
+
+
+def label_name(names, wanted: str | None, path: str) -> str | None:
+    """Which of ``names`` (a file's arrays or columns) holds the labels: ``wanted`` when given (an
+    error listing ``names`` when absent), else ``label`` or ``labels`` (an error when both are
+    there), else None."""
+    if wanted is not None:
+        if wanted not in names:
+            raise InputError(f"{path}: no array or column named {wanted!r} (found {', '.join(names) or 'none'})")
+        return wanted
+    present = [n for n in LABEL_NAMES if n in names]
+    if len(present) > 1:
+        raise InputError(
+            f"{path}: both 'label' and 'labels' are present; name the one that holds the labels", cli_hint="--label-column NAME"
+        )
+    return present[0] if present else None
 
 
 def file_sha256(path: str) -> str:
@@ -43,11 +75,16 @@ def read_predictions(
     labels_path: str | None = None,
     input_kind: str = "auto",
     score_prefix: str | None = None,
+    label_column: str | None = None,
     require_labels: bool = False,
 ) -> Predictions:
     """Read and validate a predictions file; ``path == "-"`` reads stdin, whose format (.npy, .npz
-    or .parquet bytes) is told by its magic number."""
+    or .parquet bytes) is told by its magic number.
+
+    Labels come from ``labels_path`` when given (its array or column ``label_column``), else from
+    the file: the array or column ``label_column``, by default ``label`` or ``labels``."""
     name = "<stdin>" if path == "-" else path
+    in_file = None if labels_path is not None else label_column  # names the labels file's column otherwise
     if path == "-":
         data = sys.stdin.buffer.read()
         sha = hashlib.sha256(data).hexdigest()
@@ -56,19 +93,23 @@ def read_predictions(
             staged = os.path.join(folder, "stdin" + suffix)
             with open(staged, "wb") as handle:
                 handle.write(data)
-            scores, labels, named_kind, passthrough = READ_PREDICTIONS[suffix](staged, name, score_prefix)
-            scores = np.array(scores) if isinstance(scores, np.ndarray) else scores[:]  # off the staged file
+            contents = READ_PREDICTIONS[suffix](staged, name, score_prefix, in_file)
+            contents.scores = np.array(contents.scores) if isinstance(contents.scores, np.ndarray) else contents.scores[:]
     else:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
-        scores, labels, named_kind, passthrough = READ_PREDICTIONS[format_of(path)](path, name, score_prefix)
+        contents = READ_PREDICTIONS[format_of(path)](path, name, score_prefix, in_file)
+    labels, label_name = contents.labels, name
     if labels_path is not None:
-        labels, label_name = read_labels(labels_path), labels_path
-    else:
-        label_name = name
-    preds = _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, label_name)
+        labels, label_name = read_labels(labels_path, label_column), labels_path
+    preds = _validated(name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name)
     if preds.labels is None and require_labels:
-        raise InputError(f"{name}: no labels in the file; give them separately", cli_hint="--labels FILE")
+        found = ", ".join(contents.names) or "none"
+        raise InputError(
+            f"{name}: no labels in the file (no array or column named label or labels; found {found}); "
+            "name the one that holds them or give a labels file",
+            cli_hint="--label-column NAME or --labels FILE",
+        )
     return preds
 
 
@@ -147,21 +188,87 @@ def _npz_array(path: str, names: tuple[str, ...]) -> np.ndarray:
         raise InputError(f"{path}: not a readable .npz file ({exc})") from None
 
 
-def read_labels(path: str) -> np.ndarray:
-    """Labels from a .npy of integers or a text file with one integer per line."""
+def read_labels(path: str, column: str | None = None) -> np.ndarray:
+    """Labels from a file of their own: a .npy array; the ``column`` (else ``label`` or ``labels``,
+    else the only) array of a .npz or column of a .parquet; or text (.txt, .csv), one label a
+    line, with an optional header line naming the columns (``column`` picks one of several).
+    Labels are checked (integers, or integral floats, in [0, K)) against the scores."""
     _require_file(path)
-    if path.lower().endswith(".npy"):
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".npy":
         return np.asarray(_load_npy(path, path, mmap=False))
+    if suffix in (".npz", ".parquet"):
+        key = _labels_file_key(_array_names(path, suffix), column, path)
+        if suffix == ".npz":
+            return np.asarray(_npz_array(path, (key,)))
+        import pyarrow.parquet as pq
+
+        return _label_column(pq.read_table(path, columns=[key]).column(key))
+    return _text_labels(path, column)
+
+
+def _labels_file_key(names, column: str | None, path: str) -> str:
+    """The array or column of a labels file that holds them: as for a predictions file, or the
+    file's only one."""
+    key = label_name(names, column, path) or (names[0] if len(names) == 1 else None)
+    if key is None:
+        raise InputError(
+            f"{path}: which array or column holds the labels? (found {', '.join(names) or 'none'})",
+            cli_hint="--label-column NAME",
+        )
+    return key
+
+
+def _array_names(path: str, suffix: str) -> tuple[str, ...]:
+    """The arrays of a .npz or the columns of a .parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = [line.strip() for line in handle if line.strip()]
-    except (UnicodeDecodeError, OSError) as exc:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                return tuple(archive.files)
+        return tuple(pq.ParquetFile(path).schema_arrow.names)
+    except (pa.ArrowException, *PARSE_ERRORS) as exc:
+        raise InputError(f"{path}: not a readable {suffix} file ({exc})") from None
+
+
+def _text_labels(path: str, column: str | None) -> np.ndarray:
+    """Labels from text: one a line, cells split by commas (a CSV), an optional header naming the
+    columns. Integral numbers only ("2" or "2.0"); an empty or other cell is refused naming its line."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            lines = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
+    except (UnicodeDecodeError, OSError, csv.Error) as exc:
         raise InputError(f"{path}: cannot read labels as text ({exc.__class__.__name__})") from None
+    header = lines[0] if lines and not all(_is_number(cell) for cell in lines[0] if cell.strip()) else None
+    rows = lines[1:] if header else lines
+    if header is None:
+        width = max((len(row) for row in rows), default=1)
+        if width > 1:
+            raise InputError(f"{path}: {width} columns and no header line naming them; keep one label a line")
+        if column is not None:
+            raise InputError(f"{path}: no header line, so no column named {column!r}")
+        index = 0
+    else:
+        names = [cell.strip() for cell in header]
+        index = names.index(_labels_file_key(names, column, path))
+    values = np.empty(len(rows), dtype=np.float64)
+    first_line = 2 if header else 1
+    for i, row in enumerate(rows):
+        cell = row[index].strip() if index < len(row) else ""
+        if not _is_number(cell):
+            raise InputError(f"{path}: line {i + first_line}: label {cell[:40]!r} is not a class index (an integer in [0, K))")
+        values[i] = float(cell)
+    return values
+
+
+def _is_number(text: str) -> bool:
     try:
-        return np.array([int(line) for line in lines], dtype=np.int64)
+        float(text)
     except ValueError:
-        bad = next(line for line in lines if not re.fullmatch(r"[+-]?\d+", line))
-        raise InputError(f"{path}: labels must be integers, one a line; got {bad[:40]!r}") from None
+        return False
+    return True
 
 
 def _require_file(path: str) -> None:
@@ -197,32 +304,33 @@ def _load_npy(source, name: str, *, mmap: bool) -> np.ndarray:
         raise InputError(f"{name}: not a readable .npy file (truncated or corrupt: {exc.__class__.__name__}: {exc})") from None
 
 
-def _read_npz(path: str):
+def _read_npz(path: str, name: str, score_prefix: str | None, label_column: str | None) -> Contents:
     try:
         archive = np.load(path, allow_pickle=False)
     except PARSE_ERRORS as exc:
-        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+        raise InputError(f"{name}: not a readable .npz file ({exc})") from None
     with archive:
-        names = set(archive.files)
+        names = tuple(archive.files)
+        labels_key = label_name(names, label_column, name)
         present = [key for key in SCORE_NAMES if key in names]
         if len(present) > 1:
-            raise InputError(f"{path}: several score arrays ({', '.join(present)}); keep one")
+            raise InputError(f"{name}: several score arrays ({', '.join(present)}); keep one")
         if present:
             key, kind = present[0], SCORE_NAMES[present[0]]
-        elif names - {LABEL_ARRAY} == {"arr_0"}:
+        elif set(names) - {labels_key} == {"arr_0"}:
             key, kind = "arr_0", None
         else:
             raise InputError(
-                f"{path}: no score array; expected one named logits, log_probs or probs (found {', '.join(sorted(names)) or 'none'})"
+                f"{name}: no score array; expected one named logits, log_probs or probs (found {', '.join(sorted(names)) or 'none'})"
             )
         try:
             scores = _mapped_member(path, archive.zip, key)
             if scores is None:
                 scores = archive[key]
-            labels = archive[LABEL_ARRAY] if LABEL_ARRAY in names else None
+            labels = archive[labels_key] if labels_key is not None else None
         except PARSE_ERRORS as exc:
-            raise InputError(f"{path}: array {key!r} is unreadable ({exc})") from None
-    return scores, labels, kind
+            raise InputError(f"{name}: array {key!r} is unreadable ({exc})") from None
+    return Contents(scores, labels, kind, None, names)
 
 
 def _mapped_member(path: str, archive: zipfile.ZipFile, key: str) -> np.ndarray | None:
@@ -254,23 +362,19 @@ def _mapped_member(path: str, archive: zipfile.ZipFile, key: str) -> np.ndarray 
     return np.memmap(path, dtype=dtype, mode="r", shape=shape, order="F" if fortran_order else "C", offset=offset)
 
 
-def _read_parquet(path: str, name: str, score_prefix: str | None):
-    """(scores, labels, kind, passthrough): the scores stay in the file and are decoded a row group at
-    a time (:class:`ParquetScores`); labels and pass-through columns are read whole."""
+def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: str | None) -> Contents:
+    """The scores stay in the file and are decoded a row group at a time (:class:`ParquetScores`);
+    labels and pass-through columns are read whole."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         parquet = pq.ParquetFile(path)
         columns = parquet.schema_arrow.names
-        labels = None
-        if LABEL_COLUMN in columns:
-            label_col = parquet.read(columns=[LABEL_COLUMN]).column(LABEL_COLUMN)
-            if label_col.null_count:
-                raise InputError(f"{path}: column 'label' has {label_col.null_count} missing values")
-            labels = label_col.to_numpy()
+        labels_key = label_name(columns, label_column, name)
+        labels = None if labels_key is None else _label_column(parquet.read(columns=[labels_key]).column(labels_key))
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
-        raise InputError(f"{path}: not a readable parquet file ({exc})") from None
+        raise InputError(f"{name}: not a readable parquet file ({exc})") from None
     list_names = [c for c in SCORE_NAMES if c in columns]
     if score_prefix is None and list_names:
         if len(list_names) > 1:
@@ -291,9 +395,19 @@ def _read_parquet(path: str, name: str, score_prefix: str | None):
             )
         used = _order_wide(used)
     scores = ParquetScores(parquet, used, wide=not (score_prefix is None and list_names), path=path)
-    keep = [c for c in columns if c not in used and c != LABEL_COLUMN]
+    keep = [c for c in columns if c not in used and c != labels_key]
     passthrough = parquet.read(columns=keep) if keep else None
-    return scores, labels, kind, passthrough
+    return Contents(scores, labels, kind, passthrough, tuple(columns))
+
+
+def _label_column(column) -> np.ndarray:
+    """A parquet label column as an array; missing entries become NaN, which the label check
+    refuses naming the row."""
+    import pyarrow as pa
+
+    if column.null_count and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        column = column.cast(pa.float64())
+    return column.to_numpy(zero_copy_only=False)
 
 
 class ParquetScores:
@@ -427,12 +541,10 @@ def _wide_columns_to_matrix(table, names: list[str], path: str) -> np.ndarray:
     return np.stack([table.column(n).to_numpy() for n in names], axis=1)
 
 
-def _npy_predictions(path: str, name: str, score_prefix: str | None):
-    return _load_npy(path, name, mmap=True), None, None, None
-
-
-def _npz_predictions(path: str, name: str, score_prefix: str | None):
-    return (*_read_npz(path), None)
+def _npy_predictions(path: str, name: str, score_prefix: str | None, label_column: str | None) -> Contents:
+    if label_column is not None:
+        raise InputError(f"{name}: a .npy file holds one array and no labels; give the labels in a file of their own")
+    return Contents(_load_npy(path, name, mmap=True), None, None, None, ())
 
 
 def _npy_array(path: str, names: tuple[str, ...]) -> np.ndarray:
@@ -458,7 +570,7 @@ def _parquet_array(path: str, names: tuple[str, ...]) -> np.ndarray:
 #: The formats, one entry each: suffix -> the reader of a predictions file (scores, labels, the
 #: kind the array name says, pass-through columns) and of one named array (true probabilities,
 #: features). A new format is a reader pair, a writer (calib.io.writers.WRITERS) and its magic.
-READ_PREDICTIONS = {".npy": _npy_predictions, ".npz": _npz_predictions, ".parquet": _read_parquet}
+READ_PREDICTIONS = {".npy": _npy_predictions, ".npz": _read_npz, ".parquet": _read_parquet}
 READ_ARRAY = {".npy": _npy_array, ".npz": _npz_array, ".parquet": _parquet_array}
 #: The first bytes of each format (how a stream on stdin is told apart).
 MAGIC = {b"\x93NUMPY": ".npy", b"PK\x03\x04": ".npz", b"PAR1": ".parquet"}

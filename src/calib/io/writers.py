@@ -20,7 +20,14 @@ def check_output_path(path: str, inputs: list[str]) -> None:
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in WRITERS:
         raise InputError(f"{path}: unknown output type {suffix or '(none)'}; use {', '.join(WRITERS)}")
+    check_not_an_input(path, inputs)
+
+
+def check_not_an_input(path: str, inputs: list[str | None]) -> None:
+    """Refuse an output path that is one of the command's input files (``-`` and None are skipped)."""
     for source in inputs:
+        if source is None:
+            continue
         if source != "-" and os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
             raise InputError(f"{path}: is an input of this command; refusing to overwrite it")
 
