@@ -179,6 +179,12 @@ class Report:
     def passed(self) -> bool:
         return bool(self.report["passed"])
 
+    @property
+    def group_values(self) -> dict[str, dict[str, float | None]] | None:
+        """{group: {metric key: value}} when the rows were grouped, else None."""
+        groups = self.report.get("groups")
+        return None if groups is None else {name: dict(entry["metrics"]) for name, entry in groups.items()}
+
     def to_dict(self) -> dict:
         return self.report
 
@@ -212,10 +218,14 @@ def evaluate(
     bundle_path: str | None = None,
     emit_state: str | None = None,
     progress=None,
+    groups=None,
+    min_group_rows: int = 100,
 ) -> Report:
     """Evaluate (N, K) ``scores`` against ``labels`` (after ``calibrator``, when given): the
     metrics of ``metrics`` (keys of ``calib methods``; the default table when None), with the
-    V-ECE family when ``vece``.
+    V-ECE family when ``vece``. ``groups`` (one value per row: a source, a language, a
+    demographic group) adds every group's streamed metrics (``Report.group_values``) and the worst
+    group per metric; groups under ``min_group_rows`` rows are listed but not gated.
 
     >>> import numpy as np, calib
     >>> test = np.load(calib.sample_path("cifar10_test.npz"))
@@ -225,6 +235,7 @@ def evaluate(
     """
     from .evaluation import VeceConfig
     from .evaluation import evaluate as build_report
+    from .evaluation.groups import Groups, groups_from_values
     from .metrics import MetricConfig
 
     preds = as_predictions(scores, labels, kind=kind)
@@ -234,6 +245,8 @@ def evaluate(
     if isinstance(calibrator, Calibration):
         calibrator.check_applies(preds)
         fitted = calibrator.fitted
+    if groups is not None and not isinstance(groups, Groups):
+        groups = groups_from_values(groups, preds.n, "groups")
     report = build_report(
         preds,
         metrics=metrics,
@@ -248,6 +261,8 @@ def evaluate(
         progress=progress,
         emit_state=emit_state,
         bootstrap=bootstrap,
+        groups=groups,
+        min_group_rows=min_group_rows,
     )
     return Report(report)
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .metrics.metric_set import GroupedMetricSets
+
 GROUPS = 200
 
 
@@ -31,25 +33,18 @@ class BootstrapConfig:
     level: float = 0.95
 
 
-class GroupedStates:
-    """One MetricSet per group, fed from the same batches as the main one."""
+class BootstrapStates(GroupedMetricSets):
+    """One MetricSet per random row group (row i -> a seeded draw in [0, G)), fed from the same
+    batches as the main one; :meth:`replicate_values` resamples the groups."""
 
     def __init__(self, make_metric_set, n_rows: int, seed: int, groups: int = GROUPS):
-        self.groups = max(1, min(groups, n_rows))
-        self.assignment = np.random.default_rng([seed, 1]).integers(self.groups, size=n_rows)
-        self.make_metric_set = make_metric_set
-        self.sets = [make_metric_set() for _ in range(self.groups)]
-
-    def update(self, batch, rows: slice) -> None:
-        group = self.assignment[rows]
-        order = np.argsort(group, kind="stable")
-        starts = np.flatnonzero(np.diff(group[order], prepend=-1))
-        for start, stop in zip(starts, np.append(starts[1:], len(order))):
-            self.sets[group[order[start]]].update(batch.take(order[start:stop]))
+        groups = max(1, min(groups, n_rows))
+        assignment = np.random.default_rng([seed, 1]).integers(groups, size=n_rows)
+        super().__init__(make_metric_set, assignment, groups)
 
     def replicate_values(self, config: BootstrapConfig) -> dict[str, np.ndarray]:
         """{metric: (replicates,) values} (NaN where a replicate has no value)."""
-        states = [metric_set.state() for metric_set in self.sets]
+        states = self.states()
         template = self.sets[0]
         concatenated = template.concatenated_state_keys()
         stacked = {key: np.stack([s[key] for s in states]) for key in states[0] if key not in concatenated}

@@ -14,9 +14,11 @@ import numpy as np
 from .calibrators.base import calibrator_inputs
 from .calibrators.conformal import conformal_quantile, min_calibration_size, nonconformity
 from .evaluation import check_metric_keys, uncalibrated_batch
+from .evaluation.groups import Groups
 from .io.predictions import Predictions
 from .metrics import Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
+from .metrics.binning import BinCounter
 from .metrics.metric_set import MetricSet
 from .numerics import softmax
 from .registry import calibrator_class
@@ -41,6 +43,7 @@ class Diagnosis:
     metrics: dict = field(default_factory=dict)
     comparison: list[dict] = field(default_factory=list)
     recommendation: str | None = None
+    groups: dict | None = None  # top-label calibration per group: the spread and the worst groups' curves
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -54,8 +57,11 @@ def _batch(calibrator, preds: Predictions, rows: slice) -> Batch:
     return Batch(preds.labels[rows], log_probs=calibrator.transform(logits, None, **given))
 
 
-def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int = 25):
+def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int = 25, groups: Groups | None = None):
+    """Top-label, cumulative-mass and classwise bin counters of every row, the label counts, the
+    rows holding a probability of 0 or 1, and (with ``groups``) top-label bins per group."""
     top, cumulative, classwise = TopLabelBins(bins), CumulativeMassBins(cmce_bins), ClasswiseBins(bins, preds.k)
+    by_group = BinCounter(bins, len(groups.names)) if groups is not None else None
     support = np.bincount(preds.labels, minlength=preds.k)
     saturated = 0
     for rows in preds.chunks():
@@ -63,7 +69,9 @@ def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int 
         saturated += int(((batch.probs == 0.0) | (batch.probs == 1.0)).any(axis=1).sum())
         for accumulator in (top, cumulative, classwise):
             accumulator.update(batch)
-    return top.counter, cumulative.counter, classwise.counter, support, saturated
+        if by_group is not None:
+            by_group.add(batch.confidence, batch.correct, group=groups.codes[rows])
+    return top.counter, cumulative.counter, classwise.counter, support, saturated, by_group
 
 
 def _bin_rows(counter, value_key: str) -> list[dict]:
@@ -93,13 +101,17 @@ def diagnose(
     seed: int = 0,
     rank_by: str = "cmce",
     worst: int = 10,
+    groups: Groups | None = None,
+    min_group_rows: int = 100,
 ) -> Diagnosis:
-    """Findings, curves, worst classes and (with ``compare``) a cross-validated ranking of methods."""
+    """Findings, curves, worst classes, (with ``groups``) the spread of top-label ECE over the
+    groups and the worst groups' reliability curves, and (with ``compare``) a cross-validated
+    ranking of methods."""
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.findings.append(f"input kind: {preds.kind} ({preds.kind_reason})")
     if calibrator is not None:
         result.findings.extend(f"bundle ({calibrator.name}): {warning}" for warning in calibrator.warnings())
-    top, cumulative, classwise, support, saturated = _curves(preds, calibrator)
+    top, cumulative, classwise, support, saturated, by_group = _curves(preds, calibrator, groups=groups)
     if saturated:
         result.findings.append(
             f"{saturated} rows ({saturated / preds.n:.1%}) hold a probability of exactly 0 or 1: "
@@ -153,6 +165,9 @@ def diagnose(
         f"top-label calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
         f"{under:.4f} from under-confidence ({direction})"
     )
+    if by_group is not None:
+        result.groups = _group_calibration(by_group, groups, min_group_rows)
+        result.findings.extend(result.groups["findings"])
     if compare:
         result.comparison, result.recommendation = compare_methods(preds, list(compare), folds=folds, seed=seed, rank_by=rank_by)
         result.findings.extend(
@@ -161,6 +176,54 @@ def diagnose(
             for warning in row["warnings"]
         )
     return result
+
+
+#: Groups whose reliability curves diagnose shows.
+WORST_GROUPS = 3
+
+
+def _group_calibration(counter: BinCounter, groups: Groups, min_rows: int) -> dict:
+    """Top-label ECE of every group (one bin counter with a row of bins per group), its spread over
+    the groups with at least ``min_rows`` rows, and the reliability curves of the worst ones."""
+    ece = counter.weighted_error()
+    counts = groups.counts
+    gated = [i for i in range(len(groups.names)) if counts[i] >= min_rows]
+    order = sorted(gated, key=lambda i: -ece[i])
+    curves = []
+    for i in order[:WORST_GROUPS]:
+        single = BinCounter(counter.n_bins)
+        part = slice(i * counter.n_bins, (i + 1) * counter.n_bins)
+        single.count, single.sum_pred, single.sum_true = counter.count[part], counter.sum_pred[part], counter.sum_true[part]
+        curves.append(
+            {"group": groups.names[i], "n": int(counts[i]), "ece": float(ece[i]), "reliability": _bin_rows(single, "confidence")}
+        )
+    values = ece[gated] if gated else np.zeros(0)
+    spread = None
+    findings = []
+    if len(values):
+        spread = {
+            "min": float(values.min()),
+            "median": float(np.median(values)),
+            "max": float(values.max()),
+            "groups": len(gated),
+        }
+        worst = curves[0]
+        over = sum(r["over"] for r in worst["reliability"])
+        findings.append(
+            f"top-label ECE over {len(gated)} groups of {groups.source}: {spread['min']:.4g} to {spread['max']:.4g} "
+            f"(median {spread['median']:.4g}); worst group {worst['group']} ({worst['n']} rows, ECE {worst['ece']:.4g}, "
+            f"{over:.4g} of it over-confidence)"
+        )
+    small = len(groups.names) - len(gated)
+    if small:
+        findings.append(f"{small} groups have fewer than {min_rows} rows: left out of the spread and the worst groups")
+    return {
+        "source": groups.source,
+        "ece": {groups.names[i]: {"n": int(counts[i]), "ece": float(ece[i])} for i in range(len(groups.names))},
+        "spread": spread,
+        "worst": curves,
+        "findings": findings,
+    }
 
 
 def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:

@@ -56,6 +56,19 @@ def _figures(result):
     ax.set_title("Over / under-confidence by confidence bin")
     ax.legend()
     figures["over_under"] = fig
+    if result.groups is not None and result.groups["worst"]:
+        fig, ax = plt.subplots(figsize=(5, 5))
+        ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+        ax.plot(conf, [r["observed"] for r in result.reliability], "o-", color="black", label="all rows")
+        for curve in result.groups["worst"]:
+            points = curve["reliability"]
+            label = f"{curve['group']} ({curve['n']} rows, ECE {curve['ece']:.3g})"
+            ax.plot([r["confidence"] for r in points], [r["observed"] for r in points], "o-", alpha=0.8, label=label)
+        ax.set_xlabel("confidence")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"Reliability of the worst groups of {result.groups['source']}")
+        ax.legend(loc="upper left", fontsize="small")
+        figures["reliability_groups"] = fig
     if result.conformal is not None:
         curve, own = result.conformal, result.conformal["bundle"]
         fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))

@@ -126,13 +126,17 @@ def gate_text(gate: dict) -> str:
     metric, value = gate.get("metric", gate["expr"]), gate["value"]
     if value is None:
         return f"{metric} is undefined (n/a) on this input, so the gate cannot pass"
+    if gate.get("aggregate") is not None:  # the worst group's value: name the group
+        metric = f"{metric} of group {gate['group']} (the {gate['aggregate'].replace('_', ' ')})"
+    elif gate.get("group") is not None:
+        metric = f"{metric} of group {gate['group']}"
     if "threshold" in gate:  # fails when METRIC OP THRESHOLD holds
         threshold = gate["threshold"]
         shown = format_exact(value, threshold)
         op, limit = gate["op"], format_value(threshold)
         if gate["passed"]:
             return f"{metric} = {shown} {_NEGATED[op]} {limit} (fails when {op} {limit})"
-        return f"{metric} = {shown} {op} {limit} (the gate fails when {metric} {op} {limit})"
+        return f"{metric} = {shown} {op} {limit} (the gate fails when {gate['metric']} {op} {limit})"
     if "allowed" not in gate:  # a report written before gates carried their parts
         return f"{gate['expr']}  value {format_value(value)}"
     old, increase, allowed = gate["baseline"], gate["increase"], gate["allowed"]
@@ -177,18 +181,63 @@ def markdown_table(header: list[str], rows: list[list[str]], right: list[bool]) 
     return [line(header), "|" + "|".join("---:" if r else "---" for r in right) + "|", *(line(row) for row in rows)]
 
 
+#: Groups a table lists in full; above this, the worst ones (docs/groups.md).
+SHOWN_GROUPS = 25
+
+
+def group_table(report: dict) -> tuple[str, list[str], list[list[str]], list[str]] | None:
+    """(title, header, rows, notes) of the per-group table: one row per group (n and each streamed
+    metric), the overall row, and notes naming the worst group per metric and the groups too small
+    to be gated; None when the rows were not grouped. Above :data:`SHOWN_GROUPS` groups, the ones
+    that are worst for some metric and then the largest are shown."""
+    groups, summary = report.get("groups"), report.get("group_by")
+    if not groups:
+        return None
+    keys = list(next(iter(groups.values()))["metrics"])
+    small = set(summary["below_min_rows"])
+    names = list(groups)
+    if len(names) > SHOWN_GROUPS:
+        worst = list(dict.fromkeys(item["group"] for item in summary["worst"].values()))
+        largest = sorted(names, key=lambda name: -groups[name]["n"])
+        names = list(dict.fromkeys(worst + largest))[:SHOWN_GROUPS]
+        names.sort(key=list(groups).index)
+    header = ["group", "n", *keys]
+    rows = [
+        [name + ("*" if name in small else ""), str(groups[name]["n"]), *(format_value(groups[name]["metrics"][k]) for k in keys)]
+        for name in names
+    ]
+    rows.append(["(all rows)", str(report["input"]["n"]), *(format_value(report["metrics"][k]["value"]) for k in keys)])
+    notes = []
+    if len(names) < len(groups):
+        notes.append(
+            f"{len(names)} of {len(groups)} groups shown (the worst per metric, then the largest); the JSON report has all"
+        )
+    worst = [f"{k} {item['group']} ({format_value(item['value'])})" for k, item in summary["worst"].items()]
+    if worst:
+        notes.append("worst group: " + "; ".join(worst))
+    if small:
+        notes.append(
+            f"* fewer than {summary['min_rows']} rows: listed, not gated and not ranked ({len(small)} of {len(groups)} groups)"
+        )
+    return f"by group: {summary['source']} ({len(groups)} groups)", header, rows, notes
+
+
 def report_lines(report: dict, style: str = "text") -> list[str]:
     """The evaluation report as lines of plain text (``style="text"``: aligned columns) or markdown
     (``"md"``): title, metric table, footnotes, gates. Every digit of every value is kept."""
     header, rows = metric_table(report)
     right = [False, *([True] * (len(header) - 2)), False]
+    grouped = group_table(report)
     if style == "md":
         lines = [f"**calib evaluate**: `{report_title(report)}`", "", *markdown_table(header, rows, right), ""]
+        if grouped is not None:
+            title, group_header, group_rows, notes = grouped
+            lines += [f"**{title}**", "", *markdown_table(group_header, group_rows, [False] + [True] * (len(group_header) - 1))]
+            lines += ["", *(f"- {note}" for note in notes)]
         lines += [f"- {line}" for line in table_footnotes(report) + gate_lines(report)]
         return lines
-    return [
-        f"calib evaluate: {report_title(report)}",
-        *text_table(header, rows, right),
-        *table_footnotes(report),
-        *gate_lines(report),
-    ]
+    lines = [f"calib evaluate: {report_title(report)}", *text_table(header, rows, right), *table_footnotes(report)]
+    if grouped is not None:
+        title, group_header, group_rows, notes = grouped
+        lines += [title, *text_table(group_header, group_rows, [False] + [True] * (len(group_header) - 1)), *notes]
+    return lines + gate_lines(report)

@@ -15,6 +15,7 @@ import os
 from . import extras, pipeline
 from .errors import InputError
 from .evaluation import compute_metrics, merge_metric_states, state_header
+from .evaluation.states import state_arrays
 from .metrics import MetricConfig
 
 ENGINES = ("local", "dask")
@@ -36,15 +37,24 @@ def shard_state(
     input_kind: str,
     score_prefix: str | None,
     label_column: str | None = None,
+    group_by: str | None = None,
 ) -> tuple[dict, dict]:
-    """(header, additive state) of one file's streamed metrics (after ``bundle`` if given)."""
+    """(header, additive state) of one file's streamed metrics (after ``bundle`` if given), with a
+    state per group of the column ``group_by`` when given."""
+    from .evaluation.groups import groups_from_values
+    from .io.readers import read_group_values
+
     preds, calibrator = pipeline.read_with_bundle(
         path, bundle, input_kind=input_kind, score_prefix=score_prefix, label_column=label_column, require_labels=True
     )
+    groups = None
+    if group_by is not None:
+        groups = groups_from_values(read_group_values(preds, path, group_by, None, label_column)[0], preds.n, group_by)
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
     streamed: list = []
-    compute_metrics(preds, keys, config, calibrator, None, streamed)
-    return state_header(keys, config, preds, bundle), streamed[0].state()
+    by_group: dict = {}
+    compute_metrics(preds, keys, config, calibrator, None, streamed, groups=groups, groups_out=by_group)
+    return state_header(keys, config, preds, bundle, groups), state_arrays(streamed[0], by_group.get("states"))
 
 
 def evaluate_shards(
@@ -56,17 +66,20 @@ def evaluate_shards(
     input_kind: str = "auto",
     score_prefix: str | None = None,
     label_column: str | None = None,
+    group_by: str | None = None,
+    min_group_rows: int = 100,
     engine: str = "local",
     scheduler: str | None = None,
 ) -> dict:
-    """The merged report of every .parquet file in ``directory``."""
+    """The merged report of every .parquet file in ``directory`` (per group of the column
+    ``group_by`` too, when given: each group's numbers are those of its rows in every file)."""
     files = shard_files(directory)
-    args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix, label_column)
+    args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix, label_column, group_by)
     if engine == "local":
         states = [shard_state(path, *args) for path in files]
     else:
         states = _on_dask(files, args, scheduler)
-    report = merge_metric_states(states, files)
+    report = merge_metric_states(states, files, min_group_rows)
     report["input"]["path"] = directory
     return report
 

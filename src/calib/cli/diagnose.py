@@ -31,6 +31,9 @@ def diagnose(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the comparison's folds and methods.")] = 0,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
+    group_by: options.GroupBy = None,
+    groups_file: options.GroupsFile = None,
+    min_group_rows: options.MinGroupRows = 100,
 ) -> None:
     """Check the inputs, show where the probabilities are miscalibrated, and compare calibrators.
 
@@ -40,7 +43,17 @@ def diagnose(
 
     preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
-    result = run_diagnosis(preds, calibrator=calibrator, compare=methods, folds=folds, seed=seed, rank_by=rank_by)
+    groups = options.read_groups(preds, pred, group_by, groups_file, label_column)
+    result = run_diagnosis(
+        preds,
+        calibrator=calibrator,
+        compare=methods,
+        folds=folds,
+        seed=seed,
+        rank_by=rank_by,
+        groups=groups,
+        min_group_rows=min_group_rows,
+    )
     render.diagnosis(result)
     if out is not None:
         from ..plots import write_report

@@ -108,6 +108,9 @@ def evaluate(
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
+    group_by: options.GroupBy = None,
+    groups_file: options.GroupsFile = None,
+    min_group_rows: options.MinGroupRows = 100,
     table_format: options.TableFormat = "auto",
 ) -> None:
     """Evaluate PRED (after applying --bundle if given): metric table or JSON report, and CI gates.
@@ -146,7 +149,10 @@ def evaluate(
             input_kind=input_kind,
             score_prefix=score_prefix,
             label_column=label_column,
+            group_by=group_by,
+            min_group_rows=min_group_rows,
             refused={
+                "--groups": groups_file,
                 "--bootstrap": bootstrap,
                 "--true-probs": true_probs,
                 "--labels": labels,
@@ -159,6 +165,7 @@ def evaluate(
         raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
     preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
+    groups = options.read_groups(preds, pred, group_by, groups_file, label_column)
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
@@ -187,6 +194,8 @@ def evaluate(
             bundle_path=bundle,
             emit_state=emit_state,
             progress=advance,
+            groups=groups,
+            min_group_rows=min_group_rows,
         ).to_dict()
     _emit(report, json_path, report, table_format)
 
@@ -225,6 +234,8 @@ def _evaluate_directory(
     input_kind,
     score_prefix,
     label_column,
+    group_by,
+    min_group_rows,
     refused,
 ) -> None:
     """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
@@ -253,10 +264,12 @@ def _evaluate_directory(
         input_kind=input_kind,
         score_prefix=score_prefix,
         label_column=label_column,
+        group_by=group_by,
+        min_group_rows=min_group_rows,
         engine=engine,
         scheduler=scheduler,
     )
-    report["gates"], report["passed"] = check_gates(report["metrics"], gates, increase_gates, None, report["input"])
+    report["gates"], report["passed"] = check_gates(report, gates, increase_gates)
     inputs = report["input"]
     _emit(
         report,
@@ -283,6 +296,7 @@ def merge_states(
         Optional[str],
         typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False),
     ] = None,
+    min_group_rows: options.MinGroupRows = 100,
     table_format: options.TableFormat = "auto",
 ) -> None:
     """Merge metric states of several evaluations (shards of one dataset) into one report.
@@ -292,7 +306,7 @@ def merge_states(
     """
     from ..evaluation import merge_metric_states, read_metric_state
 
-    report = merge_metric_states([read_metric_state(path) for path in states], states)
+    report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows)
     inputs = report["input"]
     _emit(
         report,

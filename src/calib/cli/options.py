@@ -43,6 +43,25 @@ Pred = Annotated[
         metavar="PRED", help="Predictions: .npy, .npz or .parquet; - reads any of them from stdin.", show_default=False
     ),
 ]
+GroupBy = Annotated[
+    Optional[str],
+    typer.Option(
+        "--group-by",
+        help="Evaluate per group of rows: a column of PRED (parquet column beside the scores, .npz array, or the label column), or the column of --groups.",
+        show_default=False,
+    ),
+]
+GroupsFile = Annotated[
+    Optional[str],
+    typer.Option(
+        "--groups",
+        help="One group value per row: .npy, .txt (one a line), .csv (header, then --group-by or the only column), .npz/.parquet.",
+        show_default=False,
+    ),
+]
+MinGroupRows = Annotated[
+    int, typer.Option("--min-group-rows", min=1, help="Groups with fewer rows are listed but not gated (a note says which).")
+]
 TableFormat = Annotated[
     str,
     typer.Option(
@@ -83,3 +102,14 @@ def read_inputs(pred: str, bundle: str | None, labels, label_column, input_kind,
         score_prefix=score_prefix,
         require_labels=require_labels,
     )
+
+
+def read_groups(preds, pred: str, group_by: str | None, groups_file: str | None, label_column: str | None):
+    """The rows' groups from --group-by / --groups (None when neither is given)."""
+    if group_by is None and groups_file is None:
+        return None
+    from ..evaluation.groups import groups_from_values
+    from ..io.readers import read_group_values
+
+    values, source = read_group_values(preds, pred, group_by, groups_file, label_column)
+    return groups_from_values(values, preds.n, source)

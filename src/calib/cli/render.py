@@ -16,6 +16,7 @@ from ..report_text import (
     format_change,
     format_value,
     gate_text,
+    group_table,
     markdown_table,
     metric_table,
     report_lines,
@@ -173,6 +174,11 @@ def report_table(report: dict, style: str = "auto") -> None:
     header, rows = metric_table(report)
     table(f"calib evaluate: {report_title(report)}", header, rows, [False, *([True] * (len(header) - 2)), False], style)
     lines(table_footnotes(report))
+    grouped = group_table(report)
+    if grouped is not None:
+        title, group_header, group_rows, notes = grouped
+        table(title, group_header, group_rows, [False] + [True] * (len(group_header) - 1), style)
+        lines(notes)
     for gate in report["gates"]:
         mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
         _out.print(Text.assemble("gate ", mark, f": {gate_text(gate)}"), soft_wrap=True)
@@ -226,6 +232,15 @@ def diagnosis(result) -> None:
         ]
         table(title, ["bin", "rows", key, "observed", "gap", ""], cells, [False, True, True, True, True, False])
     lines(["gap = observed - predicted: below 0 over-confident, above 0 under-confident"])
+    if result.groups is not None and result.groups["worst"]:
+        cells = []
+        for curve in result.groups["worst"]:
+            over = sum(r["over"] for r in curve["reliability"])
+            under = sum(r["under"] for r in curve["reliability"])
+            cells.append([curve["group"], str(curve["n"]), format_value(curve["ece"]), format_value(over), format_value(under)])
+        spread = result.groups["spread"]
+        title = f"worst groups of {result.groups['source']} (top-label ECE; over {spread['groups']} groups: {format_value(spread['min'])} to {format_value(spread['max'])})"
+        table(title, ["group", "rows", "ECE", "over", "under"], cells, [False, True, True, True, True])
     cells = [[str(r["class"]), format_value(r["cw_ece"]), str(r["support"])] for r in result.worst_classes]
     table("worst classes (classwise ECE)", ["class", "cw-ECE", "support"], cells, [True, True, True])
     if result.comparison:

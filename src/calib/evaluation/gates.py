@@ -9,34 +9,38 @@ from dataclasses import dataclass
 
 from ..bootstrap import paired_increase
 from ..errors import InputError, UsageError
+from ..estimators import SAMPLE_METRICS
+from .groups import gated_groups, worst_group
 from .streaming import check_metric_keys
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
-_GATE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+_GATE = re.compile(r"^\s*(?:(max_group|min_group):)?([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
 @dataclass(frozen=True)
 class Gate:
-    """``--fail-if "cmce>0.01"``: the gate fails when the condition holds (or the value is undefined)."""
+    """``--fail-if "cmce>0.01"``: the gate fails when the condition holds (or the value is
+    undefined). With ``aggregate`` ``max_group`` (``min_group``) the value is the largest
+    (smallest) over the groups with enough rows: ``max_group:cmce>0.02``."""
 
     expr: str
     metric: str
     op: str
     threshold: float
+    aggregate: str | None = None
 
-    def check(self, metrics: dict) -> dict:
-        value = metrics[self.metric]["value"]
+    def check(self, metrics: dict, report: dict | None = None) -> dict:
+        entry = {"expr": self.expr, "metric": self.metric, "op": self.op, "threshold": self.threshold}
+        if self.aggregate is None:
+            value = metrics[self.metric]["value"]
+        else:
+            found = worst_group(gated_groups(report or {}), self.metric, self.aggregate)
+            value = None if found is None else found[1]
+            entry.update(aggregate=self.aggregate, group=None if found is None else found[0])
         failed = value is None or _OPERATORS[self.op](value, self.threshold)
-        return {
-            "expr": self.expr,
-            "metric": self.metric,
-            "op": self.op,
-            "threshold": self.threshold,
-            "value": value,
-            "passed": not failed,
-        }
+        return {**entry, "value": value, "passed": not failed}
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class IncreaseGate:
     paired: bool = False
     #: The baseline report's ``input`` section ({"path", "n", "sha256", ...}).
     baseline_input: dict | None = None
+    #: The baseline report's groups with enough rows to be gated ({name: {"n", "metrics"}}).
+    baseline_groups: dict | None = None
 
     def check(self, metrics: dict, bootstrap: dict | None = None, current_input: dict | None = None) -> dict:
         new = metrics[self.metric]["value"]
@@ -83,6 +89,29 @@ class IncreaseGate:
             result["baseline_input"] = other
         return result
 
+    def check_groups(self, report: dict) -> list[dict]:
+        """One entry per group gated in both this report and the baseline: the group's increase."""
+        current = gated_groups(report)
+        entries = []
+        for name, entry in (self.baseline_groups or {}).items():
+            if name not in current:
+                continue
+            new, old = current[name]["metrics"].get(self.metric), entry["metrics"].get(self.metric)
+            increase = None if new is None or old is None else new - old
+            entries.append(
+                {
+                    "expr": f"{self.metric} - baseline <= {self.allowed:g} (group {name})",
+                    "metric": self.metric,
+                    "group": name,
+                    "allowed": self.allowed,
+                    "value": new,
+                    "baseline": old,
+                    "increase": increase,
+                    "passed": increase is not None and increase <= self.allowed,
+                }
+            )
+        return entries
+
 
 def other_input(baseline: dict | None, current: dict | None) -> str | None:
     """How the rows of the baseline report differ from this run's (their count, else their labels),
@@ -106,10 +135,12 @@ def parse_gate(expr: str) -> Gate:
         raise UsageError(
             f"gate {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. 'cmce>0.01'", cli_hint="--fail-if"
         )
-    metric, op, number = match.groups()
+    aggregate, metric, op, number = match.groups()
     check_metric_keys([metric])
+    if aggregate is not None and metric in SAMPLE_METRICS:
+        raise UsageError(f"gate {expr!r}: {metric} is computed on all rows only, not per group", cli_hint="--fail-if")
     try:
-        return Gate(expr, metric, op, float(number))
+        return Gate(expr, metric, op, float(number), aggregate)
     except ValueError:
         raise UsageError(f"gate {expr!r}: {number!r} is not a number", cli_hint="--fail-if") from None
 
@@ -139,7 +170,15 @@ def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bo
         if metric not in baseline.get("metrics", {}):
             raise InputError(f"{baseline_path}: the baseline report has no metric {metric!r}")
         gates.append(
-            IncreaseGate(metric, allowed, baseline["metrics"][metric], baseline.get("bootstrap"), paired, baseline.get("input"))
+            IncreaseGate(
+                metric,
+                allowed,
+                baseline["metrics"][metric],
+                baseline.get("bootstrap"),
+                paired,
+                baseline.get("input"),
+                gated_groups(baseline) or None,
+            )
         )
     return gates
 
@@ -157,12 +196,11 @@ def read_report(path: str) -> dict:
     return report
 
 
-def check_gates(
-    values: dict, gates=(), increase_gates=(), bootstrap: dict | None = None, current_input: dict | None = None
-) -> tuple[list[dict], bool]:
-    """Every gate checked against a report's metric ``values``: (the gate entries, all passed).
-    ``bootstrap`` is the report's bootstrap section, for paired increase gates; ``current_input``
-    its input section, compared with the baseline's."""
-    checked = [gate.check(values) for gate in gates]
-    checked += [gate.check(values, bootstrap, current_input) for gate in increase_gates]
+def check_gates(report: dict, gates=(), increase_gates=()) -> tuple[list[dict], bool]:
+    """Every gate checked against a report (its metrics, groups, bootstrap and input sections):
+    (the gate entries, all passed). Increase gates also check every group gated in both reports."""
+    checked = [gate.check(report["metrics"], report) for gate in gates]
+    for gate in increase_gates:
+        checked.append(gate.check(report["metrics"], report.get("bootstrap"), report.get("input")))
+        checked += gate.check_groups(report)
     return checked, all(entry["passed"] for entry in checked)

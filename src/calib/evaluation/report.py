@@ -13,6 +13,7 @@ from ..estimators import SAMPLE_METRICS, VECE_METRICS
 from ..io.predictions import Predictions
 from ..metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, MetricConfig
 from .gates import Gate, IncreaseGate, check_gates
+from .groups import Groups, group_section
 from .sample import VeceConfig, vece_results
 from .states import write_metric_state
 from .streaming import check_metric_keys, compute_metrics
@@ -33,9 +34,17 @@ def evaluate(
     progress=None,
     emit_state: str | None = None,
     bootstrap: BootstrapConfig | None = None,
+    groups: Groups | None = None,
+    min_group_rows: int = 100,
 ) -> dict:
     """The JSON report of docs/cli.md. Gate metrics are computed even when not asked for; V-ECE keys
-    (computed with ``vece``'s settings) are in the default list when ``include_vece``."""
+    (computed with ``vece``'s settings) are in the default list when ``include_vece``. ``groups``
+    adds each group's streamed metrics (``groups``) and the worst group per metric (``group_by``);
+    groups with fewer than ``min_group_rows`` rows are listed but not gated."""
+    if groups is None and any(gate.aggregate is not None for gate in gates):
+        raise UsageError(
+            "a gate on the worst group needs the rows' groups; none given", cli_hint="--group-by COLUMN or --groups FILE"
+        )
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
     default += tuple(VECE_METRICS) if include_vece else ()
     keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
@@ -51,9 +60,10 @@ def evaluate(
         )
     streamed: list = []
     replicates: dict = {}
-    values, before = compute_metrics(preds, keys, config, calibrator, features, streamed, bootstrap, replicates)
+    by_group: dict = {}
+    values, before = compute_metrics(preds, keys, config, calibrator, features, streamed, bootstrap, replicates, groups, by_group)
     if emit_state is not None:
-        write_metric_state(emit_state, streamed[0], keys, config, preds, bundle_path)
+        write_metric_state(emit_state, streamed[0], keys, config, preds, bundle_path, groups, by_group.get("states"))
     if vece_keys:
         values.update(vece_results(preds, vece_keys, vece, calibrator, features, progress))
         if before is not None:
@@ -84,17 +94,16 @@ def evaluate(
         "sha256": preds.sha256,
         "labels_sha256": labels_fingerprint(preds.labels),
     }
-    checked, passed = check_gates(values, gates, increase_gates, bootstrap_section, inputs)
-    report = {
-        "calib_version": __version__,
-        "input": inputs,
-        "bundle": bundle_path,
-        "metrics": values,
-        "gates": checked,
-        "passed": passed,
-    }
+    report = {"calib_version": __version__, "input": inputs, "bundle": bundle_path, "metrics": values}
     if before is not None:
         report["uncalibrated_metrics"] = before
     if bootstrap_section is not None:
         report["bootstrap"] = bootstrap_section
+    if groups is not None:
+        side = "calibrated" if calibrator is not None else "uncalibrated"
+        before_groups = by_group["uncalibrated"] if calibrator is not None else None
+        report["groups"], report["group_by"] = group_section(
+            groups.names, groups.counts, groups.source, by_group[side], before_groups, min_group_rows
+        )
+    report["gates"], report["passed"] = check_gates(report, gates, increase_gates)
     return report

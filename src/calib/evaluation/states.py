@@ -13,6 +13,7 @@ from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import MetricConfig
 from ..metrics.metric_set import MetricSet
+from .groups import Groups, group_section, group_sort_key
 from .streaming import check_metric_keys
 
 #: Metric state files: an .npz of numeric arrays, the header as JSON bytes (no pickle anywhere).
@@ -22,8 +23,14 @@ STATE_FORMAT = "calib-metric-state"
 STATE_VERSION = 1
 
 
-def state_header(keys: list[str], config: MetricConfig, preds: Predictions, bundle_path: str | None) -> dict:
-    """What a metric state must agree on to merge (metrics, settings, K), and where it came from."""
+def state_header(
+    keys: list[str], config: MetricConfig, preds: Predictions, bundle_path: str | None, groups: Groups | None = None
+) -> dict:
+    """What a metric state must agree on to merge (metrics, settings, K), where it came from, and
+    its groups (source, names, rows per group) when the rows were grouped."""
+    grouped = {}
+    if groups is not None:
+        grouped = {"groups": {"source": groups.source, "names": groups.names, "n": groups.counts.tolist()}}
     return {
         "format": STATE_FORMAT,
         "format_version": STATE_VERSION,
@@ -34,18 +41,39 @@ def state_header(keys: list[str], config: MetricConfig, preds: Predictions, bund
         "n": preds.n,
         "inputs": [{"path": preds.name, "sha256": preds.sha256}],
         "bundle": bundle_path,
+        **grouped,
     }
 
 
+#: State arrays of group i are stored under this prefix: "group3:0/count".
+GROUP_PREFIX = "group{}:"
+
+
+def state_arrays(metric_set: MetricSet, group_sets: list[MetricSet] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of a state file: the overall state, and each group's under its prefix."""
+    arrays = metric_set.state()
+    for i, group_set in enumerate(group_sets or []):
+        arrays.update({GROUP_PREFIX.format(i) + key: value for key, value in group_set.state().items()})
+    return arrays
+
+
 def write_metric_state(
-    path: str, metric_set: MetricSet, keys: list[str], config: MetricConfig, preds: Predictions, bundle_path: str | None
+    path: str,
+    metric_set: MetricSet,
+    keys: list[str],
+    config: MetricConfig,
+    preds: Predictions,
+    bundle_path: str | None,
+    groups: Groups | None = None,
+    group_sets: list[MetricSet] | None = None,
 ) -> None:
-    """The additive state behind this evaluation's streamed metrics (V-ECE is not additive: left out)."""
+    """The additive state behind this evaluation's streamed metrics (V-ECE is not additive: left
+    out), with one state per group when the rows were grouped."""
     from ..io.atomic import write_bytes_atomic
     from ..io.writers import npz_bytes
 
-    header = state_header(keys, config, preds, bundle_path)
-    arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **metric_set.state()}
+    header = state_header(keys, config, preds, bundle_path, groups)
+    arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **state_arrays(metric_set, group_sets)}
     write_bytes_atomic(path, npz_bytes(arrays))
 
 
@@ -62,10 +90,14 @@ def read_metric_state(path: str) -> tuple[dict, dict]:
     return header, arrays
 
 
-def merge_metric_states(states: list[tuple[dict, dict]], names: list[str]) -> dict:
+def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_group_rows: int = 100) -> dict:
     """Add up metric states (same metrics, settings and K) in the given order and compute the
-    metrics of all their rows together: the same numbers as one run over every row."""
+    metrics of all their rows together: the same numbers as one run over every row. Grouped states
+    merge group by group (by name): a group's numbers are those of its rows in every state."""
     merged = headers = None
+    group_sets: dict[str, MetricSet] = {}
+    group_rows: dict[str, int] = {}
+    sources = set()
     for (header, arrays), name in zip(states, names):
         if merged is None:
             headers = {**header, "inputs": list(header["inputs"])}
@@ -75,12 +107,36 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str]) -> di
         else:
             headers["n"] += header["n"]
             headers["inputs"] += header["inputs"]
-        merged.absorb(arrays)
-    return {
+        if ("groups" in header) != ("groups" in headers):
+            raise InputError(f"{name}: grouped and ungrouped states cannot be merged")
+        overall = {key: value for key, value in arrays.items() if not key.startswith("group")}
+        merged.absorb(overall)
+        for i, group in enumerate(header.get("groups", {}).get("names", [])):
+            if group not in group_sets:
+                group_sets[group] = MetricSet(
+                    check_metric_keys(headers["keys"]), MetricConfig(**headers["config"]), int(headers["k"])
+                )
+                group_rows[group] = 0
+            prefix = GROUP_PREFIX.format(i)
+            group_sets[group].absorb({key[len(prefix) :]: value for key, value in arrays.items() if key.startswith(prefix)})
+            group_rows[group] += int(header["groups"]["n"][i])
+        if "groups" in header:
+            sources.add(header["groups"]["source"])
+    report = {
         "calib_version": __version__,
         "input": {"merged_from": headers["inputs"], "n": headers["n"], "k": headers["k"]},
         "bundle": headers["bundle"],
         "metrics": merged.results(),
-        "gates": [],
-        "passed": True,
     }
+    if group_sets:
+        ordered = sorted(group_sets, key=group_sort_key)
+        report["groups"], report["group_by"] = group_section(
+            ordered,
+            [group_rows[g] for g in ordered],
+            " / ".join(sorted(sources)),
+            [group_sets[g].results() for g in ordered],
+            None,
+            min_group_rows,
+        )
+    report["gates"], report["passed"] = [], True
+    return report

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bootstrap import BootstrapConfig, GroupedStates, intervals
+from ..bootstrap import BootstrapConfig, BootstrapStates, intervals
 from ..calibrators.base import Calibrator, calibrator_inputs
 from ..errors import InputError, UsageError
 from ..estimators import SAMPLE_METRICS
 from ..io.predictions import Predictions
 from ..metrics import METRICS, Batch, MetricConfig
 from ..metrics.batch import model_batch as uncalibrated_batch
-from ..metrics.metric_set import MetricSet
+from ..metrics.metric_set import GroupedMetricSets, MetricSet
 from ..numerics import map_in_order
+from .groups import Groups
 
 
 def check_metric_keys(keys) -> list[str]:
@@ -53,6 +54,8 @@ def compute_metrics(
     state_out: list | None = None,
     bootstrap: BootstrapConfig | None = None,
     replicates_out: dict | None = None,
+    groups: Groups | None = None,
+    groups_out: dict | None = None,
 ):
     """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
 
@@ -60,17 +63,25 @@ def compute_metrics(
     a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty, set_full).
     ``state_out``, if given, receives the MetricSet behind the first dict (for --emit-state).
     ``bootstrap`` adds a percentile interval "ci" to every entry (:mod:`calib.bootstrap`) and puts the
-    first dict's replicate values into ``replicates_out``.
+    first dict's replicate values into ``replicates_out``. ``groups`` fills ``groups_out`` with
+    {side: [each group's metrics]} and {"states": the first side's per-group MetricSets}; the rows
+    are then read in group order when the scores allow random access (calib.evaluation.groups).
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
     sets = SetStats(calibrator) if calibrator is not None and calibrator.builds_sets else None
     uncalibrated = MetricSet(keys, config, preds.k)
+    sliced = {}
+    if groups is not None:
+        sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
+        sliced = {
+            side: GroupedMetricSets(lambda: MetricSet(keys, config, preds.k), groups.codes, len(groups.names)) for side in sides
+        }
     grouped = {}
     if bootstrap is not None:
         sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
-        grouped = {side: GroupedStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
+        grouped = {side: BootstrapStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
 
     def batches(rows: slice):
         """The chunk's model and calibrated batches and set mask: the costly part, run on worker
@@ -87,19 +98,33 @@ def compute_metrics(
             after = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
         return rows, batch, after, in_set
 
-    for rows, batch, after, in_set in map_in_order(batches, preds.chunks()):
-        uncalibrated.update(batch)
-        if "uncalibrated" in grouped:
-            grouped["uncalibrated"].update(batch, rows)
-        if after is None:
-            continue
+    chunks = preds.chunks()
+    if groups is not None and isinstance(preds.scores, np.ndarray):  # random access: read the rows in group order
+        order = groups.order()
+        chunks = (order[rows] for rows in chunks)
+    # with groups, the overall states are the sum of the groups' (added after the pass, not counted twice)
+    overall = {"uncalibrated": uncalibrated, "calibrated": calibrated}
+    for rows, batch, after, in_set in map_in_order(batches, chunks):
+        for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
+            if side_batch is None:
+                continue
+            if side in sliced:
+                sliced[side].update(side_batch, rows)
+            else:
+                overall[side].update(side_batch)
+            if side in grouped:
+                grouped[side].update(side_batch, rows)
         if in_set is not None:
             sets.update(in_set, preds.labels[rows])
-        calibrated.update(after)
-        if "calibrated" in grouped:
-            grouped["calibrated"].update(after, rows)
+    for side, states in sliced.items():
+        for group_set in states.sets:
+            overall[side].absorb(group_set.state())
+    main_side = "calibrated" if calibrated is not None else "uncalibrated"
     if state_out is not None:
         state_out.append(calibrated if calibrated is not None else uncalibrated)
+    if groups_out is not None and sliced:
+        groups_out.update({side: [metric_set.results() for metric_set in states.sets] for side, states in sliced.items()})
+        groups_out["states"] = sliced[main_side].sets
     results = {"uncalibrated": uncalibrated.results()}
     if calibrated is not None:
         results["calibrated"] = calibrated.results()
@@ -107,7 +132,7 @@ def compute_metrics(
         replicates = states.replicate_values(bootstrap)
         for key, interval in intervals(replicates, bootstrap.level).items():
             results[side][key]["ci"] = interval
-        if replicates_out is not None and side == ("calibrated" if calibrated is not None else "uncalibrated"):
+        if replicates_out is not None and side == main_side:
             replicates_out.update({"groups": states.groups, "values": {k: v.tolist() for k, v in replicates.items()}})
     if calibrated is None:
         return results["uncalibrated"], None

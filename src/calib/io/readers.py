@@ -207,6 +207,68 @@ def read_labels(path: str, column: str | None = None) -> np.ndarray:
     return _text_labels(path, column)
 
 
+def read_group_values(
+    preds: Predictions, pred_path: str, column: str | None, path: str | None, label_column: str | None = None
+) -> tuple[np.ndarray, str]:
+    """(one group value per row, where they came from): the array or column ``column`` of a
+    values file ``path`` (.npy; .npz or .parquet: ``column`` or the only one; .txt, one value a
+    line; .csv, a header line then rows, ``column`` or the only column), or without ``path`` the
+    column ``column`` of the predictions file (a parquet column carried beside the scores, an
+    array of a .npz, or the labels' own column: calibration per class)."""
+    if path is not None:
+        _require_file(path)
+        suffix = os.path.splitext(path)[1].lower()
+        source = path if column is None else f"{path}:{column}"
+        if suffix == ".npy":
+            return np.asarray(_load_npy(path, path, mmap=False)), source
+        if suffix in (".npz", ".parquet"):
+            key = _only_key(_array_names(path, suffix), column, path, "group values")
+            return _named_values(path, suffix, key), f"{path}:{key}"
+        return _text_values(path, column), source
+    if preds.labels is not None and column == (label_column or next((n for n in LABEL_NAMES if n == column), None)):
+        return preds.labels, column
+    if preds.passthrough is not None and column in preds.passthrough.column_names:
+        return preds.passthrough.column(column).to_numpy(zero_copy_only=False), column
+    if pred_path != "-" and format_of(pred_path) == ".npz":
+        return np.asarray(_npz_array(pred_path, (column,))), column
+    found = ", ".join(preds.passthrough.column_names) if preds.passthrough is not None else "none"
+    raise InputError(f"{preds.name}: no column {column!r} beside the scores (found {found})")
+
+
+def _named_values(path: str, suffix: str, key: str) -> np.ndarray:
+    if suffix == ".npz":
+        return np.asarray(_npz_array(path, (key,)))
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=[key]).column(key).to_numpy(zero_copy_only=False)
+
+
+def _only_key(names, column: str | None, path: str, what: str) -> str:
+    """``column`` if ``names`` has it, else the only name; an error listing ``names`` otherwise."""
+    if column is not None and column in names:
+        return column
+    if column is None and len(names) == 1:
+        return names[0]
+    wanted = f"no array or column named {column!r}" if column is not None else f"which array or column holds the {what}?"
+    raise InputError(f"{path}: {wanted} (found {', '.join(names) or 'none'})")
+
+
+def _text_values(path: str, column: str | None) -> np.ndarray:
+    """Values as text: .csv has a header line naming its columns, any other text file one value a line."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            if not path.lower().endswith(".csv"):
+                return np.array([line.rstrip("\r\n") for line in handle], dtype=object)
+            rows = list(csv.reader(handle))
+    except (UnicodeDecodeError, OSError, csv.Error) as exc:
+        raise InputError(f"{path}: cannot read it as text ({exc.__class__.__name__})") from None
+    if not rows:
+        return np.array([], dtype=object)
+    names = [name.strip() for name in rows[0]]
+    index = names.index(_only_key(names, column, path, "group values"))
+    return np.array([row[index] if index < len(row) else "" for row in rows[1:]], dtype=object)
+
+
 def _labels_file_key(names, column: str | None, path: str) -> str:
     """The array or column of a labels file that holds them: as for a predictions file, or the
     file's only one."""

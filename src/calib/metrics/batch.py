@@ -8,6 +8,9 @@ import numpy as np
 
 from ..numerics import label_rank, log_of_probs, log_softmax_and_softmax
 
+#: Cached per-row values of a :class:`Batch` that :meth:`Batch.take` carries over.
+ROW_VALUES = ("log_probs", "probs", "predicted", "confidence", "correct", "label_rank", "cumulative_mass", "covered")
+
 
 class Batch:
     """Probabilities, log-probabilities and labels of a chunk of rows (float64).
@@ -34,14 +37,20 @@ class Batch:
         self._probs = probs
         self.prob_clipped = log_probs is None
 
-    def take(self, index: np.ndarray) -> "Batch":
-        """The rows ``index`` of this batch (same inputs, so the same derived values)."""
-        return Batch(
+    def take(self, index) -> "Batch":
+        """The rows ``index`` (an index array or a slice) of this batch. Derived values already
+        computed (sorted cumulative mass, label ranks, ...) are taken row by row, not recomputed:
+        they are functions of each row alone, so the values are the same."""
+        part = Batch(
             self.labels[index],
             log_probs=None if self._log_probs is None else self._log_probs[index],
             probs=None if self._probs is None else self._probs[index],
             true_probs=None if self.true_probs is None else self.true_probs[index],
         )
+        for name in ROW_VALUES:
+            if name in self.__dict__:
+                part.__dict__[name] = self.__dict__[name][index]
+        return part
 
     @property
     def n(self) -> int:

@@ -58,3 +58,32 @@ class MetricSet:
                 "settings": metric.settings(self.config, state),
             }
         return out
+
+
+class GroupedMetricSets:
+    """One :class:`MetricSet` per group of rows, fed from the same batches as the main one:
+    ``assignment[i]`` is row i's group in [0, ``groups``). Used for slices of the data (a
+    column's values) and for the bootstrap's random row groups. A batch whose rows come sorted by
+    group (the order an evaluation by groups reads them in) is split into contiguous runs; any
+    other is sorted first."""
+
+    def __init__(self, make_metric_set, assignment: np.ndarray, groups: int):
+        self.assignment = assignment
+        self.groups = groups
+        self.make_metric_set = make_metric_set
+        self.sets = [make_metric_set() for _ in range(groups)]
+
+    def update(self, batch: Batch, rows) -> None:
+        group = self.assignment[rows]
+        if len(group) == 0:
+            return
+        ordered = bool((group[1:] >= group[:-1]).all())
+        order = None if ordered else np.argsort(group, kind="stable")
+        sorted_group = group if ordered else group[order]
+        starts = np.flatnonzero(np.diff(sorted_group, prepend=-1))
+        for start, stop in zip(starts, np.append(starts[1:], len(sorted_group))):
+            part = slice(int(start), int(stop)) if ordered else order[start:stop]
+            self.sets[sorted_group[start]].update(batch if ordered and stop - start == len(group) else batch.take(part))
+
+    def states(self) -> list[dict[str, np.ndarray]]:
+        return [metric_set.state() for metric_set in self.sets]

@@ -1,0 +1,133 @@
+"""Slices of the rows (a data source, language, hospital, demographic group): the streamed metrics
+of every group in the same pass as the overall ones, the worst group per metric, and what gates on
+groups read.
+
+Every streamed metric's state is additive over rows, so one state per group, filled from the same
+chunks, gives each group's metrics exactly as an evaluation of that group's rows alone would
+(docs/groups.md). Rows are read in group order (a stable sort of the group codes) when the scores
+allow random access, so a chunk updates each of its groups once; V-ECE and the other whole-sample
+estimators are computed on all rows only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+#: Group values that are missing (NaN, null, empty text) form a group of this name.
+MISSING = "(missing)"
+#: Metrics where a higher value is better: their worst group is the one with the lowest value.
+HIGHER_IS_BETTER = ("accuracy", "coverage_", "set_coverage")
+#: Gate prefixes: ``max_group:cmce>0.02`` gates the largest value over the groups, ``min_group:`` the smallest.
+AGGREGATES = {"max_group": max, "min_group": min}
+
+
+def higher_is_better(key: str) -> bool:
+    return any(key == name or (name.endswith("_") and key.startswith(name)) for name in HIGHER_IS_BETTER)
+
+
+@dataclass
+class Groups:
+    """Each row's group: ``codes[i]`` indexes ``names`` (the distinct values as text, in sorted
+    order); ``source`` says where the values came from (a column or a file)."""
+
+    names: list[str]
+    codes: np.ndarray
+    source: str
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.bincount(self.codes, minlength=len(self.names))
+
+    def order(self) -> np.ndarray:
+        """Row indices sorted by group, rows of a group in their file order."""
+        return np.argsort(self.codes, kind="stable")
+
+
+def groups_from_values(values, n_rows: int, source: str) -> Groups:
+    """Groups from one value per row (numbers, text or booleans; NaN, None and empty text are the
+    group ``(missing)``). Numeric values sort as numbers, others as text."""
+    values = np.asarray(values)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise InputError(f"{source}: group values must be one per row; got shape {values.shape}")
+    if len(values) != n_rows:
+        raise InputError(f"{source}: {len(values)} group values for {n_rows} rows of scores")
+    if values.dtype.kind == "f":
+        missing = np.isnan(values)
+        distinct, inverse = np.unique(values[~missing], return_inverse=True)
+        integral = bool(np.all(distinct == np.round(distinct)))  # pandas' float copy of an integer column
+        names = [f"{v:.0f}" if integral else repr(float(v)) for v in distinct]
+        codes = np.empty(n_rows, dtype=np.int64)
+        codes[~missing] = inverse
+        if missing.any():
+            codes[missing] = len(names)
+            names.append(MISSING)
+        return Groups(names, codes, source)
+    if values.dtype.kind in "iub":
+        distinct, codes = np.unique(values, return_inverse=True)
+        return Groups([str(v) for v in distinct.tolist()], codes.astype(np.int64), source)
+    text = np.array(["" if v is None else str(v) for v in values.tolist()], dtype=object)
+    text[text == ""] = MISSING
+    distinct, codes = np.unique(text.astype(str), return_inverse=True)
+    return Groups([str(v) for v in distinct], codes.astype(np.int64), source)
+
+
+def group_sort_key(name: str):
+    """Group names in the order :func:`groups_from_values` gives them: numbers as numbers, then text,
+    ``(missing)`` last (for groups merged from several states)."""
+    try:
+        return (0, float(name), "")
+    except ValueError:
+        return (2 if name == MISSING else 1, 0.0, name)
+
+
+def group_section(
+    names: list[str], counts, source: str, values: list[dict], before: list[dict] | None, min_rows: int
+) -> tuple[dict, dict]:
+    """(``groups`` of the JSON report: {name: {"n", "metrics": {key: value}} (and
+    "uncalibrated_metrics")} for groups ``names`` of ``counts`` rows, ``group_by``: the
+    ``source``, the minimum rows to be gated and the worst gated group per metric)."""
+    section = {}
+    for i, name in enumerate(names):
+        entry = {"n": int(counts[i]), "metrics": {key: item["value"] for key, item in values[i].items()}}
+        if before is not None:
+            entry["uncalibrated_metrics"] = {key: item["value"] for key, item in before[i].items()}
+        section[name] = entry
+    gated = {name: entry for name, entry in section.items() if entry["n"] >= min_rows}
+    worst = {}
+    for key in values[0] if values else []:
+        found = worst_group(gated, key)
+        if found is not None:
+            worst[key] = {"group": found[0], "value": found[1]}
+    summary = {
+        "source": source,
+        "count": len(section),
+        "min_rows": min_rows,
+        "below_min_rows": [name for name, entry in section.items() if entry["n"] < min_rows],
+        "worst": worst,
+    }
+    return section, summary
+
+
+def worst_group(section: dict, key: str, aggregate: str | None = None) -> tuple[str, float] | None:
+    """(group, value) of the largest value of ``key`` over ``section`` (the smallest for
+    ``min_group`` or, without an aggregate, for a metric where higher is better); None when no
+    group has a value."""
+    pick = AGGREGATES[aggregate] if aggregate is not None else (min if higher_is_better(key) else max)
+    candidates = [(entry["metrics"].get(key), name) for name, entry in section.items()]
+    candidates = [(value, name) for value, name in candidates if value is not None]
+    if not candidates:
+        return None
+    value, name = pick(candidates, key=lambda pair: pair[0])
+    return name, value
+
+
+def gated_groups(report: dict) -> dict:
+    """The groups of a JSON report with at least its minimum rows (the ones gates read)."""
+    minimum = report.get("group_by", {}).get("min_rows", 0)
+    return {name: entry for name, entry in (report.get("groups") or {}).items() if entry["n"] >= minimum}
