@@ -17,13 +17,13 @@ def test_findings_fire_on_crafted_inputs():
     rng = np.random.default_rng(0)
     probs = rng.dirichlet(np.ones(6), 300)
     labels = rng.integers(0, 5, 300)  # class 5 never appears
-    found = " | ".join(diagnose(_preds(probs, labels, "logits")).findings)
+    found = " | ".join(diagnose(_preds(probs, labels, "logits")).finding_texts())
     assert "probabilities passed as logits" in found
     assert "1 of 6 classes never appear" in found
     saturated = np.eye(6)[labels]
-    found = " | ".join(diagnose(_preds(saturated, labels, "probs")).findings)
+    found = " | ".join(diagnose(_preds(saturated, labels, "probs")).finding_texts())
     assert "exactly 0 or 1" in found
-    found = " | ".join(diagnose(_preds(rng.normal(size=(50, 3)), rng.integers(0, 3, 50))).findings)
+    found = " | ".join(diagnose(_preds(rng.normal(size=(50, 3)), rng.integers(0, 3, 50))).finding_texts())
     assert "too few to calibrate a conformal method at alpha = 0.01" in found
 
 
@@ -32,7 +32,8 @@ def test_curves_and_direction(cifar100):
     assert sum(r["count"] for r in result.reliability) == 10000
     assert sum(r["count"] for r in result.cumulative_mass) == 10000 * 100
     assert result.metrics["ece"] == pytest.approx(result.metrics["ece_over"] + result.metrics["ece_under"], abs=1e-12)
-    assert any("over-confident" in line for line in result.findings)  # ECE 7.9%, accuracy below confidence
+    assert any("over-confident" in line for line in result.finding_texts())  # ECE 7.9%, accuracy below confidence
+    assert {f["severity"] for f in result.findings} <= {"info", "warning", "problem"}
     assert len(result.worst_classes) == 10 and result.worst_classes[0]["cw_ece"] >= result.worst_classes[-1]["cw_ece"]
 
 
@@ -48,7 +49,7 @@ def test_report_files_and_deterministic_comparison(tmp_path, run):
         assert (tmp_path / "r" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"<svg" in (tmp_path / "r" / f"{name}.svg").read_bytes()[:500]
     page = (tmp_path / "r" / "report.html").read_text()
-    assert page.startswith("<!doctype html>") and page.count("data:image/png;base64,") == 3
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 3 and "base64" not in page
     first = json.loads((tmp_path / "r" / "report.json").read_text())
     run("diagnose", SAMPLE / "cifar10_val.npz", "--compare", "ts,isotonic", "--folds", "3", "--out", tmp_path / "again")
     assert json.loads((tmp_path / "again" / "report.json").read_text())["comparison"] == first["comparison"]

@@ -1,14 +1,37 @@
-"""Pictures of a :class:`calib.diagnose.Diagnosis` (matplotlib, headless, imported only here)."""
+"""Pictures of a :class:`calib.diagnose.Diagnosis` (matplotlib, headless, imported only here), and
+the report directory of ``calib diagnose --out``: report.json, a PNG and an SVG per figure, and
+report.html (calib.report_html) with the SVGs inline.
+
+Every figure: labelled axes, a legend under the axes (never over the data), white paper (legible on
+a dark page too), over-confidence in :data:`OVER_COLOUR` and under-confidence in
+:data:`UNDER_COLOUR` as in the terminal, no dates (the same inputs give the same bytes).
+"""
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import json
 import os
 
 from .io.atomic import write_bytes_atomic
+from .report_text import OVER_COLOUR, UNDER_COLOUR
+
+#: The model's own probabilities and the calibrated ones, in every figure.
+MODEL_COLOUR, CALIBRATED_COLOUR = "#555555", "#2ca02c"
+
+
+def _legend_below(ax, columns: int = 2, source=None) -> None:
+    """The legend of ``source``'s curves (default: ``ax``'s) under ``ax``, outside the data."""
+    handles, labels = (source or ax).get_legend_handles_labels()
+    ax.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.3 if source else -0.16),
+        ncol=columns,
+        frameon=False,
+        fontsize="small",
+    )
 
 
 def _figures(result):
@@ -16,109 +39,123 @@ def _figures(result):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
+    plt.rcParams.update({"svg.hashsalt": "calib", "figure.facecolor": "white", "axes.facecolor": "white"})
     figures = {}
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(5, 6), gridspec_kw={"height_ratios": [3, 1]}, sharex=True)
     conf = [r["confidence"] for r in result.reliability]
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(5.5, 6.2), gridspec_kw={"height_ratios": [3, 1]}, sharex=True)
     top.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
-    top.plot(conf, [r["observed"] for r in result.reliability], "o-", label="accuracy per bin")
+    for r in result.reliability:
+        colour = OVER_COLOUR if r["observed"] < r["confidence"] else UNDER_COLOUR
+        top.plot([r["confidence"]] * 2, [r["confidence"], r["observed"]], color=colour, lw=2, alpha=0.7)
+    top.plot(conf, [r["observed"] for r in result.reliability], "o-", color=MODEL_COLOUR, label="accuracy per confidence bin")
+    top.plot([], [], color=OVER_COLOUR, lw=2, label="over-confident gap")
+    top.plot([], [], color=UNDER_COLOUR, lw=2, label="under-confident gap")
     top.set_ylabel("accuracy")
+    top.set_xlim(0, 1)
+    top.set_ylim(0, 1.02)
     top.set_title("Reliability diagram (top label)")
-    top.legend(loc="upper left")
-    bottom.bar(conf, [r["count"] for r in result.reliability], width=0.05)
+    bottom.bar(conf, [r["count"] for r in result.reliability], width=0.05, color=MODEL_COLOUR)
     bottom.set_xlabel("confidence")
     bottom.set_ylabel("rows")
+    _legend_below(bottom, source=top)
     figures["reliability"] = fig
-    fig, ax = plt.subplots(figsize=(5, 5))
+
+    fig, ax = plt.subplots(figsize=(5.5, 5.5))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
-    if result.cumulative_mass_uncalibrated:
+    calibrated = bool(result.cumulative_mass_uncalibrated)
+    if calibrated:
         before = result.cumulative_mass_uncalibrated
-        ax.plot(
-            [r["mass"] for r in before], [r["observed"] for r in before], "s-", color="tab:gray", alpha=0.8, label="uncalibrated"
-        )
+        ax.plot([r["mass"] for r in before], [r["observed"] for r in before], "s-", color=MODEL_COLOUR, label="uncalibrated")
     ax.plot(
         [r["mass"] for r in result.cumulative_mass],
         [r["observed"] for r in result.cumulative_mass],
         "o-",
-        label=f"{'calibrated, ' if result.cumulative_mass_uncalibrated else ''}CMCE {result.metrics['cmce']:.4f}",
+        color=CALIBRATED_COLOUR if calibrated else MODEL_COLOUR,
+        label=f"{'calibrated, ' if calibrated else ''}CMCE {result.metrics['cmce']:.4g}",
     )
     ax.set_xlabel("cumulative mass of the top-k set")
     ax.set_ylabel("coverage of the label")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
     ax.set_title("Cumulative mass calibration curve (CMCE paper)")
-    ax.legend(loc="upper left")
+    _legend_below(ax)
     figures["cumulative_mass"] = fig
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.bar(conf, [r["over"] for r in result.reliability], width=0.05, label="over-confidence")
-    ax.bar(conf, [-r["under"] for r in result.reliability], width=0.05, label="under-confidence")
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.bar(conf, [r["over"] for r in result.reliability], width=0.05, color=OVER_COLOUR, label="over-confidence")
+    ax.bar(conf, [-r["under"] for r in result.reliability], width=0.05, color=UNDER_COLOUR, label="under-confidence")
     ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlim(0, 1)
     ax.set_xlabel("confidence")
-    ax.set_ylabel("share of the calibration error")
-    ax.set_title("Over / under-confidence by confidence bin")
-    ax.legend()
+    ax.set_ylabel("share of the top-label ECE")
+    ax.set_title("Over- and under-confidence by confidence bin")
+    _legend_below(ax)
     figures["over_under"] = fig
+
     if result.groups is not None and result.groups["worst"]:
-        fig, ax = plt.subplots(figsize=(5, 5))
+        fig, ax = plt.subplots(figsize=(5.5, 5.5))
         ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
-        ax.plot(conf, [r["observed"] for r in result.reliability], "o-", color="black", label="all rows")
+        ax.plot(conf, [r["observed"] for r in result.reliability], "o-", color=MODEL_COLOUR, label="all rows")
         for curve in result.groups["worst"]:
             points = curve["reliability"]
             label = f"{curve['group']} ({curve['n']} rows, ECE {curve['ece']:.3g})"
             ax.plot([r["confidence"] for r in points], [r["observed"] for r in points], "o-", alpha=0.8, label=label)
         ax.set_xlabel("confidence")
         ax.set_ylabel("accuracy")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
         ax.set_title(f"Reliability of the worst groups of {result.groups['source']}")
-        ax.legend(loc="upper left", fontsize="small")
+        _legend_below(ax, 1)
         figures["reliability_groups"] = fig
+
     if result.conformal is not None:
         curve, own = result.conformal, result.conformal["bundle"]
-        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 4.2))
         left.plot(curve["alphas"], [1 - a for a in curve["alphas"]], "k--", lw=1, label="target 1 - alpha")
-        left.plot(curve["alphas"], curve["coverage"], "o-", label=f"split conformal ({curve['score']})")
-        left.plot([own["alpha"]], [own["coverage"]], "r*", ms=12, label="this bundle")
+        left.plot(curve["alphas"], curve["coverage"], "o-", color=MODEL_COLOUR, label=f"split conformal ({curve['score']})")
+        left.plot([own["alpha"]], [own["coverage"]], "*", color=CALIBRATED_COLOUR, ms=13, label="this bundle")
         left.set_xlabel("alpha")
         left.set_ylabel("coverage of the label")
-        left.legend()
-        right.plot(curve["alphas"], curve["set_size"], "o-")
-        right.plot([own["alpha"]], [own["set_size"]], "r*", ms=12)
+        _legend_below(left, 1)
+        right.plot(curve["alphas"], curve["set_size"], "o-", color=MODEL_COLOUR)
+        right.plot([own["alpha"]], [own["set_size"]], "*", color=CALIBRATED_COLOUR, ms=13)
         right.set_xlabel("alpha")
-        right.set_ylabel("mean set size")
+        right.set_ylabel("mean set size (classes)")
         right.set_yscale("log")
+        right.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        right.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        right.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
         fig.suptitle("Conformal sets against alpha (constant threshold refitted per alpha, two-fold)")
+        fig.tight_layout()
         figures["conformal_sets"] = fig
     return figures, plt
 
 
 def write_report(result, directory: str) -> list[str]:
-    """report.json, a PNG and an SVG per figure, and report.html with the images embedded."""
+    """report.json, a PNG and an SVG per figure, and report.html (the SVGs inline); returns the
+    names written."""
+    from .report_html import report_page
+
     os.makedirs(directory, exist_ok=True)
     written = []
     write_bytes_atomic(os.path.join(directory, "report.json"), (json.dumps(result.to_json(), indent=2) + "\n").encode())
     written.append("report.json")
     figures, plt = _figures(result)
-    embedded = []
+    inline = {}
     for name, fig in figures.items():
         for fmt in ("png", "svg"):
             buffer = io.BytesIO()
-            fig.savefig(buffer, format=fmt, bbox_inches="tight", metadata={"Date": None} if fmt == "svg" else None)
+            fig.savefig(
+                buffer, format=fmt, bbox_inches="tight", dpi=110, metadata={"Date": None} if fmt == "svg" else {"Software": None}
+            )
             write_bytes_atomic(os.path.join(directory, f"{name}.{fmt}"), buffer.getvalue())
             written.append(f"{name}.{fmt}")
-            if fmt == "png":
-                embedded.append((name, base64.b64encode(buffer.getvalue()).decode()))
+            if fmt == "svg":
+                inline[name] = buffer.getvalue().decode()
         plt.close(fig)
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in result.findings)
-    images = "".join(
-        f'<h2>{html.escape(name.replace("_", " "))}</h2><img src="data:image/png;base64,{data}">' for name, data in embedded
-    )
-    worst = "".join(
-        f"<tr><td>{r['class']}</td><td>{r['cw_ece']:.4f}</td><td>{r['support']}</td></tr>" for r in result.worst_classes
-    )
-    advice = f"<p><b>{html.escape(result.recommendation)}</b></p>" if result.recommendation else ""
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>calib diagnose</title></head><body>"
-        f"<h1>calib diagnose: {result.n} x {result.k} ({html.escape(result.kind)})</h1><ul>{items}</ul>{advice}"
-        f"{images}<h2>worst classes</h2><table><tr><th>class</th><th>cw-ECE</th><th>support</th></tr>{worst}</table>"
-        f"</body></html>\n"
-    )
-    write_bytes_atomic(os.path.join(directory, "report.html"), page.encode())
+    write_bytes_atomic(os.path.join(directory, "report.html"), report_page(result, inline).encode())
     written.append("report.html")
     return written

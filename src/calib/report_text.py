@@ -6,6 +6,8 @@ One precision rule everywhere: 4 significant digits (``format_value``), changes 
 
 from __future__ import annotations
 
+import numpy as np
+
 #: Significant digits of every value a table prints.
 DIGITS = 4
 
@@ -241,3 +243,30 @@ def report_lines(report: dict, style: str = "text") -> list[str]:
         title, group_header, group_rows, notes = grouped
         lines += [title, *text_table(group_header, group_rows, [False] + [True] * (len(group_header) - 1)), *notes]
     return lines + gate_lines(report)
+
+
+#: Colours with one meaning in every rendering (terminal, figures, HTML): over-confidence (the
+#: model claims more than it achieves) and under-confidence.
+OVER_COLOUR, UNDER_COLOUR = "#d62728", "#1f77b4"
+
+
+def comparison_cells(comparison: list[dict]) -> tuple[list[str], list[list[str]], list[list[bool]], list[list[bool]]]:
+    """(header, rows, best, beyond) of the cross-validated comparison: per method and metric
+    "mean±std" over the folds; ``best`` marks each column's best method (calib.diagnose's
+    metric_badness), ``beyond`` the methods' changes from the model's own probabilities that are
+    beyond the fold noise."""
+    from .diagnose import metric_badness
+
+    keys = [k for k in comparison[0] if k not in ("method", "warnings", "change")]
+    header = ["method", *keys]
+    rows, best, beyond = [], [], []
+    badness = {key: [metric_badness(key, None if row[key] is None else row[key][0]) for row in comparison] for key in keys}
+    for i, row in enumerate(comparison):
+        cells = [row["method"]]
+        for key in keys:
+            cells.append("n/a" if row[key] is None else f"{format_value(row[key][0])}±{format_value(row[key][1])}")
+        rows.append(cells)
+        best.append([False, *(badness[key][i] == min(badness[key]) < np.inf for key in keys)])
+        changes = row.get("change", {})
+        beyond.append([False, *(changes.get(key, {}).get("beyond_noise", False) for key in keys)])
+    return header, rows, best, beyond

@@ -34,11 +34,15 @@ def diagnose(
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
     min_group_rows: options.MinGroupRows = 100,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", min=0, help="Add 95% intervals from N bootstrap replicates to the metric table.")
+    ] = 0,
 ) -> None:
     """Check the inputs, show where the probabilities are miscalibrated, and compare calibrators.
 
     Example: calib diagnose val.npz --compare ts,cmce-ts,mr,isotonic --out report/
     """
+    from ..bootstrap import BootstrapConfig
     from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
 
     preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
@@ -53,6 +57,8 @@ def diagnose(
         rank_by=rank_by,
         groups=groups,
         min_group_rows=min_group_rows,
+        bundle_path=bundle,
+        bootstrap=BootstrapConfig(bootstrap, seed) if bootstrap else None,
     )
     render.diagnosis(result)
     if out is not None:

@@ -13,6 +13,9 @@ from rich.text import Text
 
 from ..errors import UsageError
 from ..report_text import (
+    OVER_COLOUR,
+    UNDER_COLOUR,
+    comparison_cells,
     format_change,
     format_value,
     gate_text,
@@ -66,6 +69,8 @@ def table(
     column gets it listed under the table; one too narrow for the rest gets plain lines."""
     style = resolve_format(style)
     shown_header = header if header is not None else [""] * len(right)
+    styled = rows
+    rows = [[cell if isinstance(cell, str) else cell[0] for cell in row] for row in rows]
     if style != "table":
         body = markdown_table(shown_header, rows, right) if style == "md" else text_table(shown_header, rows, right)
         if header is None and style == "text":
@@ -89,15 +94,16 @@ def table(
         for row in rows:
             if row[-1]:
                 below.setdefault(row[-1], []).append(row[0])
-        rows, right, shown_header, prose = [row[:-1] for row in rows], right[:-1], shown_header[:-1], 0
-    _out.print(_rich_table(shown_header if header is not None else None, rows, right, prose))
+        styled, right, shown_header, prose = [row[:-1] for row in styled], right[:-1], shown_header[:-1], 0
+    _out.print(_rich_table(shown_header if header is not None else None, styled, right, prose))
     if below:  # one line per distinct text, naming its rows
         lines([f"{header[-1]}:", *(f"  {', '.join(names)}: {text}" for text, names in below.items())])
 
 
-def _rich_table(header: list[str] | None, rows: list[list[str]], right: list[bool], prose: int) -> Table:
+def _rich_table(header: list[str] | None, rows: list[list], right: list[bool], prose: int) -> Table:
     """A rich table whose columns other than the last ``prose`` ones never wrap or shrink below
-    their widest cell."""
+    their widest cell; a cell is text or (text, style)."""
+    texts = [[cell if isinstance(cell, str) else cell[0] for cell in row] for row in rows]
     grid = Table(show_header=header is not None, box=box.SIMPLE_HEAD if header is not None else box.SIMPLE, padding=(0, 1))
     names = header if header is not None else [""] * len(right)
     for i, (name, align) in enumerate(zip(names, right)):
@@ -106,11 +112,11 @@ def _rich_table(header: list[str] | None, rows: list[list[str]], right: list[boo
             name,
             justify="right" if align else "left",
             no_wrap=not wraps,
-            min_width=None if wraps else max([len(name), *(len(row[i]) for row in rows)]),
+            min_width=None if wraps else max([len(name), *(len(row[i]) for row in texts)]),
             style="bold" if i == 0 else ("dim" if wraps and i == len(names) - 1 else None),
         )
     for row in rows:
-        grid.add_row(*row)
+        grid.add_row(*(cell if isinstance(cell, str) else Text(cell[0], style=cell[1] or "") for cell in row))
     return grid
 
 
@@ -210,28 +216,45 @@ def _bar(value: float, scale: float, width: int = 24) -> str:
     return "#" * filled
 
 
+#: How a finding's severity reads on a terminal.
+SEVERITY_STYLE = {"info": ("·", "dim"), "warning": ("!", "yellow"), "problem": ("✗", "bold red")}
+
+
 def diagnosis(result) -> None:
-    """Findings, text reliability diagram and cumulative mass curve, worst classes, comparison."""
-    lines([f"calib diagnose: {result.n} x {result.k} ({result.kind})"], style="bold")
-    lines([f"  - {line}" for line in result.findings], style="")
+    """Findings, metric table, text reliability diagram and cumulative mass curve, worst groups and
+    classes, comparison and recommendation."""
+    source = result.source
+    what = f"{source.get('path', '')}: {result.n} x {result.k} ({result.kind})"
+    if source.get("bundle"):
+        what += f", after bundle {source['bundle']} ({source['method']})"
+    lines([f"calib diagnose: {what}"], style="bold")
+    for finding in result.findings:
+        mark, style = SEVERITY_STYLE[finding["severity"]]
+        _out.print(Text.assemble(f"  {mark} ", (finding["severity"], style), f": {finding['text']}"), soft_wrap=True)
+    if result.report is not None:
+        header, rows = metric_table(result.report)
+        table("metrics", header, rows, [False, *([True] * (len(header) - 2)), False])
     for title, rows, key in (
         ("reliability (top label)", result.reliability, "confidence"),
         ("cumulative mass calibration curve (CMCE paper)", result.cumulative_mass, "mass"),
     ):
         scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
-        cells = [
-            [
-                f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})",
-                str(r["count"]),
-                format_value(r[key]),
-                format_value(r["observed"]),
-                format_change(r["observed"] - r[key]),
-                _bar(abs(r["observed"] - r[key]), scale),
-            ]
-            for r in rows
-        ]
+        cells = []
+        for r in rows:
+            gap = r["observed"] - r[key]
+            colour = OVER_COLOUR if gap < 0 else UNDER_COLOUR
+            cells.append(
+                [
+                    f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})",
+                    str(r["count"]),
+                    format_value(r[key]),
+                    format_value(r["observed"]),
+                    (format_change(gap), colour),
+                    (_bar(abs(gap), scale), colour),
+                ]
+            )
         table(title, ["bin", "rows", key, "observed", "gap", ""], cells, [False, True, True, True, True, False])
-    lines(["gap = observed - predicted: below 0 over-confident, above 0 under-confident"])
+    lines(["gap = observed - predicted: below 0 (red) over-confident, above 0 (blue) under-confident"])
     if result.groups is not None and result.groups["worst"]:
         cells = []
         for curve in result.groups["worst"]:
@@ -244,11 +267,15 @@ def diagnosis(result) -> None:
     cells = [[str(r["class"]), format_value(r["cw_ece"]), str(r["support"])] for r in result.worst_classes]
     table("worst classes (classwise ECE)", ["class", "cw-ECE", "support"], cells, [True, True, True])
     if result.comparison:
-        keys = [k for k in result.comparison[0] if k not in ("method", "warnings")]
+        header, rows, best, beyond = comparison_cells(result.comparison)
         cells = [
-            [row["method"], *("n/a" if row[k] is None else f"{format_value(row[k][0])}±{format_value(row[k][1])}" for k in keys)]
-            for row in result.comparison
+            [
+                (cell + ("*" if is_best else "") + ("†" if moved else ""), "bold" if is_best else "")
+                for cell, is_best, moved in zip(*parts)
+            ]
+            for parts in zip(rows, best, beyond)
         ]
-        header = ["method", *(key.replace("coverage_", "cov_") for key in keys)]
-        table("cross-validated comparison (mean±std over folds)", header, cells, [False, *([True] * len(keys))])
+        table("cross-validated comparison (mean±std over folds)", header, cells, [False, *([True] * (len(header) - 1))])
+        lines(["* best in its column; † changed beyond the fold noise from the model's own probabilities (paired t-test, 5%)"])
+        lines([f"trade-offs: {line}" for line in result.tradeoffs], style="")
         lines([f"recommendation: {result.recommendation}"], style="bold")
