@@ -123,8 +123,8 @@ _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 def gate_text(gate: dict) -> str:
     """A gate's outcome after its pass/FAIL mark, with the value, the threshold and what failed:
-    ``cmce = 0.003912 > 0.001`` (a --fail-if style gate that held), ``cmce rose by 0.001912
-    (0.002 -> 0.003912), more than the allowed 0.001`` (against a baseline)."""
+    ``cmce = 0.003919 > 0.001`` (an absolute gate whose failing condition holds), ``cmce rose by
+    0.001229 (0.00269 -> 0.003919), more than the allowed 0.001`` (against a baseline)."""
     metric, value = gate.get("metric", gate["expr"]), gate["value"]
     if value is None:
         return f"{metric} is undefined (n/a) on this input, so the gate cannot pass"
