@@ -83,10 +83,15 @@ def compute_metrics(
         sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
         grouped = {side: BootstrapStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
 
+    # Without row groups (bootstrap, slices) each chunk's accumulator states are filled on the worker
+    # thread that computed its probabilities and added here in row order: the same sums, in the same
+    # order, as updating here, with the sort and bin counts of two chunks running on two cores.
+    per_chunk = not sliced and not grouped
+
     def batches(rows: slice):
-        """The chunk's model and calibrated batches and set mask: the costly part, run on worker
-        threads; the accumulators are updated in row order on this thread (same result for any
-        thread count)."""
+        """The chunk's model and calibrated batches and set mask (or, without row groups, the
+        accumulator states they fill): the costly part, run on worker threads; the results are
+        combined in row order on this thread (same result for any thread count)."""
         batch, after, in_set = uncalibrated_batch(preds, rows), None, None
         if calibrated is not None:
             logits, given = calibrator_inputs(calibrator, preds, rows)
@@ -96,7 +101,15 @@ def compute_metrics(
             else:
                 log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features, **given)
             after = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
-        return rows, batch, after, in_set
+        if not per_chunk:
+            return rows, {"uncalibrated": batch, "calibrated": after}, in_set
+        filled = {}
+        for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
+            if side_batch is not None:
+                chunk_set = MetricSet(keys, config, preds.k)
+                chunk_set.update(side_batch)
+                filled[side] = chunk_set.state()
+        return rows, filled, in_set
 
     chunks = preds.chunks()
     if groups is not None and isinstance(preds.scores, np.ndarray):  # random access: read the rows in group order
@@ -104,11 +117,13 @@ def compute_metrics(
         chunks = (order[rows] for rows in chunks)
     # with groups, the overall states are the sum of the groups' (added after the pass, not counted twice)
     overall = {"uncalibrated": uncalibrated, "calibrated": calibrated}
-    for rows, batch, after, in_set in map_in_order(batches, chunks):
-        for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
+    for rows, by_side, in_set in map_in_order(batches, chunks):
+        for side, side_batch in by_side.items():
             if side_batch is None:
                 continue
-            if side in sliced:
+            if per_chunk:
+                overall[side].absorb(side_batch)
+            elif side in sliced:
                 sliced[side].update(side_batch, rows)
             else:
                 overall[side].update(side_batch)
