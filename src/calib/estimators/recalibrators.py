@@ -11,7 +11,7 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, row_chunks, softmax
+from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, map_in_order, row_chunks, softmax
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (docs/metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
@@ -153,34 +153,41 @@ def _boosted(features_probs, warm_probs, labels, rng, progress):
         return p[:, 1:2] if binary else p
 
     start = baseline(warm_probs)
-    models = []  # (model or None, the classes it boosts)
+    # Every random choice is drawn first, in fold order; the fits then run on worker threads (CatBoost
+    # releases the GIL; one CatBoost thread per fit: the same model for any thread count, and on ~7,000
+    # rows two single-thread fits at once beat one two-thread fit).
+    folds = []
     for held_out in kfold(len(features_probs), INNER_FOLDS, rng):
         train = np.setdiff1d(np.arange(len(features_probs)), held_out, assume_unique=True)
-        seed = int(rng.integers(2**31 - 1))
+        folds.append((train, held_out, int(rng.integers(2**31 - 1))))
+
+    def fit(fold):
+        train, held_out, seed = fold
         # Classes absent from this training fold get no correction (their warm start stays); with
         # fewer than two classes present there is nothing to boost.
         present = np.unique(labels[train])
         if len(present) < 2:
-            models.append((None, present))
-        else:
-            columns = slice(None) if binary else present
-            model = CatBoostClassifier(
-                loss_function="Logloss" if binary else "MultiClass",
-                random_seed=seed,
-                class_names=list(present),
-                verbose=False,
-                allow_writing_files=False,
-                thread_count=-1,
-                **CATBOOST_PARAMS,
-            )
-            known = held_out[np.isin(labels[held_out], present)]
-            eval_set = (
-                Pool(features(features_probs[known]), labels[known], baseline=start[known][..., columns]) if len(known) else None
-            )
-            model.fit(
-                Pool(features(features_probs[train]), labels[train], baseline=start[train][..., columns]), eval_set=eval_set
-            )
-            models.append((model, present))
+            return None, present
+        columns = slice(None) if binary else present
+        model = CatBoostClassifier(
+            loss_function="Logloss" if binary else "MultiClass",
+            random_seed=seed,
+            class_names=list(present),
+            verbose=False,
+            allow_writing_files=False,
+            thread_count=1,
+            **CATBOOST_PARAMS,
+        )
+        known = held_out[np.isin(labels[held_out], present)]
+        eval_set = (
+            Pool(features(features_probs[known]), labels[known], baseline=start[known][..., columns]) if len(known) else None
+        )
+        model.fit(Pool(features(features_probs[train]), labels[train], baseline=start[train][..., columns]), eval_set=eval_set)
+        return model, present
+
+    models = []  # (model or None, the classes it boosts), in fold order
+    for fitted in map_in_order(fit, folds):
+        models.append(fitted)
         if progress is not None:
             progress()
 
