@@ -359,3 +359,21 @@ def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_pa
     chunks = list(map_in_order(lambda rows: (rows, preds.logits(rows)), [slice(s, s + 450) for s in range(0, 6000, 450)]))
     for rows, block in chunks:
         assert np.array_equal(block, z[rows].astype(np.float64))
+
+
+def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
+    """The streamed metrics are filled per chunk on worker threads and the V-ECE fits run two at a
+    time: the values are the same, to the bit, with one thread or three."""
+    import calib
+    from calib.numerics import CHUNK_ELEMENTS
+
+    rng = np.random.default_rng(7)
+    logits = 3 * rng.normal(size=(3 * CHUNK_ELEMENTS // 30 + 11, 30))
+    labels = rng.integers(0, 30, len(logits))
+    values = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv("CALIB_THREADS", threads)
+        streamed = calib.evaluate(logits, labels).values
+        vece = calib.evaluate(logits[:1500], labels[:1500], metrics=["vece_l1", "vece_over"], vece=True).values
+        values.append({**streamed, **vece})
+    assert values[0] == values[1]
