@@ -105,7 +105,12 @@ def test_conformal_bundle_report_renders(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     page = (folder / "report.html").read_text()
-    assert "mr (alpha=0.1" in page and "Conformal sets against alpha" in page and page.count("<svg") == 4
+    assert (
+        "mr (score=msp, alpha=0.1" in page
+        and "raps_lambda" not in page
+        and "Conformal sets against alpha" in page
+        and page.count("<svg") == 4
+    )
     dom = _browser("--dump-dom", (folder / "report.html").as_uri()).stdout
     assert 'id="conformal-sets"' in dom and "set_coverage" in dom
 

@@ -129,7 +129,11 @@ def diagnose(
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.source = {"path": preds.name, "n": preds.n, "k": preds.k, "kind": preds.kind, "calib_version": __version__}
     if calibrator is not None:
-        result.source.update(bundle=bundle_path, method=calibrator.name, options=dataclasses.asdict(calibrator.options))
+        options = dataclasses.asdict(calibrator.options)
+        if hasattr(calibrator.options, "score_settings"):  # only the parameters of the score in use
+            unused = {"raps_lambda", "raps_kreg", "saps_lambda"} - set(calibrator.options.score_settings())
+            options = {key: value for key, value in options.items() if key not in unused}
+        result.source.update(bundle=bundle_path, method=calibrator.name, options=options)
     result.report = evaluation_report(
         preds, calibrator=calibrator, bundle_path=bundle_path, include_vece=False, bootstrap=bootstrap
     )
@@ -273,7 +277,7 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
         """The rows' log-space scores and V(x, y) of every class, on the probabilities as given
         for probability inputs (as the bundle's own sets score them)."""
         logits, given = preds.logits_and_given(rows)
-        return logits, given, nonconformity(softmax(logits) if given is None else given, score)
+        return logits, given, nonconformity(softmax(logits) if given is None else given, calibrator.options)
 
     def own_scores(rows, values):
         return values[np.arange(rows.stop - rows.start), preds.labels[rows]]

@@ -107,6 +107,10 @@ def metric_table(report: dict) -> tuple[list[str], list[list[str]]]:
 def table_footnotes(report: dict) -> list[str]:
     """Lines printed under the metric table: the bundle applied, and why a value reads 0 when clipped."""
     lines = [f"bundle: {report['bundle']}"] if report.get("bundle") else []
+    worst = report["metrics"].get("set_covgap", {}).get("worst_classes")
+    if worst:
+        listed = ", ".join(f"{c['class']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst)
+        lines.append(f"lowest class coverage of the sets: {listed}")
     entries = [*report["metrics"].values(), *(report.get("uncalibrated_metrics") or {}).values()]
     if any(clipped_note(entry) for entry in entries):
         lines.append(CLIPPED_FOOTNOTE)

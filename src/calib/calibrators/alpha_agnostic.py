@@ -41,7 +41,7 @@ from ..bundle import State
 from ..errors import InputError
 from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
 from .base import Calibrator, add_counts
-from .conformal import EMPTY, FULL, SCORES, check_choice, label_scores, nonconformity
+from .conformal import EMPTY, FULL, ScoreOptions, check_choice, label_scores, nonconformity
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
 from .set_based import _count, conditioning_params, restore_conditioning
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
@@ -54,15 +54,14 @@ GRID_POINTS = 64
 
 
 @dataclasses.dataclass(frozen=True)
-class AlphaAgnosticOptions:
-    score: str = "msp"
+class AlphaAgnosticOptions(ScoreOptions):
     variant: str = "prob"
     aggregate: str = "mean"
     level_min: float = 0.01
     level_max: float = 0.5
 
     def __post_init__(self):
-        check_choice("score", self.score, SCORES)
+        super().__post_init__()
         check_choice("variant", self.variant, ("prob", "score"))
         check_choice("aggregate", self.aggregate, AGGREGATES)
         if not 0.0 < self.level_min <= self.level_max < 1.0:
@@ -126,7 +125,7 @@ class AlphaAgnostic(Calibrator):
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
-        scores = label_scores(logits, labels, self.options.score, probs=probs)
+        scores = label_scores(logits, labels, self.options, probs=probs)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
         self.fit_levels(scores, features if features is not None else logits, seed)
@@ -164,7 +163,7 @@ class AlphaAgnostic(Calibrator):
         logits = np.asarray(logits, dtype=np.float64)
         log_probs, softmax_probs = log_softmax_and_softmax(logits)
         probs = softmax_probs if probs is None else np.asarray(probs, dtype=np.float64)
-        values = nonconformity(probs, self.options.score)
+        values = nonconformity(probs, self.options)
         base = logits if self.options.variant == "prob" else -np.log(np.maximum(values, SCORE_FLOOR))
         owner, in_set, target = self.levels(values, self._conditioning(logits, features))
         tempered, _, category = tempered_distribution(base[owner], in_set, target, log_space=True)
@@ -219,7 +218,7 @@ class AlphaAgnostic(Calibrator):
 
     def fit_report(self):
         report = {
-            "score": self.options.score,
+            **self.options.score_settings(),
             "variant": self.options.variant,
             "aggregate": self.options.aggregate,
             "levels": [self.options.level_min, self.options.level_max],

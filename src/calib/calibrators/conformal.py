@@ -1,8 +1,12 @@
 """The conformal core shared by MR, conformal TS and ATS-CP (docs/calibrators.md, "Conformal core").
 
-Nonconformity scores V(x, y) on p = softmax(z):
-  msp: V = 1 - p_y;  aps: V = sum of p over the classes ranked at or above y (non-increasing order,
-  ties to the lower index), non-randomised.
+Nonconformity scores V(x, y) on p = softmax(z) (or the probabilities as given), with r(x, y) the
+1-based rank of y by non-increasing p (ties to the lower index), non-randomised:
+  msp:  V = 1 - p_y  (MAPIE's LAC, TorchCP's THR);
+  aps:  V = A(x, y) = sum of p over the classes ranked at or above y (Romano et al. 2020);
+  raps: V = A(x, y) + lambda max(0, r(x, y) - k_reg)  (Angelopoulos et al. 2021);
+  saps: V = p_max if r(x, y) = 1, else p_max + (r(x, y) - 1) lambda  (Huang et al. 2024);
+  topk: V = r(x, y)  (the sets are the top-q classes).
 Split-conformal quantile of n calibration scores: k = ceil((n + 1)(1 - alpha)), q = k-th smallest;
 k > n is an error naming the smallest workable n. Sets: C(x) = {y : V(x, y) <= q(x)}, exactly as
 defined (possibly empty); for both scores a top set of the probability ranking.
@@ -10,6 +14,7 @@ defined (possibly empty); for both scores a top set of the probability ranking.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,7 +24,30 @@ from ..kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
 from ..kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
 from ..numerics import map_in_order, row_chunks, softmax
 
-SCORES = ("msp", "aps")
+SCORES = ("msp", "aps", "raps", "saps", "topk")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreOptions:
+    """The nonconformity score and its parameters, taken by every conformal method."""
+
+    score: str = "msp"
+    raps_lambda: float = 0.01
+    raps_kreg: int = 5
+    saps_lambda: float = 0.2
+
+    def __post_init__(self):
+        check_choice("score", self.score, SCORES)
+        if self.raps_lambda < 0 or self.raps_kreg < 0:
+            raise UsageError(f"'raps_lambda' and 'raps_kreg' must be >= 0; got {self.raps_lambda}, {self.raps_kreg}")
+        if self.saps_lambda <= 0:
+            raise UsageError(f"'saps_lambda' must be > 0; got {self.saps_lambda}")
+
+    def score_settings(self) -> dict:
+        """The score and the parameters it uses (for fit reports)."""
+        used = {"raps": ("raps_lambda", "raps_kreg"), "saps": ("saps_lambda",)}.get(self.score, ())
+        return {"score": self.score, **{name: getattr(self, name) for name in used}}
+
 
 # Row categories of the infeasible-row rule (docs/calibrators.md, "Infeasible rows"), counted in fit and
 # apply reports. EMPTY / FULL: the row is left unchanged; TOO_LARGE: even tau = 1e6 leaves >= 1 - alpha
@@ -51,9 +79,11 @@ def check_choice(name: str, value: str, choices) -> str:
     return value
 
 
-def nonconformity(probs: np.ndarray, score: str) -> np.ndarray:
-    """V(x, y) for every class of every row, (N, K), from probabilities."""
-    if score == "msp":
+def nonconformity(probs: np.ndarray, options: ScoreOptions | str) -> np.ndarray:
+    """V(x, y) for every class of every row, (N, K), from probabilities, by ``options.score`` (a
+    score's name alone takes its default parameters)."""
+    options = ScoreOptions(options) if isinstance(options, str) else options
+    if options.score == "msp":
         return 1.0 - probs
     # Non-increasing, ties to the lower index. The unstable argsort is 2x faster and gives that
     # order on every row without ties; rows with a tie are sorted again, stably.
@@ -63,34 +93,37 @@ def nonconformity(probs: np.ndarray, score: str) -> np.ndarray:
     if len(tied):
         order[tied] = np.argsort(-probs[tied], axis=1, kind="stable")
         ranked[tied] = np.take_along_axis(probs[tied], order[tied], axis=1)
-    cumulative = np.cumsum(ranked, axis=1)
-    scores = np.empty_like(cumulative)
-    np.put_along_axis(scores, order, cumulative, axis=1)
+    k = probs.shape[1]
+    rank = np.arange(1.0, k + 1.0)[None, :]  # r of the class in each rank position
+    if options.score in ("aps", "raps"):
+        by_rank = np.cumsum(ranked, axis=1)
+        if options.score == "raps":
+            by_rank += options.raps_lambda * np.maximum(rank - options.raps_kreg, 0.0)
+    elif options.score == "saps":
+        by_rank = ranked[:, :1] + (rank - 1.0) * options.saps_lambda
+    else:  # topk
+        by_rank = np.broadcast_to(rank, ranked.shape).copy()
+    scores = np.empty_like(by_rank)
+    np.put_along_axis(scores, order, by_rank, axis=1)
     return scores
 
 
-def label_scores(logits: np.ndarray, labels: np.ndarray, score: str, probs: np.ndarray | None = None) -> np.ndarray:
+def label_scores(
+    logits: np.ndarray, labels: np.ndarray, options: ScoreOptions | str, probs: np.ndarray | None = None
+) -> np.ndarray:
     """V(x_i, y_i) for calibration rows, computed a chunk of rows at a time, on ``probs`` (the
-    model's probabilities as given) if given, else on softmax(logits).
-
-    msp: 1 - p_y. aps: sum of p_j over j ranked at or above y, i.e. p_j > p_y, or p_j = p_y with
-    j <= y (ties to the lower index), summed as :func:`nonconformity` sums it.
-    """
+    model's probabilities as given) if given, else on softmax(logits): the test rows' own
+    computation (:func:`nonconformity`), so that a calibration row and an equal test row get the
+    same score to the last bit and ties at q stay ties."""
+    options = ScoreOptions(options) if isinstance(options, str) else options
 
     def chunk_scores(rows):
         probs_rows = softmax(logits[rows]) if probs is None else np.asarray(probs[rows], dtype=np.float64)
-        return _label_scores(probs_rows, labels[rows], score)
+        if options.score == "msp":
+            return 1.0 - probs_rows[np.arange(len(probs_rows)), labels[rows]]
+        return nonconformity(probs_rows, options)[np.arange(len(probs_rows)), labels[rows]]
 
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
-
-
-def _label_scores(probs: np.ndarray, labels: np.ndarray, score: str) -> np.ndarray:
-    rows = np.arange(len(probs))
-    if score == "msp":
-        return 1.0 - probs[rows, labels]
-    # the test rows' own computation (a cumulative sum in rank order), so that a calibration row and
-    # an equal test row get the same score to the last bit: ties at q stay ties
-    return nonconformity(probs, score)[rows, labels]
 
 
 def min_calibration_size(alpha: float) -> int:

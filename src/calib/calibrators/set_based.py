@@ -17,21 +17,21 @@ from ..bundle import State
 from ..errors import InputError
 from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from .base import Calibrator, add_counts
-from .conformal import CATEGORY_NAMES, SCORES, check_alpha, check_choice, label_scores, nonconformity
+from .conformal import CATEGORY_NAMES, ScoreOptions, check_alpha, check_choice, label_scores, nonconformity
 from .thresholds import FLOWS, fit_threshold, threshold_values
 
 
 @dataclasses.dataclass(frozen=True)
-class ConformalOptions:
-    """Options every conformal method takes."""
+class ConformalOptions(ScoreOptions):
+    """Options every conformal method takes: the score (and its parameters), alpha, and whether the
+    trivial full set may stand in when the calibration rows are too few for alpha."""
 
     alpha: float = 0.1
-    score: str = "msp"
     allow_full_set: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         check_alpha(self.alpha)
-        check_choice("score", self.score, SCORES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +62,7 @@ class SetCalibrator(Calibrator):
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
-        scores = label_scores(logits, labels, self.options.score, probs=probs)
+        scores = label_scores(logits, labels, self.options, probs=probs)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
         self.threshold_ = fit_threshold(
@@ -122,7 +122,7 @@ class SetCalibrator(Calibrator):
         return self._scores_and_sets(softmax(logits) if probs is None else probs, logits, features)[1]
 
     def _scores_and_sets(self, probs, logits, features):
-        scores = nonconformity(probs, self.options.score)
+        scores = nonconformity(probs, self.options)
         q = self.thresholds(logits, features)
         return scores, scores <= q[:, None]  # one threshold per row, broadcast along its classes
 
@@ -175,7 +175,7 @@ class SetCalibrator(Calibrator):
         """:meth:`calibrate` in probability space (``log_probs`` is None): (probs, category)."""
 
     def fit_report(self):
-        report = {"alpha": self.options.alpha, "score": self.options.score, "threshold": self.threshold_kind}
+        report = {"alpha": self.options.alpha, **self.options.score_settings(), "threshold": self.threshold_kind}
         if self.threshold_kind == "constant":
             report["q"] = float(self.threshold_["q"])
         else:

@@ -24,25 +24,67 @@ def check_metric_keys(keys) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-class SetStats:
-    """Conformal sets of a bundle on the evaluated rows: coverage P(y in C(x)), mean |C(x)|, and the
-    shares of empty and full sets."""
+#: Upper ends of the set-size strata of SSCV (Angelopoulos et al. 2021): 0-1, 2-3, 4-10, 11-100, 101-1000, > 1000.
+SIZE_STRATA = np.array([1, 3, 10, 100, 1000])
+#: Classes listed with the lowest coverage.
+WORST_COVERED = 5
 
-    def __init__(self, calibrator):
+
+class SetStats:
+    """Conformal sets of a bundle on the evaluated rows: coverage P(y in C(x)), mean |C(x)|, the
+    shares of empty and full sets, and (for a method with an alpha) the conditional coverage
+    diagnostics: CovGap = mean over classes of |coverage_y - (1 - alpha)| (Ding et al. 2023), SSCV =
+    max over set-size strata with a row of |coverage_stratum - (1 - alpha)| (Angelopoulos et al.
+    2021), and the classes with the lowest coverage."""
+
+    def __init__(self, calibrator, n_classes: int):
         self.settings = {k: v for k, v in calibrator.fit_report().items() if k in ("alpha", "score", "threshold")}
         self.n = self.covered = self.size = self.empty = self.full = 0
+        self.class_rows = np.zeros(n_classes, dtype=np.int64)
+        self.class_covered = np.zeros(n_classes, dtype=np.int64)
+        self.stratum_rows = np.zeros(len(SIZE_STRATA) + 1, dtype=np.int64)
+        self.stratum_covered = np.zeros(len(SIZE_STRATA) + 1, dtype=np.int64)
 
     def update(self, in_set: np.ndarray, labels: np.ndarray) -> None:
         sizes = in_set.sum(axis=1)
+        hit = in_set[np.arange(len(labels)), labels]
         self.n += len(labels)
-        self.covered += int(in_set[np.arange(len(labels)), labels].sum())
+        self.covered += int(hit.sum())
         self.size += int(sizes.sum())
         self.empty += int((sizes == 0).sum())
         self.full += int((sizes == in_set.shape[1]).sum())
+        k = len(self.class_rows)
+        self.class_rows += np.bincount(labels, minlength=k)
+        self.class_covered += np.bincount(labels, weights=hit, minlength=k).astype(np.int64)
+        stratum = np.searchsorted(SIZE_STRATA, sizes, side="left")
+        self.stratum_rows += np.bincount(stratum, minlength=len(self.stratum_rows))
+        self.stratum_covered += np.bincount(stratum, weights=hit, minlength=len(self.stratum_rows)).astype(np.int64)
 
     def results(self) -> dict:
         values = {"set_coverage": self.covered, "set_size": self.size, "set_empty": self.empty, "set_full": self.full}
-        return {key: {"value": value / self.n, "settings": self.settings} for key, value in values.items()}
+        out = {key: {"value": value / self.n, "settings": self.settings} for key, value in values.items()}
+        alpha = self.settings.get("alpha")
+        if alpha is None:
+            return out
+        seen = self.class_rows > 0
+        class_coverage = self.class_covered[seen] / self.class_rows[seen]
+        strata = self.stratum_rows > 0
+        stratum_coverage = self.stratum_covered[strata] / self.stratum_rows[strata]
+        order = np.argsort(class_coverage, kind="stable")[:WORST_COVERED]
+        classes = np.flatnonzero(seen)
+        out["set_covgap"] = {
+            "value": float(np.mean(np.abs(class_coverage - (1.0 - alpha)))),
+            "settings": {**self.settings, "classes": int(seen.sum())},
+            "worst_classes": [
+                {"class": int(classes[i]), "coverage": float(class_coverage[i]), "rows": int(self.class_rows[classes[i]])}
+                for i in order
+            ],
+        }
+        out["set_sscv"] = {
+            "value": float(np.max(np.abs(stratum_coverage - (1.0 - alpha)))),
+            "settings": {**self.settings, "strata": "0-1, 2-3, 4-10, 11-100, 101-1000, >1000"},
+        }
+        return out
 
 
 def compute_metrics(
@@ -70,7 +112,7 @@ def compute_metrics(
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
-    sets = SetStats(calibrator) if calibrator is not None and calibrator.builds_sets else None
+    sets = SetStats(calibrator, preds.k) if calibrator is not None and calibrator.builds_sets else None
     uncalibrated = MetricSet(keys, config, preds.k)
     sliced = {}
     if groups is not None:

@@ -1,0 +1,154 @@
+"""The RAPS, SAPS and top-k scores: hand arithmetic, MAPIE's own sets, coverage over many splits,
+and every set method taking every score."""
+
+import warnings
+
+import numpy as np
+import pytest
+from conftest import SAMPLE, data_file
+
+import calib
+from calib.calibrators.conformal import SCORES, ScoreOptions, conformal_quantile, label_scores, nonconformity
+from calib.numerics import softmax
+
+# p = [0.5, 0.2, 0.2, 0.1]: ranks 1, 2, 3 (tie to the lower index), 4
+P = np.array([[0.5, 0.2, 0.2, 0.1]])
+
+
+def test_scores_by_hand():
+    assert np.allclose(nonconformity(P, "msp"), [[0.5, 0.8, 0.8, 0.9]])
+    assert np.allclose(nonconformity(P, "aps"), [[0.5, 0.7, 0.9, 1.0]])
+    # raps: A + lambda max(0, r - k_reg), lambda 0.1, k_reg 2: ranks 3 and 4 pay 0.1 and 0.2
+    raps = ScoreOptions("raps", raps_lambda=0.1, raps_kreg=2)
+    assert np.allclose(nonconformity(P, raps), [[0.5, 0.7, 1.0, 1.2]])
+    assert np.allclose(nonconformity(P, ScoreOptions("raps", raps_lambda=0.0)), nonconformity(P, "aps"))
+    # saps: p_max at rank 1, else p_max + (r - 1) lambda, lambda 0.2
+    assert np.allclose(nonconformity(P, ScoreOptions("saps", saps_lambda=0.2)), [[0.5, 0.7, 0.9, 1.1]])
+    assert np.array_equal(nonconformity(P, "topk"), [[1.0, 2.0, 3.0, 4.0]])
+    # calibration scores are the test rows' own, to the bit
+    logits = np.log(P)
+    for score in SCORES:
+        assert np.array_equal(label_scores(logits, np.array([2]), score), nonconformity(softmax(logits), score)[:, 2])
+
+
+def test_bad_score_parameters_are_refused(run):
+    with pytest.raises(ValueError, match="saps_lambda"):
+        calib.calibrator("mr", score="saps", saps_lambda=0.0)
+    code, _, err = run("fit", SAMPLE / "cifar10_val.npz", "-m", "mr", "--score", "raps", "-O", "raps_kreg=-1", "--out", "x")
+    assert code == 2 and "raps_kreg" in err
+
+
+@pytest.fixture(scope="module")
+def cifar100():
+    val, test = np.load(data_file("cifar100_resnet110_val.npz")), np.load(data_file("cifar100_resnet110_test.npz"))
+    return val["logits"].astype(np.float64), val["labels"], test["logits"].astype(np.float64), test["labels"]
+
+
+def _mapie_sets(cal_probs, cal_labels, test_probs, score):
+    from mapie.classification import SplitConformalClassifier
+    from sklearn.base import BaseEstimator, ClassifierMixin
+
+    class Given(ClassifierMixin, BaseEstimator):
+        def fit(self, X, y):
+            self.classes_ = np.arange(X.shape[1])
+            return self
+
+        def predict_proba(self, X):
+            return X
+
+        def predict(self, X):
+            return X.argmax(1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = SplitConformalClassifier(
+            Given().fit(cal_probs, cal_labels), confidence_level=0.9, conformity_score=score, prefit=True
+        )
+        model.conformalize(cal_probs, cal_labels)
+        return model.predict_set(test_probs)[1][:, :, 0]
+
+
+def test_sets_equal_mapies_on_cifar100(cifar100):
+    """LAC (our msp) row by row; top-k too, except rows whose probability at the cut-off rank is tied
+    within MAPIE's tolerance of 1e-8 with the next one (MAPIE keeps every class that close to the
+    q-th; we keep exactly q classes, ties ranked by the lower index, as for every score).
+    MAPIE's APS and RAPS always randomise their calibration scores (and RAPS tunes lambda and k_reg
+    on a split), so their sets are not ours by construction."""
+    pytest.importorskip("mapie")
+    cal_logits, cal_labels, test_logits, _ = cifar100
+    cal_probs, test_probs = softmax(cal_logits), softmax(test_logits)
+    for ours, theirs in (("msp", "lac"), ("topk", "top_k")):
+        mine = calib.calibrator("mr", alpha=0.1, score=ours).fit(cal_logits, cal_labels).predict_sets(test_logits)
+        other = _mapie_sets(cal_probs, cal_labels, test_probs, theirs)
+        differ = np.flatnonzero((mine != other).any(axis=1))
+        if ours == "msp":
+            assert len(differ) == 0
+        else:
+            q = int(mine.sum(axis=1).max())
+            ranked = -np.sort(-test_probs[differ], axis=1)
+            assert len(differ) <= 5 and all(ranked[i, q - 1] - ranked[i, q] <= 1e-8 for i in range(len(differ)))
+
+
+def test_coverage_over_100_random_splits(cifar100):
+    """Split conformal with every score: average coverage >= 1 - alpha over 100 random 50/50 splits
+    of CIFAR-100 test (the guarantee is in expectation over the split)."""
+    _, _, logits, labels = cifar100
+    alpha = 0.1
+    rng = np.random.default_rng(0)
+    for score in SCORES:
+        scores = label_scores(logits, labels, score)
+        coverage = []
+        for _ in range(100):
+            half = rng.permutation(len(labels)) < len(labels) // 2
+            q = conformal_quantile(scores[half], alpha)
+            coverage.append(np.mean(scores[~half] <= q))
+        assert np.mean(coverage) >= 1 - alpha - 1e-3, (score, np.mean(coverage))
+
+
+@pytest.mark.parametrize("method", ["mr", "conformal-ts", "ats-gq", "ats-mgq"])
+@pytest.mark.parametrize("score", ["raps", "saps", "topk"])
+def test_every_set_method_takes_every_score(method, score):
+    val, test = np.load(SAMPLE / "cifar10_val.npz"), np.load(SAMPLE / "cifar10_test.npz")
+    options = {} if method == "ats-mgq" else {"alpha": 0.1}
+    fitted = calib.calibrator(method, score=score, **options).fit(val["logits"], val["labels"])
+    probs = fitted.predict_proba(test["logits"][:2000])
+    assert np.allclose(probs.sum(axis=1), 1.0) and np.isfinite(probs).all()
+    assert fitted.fitted.fit_report()["score"] == score
+    if method == "mr":  # mass rescaling puts exactly 1 - alpha of the mass on each non-trivial set
+        in_set = fitted.predict_sets(test["logits"][:2000])
+        sizes = in_set.sum(axis=1)
+        keep = (sizes > 0) & (sizes < in_set.shape[1])
+        assert np.allclose((probs * in_set).sum(axis=1)[keep], 0.9, atol=1e-9)
+
+
+def test_set_diagnostics_by_hand():
+    """CovGap and SSCV from four rows of K = 3 with alpha = 0.5: classes 0 (2 rows, 1 covered) and
+    1 (2 rows, 2 covered); set sizes 1, 1, 2, 3 -> strata 0-1 (2 rows, 1 covered) and 2-3 (2, 2)."""
+    from calib.evaluation.streaming import SetStats
+
+    class Fitted:
+        def fit_report(self):
+            return {"alpha": 0.5, "score": "msp", "threshold": "constant"}
+
+    stats = SetStats(Fitted(), 3)
+    in_set = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [1, 1, 1]], dtype=bool)
+    stats.update(in_set, np.array([1, 0, 0, 1]))
+    values = stats.results()
+    # coverage: class 0 rows 1 (no) and 2 (yes) -> 0.5; class 1 rows 0 (no) and 3 (yes) -> 0.5
+    assert values["set_coverage"]["value"] == 0.5
+    assert values["set_covgap"]["value"] == pytest.approx(0.0)
+    assert values["set_sscv"]["value"] == pytest.approx(0.5)  # sizes 1, 1 never cover; 2, 3 always
+    assert [c["class"] for c in values["set_covgap"]["worst_classes"]] == [0, 1]
+
+
+def test_evaluate_reports_covgap_and_worst_classes(tmp_path, run):
+    code, _, err = run("fit", SAMPLE / "cifar10_val.npz", "-m", "mr", "--score", "raps", "--out", tmp_path / "b")
+    assert code == 0, err
+    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--no-vece", "--bundle", tmp_path / "b", "--json", "-")
+    import json
+
+    metrics = json.loads(out)["metrics"]
+    assert 0 <= metrics["set_covgap"]["value"] < 0.1 and 0 <= metrics["set_sscv"]["value"] <= 0.9
+    assert len(metrics["set_covgap"]["worst_classes"]) == 5
+    code, out, _ = run("evaluate", SAMPLE / "cifar10_test.npz", "--no-vece", "--bundle", tmp_path / "b")
+    assert "lowest class coverage of the sets:" in out and "set_covgap" in out
