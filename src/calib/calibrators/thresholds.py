@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import extras
 from . import mlp
-from .conformal import conformal_quantile
+from .conformal import QUANTILE_SLACK, conformal_quantile
 
 FLOW_GAMMA = 1e-3
 #: V is clamped below before a log (docs/calibrators.md).
@@ -22,7 +22,7 @@ FLOW_LR = {"er": 1e-2, "gauss": 1e-4}
 QR_HIDDEN = (64, 16)
 QR_STEPS = 2000
 QR_LR = 1e-3
-KINDS = ("constant", "adaptive", "qr")
+KINDS = ("constant", "adaptive", "qr", "classwise")
 FLOWS = ("er", "gauss")
 
 
@@ -164,6 +164,27 @@ def flow_scale(arrays: dict, features: np.ndarray) -> np.ndarray:
 def flow_transform(scores: np.ndarray, scale: np.ndarray, flow: str) -> np.ndarray:
     ratio = np.maximum(scores, SCORE_FLOOR) / scale
     return ratio if flow == "er" else np.log(ratio)
+
+
+def class_thresholds(scores: np.ndarray, labels: np.ndarray, n_classes: int, alpha: float, *, min_class_rows: int = 0) -> dict:
+    """Class-conditional (Mondrian) thresholds: q_y = the ceil((n_y + 1)(1 - alpha))-th smallest
+    calibration score among the rows labelled y, so that P(Y in C(X) | Y = y) >= 1 - alpha for every
+    class. A class with too few rows for alpha gets q_y = +inf (always in the set: its coverage is
+    kept, at the price of its set size); with ``min_class_rows`` M, classes with n_y < M take the
+    marginal quantile of all the scores instead (their per-class guarantee is lost). One sort of
+    the scores grouped by class. Returns {"q": (K,), "too_few": classes at +inf, "pooled": classes
+    on the marginal quantile}."""
+    counts = np.bincount(labels, minlength=n_classes)
+    order = np.lexsort((scores, labels))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    needed = np.ceil((counts + 1) * (1.0 - alpha) - QUANTILE_SLACK).astype(np.int64)
+    enough = (needed <= counts) & (counts > 0)
+    q = np.full(n_classes, np.inf)
+    q[enough] = scores[order[starts[enough] + needed[enough] - 1]]
+    pooled = counts < min_class_rows
+    if pooled.any():
+        q[pooled] = conformal_quantile(scores, alpha, allow_full_set=True)
+    return {"q": q, "too_few": np.array(int((~enough & ~pooled).sum())), "pooled": np.array(int(pooled.sum()))}
 
 
 def threshold_values(kind: str, arrays: dict, features: np.ndarray | None, n_rows: int, *, flow: str = "gauss") -> np.ndarray:

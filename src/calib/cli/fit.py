@@ -32,10 +32,14 @@ def fit(
         Optional[float], typer.Option("--alpha", help="Miscoverage level of conformal methods.", show_default=False)
     ] = None,
     score: Annotated[
-        Optional[str], typer.Option("--score", help="Nonconformity score of conformal methods: msp | aps.", show_default=False)
+        Optional[str],
+        typer.Option(
+            "--score", help="Nonconformity score of conformal methods: msp | aps | raps | saps | topk.", show_default=False
+        ),
     ] = None,
     threshold: Annotated[
-        Optional[str], typer.Option("--threshold", help="Conformal threshold: constant | adaptive.", show_default=False)
+        Optional[str],
+        typer.Option("--threshold", help="Conformal threshold: constant | adaptive | classwise.", show_default=False),
     ] = None,
     variant: Annotated[Optional[str], typer.Option("--variant", help="ATS-CP variant: prob | score.", show_default=False)] = None,
     flow: Annotated[
