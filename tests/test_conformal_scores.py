@@ -189,8 +189,51 @@ def test_classwise_rare_classes_and_pooling():
     logits = rng.normal(size=(len(labels), 3)) + 2.0 * np.eye(3)[labels]
     fitted = calib.calibrator("mr", alpha=0.1, threshold="classwise").fit(logits, labels)
     report = fitted.fitted.fit_report()
-    assert report["classes with too few rows (always in the set)"] == 1
+    assert report["classes always in the set (q = inf)"] == 1
     assert np.isinf(fitted.fitted.threshold_["q"][2]) and fitted.predict_sets(logits)[:, 2].all()
     pooled = calib.calibrator("mr", alpha=0.1, threshold="classwise", min_class_rows=10).fit(logits, labels)
     assert pooled.fitted.fit_report()["classes pooled into the marginal quantile"] == 1
     assert np.isfinite(pooled.fitted.threshold_["q"]).all()
+
+
+def test_clustered_thresholds_sit_between_constant_and_classwise(cifar100):
+    """Ding et al. 2023 on CIFAR-100 test (50/50 splits, aps): CovGap of the clustered thresholds
+    lies between the constant threshold's and the classwise one's, with marginal coverage >= 1 - alpha
+    on average."""
+    from calib.calibrators.thresholds import class_thresholds, clustered_thresholds
+
+    _, _, logits, labels = cifar100
+    alpha, k = 0.1, 100
+    scores = label_scores(logits, labels, "aps")
+    rng = np.random.default_rng(1)
+    gaps, coverage = {"constant": [], "classwise": [], "clustered": []}, []
+    for split in range(30):
+        half = rng.permutation(len(labels)) < len(labels) // 2
+        test_scores, test_labels = scores[~half], labels[~half]
+        thresholds = {
+            "constant": np.full(k, conformal_quantile(scores[half], alpha)),
+            "classwise": class_thresholds(scores[half], labels[half], k, alpha)["q"],
+            "clustered": clustered_thresholds(scores[half], labels[half], k, alpha, seed=split)["q"],
+        }
+        for name, q in thresholds.items():
+            hit = test_scores <= q[test_labels]
+            per_class = np.bincount(test_labels, weights=hit, minlength=k) / np.bincount(test_labels, minlength=k)
+            gaps[name].append(np.mean(np.abs(per_class - (1 - alpha))))
+            if name == "clustered":
+                coverage.append(hit.mean())
+    mean = {name: np.mean(values) for name, values in gaps.items()}
+    assert mean["classwise"] < mean["clustered"] < mean["constant"], mean
+    assert np.mean(coverage) >= 1 - alpha - 1e-3
+
+
+def test_clustered_bundle_round_trip(tmp_path):
+    val, test = np.load(data_file("cifar100_resnet110_val.npz")), np.load(data_file("cifar100_resnet110_test.npz"))
+    fitted = calib.calibrator("ats-gq", alpha=0.1, threshold="clustered", score="raps").fit(val["logits"], val["labels"], seed=3)
+    report = fitted.fitted.fit_report()
+    per_class = int(np.bincount(val["labels"]).min() * 100 / (75 + 100))  # the paper's heuristic
+    assert report["threshold"] == "clustered" and report["clusters"] == per_class // 2
+    assert report["rows per class that embed it"] == per_class
+    fitted.save(str(tmp_path / "b"))
+    again = calib.load(str(tmp_path / "b"))
+    assert np.array_equal(again.predict_sets(test["logits"]), fitted.predict_sets(test["logits"]))
+    assert np.array_equal(again.predict_proba(test["logits"]), fitted.predict_proba(test["logits"]))

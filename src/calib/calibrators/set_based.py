@@ -18,7 +18,10 @@ from ..errors import InputError, UsageError
 from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from .base import Calibrator, add_counts
 from .conformal import CATEGORY_NAMES, ScoreOptions, check_alpha, check_choice, label_scores, nonconformity
-from .thresholds import FLOWS, class_thresholds, fit_threshold, threshold_values
+from .thresholds import FLOWS, class_thresholds, clustered_thresholds, fit_threshold, threshold_values
+
+#: Thresholds with one q per class (the candidate class's), not per row.
+PER_CLASS = ("classwise", "clustered")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +47,7 @@ class SetOptions(ConformalOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_choice("threshold", self.threshold, ("constant", "adaptive", "classwise"))
+        check_choice("threshold", self.threshold, ("constant", "adaptive", "classwise", "clustered"))
         check_choice("flow", self.flow, FLOWS)
         if self.min_class_rows < 0:
             raise UsageError(f"'min_class_rows' must be >= 0; got {self.min_class_rows}")
@@ -68,10 +71,13 @@ class SetCalibrator(Calibrator):
         scores = label_scores(logits, labels, self.options, probs=probs)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
-        if self.threshold_kind == "classwise":
-            self.threshold_ = class_thresholds(
-                scores, labels, logits.shape[1], self.options.alpha, min_class_rows=self.options.min_class_rows
-            )
+        if self.threshold_kind in PER_CLASS:
+            if self.threshold_kind == "classwise":
+                self.threshold_ = class_thresholds(
+                    scores, labels, logits.shape[1], self.options.alpha, min_class_rows=self.options.min_class_rows
+                )
+            else:
+                self.threshold_ = clustered_thresholds(scores, labels, logits.shape[1], self.options.alpha, seed=seed)
             self.fit_counts_ = self._count_rows(logits, features, probs)
             return self
         self.threshold_ = fit_threshold(
@@ -105,7 +111,7 @@ class SetCalibrator(Calibrator):
 
     def _conditioning(self, logits, features):
         """What an adaptive threshold is a function of: the logits, or the features it was fitted on."""
-        if self.threshold_kind in ("constant", "classwise"):
+        if self.threshold_kind == "constant" or self.threshold_kind in PER_CLASS:
             return None
         if self.conditioning_ == "features":
             if features is None:
@@ -132,7 +138,7 @@ class SetCalibrator(Calibrator):
 
     def _scores_and_sets(self, probs, logits, features):
         scores = nonconformity(probs, self.options)
-        if self.threshold_kind == "classwise":  # one threshold per class, broadcast along the rows
+        if self.threshold_kind in PER_CLASS:  # one threshold per class, broadcast along the rows
             return scores, scores <= self.threshold_["q"][None, :]
         q = self.thresholds(logits, features)
         return scores, scores <= q[:, None]  # one threshold per row, broadcast along its classes
@@ -189,12 +195,16 @@ class SetCalibrator(Calibrator):
         report = {"alpha": self.options.alpha, **self.options.score_settings(), "threshold": self.threshold_kind}
         if self.threshold_kind == "constant":
             report["q"] = float(self.threshold_["q"])
-        elif self.threshold_kind == "classwise":
+        elif self.threshold_kind in PER_CLASS:
             finite = self.threshold_["q"][np.isfinite(self.threshold_["q"])]
             report["q per class (median)"] = float(np.median(finite)) if len(finite) else float("inf")
-            report["classes with too few rows (always in the set)"] = int(self.threshold_["too_few"])
-            if int(self.threshold_["pooled"]):
+            report["classes always in the set (q = inf)"] = int(np.isinf(self.threshold_["q"]).sum())
+            if self.threshold_kind == "classwise" and int(self.threshold_["pooled"]):
                 report["classes pooled into the marginal quantile"] = int(self.threshold_["pooled"])
+            if self.threshold_kind == "clustered":
+                report["clusters"] = int(self.threshold_["clusters"])
+                report["classes in the null cluster (marginal quantile)"] = int((self.threshold_["cluster"] < 0).sum())
+                report["rows per class that embed it"] = int(self.threshold_["rows_per_class"])
         else:
             report["q (transformed scale)"] = float(self.threshold_["q"])
             report["conditioned on"] = self.conditioning_

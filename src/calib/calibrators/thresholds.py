@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import extras
 from . import mlp
-from .conformal import QUANTILE_SLACK, conformal_quantile
+from .conformal import QUANTILE_SLACK, conformal_quantile, min_calibration_size
 
 FLOW_GAMMA = 1e-3
 #: V is clamped below before a log (docs/calibrators.md).
@@ -22,7 +22,9 @@ FLOW_LR = {"er": 1e-2, "gauss": 1e-4}
 QR_HIDDEN = (64, 16)
 QR_STEPS = 2000
 QR_LR = 1e-3
-KINDS = ("constant", "adaptive", "qr", "classwise")
+KINDS = ("constant", "adaptive", "qr", "classwise", "clustered")
+#: Quantile levels that embed a class for clustering (Ding et al. 2023), besides 1 - alpha.
+EMBEDDING_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
 FLOWS = ("er", "gauss")
 
 
@@ -185,6 +187,55 @@ def class_thresholds(scores: np.ndarray, labels: np.ndarray, n_classes: int, alp
     if pooled.any():
         q[pooled] = conformal_quantile(scores, alpha, allow_full_set=True)
     return {"q": q, "too_few": np.array(int((~enough & ~pooled).sum())), "pooled": np.array(int(pooled.sum()))}
+
+
+def clustered_thresholds(scores: np.ndarray, labels: np.ndarray, n_classes: int, alpha: float, *, seed: int = 0) -> dict:
+    """Clustered class-conditional thresholds (Ding et al. 2023). Per class, a seeded n_c of its
+    calibration rows embed it (the quantiles of its scores at 0.5, 0.6, 0.7, 0.8, 0.9 and 1 - alpha);
+    the classes with enough of them (the smallest n for which the conformal quantile exists at
+    alpha) are grouped by k-means into M clusters; the others form a null cluster on the marginal
+    quantile. Each cluster's q is the conformal quantile of its classes' scores on the remaining
+    rows (+inf when too few), and q_y is its cluster's. The paper's defaults: with n the smallest
+    class count, n_c = floor(n K / (75 + K)) rows per class and M = floor(n_c / 2) clusters.
+    Returns {"q": (K,), "cluster": (K,) cluster per class (-1: null), "clusters", "rows_per_class"}."""
+    from scipy.cluster.vq import kmeans2
+
+    rng = np.random.default_rng([seed, 4])
+    counts = np.bincount(labels, minlength=n_classes)
+    present = counts[counts > 0]
+    per_class = int(present.min() * n_classes / (75 + n_classes)) if len(present) else 0
+    n_clusters = max(1, per_class // 2)
+    # a seeded permutation, then each class's first per_class rows (in that order) embed it
+    order = rng.permutation(len(labels))
+    by_class = order[np.argsort(labels[order], kind="stable")]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    position = np.empty(len(labels), dtype=np.int64)
+    position[by_class] = np.arange(len(labels)) - np.repeat(starts, counts)
+    embedding_rows = position < per_class
+    minimum = min_calibration_size(alpha)
+    levels = np.array([*EMBEDDING_LEVELS, 1.0 - alpha])
+    cluster = np.full(n_classes, -1, dtype=np.int64)
+    clusterable = np.flatnonzero(np.bincount(labels[embedding_rows], minlength=n_classes) >= minimum)
+    if len(clusterable) >= n_clusters and n_clusters > 1:
+        embedding = np.array([np.quantile(scores[embedding_rows & (labels == y)], levels) for y in clusterable])
+        _, assigned = kmeans2(embedding, n_clusters, minit="++", seed=rng)
+        cluster[clusterable] = assigned
+    elif len(clusterable):
+        cluster[clusterable] = 0
+    rest_scores, rest_labels = scores[~embedding_rows], labels[~embedding_rows]
+    q = np.full(n_classes, np.inf)
+    null = cluster < 0
+    if null.any():
+        q[null] = conformal_quantile(rest_scores, alpha, allow_full_set=True)
+    for c in np.unique(cluster[~null]):
+        members = cluster == c
+        q[members] = conformal_quantile(rest_scores[members[rest_labels]], alpha, allow_full_set=True)
+    return {
+        "q": q,
+        "cluster": cluster,
+        "clusters": np.array(int(len(np.unique(cluster[~null])))),
+        "rows_per_class": np.array(per_class),
+    }
 
 
 def threshold_values(kind: str, arrays: dict, features: np.ndarray | None, n_rows: int, *, flow: str = "gauss") -> np.ndarray:

@@ -39,7 +39,7 @@ def fit(
     ] = None,
     threshold: Annotated[
         Optional[str],
-        typer.Option("--threshold", help="Conformal threshold: constant | adaptive | classwise.", show_default=False),
+        typer.Option("--threshold", help="Conformal threshold: constant | adaptive | classwise | clustered.", show_default=False),
     ] = None,
     variant: Annotated[Optional[str], typer.Option("--variant", help="ATS-CP variant: prob | score.", show_default=False)] = None,
     flow: Annotated[
