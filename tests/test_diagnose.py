@@ -73,5 +73,9 @@ def test_conformal_bundle_adds_set_curves_and_the_uncalibrated_overlay(tmp_path,
     assert curve["set_size"] == sorted(curve["set_size"], reverse=True)  # bigger sets for smaller alpha
     assert curve["bundle"]["alpha"] == 0.1 and 0.85 < curve["bundle"]["coverage"] < 0.95
     assert sum(r["count"] for r in report["cumulative_mass_uncalibrated"]) == 10000 * 10
+    own = curve["bundle"]  # per-class coverage of the bundle's sets: 1,000 test rows per CIFAR-10 class
+    assert own["class_rows"] == [1000] * 10
+    assert np.mean(own["class_coverage"]) == pytest.approx(own["coverage"], abs=1e-12)
+    assert any("classes below 1 - alpha = 0.9" in f["text"] for f in report["findings"])
     png = (tmp_path / "r" / "conformal_sets.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and b"conformal sets" in (tmp_path / "r" / "report.html").read_bytes()

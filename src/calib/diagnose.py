@@ -183,6 +183,16 @@ def diagnose(
         result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
         if calibrator.builds_sets:
             result.conformal = conformal_curve(preds, calibrator, seed)
+            own = result.conformal["bundle"]
+            seen = [(c, k) for k, c in enumerate(own["class_coverage"]) if c is not None]
+            below = [(c, k) for c, k in seen if c < 1.0 - own["alpha"]]
+            if seen:
+                lowest = ", ".join(f"{k} ({c:.3g})" for c, k in sorted(seen)[:3])
+                result.note(
+                    "warning" if len(below) > len(seen) / 2 else "info",
+                    f"the bundle's sets cover {len(below)} of {len(seen)} classes below 1 - alpha = {1 - own['alpha']:g} "
+                    f"on these rows; lowest: {lowest}",
+                )
     per_class = classwise.weighted_error()
     order = np.argsort(-per_class, kind="stable")[:worst]
     result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
@@ -288,6 +298,8 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
     covered = np.zeros(len(alphas))
     sizes = np.zeros(len(alphas))
     own_covered = own_size = 0
+    class_rows = np.bincount(preds.labels, minlength=preds.k)
+    class_hits = np.zeros(preds.k)
     for rows in preds.chunks():
         logits, given, values = chunk_scores(rows)
         labels, side, own = preds.labels[rows], half[rows], own_scores(rows, values)
@@ -297,14 +309,23 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
             covered[i] += np.sum(own <= q)
             sizes[i] += np.sum(values <= q[:, None])
         in_set = calibrator.sets(logits, None, probs=given)
-        own_covered += int(in_set[np.arange(len(labels)), labels].sum())
+        hit = in_set[np.arange(len(labels)), labels]
+        own_covered += int(hit.sum())
         own_size += int(in_set.sum())
+        class_hits += np.bincount(labels, weights=hit, minlength=preds.k)
     return {
         "score": score,
         "alphas": alphas,
         "coverage": (covered / preds.n).tolist(),
         "set_size": (sizes / preds.n).tolist(),
-        "bundle": {"alpha": calibrator.options.alpha, "coverage": own_covered / preds.n, "set_size": own_size / preds.n},
+        "bundle": {
+            "alpha": calibrator.options.alpha,
+            "coverage": own_covered / preds.n,
+            "set_size": own_size / preds.n,
+            # the bundle's sets per class: P(y in C(x) | y), None for a class without rows here
+            "class_coverage": [float(h / n) if n else None for h, n in zip(class_hits, class_rows)],
+            "class_rows": class_rows.tolist(),
+        },
     }
 
 

@@ -113,7 +113,7 @@ def _figures(result):
 
     if result.conformal is not None:
         curve, own = result.conformal, result.conformal["bundle"]
-        fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 4.2))
+        fig, (left, right, classes) = plt.subplots(1, 3, figsize=(13.5, 4.2))
         left.plot(curve["alphas"], [1 - a for a in curve["alphas"]], "k--", lw=1, label="target 1 - alpha")
         left.plot(curve["alphas"], curve["coverage"], "o-", color=MODEL_COLOUR, label=f"split conformal ({curve['score']})")
         left.plot([own["alpha"]], [own["coverage"]], "*", color=CALIBRATED_COLOUR, ms=13, label="this bundle")
@@ -128,7 +128,13 @@ def _figures(result):
         right.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         right.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         right.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
-        fig.suptitle("Conformal sets against alpha (constant threshold refitted per alpha, two-fold)")
+        per_class = sorted(c for c in own["class_coverage"] if c is not None)
+        classes.plot(range(1, len(per_class) + 1), per_class, ".-", color=MODEL_COLOUR, label="the bundle's sets, per class")
+        classes.axhline(1 - own["alpha"], color="k", ls="--", lw=1, label=f"1 - alpha = {1 - own['alpha']:g}")
+        classes.set_xlabel("classes, lowest coverage first")
+        classes.set_ylabel("coverage of the class's rows")
+        _legend_below(classes, 1)
+        fig.suptitle("Conformal sets: coverage and size against alpha (constant threshold refitted per alpha, two-fold), per-class coverage")
         fig.tight_layout()
         figures["conformal_sets"] = fig
     return figures, plt

@@ -176,7 +176,7 @@ def report_page(result, figures: dict[str, str]) -> str:
             for a, c, s in zip(curve["alphas"], curve["coverage"], curve["set_size"])
         ]
         parts.append(
-            "<section id='conformal'><h2>Conformal sets against alpha</h2>"
+            "<section id='conformal'><h2>Conformal sets against alpha, and per class</h2>"
             + _figure(figures, "conformal_sets", "conformal sets against alpha")
             + _table(["alpha", "coverage", "mean set size"], rows, [True, True, True], "conformal-sets")
             + "</section>"
