@@ -27,16 +27,19 @@ def main() -> None:
     print(f"CIFAR-100 test, the model's own probabilities: ECE {base['ece']:.4f}, CMCE {base['cmce']:.4f}")
     print("| score | threshold | coverage | mean size | CovGap | SSCV | MR ECE | MR CMCE | ATS-GQ ECE | ATS-GQ CMCE |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for threshold in THRESHOLDS:
-        for score in SCORES if threshold == "constant" else ("msp", "aps"):
-            row = [score, threshold]
-            for method in ("mr", "ats-gq"):
-                fitted = calib.calibrator(method, alpha=0.1, score=score, threshold=threshold).fit(val["logits"], val["labels"])
-                values = calib.evaluate(test["logits"], test["labels"], metrics=["ece", "cmce"], calibrator=fitted).values
-                if method == "mr":
-                    row += [f"{values[key]:.4f}" if key != "set_size" else f"{values[key]:.2f}" for key in SET_KEYS]
-                row += [f"{values['ece']:.4f}", f"{values['cmce']:.4f}"]
-            print("| " + " | ".join(row) + " |")
+    cases = [(score, "constant", False) for score in SCORES]
+    cases += [(score, "constant", True) for score in SCORES if score != "msp"]
+    cases += [(score, threshold, False) for threshold in THRESHOLDS[1:] for score in ("msp", "aps")]
+    for score, threshold, randomize in cases:
+        row = [score + (", randomised" if randomize else ""), threshold]
+        for method in ("mr", "ats-gq"):
+            fitted = calib.calibrator(method, alpha=0.1, score=score, threshold=threshold, randomize=randomize)
+            fitted.fit(val["logits"], val["labels"])
+            values = calib.evaluate(test["logits"], test["labels"], metrics=["ece", "cmce"], calibrator=fitted).values
+            if method == "mr":
+                row += [f"{values[key]:.4f}" if key != "set_size" else f"{values[key]:.2f}" for key in SET_KEYS]
+            row += [f"{values['ece']:.4f}", f"{values['cmce']:.4f}"]
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":

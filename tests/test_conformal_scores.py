@@ -237,3 +237,51 @@ def test_clustered_bundle_round_trip(tmp_path):
     again = calib.load(str(tmp_path / "b"))
     assert np.array_equal(again.predict_sets(test["logits"]), fitted.predict_sets(test["logits"]))
     assert np.array_equal(again.predict_proba(test["logits"]), fitted.predict_proba(test["logits"]))
+
+
+def test_randomised_scores_by_hand():
+    """With u per row: aps/raps V - (1 - u) p_y, saps u p_max at rank 1 else p_max + (r - 2 + u) lambda,
+    topk r - 1 + u (u from the row's bits and the seed)."""
+    from calib.calibrators.conformal import row_uniforms
+
+    u = row_uniforms(P, 7)[0]
+    assert 0.0 <= u < 1.0 and row_uniforms(P, 7)[0] == u and row_uniforms(P, 8)[0] != u
+    aps = nonconformity(P, ScoreOptions("aps", randomize=True), seed=7)
+    assert np.allclose(aps, [[0.5 - (1 - u) * 0.5, 0.7 - (1 - u) * 0.2, 0.9 - (1 - u) * 0.2, 1.0 - (1 - u) * 0.1]])
+    saps = nonconformity(P, ScoreOptions("saps", saps_lambda=0.2, randomize=True), seed=7)
+    assert np.allclose(saps, [[u * 0.5, 0.5 + u * 0.2, 0.5 + (1 + u) * 0.2, 0.5 + (2 + u) * 0.2]])
+    assert np.allclose(nonconformity(P, ScoreOptions("topk", randomize=True), seed=7), [[u, 1 + u, 2 + u, 3 + u]])
+    with pytest.raises(ValueError, match="randomise"):
+        ScoreOptions("msp", randomize=True)
+
+
+def test_randomised_sets_cover_exactly_one_minus_alpha(cifar100):
+    """Randomised top-k on CIFAR-100 test over 100 random 50/50 splits: coverage 1 - alpha on average
+    (the non-randomised sets over-cover, 0.91, because a set holds a whole number of classes)."""
+    _, _, logits, labels = cifar100
+    alpha = 0.1
+    rng = np.random.default_rng(2)
+    coverage = {}
+    for randomize in (False, True):
+        options = ScoreOptions("topk", randomize=randomize)
+        scores = label_scores(logits, labels, options, seed=11)
+        values = []
+        for _ in range(100):
+            half = rng.permutation(len(labels)) < len(labels) // 2
+            values.append(np.mean(scores[~half] <= conformal_quantile(scores[half], alpha)))
+        coverage[randomize] = np.mean(values)
+    assert coverage[False] > 0.905 and abs(coverage[True] - (1 - alpha)) < 0.003
+
+
+def test_randomised_bundle_gives_the_same_sets_after_reload(tmp_path):
+    val, test = np.load(SAMPLE / "cifar10_val.npz"), np.load(SAMPLE / "cifar10_test.npz")
+    fitted = calib.calibrator("mr", alpha=0.1, score="aps", randomize=True).fit(val["logits"], val["labels"], seed=5)
+    assert fitted.fitted.fit_report()["randomize"] is True
+    fitted.save(str(tmp_path / "b"))
+    again = calib.load(str(tmp_path / "b"))
+    assert np.array_equal(again.predict_sets(test["logits"]), fitted.predict_sets(test["logits"]))
+    other_seed = calib.calibrator("mr", alpha=0.1, score="aps", randomize=True).fit(val["logits"], val["labels"], seed=6)
+    assert not np.array_equal(other_seed.predict_sets(test["logits"]), fitted.predict_sets(test["logits"]))
+    # the sets of a row do not depend on the rows around it (u is the row's own)
+    part = fitted.predict_sets(test["logits"][5:9])
+    assert np.array_equal(part, fitted.predict_sets(test["logits"])[5:9])

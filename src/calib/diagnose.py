@@ -131,7 +131,7 @@ def diagnose(
     if calibrator is not None:
         options = dataclasses.asdict(calibrator.options)
         if hasattr(calibrator.options, "score_settings"):  # only the parameters of the score in use
-            unused = {"raps_lambda", "raps_kreg", "saps_lambda"} - set(calibrator.options.score_settings())
+            unused = {"raps_lambda", "raps_kreg", "saps_lambda", "randomize"} - set(calibrator.options.score_settings())
             options = {key: value for key, value in options.items() if key not in unused}
         result.source.update(bundle=bundle_path, method=calibrator.name, options=options)
     result.report = evaluation_report(
@@ -287,7 +287,7 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
         """The rows' log-space scores and V(x, y) of every class, on the probabilities as given
         for probability inputs (as the bundle's own sets score them)."""
         logits, given = preds.logits_and_given(rows)
-        return logits, given, nonconformity(softmax(logits) if given is None else given, calibrator.options)
+        return logits, given, nonconformity(softmax(logits) if given is None else given, calibrator.options, calibrator.score_seed_)
 
     def own_scores(rows, values):
         return values[np.arange(rows.stop - rows.start), preds.labels[rows]]

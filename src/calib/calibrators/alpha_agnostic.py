@@ -125,7 +125,8 @@ class AlphaAgnostic(Calibrator):
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
-        scores = label_scores(logits, labels, self.options, probs=probs)
+        self.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
+        scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
         self.fit_levels(scores, features if features is not None else logits, seed)
@@ -163,7 +164,7 @@ class AlphaAgnostic(Calibrator):
         logits = np.asarray(logits, dtype=np.float64)
         log_probs, softmax_probs = log_softmax_and_softmax(logits)
         probs = softmax_probs if probs is None else np.asarray(probs, dtype=np.float64)
-        values = nonconformity(probs, self.options)
+        values = nonconformity(probs, self.options, self.score_seed_)
         base = logits if self.options.variant == "prob" else -np.log(np.maximum(values, SCORE_FLOOR))
         owner, in_set, target = self.levels(values, self._conditioning(logits, features))
         tempered, _, category = tempered_distribution(base[owner], in_set, target, log_space=True)

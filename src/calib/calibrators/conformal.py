@@ -7,6 +7,9 @@ Nonconformity scores V(x, y) on p = softmax(z) (or the probabilities as given), 
   raps: V = A(x, y) + lambda max(0, r(x, y) - k_reg)  (Angelopoulos et al. 2021);
   saps: V = p_max if r(x, y) = 1, else p_max + (r(x, y) - 1) lambda  (Huang et al. 2024);
   topk: V = r(x, y)  (the sets are the top-q classes).
+Randomised (``randomize``; not for msp): u in [0, 1) per row, a function of the seed and of the
+row's probabilities (the same row gets the same u at fit and apply, in any chunk or thread):
+aps/raps V - (1 - u) p_y; saps u p_max at rank 1, else p_max + (r - 2 + u) lambda; topk r - 1 + u.
 Split-conformal quantile of n calibration scores: k = ceil((n + 1)(1 - alpha)), q = k-th smallest;
 k > n is an error naming the smallest workable n. Sets: C(x) = {y : V(x, y) <= q(x)}, exactly as
 defined (possibly empty); for both scores a top set of the probability ranking.
@@ -35,9 +38,12 @@ class ScoreOptions:
     raps_lambda: float = 0.01
     raps_kreg: int = 5
     saps_lambda: float = 0.2
+    randomize: bool = False
 
     def __post_init__(self):
         check_choice("score", self.score, SCORES)
+        if self.randomize and self.score == "msp":
+            raise UsageError("'randomize' applies to the aps, raps, saps and topk scores; msp has nothing to randomise")
         if self.raps_lambda < 0 or self.raps_kreg < 0:
             raise UsageError(f"'raps_lambda' and 'raps_kreg' must be >= 0; got {self.raps_lambda}, {self.raps_kreg}")
         if self.saps_lambda <= 0:
@@ -46,7 +52,27 @@ class ScoreOptions:
     def score_settings(self) -> dict:
         """The score and the parameters it uses (for fit reports)."""
         used = {"raps": ("raps_lambda", "raps_kreg"), "saps": ("saps_lambda",)}.get(self.score, ())
-        return {"score": self.score, **{name: getattr(self, name) for name in used}}
+        return {"score": self.score, **{name: getattr(self, name) for name in used}, **({"randomize": True} if self.randomize else {})}
+
+
+#: Multipliers of the row hash behind randomised scores (odd 64-bit constants: golden ratio, splitmix64).
+_HASH_STEP, _MIX_1, _MIX_2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def row_uniforms(probs: np.ndarray, seed: int) -> np.ndarray:
+    """u in [0, 1) per row from the bits of the row's float64 probabilities and the seed (a
+    polynomial hash of the row, then splitmix64's finaliser): uniform in practice, the same for
+    the same row and seed wherever and whenever it is computed."""
+    bits = np.ascontiguousarray(probs, dtype=np.float64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        weights = (np.arange(1, bits.shape[1] + 1, dtype=np.uint64) * _HASH_STEP) | np.uint64(1)
+        h = (bits * weights[None, :]).sum(axis=1, dtype=np.uint64) + np.uint64(seed) * _HASH_STEP
+        h ^= h >> np.uint64(30)
+        h *= _MIX_1
+        h ^= h >> np.uint64(27)
+        h *= _MIX_2
+        h ^= h >> np.uint64(31)
+    return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 # Row categories of the infeasible-row rule (docs/calibrators.md, "Infeasible rows"), counted in fit and
@@ -79,9 +105,10 @@ def check_choice(name: str, value: str, choices) -> str:
     return value
 
 
-def nonconformity(probs: np.ndarray, options: ScoreOptions | str) -> np.ndarray:
+def nonconformity(probs: np.ndarray, options: ScoreOptions | str, seed: int = 0) -> np.ndarray:
     """V(x, y) for every class of every row, (N, K), from probabilities, by ``options.score`` (a
-    score's name alone takes its default parameters)."""
+    score's name alone takes its default parameters); randomised with :func:`row_uniforms` of
+    ``seed`` when ``options.randomize``."""
     options = ScoreOptions(options) if isinstance(options, str) else options
     if options.score == "msp":
         return 1.0 - probs
@@ -95,21 +122,26 @@ def nonconformity(probs: np.ndarray, options: ScoreOptions | str) -> np.ndarray:
         ranked[tied] = np.take_along_axis(probs[tied], order[tied], axis=1)
     k = probs.shape[1]
     rank = np.arange(1.0, k + 1.0)[None, :]  # r of the class in each rank position
+    u = row_uniforms(probs, seed)[:, None] if options.randomize else None
     if options.score in ("aps", "raps"):
         by_rank = np.cumsum(ranked, axis=1)
         if options.score == "raps":
             by_rank += options.raps_lambda * np.maximum(rank - options.raps_kreg, 0.0)
+        if u is not None:
+            by_rank -= (1.0 - u) * ranked
     elif options.score == "saps":
-        by_rank = ranked[:, :1] + (rank - 1.0) * options.saps_lambda
+        by_rank = ranked[:, :1] + (rank - 1.0 if u is None else rank - 2.0 + u) * options.saps_lambda
+        if u is not None:
+            by_rank[:, 0] = u[:, 0] * ranked[:, 0]
     else:  # topk
-        by_rank = np.broadcast_to(rank, ranked.shape).copy()
+        by_rank = np.broadcast_to(rank, ranked.shape).copy() - (0.0 if u is None else 1.0 - u)
     scores = np.empty_like(by_rank)
     np.put_along_axis(scores, order, by_rank, axis=1)
     return scores
 
 
 def label_scores(
-    logits: np.ndarray, labels: np.ndarray, options: ScoreOptions | str, probs: np.ndarray | None = None
+    logits: np.ndarray, labels: np.ndarray, options: ScoreOptions | str, probs: np.ndarray | None = None, seed: int = 0
 ) -> np.ndarray:
     """V(x_i, y_i) for calibration rows, computed a chunk of rows at a time, on ``probs`` (the
     model's probabilities as given) if given, else on softmax(logits): the test rows' own
@@ -121,7 +153,7 @@ def label_scores(
         probs_rows = softmax(logits[rows]) if probs is None else np.asarray(probs[rows], dtype=np.float64)
         if options.score == "msp":
             return 1.0 - probs_rows[np.arange(len(probs_rows)), labels[rows]]
-        return nonconformity(probs_rows, options)[np.arange(len(probs_rows)), labels[rows]]
+        return nonconformity(probs_rows, options, seed)[np.arange(len(probs_rows)), labels[rows]]
 
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
 

@@ -68,7 +68,8 @@ class SetCalibrator(Calibrator):
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
-        scores = label_scores(logits, labels, self.options, probs=probs)
+        self.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
+        scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
         if self.threshold_kind in PER_CLASS:
@@ -137,7 +138,7 @@ class SetCalibrator(Calibrator):
         return self._scores_and_sets(softmax(logits) if probs is None else probs, logits, features)[1]
 
     def _scores_and_sets(self, probs, logits, features):
-        scores = nonconformity(probs, self.options)
+        scores = nonconformity(probs, self.options, self.score_seed_)
         if self.threshold_kind in PER_CLASS:  # one threshold per class, broadcast along the rows
             return scores, scores <= self.threshold_["q"][None, :]
         q = self.thresholds(logits, features)
@@ -224,11 +225,13 @@ class SetCalibrator(Calibrator):
 
 
 def conditioning_params(calibrator) -> dict:
-    """What a fitted conformal calibrator conditions on, and its calibration-row counts, as JSON."""
+    """What a fitted conformal calibrator conditions on, its calibration-row counts and the seed of
+    its randomised scores, as JSON."""
     return {
         "conditioning": calibrator.conditioning_,
         "n_conditioning": calibrator.n_conditioning_,
         "fit_counts": calibrator.fit_counts_,
+        "score_seed": calibrator.score_seed_,
     }
 
 
@@ -236,6 +239,7 @@ def restore_conditioning(calibrator, params: dict):
     calibrator.conditioning_ = params["conditioning"]
     calibrator.n_conditioning_ = int(params["n_conditioning"])
     calibrator.fit_counts_ = dict(params["fit_counts"])
+    calibrator.score_seed_ = int(params.get("score_seed", 0))  # bundles from before randomised scores: 0
     return calibrator
 
 
