@@ -287,7 +287,11 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
         """The rows' log-space scores and V(x, y) of every class, on the probabilities as given
         for probability inputs (as the bundle's own sets score them)."""
         logits, given = preds.logits_and_given(rows)
-        return logits, given, nonconformity(softmax(logits) if given is None else given, calibrator.options, calibrator.score_seed_)
+        return (
+            logits,
+            given,
+            nonconformity(softmax(logits) if given is None else given, calibrator.options, calibrator.score_seed_),
+        )
 
     def own_scores(rows, values):
         return values[np.arange(rows.stop - rows.start), preds.labels[rows]]

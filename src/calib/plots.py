@@ -134,7 +134,9 @@ def _figures(result):
         classes.set_xlabel("classes, lowest coverage first")
         classes.set_ylabel("coverage of the class's rows")
         _legend_below(classes, 1)
-        fig.suptitle("Conformal sets: coverage and size against alpha (constant threshold refitted per alpha, two-fold), per-class coverage")
+        fig.suptitle(
+            "Conformal sets: coverage and size against alpha (constant threshold refitted per alpha, two-fold), per-class coverage"
+        )
         fig.tight_layout()
         figures["conformal_sets"] = fig
     return figures, plt

@@ -52,7 +52,11 @@ class ScoreOptions:
     def score_settings(self) -> dict:
         """The score and the parameters it uses (for fit reports)."""
         used = {"raps": ("raps_lambda", "raps_kreg"), "saps": ("saps_lambda",)}.get(self.score, ())
-        return {"score": self.score, **{name: getattr(self, name) for name in used}, **({"randomize": True} if self.randomize else {})}
+        return {
+            "score": self.score,
+            **{name: getattr(self, name) for name in used},
+            **({"randomize": True} if self.randomize else {}),
+        }
 
 
 #: Multipliers of the row hash behind randomised scores (odd 64-bit constants: golden ratio, splitmix64).
