@@ -285,3 +285,40 @@ def test_randomised_bundle_gives_the_same_sets_after_reload(tmp_path):
     # the sets of a row do not depend on the rows around it (u is the row's own)
     part = fitted.predict_sets(test["logits"][5:9])
     assert np.array_equal(part, fitted.predict_sets(test["logits"])[5:9])
+
+
+def test_class_quantiles_equal_numpys():
+    from calib.calibrators.thresholds import class_quantiles
+
+    rng = np.random.default_rng(0)
+    scores, labels = rng.uniform(size=500), rng.integers(0, 6, 500)
+    labels[labels == 3] = 2  # class 3 empty
+    labels[0] = 5
+    labels[labels == 5] = 4
+    labels[0] = 5  # class 5 a single row
+    levels = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
+    got = class_quantiles(scores, labels, 7, levels)
+    for c in range(7):
+        rows = labels == c
+        if rows.any():
+            assert np.array_equal(got[c], np.quantile(scores[rows], levels)), c
+        else:
+            assert np.isnan(got[c]).all()
+
+
+@pytest.mark.slow
+def test_per_class_thresholds_at_ten_thousand_classes():
+    """K = 10,000: one sort of the scores grouped by class, no loop over rows or classes."""
+    import time
+
+    rng = np.random.default_rng(0)
+    n, k = 12_000, 10_000
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)).astype(np.float32)
+    logits[np.arange(n), labels] += 4.0
+    for threshold in ("classwise", "clustered"):
+        start = time.perf_counter()
+        fitted = calib.calibrator("mr", alpha=0.5, score="raps", threshold=threshold).fit(logits[:10_000], labels[:10_000])
+        sets = fitted.predict_sets(logits[10_000:])
+        assert time.perf_counter() - start < 120 and sets.shape == (2_000, k)
+        assert fitted.fitted.threshold_["q"].shape == (k,)

@@ -189,6 +189,23 @@ def class_thresholds(scores: np.ndarray, labels: np.ndarray, n_classes: int, alp
     return {"q": q, "too_few": np.array(int((~enough & ~pooled).sum())), "pooled": np.array(int(pooled.sum()))}
 
 
+def class_quantiles(scores: np.ndarray, labels: np.ndarray, n_classes: int, levels: np.ndarray) -> np.ndarray:
+    """(K, L) quantiles of each class's scores at ``levels`` (numpy's default linear rule), from
+    one sort of the scores grouped by class; NaN for a class without rows."""
+    counts = np.bincount(labels, minlength=n_classes)
+    ordered = scores[np.lexsort((scores, labels))]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    position = levels[None, :] * (counts[:, None] - 1)  # h = level (n - 1), between two order statistics
+    below = np.floor(position).astype(np.int64)
+    above = np.minimum(below + 1, np.maximum(counts[:, None] - 1, 0))
+    seen = counts > 0
+    out = np.full((n_classes, len(levels)), np.nan)
+    lo = ordered[starts[seen, None] + below[seen]]
+    hi = ordered[starts[seen, None] + above[seen]]
+    out[seen] = lo + (position[seen] - below[seen]) * (hi - lo)
+    return out
+
+
 def clustered_thresholds(scores: np.ndarray, labels: np.ndarray, n_classes: int, alpha: float, *, seed: int = 0) -> dict:
     """Clustered class-conditional thresholds (Ding et al. 2023). Per class, a seeded n_c of its
     calibration rows embed it (the quantiles of its scores at 0.5, 0.6, 0.7, 0.8, 0.9 and 1 - alpha);
@@ -217,7 +234,7 @@ def clustered_thresholds(scores: np.ndarray, labels: np.ndarray, n_classes: int,
     cluster = np.full(n_classes, -1, dtype=np.int64)
     clusterable = np.flatnonzero(np.bincount(labels[embedding_rows], minlength=n_classes) >= minimum)
     if len(clusterable) >= n_clusters and n_clusters > 1:
-        embedding = np.array([np.quantile(scores[embedding_rows & (labels == y)], levels) for y in clusterable])
+        embedding = class_quantiles(scores[embedding_rows], labels[embedding_rows], n_classes, levels)[clusterable]
         _, assigned = kmeans2(embedding, n_clusters, minit="++", seed=rng)
         cluster[clusterable] = assigned
     elif len(clusterable):
