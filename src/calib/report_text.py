@@ -178,11 +178,16 @@ def text_table(header: list[str], rows: list[list[str]], right: list[bool]) -> l
     return [line(header), *(line(row) for row in rows)]
 
 
+def markdown_escape(text: str) -> str:
+    """Text that markdown shows as it is: ``|`` (a table's cell border) and ``*`` (emphasis) escaped."""
+    return text.replace("|", "\\|").replace("*", "\\*")
+
+
 def markdown_table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
-    """A GitHub-flavoured markdown table (``|`` in cells escaped)."""
+    """A GitHub-flavoured markdown table (``|`` and ``*`` in cells escaped)."""
 
     def line(cells):
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(markdown_escape(c) for c in cells) + " |"
 
     return [line(header), "|" + "|".join("---:" if r else "---" for r in right) + "|", *(line(row) for row in rows)]
 
@@ -239,7 +244,7 @@ def report_lines(report: dict, style: str = "text") -> list[str]:
         if grouped is not None:
             title, group_header, group_rows, notes = grouped
             lines += [f"**{title}**", "", *markdown_table(group_header, group_rows, [False] + [True] * (len(group_header) - 1))]
-            lines += ["", *(f"- {note}" for note in notes)]
+            lines += ["", *(f"- {markdown_escape(note)}" for note in notes)]
         lines += [f"- {line}" for line in table_footnotes(report) + gate_lines(report)]
         return lines
     lines = [f"calib evaluate: {report_title(report)}", *text_table(header, rows, right), *table_footnotes(report)]
