@@ -362,8 +362,8 @@ def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_pa
 
 
 def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
-    """The streamed metrics are filled per chunk on worker threads and the V-ECE fits run two at a
-    time: the values are the same, to the bit, with one thread or three."""
+    """The streamed metrics (overall and per group) are filled per chunk on worker threads and the
+    V-ECE fits run two at a time: the values are the same, to the bit, with one thread or three."""
     import calib
     from calib.numerics import CHUNK_ELEMENTS
 
@@ -374,6 +374,7 @@ def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
     for threads in ("1", "3"):
         monkeypatch.setenv("CALIB_THREADS", threads)
         streamed = calib.evaluate(logits, labels).values
+        grouped = calib.evaluate(logits, labels, groups=labels % 7).group_values
         vece = calib.evaluate(logits[:1500], labels[:1500], metrics=["vece_l1", "vece_over"], vece=True).values
-        values.append({**streamed, **vece})
+        values.append({**streamed, **vece, "groups": grouped})
     assert values[0] == values[1]

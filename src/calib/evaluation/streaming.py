@@ -125,13 +125,14 @@ def compute_metrics(
         sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
         grouped = {side: BootstrapStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
 
-    # Without row groups (bootstrap, slices) each chunk's accumulator states are filled on the worker
+    # Each chunk's accumulator states (per slice when grouped by a column) are filled on the worker
     # thread that computed its probabilities and added here in row order: the same sums, in the same
-    # order, as updating here, with the sort and bin counts of two chunks running on two cores.
-    per_chunk = not sliced and not grouped
+    # order, as updating here, with the sort and bin counts of two chunks running on two cores. The
+    # bootstrap's random row groups need the batches here.
+    per_chunk = not grouped
 
     def batches(rows: slice):
-        """The chunk's model and calibrated batches and set mask (or, without row groups, the
+        """The chunk's model and calibrated batches and set mask (or, without bootstrap groups, the
         accumulator states they fill): the costly part, run on worker threads; the results are
         combined in row order on this thread (same result for any thread count)."""
         batch, after, in_set = uncalibrated_batch(preds, rows), None, None
@@ -147,7 +148,11 @@ def compute_metrics(
             return rows, {"uncalibrated": batch, "calibrated": after}, in_set
         filled = {}
         for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
-            if side_batch is not None:
+            if side_batch is None:
+                continue
+            if side in sliced:
+                filled[side] = sliced[side].chunk_states(side_batch, rows)
+            else:
                 chunk_set = MetricSet(keys, config, preds.k)
                 chunk_set.update(side_batch)
                 filled[side] = chunk_set.state()
@@ -163,7 +168,9 @@ def compute_metrics(
         for side, side_batch in by_side.items():
             if side_batch is None:
                 continue
-            if per_chunk:
+            if per_chunk and side in sliced:
+                sliced[side].absorb_chunk(side_batch)
+            elif per_chunk:
                 overall[side].absorb(side_batch)
             elif side in sliced:
                 sliced[side].update(side_batch, rows)

@@ -29,16 +29,17 @@ class Additive:
         return out
 
     def absorb(self, state: dict[str, np.ndarray]) -> None:
-        """Add another accumulator's :meth:`state` into this one."""
+        """Add another accumulator's :meth:`state` into this one (arrays in place: the same sums,
+        without a new array per merge, which counts when thousands of group states merge)."""
         for name in self.STATE:
             value = getattr(self, name)
             if isinstance(value, BinCounter):
                 for key in ("count", "sum_pred", "sum_true"):
-                    setattr(value, key, getattr(value, key) + state[f"{name}.{key}"])
+                    getattr(value, key)[...] += state[f"{name}.{key}"]
             elif isinstance(value, list):
                 value.append(np.asarray(state[name]))
             elif isinstance(value, np.ndarray):
-                setattr(self, name, value + state[name])
+                value += state[name]
             else:
                 setattr(self, name, type(value)(value + state[name].item()))
 

@@ -71,9 +71,18 @@ class GroupedMetricSets:
         self.assignment = assignment
         self.groups = groups
         self.make_metric_set = make_metric_set
-        self.sets = [make_metric_set() for _ in range(groups)]
+        self._sets: list[MetricSet | None] = [None] * groups  # made on first use: a chunk's own set is adopted
 
-    def update(self, batch: Batch, rows) -> None:
+    @property
+    def sets(self) -> list[MetricSet]:
+        """Every group's MetricSet (an empty one for a group no row has reached)."""
+        for group, metric_set in enumerate(self._sets):
+            if metric_set is None:
+                self._sets[group] = self.make_metric_set()
+        return self._sets
+
+    def _parts(self, batch: Batch, rows):
+        """(group, the batch's rows of that group) for every group in ``rows``."""
         group = self.assignment[rows]
         if len(group) == 0:
             return
@@ -83,7 +92,31 @@ class GroupedMetricSets:
         starts = np.flatnonzero(np.diff(sorted_group, prepend=-1))
         for start, stop in zip(starts, np.append(starts[1:], len(sorted_group))):
             part = slice(int(start), int(stop)) if ordered else order[start:stop]
-            self.sets[sorted_group[start]].update(batch if ordered and stop - start == len(group) else batch.take(part))
+            yield int(sorted_group[start]), batch if ordered and stop - start == len(group) else batch.take(part)
+
+    def update(self, batch: Batch, rows) -> None:
+        for group, part in self._parts(batch, rows):
+            if self._sets[group] is None:
+                self._sets[group] = self.make_metric_set()
+            self._sets[group].update(part)
+
+    def chunk_states(self, batch: Batch, rows) -> list[tuple[int, MetricSet]]:
+        """What a chunk adds to each of its groups, in fresh MetricSets (filled on a worker thread);
+        :meth:`absorb_chunk` adds them in row order: the same sums as :meth:`update`."""
+        filled = []
+        for group, part in self._parts(batch, rows):
+            chunk_set = self.make_metric_set()
+            chunk_set.update(part)
+            filled.append((group, chunk_set))
+        return filled
+
+    def absorb_chunk(self, filled: list[tuple[int, MetricSet]]) -> None:
+        """Add a chunk's sets: a group's first is adopted as it is (0 + x = x), later ones added."""
+        for group, chunk_set in filled:
+            if self._sets[group] is None:
+                self._sets[group] = chunk_set
+            else:
+                self._sets[group].absorb(chunk_set.state())
 
     def states(self) -> list[dict[str, np.ndarray]]:
         return [metric_set.state() for metric_set in self.sets]
