@@ -130,3 +130,24 @@ def test_kl_temperature_finds_a_narrow_valley_beside_a_plateau(direction):
     base = np.array([[0.0, -28.43, -29.09, -30.03, -30.03, -42.89]])
     reference = log_softmax(base / np.exp(1.8))
     assert kl_temperature(base, reference, direction)[0] == pytest.approx(1.8, abs=1e-6)
+
+
+def test_aggregate_and_model_are_flags_and_central_is_the_geometric_mean(tmp_path, run):
+    """`--aggregate` and `--model` work like `--alpha` (and `-O aggregate=` still does); the ATS-CP
+    paper's "central" aggregation is softmax of the mean log-probability, calib's `geometric`."""
+    import json
+
+    from conftest import SAMPLE
+
+    import calib
+
+    test = np.load(SAMPLE / "cifar10_test.npz")
+    code, _, err = run("fit", SAMPLE / "cifar10_val.npz", "-m", "ats-mgq", "--aggregate", "central", "--out", tmp_path / "a")
+    assert code == 0, err
+    assert json.loads((tmp_path / "a" / "manifest.json").read_text())["options"]["aggregate"] == "central"
+    code, _, _ = run("fit", SAMPLE / "cifar10_val.npz", "-m", "ats-mgq", "-O", "aggregate=geometric", "--out", tmp_path / "b")
+    assert code == 0
+    central, geometric = calib.load(str(tmp_path / "a")), calib.load(str(tmp_path / "b"))
+    assert np.array_equal(central.predict_proba(test["logits"][:500]), geometric.predict_proba(test["logits"][:500]))
+    code, _, err = run("fit", SAMPLE / "cifar10_val.npz", "-m", "ats-maq", "--model", "nope", "--out", tmp_path / "c")
+    assert code == 2 and "'model' must be one of multiqr, flow" in err

@@ -22,6 +22,7 @@ unchanged, and so is a pair whose set is empty or full (its distribution is the 
 Aggregation of a row's tempered distributions p_1..p_m:
 - ``mean``: (1/m) sum_j p_j (the minimiser of (1/m) sum_j KL(p_j || q) over all q);
 - ``geometric``: softmax((1/m) sum_j log p_j) (the minimiser of (1/m) sum_j KL(q || p_j));
+  ``central`` is the same, under the ATS-CP paper's name for it (p_central, section 3.2);
 - ``kl-forward`` / ``kl-reverse``: one temperature of the base distribution, q = p~(tau*), with tau*
   minimising the same averages over tau only. Both objectives reduce to a function of one row vector
   (the mean, resp. the normalised geometric mean) and are minimised on log tau in [1e-4, 1e6]: a
@@ -46,7 +47,7 @@ from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
 from .set_based import _count, conditioning_params, restore_conditioning
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
 
-AGGREGATES = ("mean", "geometric", "kl-forward", "kl-reverse")
+AGGREGATES = ("mean", "geometric", "central", "kl-forward", "kl-reverse")
 #: ats-maq --model multiqr alpha grid (docs/calibrators.md), in head order: levels 1 - alpha increasing.
 HEAD_ALPHAS = np.array([0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05])
 GOLDEN_TOL = 1e-9
@@ -211,7 +212,7 @@ class AlphaAgnostic(Calibrator):
             log_reference = np.log(np.maximum(np.add.reduceat(np.exp(tempered), starts, axis=0) / counts, 1e-300))
         else:
             log_reference = log_softmax(np.add.reduceat(tempered, starts, axis=0) / counts)
-        if method in ("mean", "geometric"):
+        if method in ("mean", "geometric", "central"):
             out[rows] = log_reference
         else:
             out[rows] = log_softmax(base[rows] / np.exp(kl_temperature(base[rows], log_reference, method))[:, None])

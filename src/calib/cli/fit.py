@@ -17,7 +17,7 @@ from ..io.atomic import write_bytes_atomic
 from . import options, render
 
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
-FLAG_OPTIONS = ("alpha", "score", "threshold", "variant", "flow")
+FLAG_OPTIONS = ("alpha", "score", "threshold", "variant", "flow", "aggregate", "model")
 
 
 def fit(
@@ -45,6 +45,18 @@ def fit(
     flow: Annotated[
         Optional[str], typer.Option("--flow", help="Flow of the adaptive threshold: er | gauss.", show_default=False)
     ] = None,
+    aggregate: Annotated[
+        Optional[str],
+        typer.Option(
+            "--aggregate",
+            help="Alpha-agnostic ATS-CP: how the levels' distributions combine: mean | geometric | central | kl-forward | kl-reverse.",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", help="ats-maq's conditional quantiles: multiqr | flow.", show_default=False),
+    ] = None,
     option: Annotated[
         Optional[list[str]],
         typer.Option("--option", "-O", help="Any method option as KEY=VALUE (repeatable).", show_default=False),
@@ -65,7 +77,7 @@ def fit(
     Example: calib fit val.npz --method ts --out ts_bundle
     Conformal: calib fit val.npz --method ats-gq --alpha 0.1 --score aps --out ats_bundle
     """
-    flags = dict(zip(FLAG_OPTIONS, (alpha, score, threshold, variant, flow)))
+    flags = dict(zip(FLAG_OPTIONS, (alpha, score, threshold, variant, flow, aggregate, model)))
     given = {name: value for name, value in flags.items() if value is not None}
     for item in option or []:
         key, sep, value = item.partition("=")
