@@ -6,7 +6,7 @@
     python -m benchmarks.paper_tables grid-ovr --classes 10 100 1000 --out results/   # one-vs-rest vs K
     python -m benchmarks.paper_tables grid-ovr-truth --classes 10000 --out results/   # the same at K = 10,000
     python -m benchmarks.paper_tables cifar10-baselines --out results/   # every baseline, through the CLI
-    python -m benchmarks.paper_tables paper002 --seeds 5 --out results/   # the ATS-CP paper Tables 5 and 2
+    python -m benchmarks.paper_tables ats-cp-tables --seeds 5 --out results/   # the ATS-CP paper Tables 5 and 2
 
 Writes results/<suite>.json and results/<suite>.md.
 """
@@ -202,7 +202,7 @@ def _fit_shared(method, options, cal, seed, fitted):
     return calibrator
 
 
-def paper002(seeds):
+def ats_cp_tables(seeds):
     """Table 5 (K = 10 Gaussians on a circle, sigma 0.75, the true posterior contaminated; CPSME per
     alpha) and Table 2 (contaminated CIFAR-100, ECE), mean and std over seeds."""
     from calib.synth.contamination import contaminate, contamination_temperatures
@@ -282,7 +282,7 @@ def main():
             "grid-ovr",
             "cifar10-baselines",
             "cifar100-baselines",
-            "paper002",
+            "ats-cp-tables",
             "grid-ovr-truth",
         ],
     )
@@ -294,8 +294,8 @@ def main():
     if args.suite == "grid-ovr-truth":
         rows, metrics = grid_truth_ovr(args.classes)
         text = "\n\n".join(f"K = {k}\n\n" + markdown([r for r in rows if r["classes"] == k], metrics) for k in args.classes)
-    elif args.suite == "paper002":
-        rows, suites = paper002(args.seeds)
+    elif args.suite == "ats-cp-tables":
+        rows, suites = ats_cp_tables(args.seeds)
         text = summarise(rows, suites)
     elif args.suite.startswith("grid"):
         rows, metrics = grid(args.classes, args.out, GRID_ONE_VS_REST if args.suite == "grid-ovr" else GRID_CONFORMAL)

@@ -50,8 +50,8 @@ def out_of_fold_losses(
     max_classes: int = MAX_BOOSTED_CLASSES,
 ) -> dict:
     """l_i of every loss of the module docstring for every row, g fitted on the other folds' mixed
-    probabilities and applied to the row's own fold. ``folds=1`` is the in-sample variant (paper
-    003's "IS" estimators): g fitted on every row and applied to them.
+    probabilities and applied to the row's own fold. ``folds=1`` is the in-sample variant (the
+    V-ECE paper's "IS" estimators): g fitted on every row and applied to them.
 
     Memory: besides ``probs``, one training fold's mixed copy and what its fit needs; g(f) is never
     held for all rows (each fold's losses are taken from its own rows), and the mixture is made per

@@ -1,5 +1,5 @@
-"""Data generators with known truth (docs/benchmarks.md): the Gaussian grid of the CMCE paper (and paper
-002's circle), the ATS-CP paper's contamination, and predictions with an exactly known calibration error.
+"""Data generators with known truth (docs/benchmarks.md): the Gaussian grid of the CMCE paper (and the
+ATS-CP paper's circle), the ATS-CP paper's contamination, and predictions with an exactly known calibration error.
 
 Torch is imported only by :mod:`calib.synth.classifier`, when a model is trained.
 """
