@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from conftest import SAMPLE, data_file
 
-from calib.diagnose import compare_methods, metric_badness
+from calib.diagnose import compare_methods
 from calib.io import predictions_from_arrays
+from calib.metrics.definitions import metric_badness
 
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
 NEEDS_BROWSER = pytest.mark.skipif(BROWSER is None, reason="no Chromium here (apt-get install chromium)")

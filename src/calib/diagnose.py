@@ -16,11 +16,12 @@ from . import __version__
 from .calibrators.base import calibrator_inputs
 from .calibrators.conformal import conformal_quantile, min_calibration_size, nonconformity
 from .evaluation import check_metric_keys, uncalibrated_batch
-from .evaluation.groups import Groups, higher_is_better
+from .evaluation.groups import Groups
 from .io.predictions import Predictions
 from .metrics import DEFAULT_METRICS, Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
 from .metrics.binning import BinCounter
+from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
 from .numerics import softmax
 from .registry import calibrator_class
@@ -331,18 +332,6 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
             "class_rows": class_rows.tolist(),
         },
     }
-
-
-def metric_badness(key: str, value: float | None) -> float:
-    """How far a value is from ideal, for ranking and marking the best: the value itself for errors
-    and losses, minus it where higher is better (accuracy), the distance to the band's middle for a
-    coverage band (coverage_0.9_0.92 ideally lies in [0.9, 0.92])."""
-    if value is None:
-        return np.inf
-    if key.startswith("coverage_"):
-        lo, hi = (float(x) for x in key.split("_")[1:3])
-        return abs(value - (lo + hi) / 2)
-    return -value if higher_is_better(key) else value
 
 
 def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, seed: int = 0, rank_by: str = "cmce"):

@@ -264,7 +264,7 @@ def comparison_cells(comparison: list[dict]) -> tuple[list[str], list[list[str]]
     "mean±std" over the folds; ``best`` marks each column's best method (calib.diagnose's
     metric_badness), ``beyond`` the methods' changes from the model's own probabilities that are
     beyond the fold noise."""
-    from .diagnose import metric_badness
+    from .metrics.definitions import metric_badness
 
     keys = [k for k in comparison[0] if k not in ("method", "warnings", "change")]
     header = ["method", *keys]

@@ -41,15 +41,12 @@ def shard_state(
 ) -> tuple[dict, dict]:
     """(header, additive state) of one file's streamed metrics (after ``bundle`` if given), with a
     state per group of the column ``group_by`` when given."""
-    from .evaluation.groups import groups_from_values
-    from .io.readers import read_group_values
+    from .evaluation.groups import read_groups
 
     preds, calibrator = pipeline.read_with_bundle(
         path, bundle, input_kind=input_kind, score_prefix=score_prefix, label_column=label_column, require_labels=True
     )
-    groups = None
-    if group_by is not None:
-        groups = groups_from_values(read_group_values(preds, path, group_by, None, label_column)[0], preds.n, group_by)
+    groups = read_groups(preds, path, group_by, None, label_column)
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
     streamed: list = []
     by_group: dict = {}

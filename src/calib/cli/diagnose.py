@@ -44,10 +44,11 @@ def diagnose(
     """
     from ..bootstrap import BootstrapConfig
     from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
+    from ..evaluation.groups import read_groups
 
     preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
-    groups = options.read_groups(preds, pred, group_by, groups_file, label_column)
+    groups = read_groups(preds, pred, group_by, groups_file, label_column)
     result = run_diagnosis(
         preds,
         calibrator=calibrator,

@@ -121,6 +121,7 @@ def evaluate(
     from ..bootstrap import BootstrapConfig
     from ..estimators import SAMPLE_METRICS, VECE_METRICS, boosted_fit_count
     from ..evaluation import check_metric_keys, parse_gate, parse_increase_gates
+    from ..evaluation.groups import read_groups
 
     render.resolve_format(table_format)
     gates = [parse_gate(expr) for expr in fail_if or []]
@@ -165,7 +166,7 @@ def evaluate(
         raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
     preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
-    groups = options.read_groups(preds, pred, group_by, groups_file, label_column)
+    groups = read_groups(preds, pred, group_by, groups_file, label_column)
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")

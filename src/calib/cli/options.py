@@ -102,14 +102,3 @@ def read_inputs(pred: str, bundle: str | None, labels, label_column, input_kind,
         score_prefix=score_prefix,
         require_labels=require_labels,
     )
-
-
-def read_groups(preds, pred: str, group_by: str | None, groups_file: str | None, label_column: str | None):
-    """The rows' groups from --group-by / --groups (None when neither is given)."""
-    if group_by is None and groups_file is None:
-        return None
-    from ..evaluation.groups import groups_from_values
-    from ..io.readers import read_group_values
-
-    values, source = read_group_values(preds, pred, group_by, groups_file, label_column)
-    return groups_from_values(values, preds.n, source)

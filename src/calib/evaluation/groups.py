@@ -16,17 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..metrics.definitions import higher_is_better
 
 #: Group values that are missing (NaN, null, empty text) form a group of this name.
 MISSING = "(missing)"
-#: Metrics where a higher value is better: their worst group is the one with the lowest value.
-HIGHER_IS_BETTER = ("accuracy", "coverage_", "set_coverage")
 #: Gate prefixes: ``max_group:cmce>0.02`` gates the largest value over the groups, ``min_group:`` the smallest.
 AGGREGATES = {"max_group": max, "min_group": min}
-
-
-def higher_is_better(key: str) -> bool:
-    return any(key == name or (name.endswith("_") and key.startswith(name)) for name in HIGHER_IS_BETTER)
 
 
 @dataclass
@@ -75,6 +70,18 @@ def groups_from_values(values, n_rows: int, source: str) -> Groups:
     text[text == ""] = MISSING
     distinct, codes = np.unique(text.astype(str), return_inverse=True)
     return Groups([str(v) for v in distinct], codes.astype(np.int64), source)
+
+
+def read_groups(preds, pred_path: str, column: str | None, path: str | None, label_column: str | None = None) -> Groups | None:
+    """The rows' groups: the values of ``column`` in the predictions file, or of the file ``path``
+    (its ``column`` when it has several; calib.io.readers.read_group_values). None when neither
+    is given."""
+    if column is None and path is None:
+        return None
+    from ..io.readers import read_group_values
+
+    values, source = read_group_values(preds, pred_path, column, path, label_column)
+    return groups_from_values(values, preds.n, source)
 
 
 def group_sort_key(name: str):

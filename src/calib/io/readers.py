@@ -46,20 +46,34 @@ class Contents:
     names: tuple[str, ...]
 
 
-def label_name(names, wanted: str | None, path: str) -> str | None:
-    """Which of ``names`` (a file's arrays or columns) holds the labels: ``wanted`` when given (an
-    error listing ``names`` when absent), else ``label`` or ``labels`` (an error when both are
-    there), else None."""
+def pick_name(
+    names, wanted: str | None, path: str, *, preferred=(), sole: bool = False, what: str | None = None, hint: str | None = None
+) -> str | None:
+    """Which of ``names`` (a file's arrays or columns) holds something: ``wanted`` when given (an
+    error listing ``names`` when absent), else the one of ``preferred`` present (an error when
+    several are), else, with ``sole``, the file's only one. None when nothing fits, or with
+    ``what`` an error asking which (``hint`` names the option that says it)."""
+    found = ", ".join(names) or "none"
     if wanted is not None:
         if wanted not in names:
-            raise InputError(f"{path}: no array or column named {wanted!r} (found {', '.join(names) or 'none'})")
+            raise InputError(f"{path}: no array or column named {wanted!r} (found {found})")
         return wanted
-    present = [n for n in LABEL_NAMES if n in names]
+    present = [n for n in preferred if n in names]
     if len(present) > 1:
-        raise InputError(
-            f"{path}: both 'label' and 'labels' are present; name the one that holds the labels", cli_hint="--label-column NAME"
-        )
-    return present[0] if present else None
+        raise InputError(f"{path}: both {' and '.join(map(repr, present))} are present; name the one to use", cli_hint=hint)
+    if present:
+        return present[0]
+    if sole and len(names) == 1:
+        return names[0]
+    if what is not None:
+        raise InputError(f"{path}: which array or column holds the {what}? (found {found})", cli_hint=hint)
+    return None
+
+
+def label_name(names, wanted: str | None, path: str) -> str | None:
+    """The array or column of a predictions file holding the labels: ``wanted``, else ``label`` or
+    ``labels``, else None."""
+    return pick_name(names, wanted, path, preferred=LABEL_NAMES, hint="--label-column NAME")
 
 
 def file_sha256(path: str) -> str:
@@ -222,7 +236,7 @@ def read_group_values(
         if suffix == ".npy":
             return np.asarray(_load_npy(path, path, mmap=False)), source
         if suffix in (".npz", ".parquet"):
-            key = _only_key(_array_names(path, suffix), column, path, "group values")
+            key = _group_key(_array_names(path, suffix), column, path)
             return _named_values(path, suffix, key), f"{path}:{key}"
         return _text_values(path, column), source
     if preds.labels is not None and column == (label_column or next((n for n in LABEL_NAMES if n == column), None)):
@@ -243,42 +257,36 @@ def _named_values(path: str, suffix: str, key: str) -> np.ndarray:
     return pq.read_table(path, columns=[key]).column(key).to_numpy(zero_copy_only=False)
 
 
-def _only_key(names, column: str | None, path: str, what: str) -> str:
-    """``column`` if ``names`` has it, else the only name; an error listing ``names`` otherwise."""
-    if column is not None and column in names:
-        return column
-    if column is None and len(names) == 1:
-        return names[0]
-    wanted = f"no array or column named {column!r}" if column is not None else f"which array or column holds the {what}?"
-    raise InputError(f"{path}: {wanted} (found {', '.join(names) or 'none'})")
+def _group_key(names, column: str | None, path: str) -> str:
+    return pick_name(names, column, path, sole=True, what="group values", hint="--group-by COLUMN")
 
 
 def _text_values(path: str, column: str | None) -> np.ndarray:
-    """Values as text: .csv has a header line naming its columns, any other text file one value a line."""
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            if not path.lower().endswith(".csv"):
-                return np.array([line.rstrip("\r\n") for line in handle], dtype=object)
-            rows = list(csv.reader(handle))
-    except (UnicodeDecodeError, OSError, csv.Error) as exc:
-        raise InputError(f"{path}: cannot read it as text ({exc.__class__.__name__})") from None
+    """Values as text: .csv has a header line naming its columns, any other text file one value a
+    line (an empty line is a missing value)."""
+    if not path.lower().endswith(".csv"):
+        return np.array([row[0] for row in _text_rows(path, split=False)], dtype=object)
+    rows = _text_rows(path, split=True)
     if not rows:
         return np.array([], dtype=object)
     names = [name.strip() for name in rows[0]]
-    index = names.index(_only_key(names, column, path, "group values"))
+    index = names.index(_group_key(names, column, path))
     return np.array([row[index] if index < len(row) else "" for row in rows[1:]], dtype=object)
+
+
+def _text_rows(path: str, *, split: bool) -> list[list[str]]:
+    """The lines of a text file, split into cells as a CSV (``split``) or each a single cell."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return list(csv.reader(handle)) if split else [[line.rstrip("\r\n")] for line in handle]
+    except (UnicodeDecodeError, OSError, csv.Error) as exc:
+        raise InputError(f"{path}: cannot read it as text ({exc.__class__.__name__})") from None
 
 
 def _labels_file_key(names, column: str | None, path: str) -> str:
     """The array or column of a labels file that holds them: as for a predictions file, or the
     file's only one."""
-    key = label_name(names, column, path) or (names[0] if len(names) == 1 else None)
-    if key is None:
-        raise InputError(
-            f"{path}: which array or column holds the labels? (found {', '.join(names) or 'none'})",
-            cli_hint="--label-column NAME",
-        )
-    return key
+    return pick_name(names, column, path, preferred=LABEL_NAMES, sole=True, what="labels", hint="--label-column NAME")
 
 
 def _array_names(path: str, suffix: str) -> tuple[str, ...]:
@@ -298,11 +306,7 @@ def _array_names(path: str, suffix: str) -> tuple[str, ...]:
 def _text_labels(path: str, column: str | None) -> np.ndarray:
     """Labels from text: one a line, cells split by commas (a CSV), an optional header naming the
     columns. Integral numbers only ("2" or "2.0"); an empty or other cell is refused naming its line."""
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            lines = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
-    except (UnicodeDecodeError, OSError, csv.Error) as exc:
-        raise InputError(f"{path}: cannot read labels as text ({exc.__class__.__name__})") from None
+    lines = [row for row in _text_rows(path, split=True) if any(cell.strip() for cell in row)]
     header = lines[0] if lines and not all(_is_number(cell) for cell in lines[0] if cell.strip()) else None
     rows = lines[1:] if header else lines
     if header is None:

@@ -242,3 +242,24 @@ def compute_value(metric: Metric, state, config: MetricConfig) -> float | None:
     """The metric's value as a float, or None where it is undefined (never NaN in a report)."""
     value = metric.compute(state, config)
     return None if value is None or not np.isfinite(value) else float(value)
+
+
+#: Metrics where a higher value is better (a name ending in "_" covers its family): the worst group
+#: of one is its lowest.
+HIGHER_IS_BETTER = ("accuracy", "coverage_", "set_coverage")
+
+
+def higher_is_better(key: str) -> bool:
+    return any(key == name or (name.endswith("_") and key.startswith(name)) for name in HIGHER_IS_BETTER)
+
+
+def metric_badness(key: str, value: float | None) -> float:
+    """How far a value is from ideal, for ranking methods and marking the best: the value itself
+    for errors and losses, minus it where higher is better (accuracy), the distance to the band's
+    middle for a coverage band (coverage_0.9_0.92 ideally lies in [0.9, 0.92])."""
+    if value is None:
+        return np.inf
+    if key.startswith("coverage_"):
+        lo, hi = (float(x) for x in key.split("_")[1:3])
+        return abs(value - (lo + hi) / 2)
+    return -value if higher_is_better(key) else value
