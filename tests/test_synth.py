@@ -144,46 +144,14 @@ def test_cpsme_matches_a_literal_formulation():
 def test_synth_commands_end_to_end(tmp_path, run):
     pytest.importorskip("torch")
     out = tmp_path / "grid"
-    code, _, err = run(
-        "synth",
-        "gaussian-grid",
-        "--classes",
-        "9",
-        "--n-cal",
-        "300",
-        "--n-test",
-        "400",
-        "--n-train",
-        "3000",
-        "--epochs",
-        "2",
-        "--seed",
-        "1",
-        "--out",
-        out,
-    )
+    small_grid = ["synth", "gaussian-grid", "--classes", "9", "--n-cal", "300", "--n-test", "400", "--n-train", "3000"]
+    small_grid += ["--epochs", "2", "--seed", "1"]
+    code, _, err = run(*small_grid, "--out", out)
     assert code == 0, err
     meta = json.loads((out / "meta.json").read_text())
     assert meta["classes"] == 9 and meta["layout"] == "auto"
     again = tmp_path / "again"
-    run(
-        "synth",
-        "gaussian-grid",
-        "--classes",
-        "9",
-        "--n-cal",
-        "300",
-        "--n-test",
-        "400",
-        "--n-train",
-        "3000",
-        "--epochs",
-        "2",
-        "--seed",
-        "1",
-        "--out",
-        again,
-    )
+    run(*small_grid, "--out", again)
     assert (out / "test.npz").read_bytes() == (again / "test.npz").read_bytes()  # same seed, same bytes
     code, stdout, err = run("evaluate", "--no-vece", out / "test.npz", "--true-probs", out / "test.npz", "--json", "-")
     assert code == 0, err
