@@ -2,6 +2,7 @@
 
     python -m benchmarks.interleaved --methods mr ats-gq --rounds 5 --out results/
     python -m benchmarks.interleaved --baseline-src /tmp/old/src   # e.g. a `git worktree` of an older commit
+    python -m benchmarks.interleaved --methods mr --fit-args "--score raps --threshold classwise"
 
 On a shared machine the floor itself moves by 2x between runs, so a ratio from one run can flatter
 or wrong either side. Here every round runs each command once, in a fresh process, in the same
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 import tempfile
@@ -31,7 +33,7 @@ from benchmarks.evaluate_speed import FLOOR, measure
 from benchmarks.speed import write_inputs
 
 
-def commands(tmp: Path, methods, baseline_src):
+def commands(tmp: Path, methods, baseline_src, fit_args=()):
     """(name, argv) of one round, in the order they run."""
     lines = [("floor", [sys.executable, "-c", FLOOR, str(tmp / "z.npy")])]
     versions = [("now", ["calib"])]
@@ -43,7 +45,7 @@ def commands(tmp: Path, methods, baseline_src):
             lines.append(
                 (
                     f"{method} fit ({version})",
-                    calib + ["fit", str(tmp / "cal.npz"), "--method", method, "--out", str(bundle), "--force"],
+                    calib + ["fit", str(tmp / "cal.npz"), "--method", method, *fit_args, "--out", str(bundle), "--force"],
                 )
             )
             lines.append(
@@ -96,15 +98,16 @@ def main(argv=None) -> str:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline-src", default=None, help="another checkout's src/ directory, timed beside this one")
     parser.add_argument("--library", action="store_true", help="time calib's Python API in this process instead")
+    parser.add_argument("--fit-args", default="", help='more arguments of calib fit, e.g. "--score raps --threshold classwise"')
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
-    if args.library and args.baseline_src:
-        parser.error("--library times this checkout only")
+    if args.library and (args.baseline_src or args.fit_args):
+        parser.error("--library times this checkout's methods with their defaults only")
     versions = ["now"] + (["baseline"] if args.baseline_src else [])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         write_inputs(tmp, args.rows, args.classes)  # z.npy, cal.npz (20%), test.npy (80%)
-        lines = commands(tmp, args.methods, args.baseline_src)
+        lines = commands(tmp, args.methods, args.baseline_src, shlex.split(args.fit_args))
         times = {name: [] for name, _ in lines}
         for round_ in range(args.rounds):
             if args.library:
@@ -114,6 +117,8 @@ def main(argv=None) -> str:
                     times[name].append(measure(argv_)[0])
             print(f"round {round_ + 1} of {args.rounds}", flush=True)
     mode = "library calls in one process" if args.library else "fresh processes"
+    if args.fit_args:
+        mode += f", fit {args.fit_args}"
     text = f"{args.rows} x {args.classes}, {args.rounds} interleaved rounds, {mode}\n\n" + report(times, args.methods, versions)
     name = "interleaved-library" if args.library else "interleaved"
     args.out.mkdir(parents=True, exist_ok=True)

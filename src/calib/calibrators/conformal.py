@@ -124,8 +124,19 @@ def nonconformity(probs: np.ndarray, options: ScoreOptions | str, seed: int = 0)
     if len(tied):
         order[tied] = np.argsort(-probs[tied], axis=1, kind="stable")
         ranked[tied] = np.take_along_axis(probs[tied], order[tied], axis=1)
+    by_rank = _scores_by_rank(ranked, probs, options, seed)
+    scores = np.empty_like(by_rank)
+    np.put_along_axis(scores, order, by_rank, axis=1)
+    return scores
+
+
+def _scores_by_rank(ranked: np.ndarray, probs: np.ndarray, options: ScoreOptions, seed: int) -> np.ndarray:
+    """The scores of a row's classes in rank order, from its probabilities sorted non-increasing:
+    aps sum_{s <= r} p_(s), raps that + lambda max(0, r - k_reg), saps p_(1) + (r - 1) lambda
+    (p_(1) at r = 1), topk r; randomised, the rank's own term is scaled by u (aps, raps: the sum
+    less (1 - u) p_(r); saps: u p_(1) at r = 1, else p_(1) + (r - 2 + u) lambda; topk: r - 1 + u)."""
     k = probs.shape[1]
-    rank = np.arange(1.0, k + 1.0)[None, :]  # r of the class in each rank position
+    rank = np.arange(1.0, k + 1.0)[None, :]
     u = row_uniforms(probs, seed)[:, None] if options.randomize else None
     if options.score in ("aps", "raps"):
         by_rank = np.cumsum(ranked, axis=1)
@@ -139,9 +150,19 @@ def nonconformity(probs: np.ndarray, options: ScoreOptions | str, seed: int = 0)
             by_rank[:, 0] = u[:, 0] * ranked[:, 0]
     else:  # topk
         by_rank = np.broadcast_to(rank, ranked.shape).copy() - (0.0 if u is None else 1.0 - u)
-    scores = np.empty_like(by_rank)
-    np.put_along_axis(scores, order, by_rank, axis=1)
-    return scores
+    return by_rank
+
+
+def _label_rank_scores(probs: np.ndarray, labels: np.ndarray, options: ScoreOptions, seed: int) -> np.ndarray:
+    """V(x, y) at each row's label, without an argsort: the values sorted non-increasing (equal
+    values are equal whichever tied class holds which rank, so the scores by rank are
+    :func:`nonconformity`'s to the bit), read at the label's rank (ties to the lower index)."""
+    ranked = -np.sort(-probs, axis=1)
+    by_rank = _scores_by_rank(ranked, probs, options, seed)
+    rows = np.arange(len(probs))
+    at_label = probs[rows, labels][:, None]
+    before = (probs > at_label) | ((probs == at_label) & (np.arange(probs.shape[1])[None, :] < labels[:, None]))
+    return by_rank[rows, before.sum(axis=1)]
 
 
 def label_scores(
@@ -157,7 +178,7 @@ def label_scores(
         probs_rows = softmax(logits[rows]) if probs is None else np.asarray(probs[rows], dtype=np.float64)
         if options.score == "msp":
             return 1.0 - probs_rows[np.arange(len(probs_rows)), labels[rows]]
-        return nonconformity(probs_rows, options, seed)[np.arange(len(probs_rows)), labels[rows]]
+        return _label_rank_scores(probs_rows, labels[rows], options, seed)
 
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
 
