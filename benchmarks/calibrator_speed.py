@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.evaluate_speed import FLOOR, measure
+from benchmarks.evaluate_speed import CALIB, FLOOR, measure
 from benchmarks.results import write_results
 
 
@@ -58,10 +58,10 @@ def main(argv=None):
             row = {"method": method, "floor s": round(floor_s, 2)}
             try:
                 row["fit s"], row["fit MiB"] = measure(
-                    ["calib", "fit", str(cal), "--method", method, "--out", str(bundle)], timeout=args.timeout
+                    [*CALIB, "fit", str(cal), "--method", method, "--out", str(bundle)], timeout=args.timeout
                 )
                 row["apply s"], row["apply MiB"] = measure(
-                    ["calib", "apply", str(bundle), str(test), "--out", str(out)], timeout=args.timeout
+                    [*CALIB, "apply", str(bundle), str(test), "--out", str(out)], timeout=args.timeout
                 )
                 row["apply / floor"] = round(row["apply s"] / floor_s, 1)
                 row["bundle MiB"] = round(sum(f.stat().st_size for f in bundle.iterdir()) / 2**20, 1)

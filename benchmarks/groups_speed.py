@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.evaluate_speed import FLOOR, measure
+from benchmarks.evaluate_speed import CALIB, FLOOR, measure
 
 
 def main(argv=None) -> None:
@@ -33,7 +33,7 @@ def main(argv=None) -> None:
         np.save(tmp / "z.npy", (rng.normal(size=(args.rows, args.classes)) * 3).astype(np.float32))
         np.save(tmp / "y.npy", rng.integers(0, args.classes, args.rows))
         np.save(tmp / "g.npy", rng.integers(0, args.groups, args.rows))
-        evaluate = ["calib", "evaluate", str(tmp / "z.npy"), "--labels", str(tmp / "y.npy"), "--no-vece"]
+        evaluate = [*CALIB, "evaluate", str(tmp / "z.npy"), "--labels", str(tmp / "y.npy"), "--no-vece"]
         lines = {
             "floor": [sys.executable, "-c", FLOOR, str(tmp / "z.npy")],
             "evaluate": evaluate,

@@ -29,14 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.evaluate_speed import FLOOR, measure
+from benchmarks.evaluate_speed import CALIB, FLOOR, measure
 from benchmarks.speed import write_inputs
 
 
 def commands(tmp: Path, methods, baseline_src, fit_args=()):
     """(name, argv) of one round, in the order they run."""
     lines = [("floor", [sys.executable, "-c", FLOOR, str(tmp / "z.npy")])]
-    versions = [("now", ["calib"])]
+    versions = [("now", CALIB)]
     if baseline_src:
         versions.append(("baseline", ["env", f"PYTHONPATH={baseline_src}", sys.executable, "-m", "calib"]))
     for version, calib in versions:

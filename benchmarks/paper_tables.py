@@ -186,18 +186,28 @@ def alpha_agnostic_configs():
         configs.append(("ats-mgq", {"aggregate": aggregate}))
         for model in ("multiqr", "flow"):
             configs.append(("ats-maq", {"model": model, "aggregate": aggregate}))
+    # the paper's protocol for the methods with a model: trained on 4,000 separate rows
+    configs.append(("ats-aq", {"alpha": 0.1, "train": "split"}))
+    for model in ("multiqr", "flow"):
+        configs.append(("ats-maq", {"model": model, "aggregate": "mean", "train": "split"}))
     return configs
 
 
-def _fit_shared(method, options, cal, seed, fitted):
+def _fit_shared(method, options, cal, seed, fitted, train=None):
     """Fit, reusing an alpha-agnostic calibrator fitted with the same levels (the aggregate only
-    changes the transform): the state is re-read under the new options."""
+    changes the transform): the state is re-read under the new options. ``options["train"]`` =
+    "split": the method's model is fitted on the ``train`` rows, not on half of ``cal``."""
+    from calib.calibrators.base import TrainingRows
+
     cls = calibrator_class(method)
-    parsed = cls.parse_options(options)
+    parsed = cls.parse_options({k: v for k, v in options.items() if k != "train"})
     key = (method, tuple(sorted((k, v) for k, v in options.items() if k != "aggregate")))
     if method in ("ats-mgq", "ats-maq") and key in fitted:
         return cls.from_state(parsed, fitted[key].to_state())
-    calibrator = cls(parsed).fit(np.asarray(cal["logits"], dtype=np.float64), cal["labels"], seed=seed)
+    extra = {}
+    if options.get("train") == "split":
+        extra["train"] = TrainingRows(np.asarray(train["logits"], dtype=np.float64), train["labels"])
+    calibrator = cls(parsed).fit(np.asarray(cal["logits"], dtype=np.float64), cal["labels"], seed=seed, **extra)
     fitted[key] = calibrator
     return calibrator
 
@@ -214,11 +224,17 @@ def ats_cp_tables(seeds):
     for seed in range(seeds):
         rng = np.random.default_rng(1000 + seed)
         grid = make_gaussian_grid(10, 4000, 2000, sigma=0.75, layout="circle", model="truth", seed=seed)
+        # training rows for the methods with a model (the paper's 4,000): fresh rows of the same Gaussians
+        grid["train"] = make_gaussian_grid(10, 4000, 1, sigma=0.75, layout="circle", model="truth", seed=10_000 + seed)["cal"]
         c100 = {
             split: dict(np.load(SHARED / f"cifar100_resnet110_{name}.npz")) for split, name in (("cal", "val"), ("test", "test"))
         }
+        # CIFAR-100 has no third split: 4,000 seeded test rows train, the other 6,000 test every method
+        held = np.random.default_rng(seed).permutation(len(c100["test"]["labels"]))
+        c100["train"] = {key: value[held[:4000]] for key, value in c100["test"].items()}
+        c100["test"] = {key: value[held[4000:]] for key, value in c100["test"].items()}
         for suite, data in (("synthetic", grid), ("cifar100", c100)):
-            for split in ("cal", "test"):
+            for split in ("cal", "train", "test"):
                 part = data[split]
                 k = part["logits"].shape[1]
                 part["logits"] = contaminate(
@@ -236,7 +252,9 @@ def ats_cp_tables(seeds):
                     "",
                     true_probs=data["test"].get("true_probs"),
                 )
-                calibrator = None if method == "uncalibrated" else _fit_shared(method, options, data["cal"], seed, fitted)
+                calibrator = (
+                    None if method == "uncalibrated" else _fit_shared(method, options, data["cal"], seed, fitted, data["train"])
+                )
                 values, _ = compute_metrics(preds, suites[suite], MetricConfig(), calibrator)
                 row = {
                     "suite": suite,
@@ -268,6 +286,8 @@ def summarise(rows, suites):
 
 def _label(row):
     options = {k: v for k, v in row.items() if k in ("alpha", "variant", "model", "aggregate")}
+    if row.get("train") == "split":
+        options["train"] = "4,000 training rows"
     return row["method"] + ("" if not options else " (" + ", ".join(f"{v}" for v in options.values()) + ")")
 
 

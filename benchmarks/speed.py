@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.calibrator_speed import draw
-from benchmarks.evaluate_speed import FLOOR, measure
+from benchmarks.evaluate_speed import CALIB, FLOOR, measure
 
 PY = sys.executable
 LOAD = (
@@ -124,7 +124,7 @@ def write_inputs(tmp: Path, n: int, k: int) -> tuple[Path, Path, Path, Path]:
 
 def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=None):
     zp, yp, cal, test = write_inputs(tmp, n, k)
-    evaluate = ["calib", "evaluate", str(zp), "--labels", str(yp), "--json", "-"]
+    evaluate = [*CALIB, "evaluate", str(zp), "--labels", str(yp), "--json", "-"]
     lines = [("floor", "load + sort", [PY, "-c", FLOOR, str(zp)], None)]
 
     def metric(key, *extra):
@@ -146,7 +146,7 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
         (
             "TS fit",
             "calib",
-            ["calib", "fit", str(zp), "--labels", str(yp), "--method", "ts", "--out", str(ts_bundle), "--force"],
+            [*CALIB, "fit", str(zp), "--labels", str(yp), "--method", "ts", "--out", str(ts_bundle), "--force"],
             lambda: json.loads((ts_bundle / "manifest.json").read_text())["fit_report"]["temperature"],
         )
     )
@@ -154,8 +154,8 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
     lines.append(("TS fit", "probmetrics", command, lambda c=command: value_of(c)))
     for score in ("msp", "aps"):
         bundle, sets = tmp / f"mr-{score}", tmp / f"sets-{score}.npz"
-        fit = ["calib", "fit", str(cal), "--method", "mr", "--option", f"score={score}", "--out", str(bundle), "--force"]
-        apply = ["calib", "apply", str(bundle), str(test), "--what", "sets", "--out", str(sets)]
+        fit = [*CALIB, "fit", str(cal), "--method", "mr", "--option", f"score={score}", "--out", str(bundle), "--force"]
+        apply = [*CALIB, "apply", str(bundle), str(test), "--what", "sets", "--out", str(sets)]
         task = f"conformal sets ({score} / {MAPIE_SCORE[score]})"
         lines.append((task, "calib fit", fit, None))
         lines.append((task, "calib apply", apply, lambda s=sets: float(np.load(s)["sets"].sum(1).mean())))
@@ -168,7 +168,7 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
             (
                 f"{method} probabilities",
                 "calib fit (20% rows)",
-                ["calib", "fit", str(cal), "--method", method, "--out", str(bundle), "--force"],
+                [*CALIB, "fit", str(cal), "--method", method, "--out", str(bundle), "--force"],
                 None,
             )
         )
@@ -176,7 +176,7 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
             (
                 f"{method} probabilities",
                 "calib apply (80% rows)",
-                ["calib", "apply", str(bundle), str(test), "--out", str(out)],
+                [*CALIB, "apply", str(bundle), str(test), "--out", str(out)],
                 None,
             )
         )

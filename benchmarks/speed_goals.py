@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.evaluate_speed import FLOOR, measure
+from benchmarks.evaluate_speed import CALIB, FLOOR, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 VECE = "vece_l1,vece_l2,vece_sq,vece_top_l1,vece_over,vece_under"
@@ -48,9 +48,9 @@ def main(argv=None) -> None:
         input_mib = (tmp / "z.npy").stat().st_size / 2**20
         lines = {
             "floor 50k x 1k": [sys.executable, "-c", FLOOR, str(tmp / "z.npy")],
-            "evaluate --no-vece": ["calib", "evaluate", str(tmp / "z.npy"), "--labels", str(tmp / "y.npy"), "--no-vece"],
+            "evaluate --no-vece": [*CALIB, "evaluate", str(tmp / "z.npy"), "--labels", str(tmp / "y.npy"), "--no-vece"],
             "floor CIFAR-100": [sys.executable, "-c", FLOOR, str(tmp / "c100.npy")],
-            "V-ECE (ws-catboost)": ["calib", "evaluate", str(cifar100), "--metrics", VECE],
+            "V-ECE (ws-catboost)": [*CALIB, "evaluate", str(cifar100), "--metrics", VECE],
         }
         runs: dict[str, list] = {name: [] for name in lines}
         for _ in range(args.rounds):

@@ -21,7 +21,7 @@ def cifar10():
 
 @pytest.fixture(autouse=True)
 def short_training(monkeypatch):
-    monkeypatch.setattr(thresholds_module, "QR_STEPS", 300)
+    monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 300)
     monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 300)
 
 

@@ -99,7 +99,7 @@ def test_adaptive_thresholds_keep_coverage(monkeypatch, kind, flow):
     from conftest import SAMPLE
 
     monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 300)  # the guarantee holds for any transform
-    monkeypatch.setattr(thresholds_module, "QR_STEPS", 300)
+    monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 300)
     data = np.load(SAMPLE / "cifar10_test.npz")
     logits, labels = data["logits"].astype(np.float64), data["labels"]
     alpha = 0.1
@@ -307,7 +307,7 @@ def test_adaptive_bundles_reload_bit_identically(tmp_path, run, monkeypatch):
     from conftest import SAMPLE
 
     monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 200)
-    monkeypatch.setattr(thresholds_module, "QR_STEPS", 200)
+    monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 200)
     val = SAMPLE / "cifar10_val.npz"
     for name, args in (
         ("flow", ["--method", "mr", "--threshold", "adaptive", "--flow", "er"]),

@@ -77,7 +77,7 @@ def test_all_zero_rows_become_uniform():
 @pytest.mark.parametrize("method", [method_param(m) for m in sorted(CALIBRATORS)])
 def test_every_calibrator_keeps_the_contract(method, tmp_path, monkeypatch):
     """Normalised rows, shape kept when classes are missing from the fit, bit-identical bundles."""
-    monkeypatch.setattr(thresholds_module, "QR_STEPS", 50)
+    monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 50)
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(400, 6)) * 2
     labels = rng.integers(0, 5, 400)  # class 5 never appears

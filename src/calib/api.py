@@ -89,11 +89,30 @@ class Calibration:
     def options(self) -> dict:
         return dataclasses.asdict(self.fitted.options)
 
-    def fit(self, scores, labels=None, *, seed: int = 0, features: np.ndarray | None = None, kind: str = "auto") -> "Calibration":
+    def fit(
+        self,
+        scores,
+        labels=None,
+        *,
+        seed: int = 0,
+        features: np.ndarray | None = None,
+        kind: str = "auto",
+        train=None,
+        train_features: np.ndarray | None = None,
+    ) -> "Calibration":
         """Fit on (N, K) ``scores`` and (N,) ``labels`` (checked as the command line checks a file);
-        ``features`` (N, d) for the methods with an adaptive threshold. Returns self."""
+        ``features`` (N, d) for the methods with an adaptive threshold. ``train``: separate
+        labelled rows, (scores, labels) or Predictions, on which ats-aq, ats-maq and the adaptive
+        threshold fit their model (``train_features`` with ``features``), every calibration row
+        then conformalising it; without them those methods split the calibration rows in seeded
+        halves. Returns self."""
         preds = as_predictions(scores, labels, kind=kind)
-        self.fitted = pipeline.fit_calibrator(preds, self.method, self.options, seed=seed, features=features)
+        if train is not None and not isinstance(train, Predictions):
+            train_scores, train_labels = train
+            train = as_predictions(train_scores, train_labels, kind=preds.kind)
+        self.fitted = pipeline.fit_calibrator(
+            preds, self.method, self.options, seed=seed, features=features, train=train, train_features=train_features
+        )
         self.input_kind, self.n_classes, self.seed = preds.kind, preds.k, seed
         self.fitted_on = {"n": preds.n, "sha256": preds.sha256}
         return self

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.base import Calibrator, add_counts, calibrator_inputs
+from .calibrators.base import Calibrator, TrainingRows, add_counts, calibrator_inputs
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .numerics import map_in_order
@@ -17,16 +17,48 @@ from .registry import CALIBRATORS, calibrator_class
 
 
 def fit_calibrator(
-    preds: Predictions, method: str, options: dict | None = None, *, seed: int = 0, features: np.ndarray | None = None
+    preds: Predictions,
+    method: str,
+    options: dict | None = None,
+    *,
+    seed: int = 0,
+    features: np.ndarray | None = None,
+    train: Predictions | None = None,
+    train_features: np.ndarray | None = None,
 ) -> Calibrator:
-    """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``."""
+    """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``;
+    ``train`` (with ``train_features`` when ``features`` are given): separate labelled rows for the
+    method's own model (:class:`calib.calibrators.base.TrainingRows`)."""
     cls = calibrator_class(method)
     if preds.labels is None:
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
     logits, given = calibrator_inputs(calibrator, preds, slice(None))
-    return calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
+    if train is None:
+        return calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
+    return calibrator.fit(
+        logits, preds.labels, seed=seed, features=features, train=training_rows(calibrator, preds, train, train_features), **given
+    )
+
+
+def training_rows(calibrator: Calibrator, preds: Predictions, train: Predictions, features: np.ndarray | None) -> TrainingRows:
+    """``train`` as the :class:`TrainingRows` of ``calibrator`` fitted on ``preds``: refused for a
+    method without a model of its own, without labels, or with another class count or input kind."""
+    if not calibrator.trains_a_model():
+        raise UsageError(
+            f"{calibrator.name} fits no model of its own with these options, so training rows have no use; "
+            "they train the models of ats-aq, ats-maq and the adaptive threshold (threshold=adaptive)"
+        )
+    if train.labels is None:
+        raise InputError(f"{train.name}: the training rows need labels; none in the file")
+    if train.k != preds.k or train.kind != preds.kind:
+        raise InputError(
+            f"{train.name}: the training rows are {train.k} classes of {train.kind}; the calibration rows are "
+            f"{preds.k} classes of {preds.kind}"
+        )
+    logits, given = calibrator_inputs(calibrator, train, slice(None))
+    return TrainingRows(logits, train.labels, features=features, probs=given.get("probs"))
 
 
 def save_calibrator(

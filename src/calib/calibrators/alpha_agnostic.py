@@ -41,10 +41,11 @@ import numpy as np
 from ..bundle import State
 from ..errors import InputError
 from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
+from . import mlp
 from .base import Calibrator, add_counts
-from .conformal import EMPTY, FULL, ScoreOptions, check_choice, label_scores, nonconformity
+from .conformal import EMPTY, FULL, ScoreOptions, check_choice, label_scores, nonconformity, training_part
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
-from .set_based import _count, conditioning_params, restore_conditioning
+from .set_based import TRAINED_ON_HALVES, _count, conditioning_params, restore_conditioning
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
 
 AGGREGATES = ("mean", "geometric", "central", "kl-forward", "kl-reverse")
@@ -124,13 +125,17 @@ class AlphaAgnostic(Calibrator):
     Options = AlphaAgnosticOptions
     scores_given_probs = True
 
-    def fit(self, logits, labels, *, seed=0, features=None, probs=None):
+    def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
+        """``train``: :class:`~calib.calibrators.base.TrainingRows` for ats-maq's model."""
         logits = np.asarray(logits, dtype=np.float64)
         self.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
         scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
-        self.fit_levels(scores, features if features is not None else logits, seed)
+        self.trained_on_ = TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
+        if train is not None:
+            train = training_part(train, self.options, seed, self.n_conditioning_, features is not None)
+        self.fit_levels(scores, features if features is not None else logits, seed, train)
         self.fit_counts_ = {}
         for rows in row_chunks(*logits.shape):
             add_counts(
@@ -142,8 +147,9 @@ class AlphaAgnostic(Calibrator):
         return self
 
     @abc.abstractmethod
-    def fit_levels(self, scores: np.ndarray, conditioning: np.ndarray, seed: int) -> None:
-        """Fit what :meth:`levels` needs from the calibration scores (and the conditioning inputs)."""
+    def fit_levels(self, scores: np.ndarray, conditioning: np.ndarray, seed: int, train: tuple | None) -> None:
+        """Fit what :meth:`levels` needs from the calibration scores (and the conditioning inputs;
+        ``train``: the training rows' (scores, conditioning) for a method with a model)."""
 
     @abc.abstractmethod
     def levels(self, values: np.ndarray, conditioning: np.ndarray | None):
@@ -225,6 +231,8 @@ class AlphaAgnostic(Calibrator):
             "aggregate": self.options.aggregate,
             "levels": [self.options.level_min, self.options.level_max],
         }
+        if self.trains_a_model():
+            report["model fitted on"] = self.trained_on_
         report.update({f"{k.replace('_', ' ')} (cal)": v for k, v in self.fit_counts_.items() if v})
         return report
 
@@ -249,7 +257,7 @@ class ATSMultiGlobal(AlphaAgnostic):
     name = "ats-mgq"
     summary = "alpha-agnostic ATS-CP: a temperature per level a_y = 1 - F(V(x, y)), aggregated (ATS-CP paper)"
 
-    def fit_levels(self, scores, conditioning, seed):
+    def fit_levels(self, scores, conditioning, seed, train):
         self.arrays_ = {"sorted_scores": np.sort(scores)}
 
     def levels(self, values, conditioning):
@@ -264,15 +272,23 @@ class ATSMultiAdaptive(AlphaAgnostic):
     summary = "alpha-agnostic ATS-CP with adaptive thresholds: multi-head QR or conditional flow (ATS-CP paper)"
     Options = MAQOptions
 
-    def fit_levels(self, scores, conditioning, seed):
+    def trains_a_model(self) -> bool:
+        return True
+
+    def fit_levels(self, scores, conditioning, seed, train):
         if self.options.model == "multiqr":
-            self.arrays_ = fit_multi_quantile(scores, conditioning, HEAD_ALPHAS, seed)
+            self.arrays_ = fit_multi_quantile(scores, conditioning, HEAD_ALPHAS, seed, train=train)
         else:
-            arrays, transformed = fit_flow(scores, conditioning, "gauss", seed)
+            arrays, transformed = fit_flow(scores, conditioning, "gauss", seed, train=train)
             self.arrays_ = {**arrays, "sorted_transformed": np.sort(transformed)}
 
     def max_levels(self, k):
         return len(HEAD_ALPHAS) if self.options.model == "multiqr" else k
+
+    def warnings(self):
+        if self.options.model == "multiqr":
+            return mlp.training_warnings(self.arrays_, "mqr", "multi-head quantile regression")
+        return mlp.training_warnings(self.arrays_, "flow", "flow")
 
     def levels(self, values, conditioning):
         lo, hi = self.options.level_min, self.options.level_max

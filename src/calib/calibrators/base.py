@@ -24,6 +24,21 @@ class NoOptions:
     """A method without options."""
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainingRows:
+    """Labelled rows kept apart from the calibration rows, on which a method fits its own model (the
+    quantile regression of an adaptive quantile, a flow, a multi-head quantile regression), as the
+    ATS-CP paper does; every calibration row then conformalises that model. Without them the
+    calibration rows are split in seeded halves. ``logits`` (M, K) like the calibration logits,
+    ``features`` (M, d) when the method conditions on features, ``probs`` the probabilities as
+    given for a method that scores them."""
+
+    logits: np.ndarray
+    labels: np.ndarray
+    features: np.ndarray | None = None
+    probs: np.ndarray | None = None
+
+
 def add_counts(total: dict, more: dict) -> None:
     """Sum per-chunk row counts (e.g. infeasible rows) of :meth:`Calibrator.transform_with_info`."""
     for key, value in more.items():
@@ -61,6 +76,11 @@ class Calibrator(abc.ABC):
 
     def __init__(self, options=None):
         self.options = options if options is not None else self.Options()
+
+    def trains_a_model(self) -> bool:
+        """Whether the method (with its options) fits a model of its own besides the calibration
+        map, which :class:`TrainingRows` can train (``fit(..., train=...)``)."""
+        return False
 
     @abc.abstractmethod
     def fit(self, logits: np.ndarray, labels: np.ndarray, *, seed: int = 0, features: np.ndarray | None = None) -> "Calibrator":

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
 from ..kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
 from ..numerics import map_in_order, row_chunks, softmax
@@ -181,6 +181,22 @@ def label_scores(
         return _label_rank_scores(probs_rows, labels[rows], options, seed)
 
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
+
+
+def training_part(train, options: ScoreOptions, seed: int, n_conditioning: int, with_features: bool) -> tuple:
+    """(V(x, y) of the :class:`~calib.calibrators.base.TrainingRows` ``train``, what the model
+    conditions on there: their features if the calibration rows came with features, else their
+    logits), computed as the calibration rows' are; their widths must match the calibration rows'."""
+    logits = np.asarray(train.logits, dtype=np.float64)
+    if with_features and train.features is None:
+        raise InputError("the calibration rows came with features; give the training rows' features too")
+    conditioning = np.asarray(train.features, dtype=np.float64) if with_features else logits
+    if conditioning.shape[1] != n_conditioning or len(conditioning) != len(logits):
+        raise InputError(
+            f"the training rows have {conditioning.shape[1]} {'feature' if with_features else 'class'} columns over "
+            f"{len(conditioning)} rows; the calibration rows have {n_conditioning}"
+        )
+    return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), conditioning
 
 
 def min_calibration_size(alpha: float) -> int:

@@ -42,12 +42,18 @@ def train(
     seed: int,
     restarts: int = 10,
     bad_loss: float = 10.0,
+    weight_decay: float = 0.0,
 ) -> dict:
     """Train an MLP with Adam on minibatches; returns its arrays (weights, biases, input statistics).
 
     ``loss_fn(output, target_batch)`` is a torch scalar. When the final full-data loss is NaN or
     above ``bad_loss``, training restarts from a fresh initialisation with lr / 10, at most
-    ``restarts`` times (docs/calibrators.md, adaptive thresholds).
+    ``restarts`` times (docs/calibrators.md, adaptive thresholds). When no attempt gets below
+    ``bad_loss``, the attempt with the lowest finite loss is kept (not the last, whose lr is
+    10^-restarts of the one asked for); ``{prefix}_loss`` and ``{prefix}_attempts`` record the kept
+    loss and the attempts made (:func:`training_warnings`).
+
+    ``weight_decay`` is Adam's L2 penalty, a ridge on every weight and bias.
     """
     torch = extras.torch()
     nn = torch.nn
@@ -57,6 +63,7 @@ def train(
     y = torch.as_tensor(targets, dtype=torch.float32)
     sizes = (x.shape[1], *hidden, n_out)
     batch_size = max(1, min(batch_size, len(x)))
+    kept = None  # (final loss, model) of the attempt with the lowest finite loss
     for attempt in range(restarts + 1):
         layers = []
         with torch.random.fork_rng(devices=[]):  # seeded initialisation; torch's global generator restored
@@ -66,7 +73,7 @@ def train(
                 if i < len(sizes) - 2:
                     layers.append(nn.ReLU())
         model = nn.Sequential(*layers)
-        optimiser = torch.optim.Adam(model.parameters(), lr=lr / 10**attempt)
+        optimiser = torch.optim.Adam(model.parameters(), lr=lr / 10**attempt, weight_decay=weight_decay)
         generator = torch.Generator().manual_seed(seed + attempt)
         for _ in range(steps):
             batch = torch.randint(0, len(x), (batch_size,), generator=generator)
@@ -76,11 +83,32 @@ def train(
             optimiser.step()
         with torch.no_grad():
             final = float(loss_fn(model(x), y))
+        if kept is None or (np.isfinite(final) and not final >= kept[0]):
+            kept = (final, model)
         if np.isfinite(final) and final <= bad_loss:
             break
-    arrays = {f"{prefix}_mean": mean.astype(np.float64), f"{prefix}_std": std.astype(np.float64)}
+    final, model = kept
+    arrays = {
+        f"{prefix}_mean": mean.astype(np.float64),
+        f"{prefix}_std": std.astype(np.float64),
+        f"{prefix}_loss": np.array(final),
+        f"{prefix}_attempts": np.array(attempt + 1),
+    }
     linear = [m for m in model if isinstance(m, nn.Linear)]
     for i, layer in enumerate(linear):
         arrays[f"{prefix}_w{i}"] = layer.weight.detach().numpy().T.copy()
         arrays[f"{prefix}_b{i}"] = layer.bias.detach().numpy().copy()
     return arrays
+
+
+def training_warnings(arrays: dict, prefix: str, what: str, bad_loss: float = 10.0) -> list[str]:
+    """A sentence when the training of ``prefix``'s MLP never got its loss to ``bad_loss`` or
+    below (bundles from before these records give none)."""
+    loss = arrays.get(f"{prefix}_loss")
+    if loss is None or float(loss) <= bad_loss:
+        return []
+    attempts = int(arrays[f"{prefix}_attempts"])
+    return [
+        f"the {what}'s training loss stayed above {bad_loss:g} in all {attempts} attempts; the lowest "
+        f"({float(loss):.4g}) was kept: its thresholds are still conformal, but may adapt little to x"
+    ]

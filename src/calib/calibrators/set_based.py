@@ -16,10 +16,13 @@ import numpy as np
 from ..bundle import State
 from ..errors import InputError, UsageError
 from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
+from . import mlp
 from .base import Calibrator, add_counts
-from .conformal import CATEGORY_NAMES, ScoreOptions, check_alpha, check_choice, label_scores, nonconformity
+from .conformal import CATEGORY_NAMES, ScoreOptions, check_alpha, check_choice, label_scores, nonconformity, training_part
 from .thresholds import FLOWS, class_thresholds, clustered_thresholds, fit_threshold, threshold_values
 
+#: Where a threshold's model was fitted without training rows: a seeded half of the calibration rows.
+TRAINED_ON_HALVES = "half of the calibration rows"
 #: Thresholds with one q per class (the candidate class's), not per row.
 PER_CLASS = ("classwise", "clustered")
 
@@ -66,12 +69,19 @@ class SetCalibrator(Calibrator):
     def flow(self) -> str:
         return getattr(self.options, "flow", "gauss")
 
-    def fit(self, logits, labels, *, seed=0, features=None, probs=None):
+    def trains_a_model(self) -> bool:
+        return self.threshold_kind in ("adaptive", "qr")
+
+    def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
+        """``train``: :class:`~calib.calibrators.base.TrainingRows` for an adaptive threshold's model."""
         logits = np.asarray(logits, dtype=np.float64)
         self.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
         scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
+        self.trained_on_ = TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
+        if train is not None:
+            train = training_part(train, self.options, seed, self.n_conditioning_, features is not None)
         if self.threshold_kind in PER_CLASS:
             if self.threshold_kind == "classwise":
                 self.threshold_ = class_thresholds(
@@ -89,6 +99,7 @@ class SetCalibrator(Calibrator):
             flow=self.flow,
             seed=seed,
             allow_full_set=self.options.allow_full_set,
+            train=train,
         )
         self.fit_counts_ = self._count_rows(logits, features, probs)
         return self
@@ -209,8 +220,15 @@ class SetCalibrator(Calibrator):
         else:
             report["q (transformed scale)"] = float(self.threshold_["q"])
             report["conditioned on"] = self.conditioning_
+            report["model fitted on"] = self.trained_on_
         report.update({f"infeasible {k.replace('_', ' ')} (cal rows)": v for k, v in self.fit_counts_.items() if v})
         return report
+
+    def warnings(self):
+        models = {"adaptive": ("flow", "flow"), "qr": ("qr", "quantile regression")}
+        if self.threshold_kind not in models:
+            return []
+        return mlp.training_warnings(self.threshold_, *models[self.threshold_kind])
 
     def to_state(self):
         return State(params=conditioning_params(self), arrays={f"threshold_{k}": v for k, v in self.threshold_.items()})
@@ -232,6 +250,7 @@ def conditioning_params(calibrator) -> dict:
         "n_conditioning": calibrator.n_conditioning_,
         "fit_counts": calibrator.fit_counts_,
         "score_seed": calibrator.score_seed_,
+        "trained_on": calibrator.trained_on_,
     }
 
 
@@ -240,6 +259,7 @@ def restore_conditioning(calibrator, params: dict):
     calibrator.n_conditioning_ = int(params["n_conditioning"])
     calibrator.fit_counts_ = dict(params["fit_counts"])
     calibrator.score_seed_ = int(params.get("score_seed", 0))  # bundles from before randomised scores: 0
+    calibrator.trained_on_ = str(params.get("trained_on", TRAINED_ON_HALVES))  # before training rows: halves
     return calibrator
 
 

@@ -20,8 +20,9 @@ FLOW_HIDDEN = (100,) * 6  # Linear(d,100)+ReLU, 5 x [Linear(100,100)+ReLU], Line
 FLOW_STEPS = 3000
 FLOW_LR = {"er": 1e-2, "gauss": 1e-4}
 QR_HIDDEN = (64, 16)
-QR_STEPS = 2000
-QR_LR = 1e-3
+#: Adam on minibatches of a fifth of the rows; the weight decay (a ridge) keeps the quantile
+#: regression from chasing the training rows (docs/calibrators.md, "Training the quantile regressions").
+QR_TRAINING = {"steps": 2000, "lr": 1e-3, "weight_decay": 1e-2}
 KINDS = ("constant", "adaptive", "qr", "classwise", "clustered")
 #: Quantile levels that embed a class for clustering (Ding et al. 2023), besides 1 - alpha.
 EMBEDDING_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -34,6 +35,17 @@ def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[: n // 2]), np.sort(order[n // 2 :])
 
 
+def fitting_and_conformal(scores: np.ndarray, features: np.ndarray, seed: int, train: tuple | None) -> tuple[tuple, tuple]:
+    """((scores, features) the threshold's model is fitted on, (scores, features) it is
+    conformalised on): a seeded random half of the calibration rows each, or, given ``train``
+    = (scores, features) of separate training rows (the ATS-CP paper's protocol), those and every
+    calibration row."""
+    if train is not None:
+        return train, (scores, features)
+    fit_rows, conformal_rows = split_halves(len(scores), seed)
+    return (scores[fit_rows], features[fit_rows]), (scores[conformal_rows], features[conformal_rows])
+
+
 def fit_threshold(
     kind: str,
     scores: np.ndarray,
@@ -43,24 +55,26 @@ def fit_threshold(
     flow: str = "gauss",
     seed: int = 0,
     allow_full_set: bool = False,
+    train: tuple | None = None,
 ) -> dict:
     """Fit a threshold on calibration scores V(x_i, y_i) and features x_i; returns its state arrays.
+    The adaptive kinds fit a model on one part and conformalise on the other
+    (:func:`fitting_and_conformal`; ``train``: separate training rows' (scores, features)).
 
     constant: q = the conformal quantile of all scores.
-    adaptive: w(x) = |MLP(x)| on the first half; b = F(V, x) = V / (gamma + w) (er) or
-      log(V / (gamma + w)) (gauss); q = conformal quantile of b on the second half.
-    qr: qr(x) estimates the (1 - alpha) quantile of V (pinball loss) on the first half;
-      q = conformal quantile of E = V - qr(x) on the second half.
+    adaptive: w(x) = |MLP(x)| on the fitting part; b = F(V, x) = V / (gamma + w) (er) or
+      log(V / (gamma + w)) (gauss); q = conformal quantile of b on the conformalising part.
+    qr: qr(x) estimates the (1 - alpha) quantile of V (pinball loss, :data:`QR_TRAINING`) on the
+      fitting part; q = conformal quantile of E = V - qr(x) on the conformalising part.
     """
     if kind == "constant":
         return {"q": np.array(conformal_quantile(scores, alpha, allow_full_set=allow_full_set))}
-    fit_rows, conformal_rows = split_halves(len(scores), seed)
-    batch = max(1, len(fit_rows) // 5)
     if kind == "adaptive":
-        arrays, transformed = fit_flow(scores, features, flow, seed)
+        arrays, transformed = fit_flow(scores, features, flow, seed, train=train)
     else:
         torch = extras.torch()
 
+        (fit_scores, fit_features), (conformal_scores, conformal_features) = fitting_and_conformal(scores, features, seed, train)
         level = 1.0 - alpha
 
         def pinball(out, v):
@@ -68,35 +82,36 @@ def fit_threshold(
             return torch.mean(torch.maximum(level * residual, (level - 1.0) * residual))
 
         arrays = mlp.train(
-            features[fit_rows],
-            scores[fit_rows],
+            fit_features,
+            fit_scores,
             QR_HIDDEN,
             1,
             pinball,
             prefix="qr",
-            steps=QR_STEPS,
-            lr=QR_LR,
-            batch_size=batch,
+            batch_size=max(1, len(fit_scores) // 5),
             seed=seed,
+            **QR_TRAINING,
         )
-        transformed = scores[conformal_rows] - mlp.forward(arrays, "qr", features[conformal_rows])[:, 0]
+        transformed = conformal_scores - mlp.forward(arrays, "qr", conformal_features)[:, 0]
     arrays["q"] = np.array(conformal_quantile(transformed, alpha, allow_full_set=allow_full_set))
     return arrays
 
 
-def fit_flow(scores: np.ndarray, features: np.ndarray, flow: str, seed: int) -> tuple[dict, np.ndarray]:
-    """Train the flow's w(x) on the first seeded half; returns its arrays and the transformed scores
-    b = F(V, x) of the second (conformalising) half."""
+def fit_flow(
+    scores: np.ndarray, features: np.ndarray, flow: str, seed: int, train: tuple | None = None
+) -> tuple[dict, np.ndarray]:
+    """Train the flow's w(x) on the fitting part (:func:`fitting_and_conformal`); returns its arrays
+    and the transformed scores b = F(V, x) of the conformalising part."""
     torch = extras.torch()
 
-    fit_rows, conformal_rows = split_halves(len(scores), seed)
-    target_v = np.maximum(scores[fit_rows], SCORE_FLOOR)
+    (fit_scores, fit_features), (conformal_scores, conformal_features) = fitting_and_conformal(scores, features, seed, train)
+    target_v = np.maximum(fit_scores, SCORE_FLOOR)
     if flow == "er":
         loss = lambda out, v: torch.mean((v - out.abs()[:, 0]) ** 2)  # noqa: E731
     else:
         loss = lambda out, v: torch.mean(torch.log(v / (FLOW_GAMMA + out.abs()[:, 0])) ** 2)  # noqa: E731
     arrays = mlp.train(
-        features[fit_rows],
+        fit_features,
         target_v,
         FLOW_HIDDEN,
         1,
@@ -104,10 +119,10 @@ def fit_flow(scores: np.ndarray, features: np.ndarray, flow: str, seed: int) -> 
         prefix="flow",
         steps=FLOW_STEPS,
         lr=FLOW_LR[flow],
-        batch_size=max(1, len(fit_rows) // 5),
+        batch_size=max(1, len(fit_scores) // 5),
         seed=seed,
     )
-    return arrays, flow_transform(scores[conformal_rows], flow_scale(arrays, features[conformal_rows]), flow)
+    return arrays, flow_transform(conformal_scores, flow_scale(arrays, conformal_features), flow)
 
 
 def monotone_heads(raw):
@@ -122,14 +137,17 @@ def monotone_heads(raw):
     return torch.cat([raw[:, :1], raw[:, :1] + torch.cumsum(gaps, dim=1)], dim=1)
 
 
-def fit_multi_quantile(scores: np.ndarray, features: np.ndarray, alphas: np.ndarray, seed: int) -> dict:
+def fit_multi_quantile(
+    scores: np.ndarray, features: np.ndarray, alphas: np.ndarray, seed: int, train: tuple | None = None
+) -> dict:
     """ats-maq --model multiqr: one QR MLP (64, 16) with a head per alpha (``alphas`` decreasing, so
-    the levels 1 - alpha increase along the heads) and monotone by construction (:func:`monotone_heads`), trained with
-    the summed pinball losses on the first seeded half; each head is conformalised on the second half
-    (shift = conformal quantile of V - q_j(x) at alpha_j). Arrays: the MLP and ``shifts``."""
+    the levels 1 - alpha increase along the heads) and monotone by construction (:func:`monotone_heads`),
+    trained with the summed pinball losses (:data:`QR_TRAINING`) on the fitting part; each head is
+    conformalised on the conformalising part (shift = conformal quantile of V - q_j(x) at alpha_j;
+    :func:`fitting_and_conformal`). Arrays: the MLP and ``shifts``."""
     torch = extras.torch()
 
-    fit_rows, conformal_rows = split_halves(len(scores), seed)
+    (fit_scores, fit_features), (conformal_scores, conformal_features) = fitting_and_conformal(scores, features, seed, train)
     levels = torch.as_tensor(1.0 - alphas, dtype=torch.float32)[None, :]
 
     def pinball(out, v):
@@ -137,18 +155,17 @@ def fit_multi_quantile(scores: np.ndarray, features: np.ndarray, alphas: np.ndar
         return torch.mean(torch.sum(torch.maximum(levels * residual, (levels - 1.0) * residual), dim=1))
 
     arrays = mlp.train(
-        features[fit_rows],
-        scores[fit_rows],
+        fit_features,
+        fit_scores,
         QR_HIDDEN,
         len(alphas),
         pinball,
         prefix="mqr",
-        steps=QR_STEPS,
-        lr=QR_LR,
-        batch_size=max(1, len(fit_rows) // 5),
+        batch_size=max(1, len(fit_scores) // 5),
         seed=seed,
+        **QR_TRAINING,
     )
-    residual = scores[conformal_rows, None] - monotone_heads(mlp.forward(arrays, "mqr", features[conformal_rows]))
+    residual = conformal_scores[:, None] - monotone_heads(mlp.forward(arrays, "mqr", conformal_features))
     arrays["shifts"] = np.array([conformal_quantile(residual[:, j], alpha) for j, alpha in enumerate(alphas)])
     return arrays
 

@@ -62,6 +62,18 @@ def fit(
         typer.Option("--option", "-O", help="Any method option as KEY=VALUE (repeatable).", show_default=False),
     ] = None,
     features: options.Features = None,
+    train: Annotated[
+        Optional[str],
+        typer.Option(
+            "--train",
+            help="Labelled rows apart from PRED (same format, classes and kind) on which ats-aq, ats-maq and the adaptive threshold fit their model; PRED's rows then all conformalise it (default: seeded halves of PRED).",
+            show_default=False,
+        ),
+    ] = None,
+    train_features: Annotated[
+        Optional[str],
+        typer.Option("--train-features", help="The --train rows' features, when --features is given.", show_default=False),
+    ] = None,
     input_kind: options.InputKind = "auto",
     score_prefix: options.ScorePrefix = None,
     json_path: Annotated[
@@ -85,10 +97,20 @@ def fit(
             raise UsageError(f"--option {item!r}: expected KEY=VALUE")
         given[key.strip()] = value.strip()
     if json_path not in (None, "-"):
-        check_not_an_input(json_path, [pred, labels, features])
+        check_not_an_input(json_path, [pred, labels, features, train, train_features])
+    if (features is None) != (train_features is None) and train is not None:
+        raise UsageError("--features and --train-features go together: the model conditions on the same kind of input in both")
+    if train is None and train_features is not None:
+        raise UsageError("--train-features needs --train")
     start = time.perf_counter()
     preds, _ = options.read_inputs(pred, None, labels, label_column, input_kind, score_prefix, require_labels=True)
-    fitted = api.calibrator(method, **given).fit(preds, seed=seed, features=read_features(features, preds.n))
+    train_preds = train_x = None
+    if train is not None:
+        train_preds, _ = options.read_inputs(train, None, None, label_column, input_kind, score_prefix, require_labels=True)
+        train_x = read_features(train_features, train_preds.n)
+    fitted = api.calibrator(method, **given).fit(
+        preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x
+    )
     fitted.save(out, force=force)
     calibrator = fitted.fitted
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
@@ -97,6 +119,7 @@ def fit(
         "method": method,
         "options": dataclasses.asdict(calibrator.options),
         "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k},
+        **({"train": {"path": train_preds.name, "n": train_preds.n}} if train_preds is not None else {}),
         "fit_report": calibrator.fit_report(),
         "warnings": calibrator.warnings(),
         "bundle": out,
