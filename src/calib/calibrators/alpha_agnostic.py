@@ -45,7 +45,7 @@ from . import mlp
 from .base import Calibrator, add_counts
 from .conformal import EMPTY, FULL, ScoreOptions, check_choice, label_scores, nonconformity, training_part
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
-from .set_based import TRAINED_ON_HALVES, _count, conditioning_params, restore_conditioning
+from .set_based import _count, conditioning_params, restore_conditioning, trained_on
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
 
 AGGREGATES = ("mean", "geometric", "central", "kl-forward", "kl-reverse")
@@ -132,7 +132,7 @@ class AlphaAgnostic(Calibrator):
         scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
-        self.trained_on_ = TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
+        self.trained_on_ = trained_on(self, train)
         if train is not None:
             train = training_part(train, self.options, seed, self.n_conditioning_, features is not None)
         self.fit_levels(scores, features if features is not None else logits, seed, train)

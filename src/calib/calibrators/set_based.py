@@ -79,7 +79,7 @@ class SetCalibrator(Calibrator):
         scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
         self.conditioning_ = "features" if features is not None else "logits"
         self.n_conditioning_ = int((features if features is not None else logits).shape[1])
-        self.trained_on_ = TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
+        self.trained_on_ = trained_on(self, train)
         if train is not None:
             train = training_part(train, self.options, seed, self.n_conditioning_, features is not None)
         if self.threshold_kind in PER_CLASS:
@@ -242,6 +242,13 @@ class SetCalibrator(Calibrator):
         return calibrator
 
 
+def trained_on(calibrator, train) -> str | None:
+    """Where the calibrator's own model is fitted (for its fit report): None without a model."""
+    if not calibrator.trains_a_model():
+        return None
+    return TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
+
+
 def conditioning_params(calibrator) -> dict:
     """What a fitted conformal calibrator conditions on, its calibration-row counts and the seed of
     its randomised scores, as JSON."""
@@ -259,7 +266,7 @@ def restore_conditioning(calibrator, params: dict):
     calibrator.n_conditioning_ = int(params["n_conditioning"])
     calibrator.fit_counts_ = dict(params["fit_counts"])
     calibrator.score_seed_ = int(params.get("score_seed", 0))  # bundles from before randomised scores: 0
-    calibrator.trained_on_ = str(params.get("trained_on", TRAINED_ON_HALVES))  # before training rows: halves
+    calibrator.trained_on_ = params.get("trained_on", TRAINED_ON_HALVES if calibrator.trains_a_model() else None)
     return calibrator
 
 
