@@ -118,3 +118,18 @@ def test_when_no_attempt_reaches_the_loss_bound_the_best_is_kept():
     (warning,) = mlp.training_warnings(kept, "m", "test model")
     assert "all 3 attempts" in warning and f"{float(kept['m_loss']):.4g}" in warning
     assert mlp.training_warnings(last, "m", "test model") != [] and mlp.training_warnings({}, "m", "x") == []
+
+
+def test_training_rows_with_features(rows):
+    """A model conditioned on features learns from the training rows' features; the widths must match."""
+    cal, cal_labels, other, other_labels = rows
+    features, train_features = cal[:, :4] ** 2, other[:1500, :4] ** 2
+    fitted = calib.calibrator("ats-aq", alpha=0.1).fit(
+        cal, cal_labels, features=features, train=(other[:1500], other_labels[:1500]), train_features=train_features
+    )
+    assert fitted.fit_report()["conditioned on"] == "features"
+    assert fitted.predict_sets(other[2000:2100], features=other[2000:2100, :4] ** 2).shape == (100, 10)
+    with pytest.raises(ValueError, match="feature columns"):
+        calib.calibrator("ats-aq").fit(
+            cal, cal_labels, features=features, train=(other[:1500], other_labels[:1500]), train_features=train_features[:, :3]
+        )
