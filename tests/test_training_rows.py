@@ -67,6 +67,14 @@ def test_training_rows_are_refused_where_they_have_no_use(rows):
         calib.calibrator("ats-aq").fit(cal, cal_labels, train=(other[:100, :5], other_labels[:100] % 5))
     with pytest.raises(ValueError, match="features"):
         calib.calibrator("ats-aq").fit(cal, cal_labels, features=cal[:, :3], train=(other[:100], other_labels[:100]))
+    with pytest.raises(ValueError, match="training rows came with features"):
+        calib.calibrator("ats-aq").fit(cal, cal_labels, train=(other[:100], other_labels[:100]), train_features=other[:100, :3])
+    with pytest.raises(ValueError, match="without the training rows"):
+        calib.calibrator("ats-aq").fit(cal, cal_labels, train_features=other[:100, :3])
+    # training probabilities beside calibration logits: another kind, refused (not read as logits)
+    probs = np.exp(other[:100] - other[:100].max(axis=1, keepdims=True))
+    with pytest.raises(ValueError, match="classes of probs"):
+        calib.calibrator("ats-aq").fit(cal, cal_labels, train=(probs / probs.sum(axis=1, keepdims=True), other_labels[:100]))
 
 
 def test_fit_train_on_the_command_line(tmp_path, run):

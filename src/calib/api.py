@@ -109,7 +109,7 @@ class Calibration:
         preds = as_predictions(scores, labels, kind=kind)
         if train is not None and not isinstance(train, Predictions):
             train_scores, train_labels = train
-            train = as_predictions(train_scores, train_labels, kind=preds.kind)
+            train = as_predictions(train_scores, train_labels, kind=kind)
         self.fitted = pipeline.fit_calibrator(
             preds, self.method, self.options, seed=seed, features=features, train=train, train_features=train_features
         )

@@ -34,12 +34,12 @@ def fit_calibrator(
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
+    if train is None and train_features is not None:
+        raise UsageError("features of training rows were given without the training rows", cli_hint="--train FILE")
     logits, given = calibrator_inputs(calibrator, preds, slice(None))
-    if train is None:
-        return calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
-    return calibrator.fit(
-        logits, preds.labels, seed=seed, features=features, train=training_rows(calibrator, preds, train, train_features), **given
-    )
+    if train is not None:
+        given["train"] = training_rows(calibrator, preds, train, train_features)
+    return calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
 
 
 def training_rows(calibrator: Calibrator, preds: Predictions, train: Predictions, features: np.ndarray | None) -> TrainingRows:

@@ -43,9 +43,9 @@ from ..errors import InputError
 from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
 from . import mlp
 from .base import Calibrator, add_counts
-from .conformal import EMPTY, FULL, ScoreOptions, check_choice, label_scores, nonconformity, training_part
+from .conformal import EMPTY, FULL, ScoreOptions, check_choice, nonconformity
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
-from .set_based import _count, conditioning_params, restore_conditioning, trained_on
+from .set_based import _count, conditioning_params, restore_conditioning, start_fit
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
 
 AGGREGATES = ("mean", "geometric", "central", "kl-forward", "kl-reverse")
@@ -127,14 +127,7 @@ class AlphaAgnostic(Calibrator):
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for ats-maq's model."""
-        logits = np.asarray(logits, dtype=np.float64)
-        self.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
-        scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
-        self.conditioning_ = "features" if features is not None else "logits"
-        self.n_conditioning_ = int((features if features is not None else logits).shape[1])
-        self.trained_on_ = trained_on(self, train)
-        if train is not None:
-            train = training_part(train, self.options, seed, self.n_conditioning_, features is not None)
+        logits, scores, train = start_fit(self, logits, labels, seed=seed, features=features, probs=probs, train=train)
         self.fit_levels(scores, features if features is not None else logits, seed, train)
         self.fit_counts_ = {}
         for rows in row_chunks(*logits.shape):

@@ -169,9 +169,9 @@ def label_scores(
     logits: np.ndarray, labels: np.ndarray, options: ScoreOptions | str, probs: np.ndarray | None = None, seed: int = 0
 ) -> np.ndarray:
     """V(x_i, y_i) for calibration rows, computed a chunk of rows at a time, on ``probs`` (the
-    model's probabilities as given) if given, else on softmax(logits): the test rows' own
-    computation (:func:`nonconformity`), so that a calibration row and an equal test row get the
-    same score to the last bit and ties at q stay ties."""
+    model's probabilities as given) if given, else on softmax(logits): the score
+    :func:`nonconformity` gives the label of an equal test row, to the last bit
+    (:func:`_label_rank_scores`), so that ties at q stay ties."""
     options = ScoreOptions(options) if isinstance(options, str) else options
 
     def chunk_scores(rows):
@@ -188,8 +188,13 @@ def training_part(train, options: ScoreOptions, seed: int, n_conditioning: int, 
     conditions on there: their features if the calibration rows came with features, else their
     logits), computed as the calibration rows' are; their widths must match the calibration rows'."""
     logits = np.asarray(train.logits, dtype=np.float64)
-    if with_features and train.features is None:
-        raise InputError("the calibration rows came with features; give the training rows' features too")
+    if with_features != (train.features is not None):
+        given, missing = ("calibration", "training") if with_features else ("training", "calibration")
+        raise InputError(
+            f"the {given} rows came with features and the {missing} rows without: the model conditions on the "
+            "same kind of input in both",
+            cli_hint="--features and --train-features go together",
+        )
     conditioning = np.asarray(train.features, dtype=np.float64) if with_features else logits
     if conditioning.shape[1] != n_conditioning or len(conditioning) != len(logits):
         raise InputError(

@@ -11,6 +11,9 @@ import numpy as np
 
 from .. import extras
 
+#: Training restarts (lr / 10) while the final loss is NaN or above this (docs/calibrators.md).
+RESTART_LOSS = 10.0
+
 
 def standardise_stats(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and std of the training inputs (std floored at 1e-6: constant features)."""
@@ -41,7 +44,7 @@ def train(
     batch_size: int,
     seed: int,
     restarts: int = 10,
-    bad_loss: float = 10.0,
+    bad_loss: float = RESTART_LOSS,
     weight_decay: float = 0.0,
 ) -> dict:
     """Train an MLP with Adam on minibatches; returns its arrays (weights, biases, input statistics).
@@ -101,7 +104,7 @@ def train(
     return arrays
 
 
-def training_warnings(arrays: dict, prefix: str, what: str, bad_loss: float = 10.0) -> list[str]:
+def training_warnings(arrays: dict, prefix: str, what: str, bad_loss: float = RESTART_LOSS) -> list[str]:
     """A sentence when the training of ``prefix``'s MLP never got its loss to ``bad_loss`` or
     below (bundles from before these records give none)."""
     loss = arrays.get(f"{prefix}_loss")

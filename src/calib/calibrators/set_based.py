@@ -74,14 +74,7 @@ class SetCalibrator(Calibrator):
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for an adaptive threshold's model."""
-        logits = np.asarray(logits, dtype=np.float64)
-        self.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
-        scores = label_scores(logits, labels, self.options, probs=probs, seed=seed)
-        self.conditioning_ = "features" if features is not None else "logits"
-        self.n_conditioning_ = int((features if features is not None else logits).shape[1])
-        self.trained_on_ = trained_on(self, train)
-        if train is not None:
-            train = training_part(train, self.options, seed, self.n_conditioning_, features is not None)
+        logits, scores, train = start_fit(self, logits, labels, seed=seed, features=features, probs=probs, train=train)
         if self.threshold_kind in PER_CLASS:
             if self.threshold_kind == "classwise":
                 self.threshold_ = class_thresholds(
@@ -242,11 +235,21 @@ class SetCalibrator(Calibrator):
         return calibrator
 
 
-def trained_on(calibrator, train) -> str | None:
-    """Where the calibrator's own model is fitted (for its fit report): None without a model."""
-    if not calibrator.trains_a_model():
-        return None
-    return TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
+def start_fit(calibrator, logits, labels, *, seed, features, probs, train) -> tuple:
+    """The start of every conformal fit: records what the calibrator conditions on, the seed of its
+    randomised scores and where its own model (if any) is fitted; returns (float64 logits, the
+    calibration scores V(x_i, y_i), the training rows' (scores, conditioning) or None)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    calibrator.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
+    calibrator.conditioning_ = "features" if features is not None else "logits"
+    calibrator.n_conditioning_ = int((features if features is not None else logits).shape[1])
+    calibrator.trained_on_ = None
+    if calibrator.trains_a_model():
+        calibrator.trained_on_ = TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
+    scores = label_scores(logits, labels, calibrator.options, probs=probs, seed=seed)
+    if train is not None:
+        train = training_part(train, calibrator.options, seed, calibrator.n_conditioning_, features is not None)
+    return logits, scores, train
 
 
 def conditioning_params(calibrator) -> dict:

@@ -98,8 +98,6 @@ def fit(
         given[key.strip()] = value.strip()
     if json_path not in (None, "-"):
         check_not_an_input(json_path, [pred, labels, features, train, train_features])
-    if (features is None) != (train_features is None) and train is not None:
-        raise UsageError("--features and --train-features go together: the model conditions on the same kind of input in both")
     if train is None and train_features is not None:
         raise UsageError("--train-features needs --train")
     start = time.perf_counter()
