@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from calib import kernels
+from calib.calibrators.conformal import nonconformity
 from calib.calibrators.select_tau import tempered_distribution
 from calib.numerics import log_floored, log_softmax_and_softmax, tempered_moments
 
@@ -30,6 +31,7 @@ def cases(rows: int, classes: int):
         "tempered moments": lambda: tempered_moments(logits, 0.7),
         "log(p + 1e-12)": lambda: log_floored(probs, shift=1e-12),
         "SelectTau (distribution)": lambda: tempered_distribution(logits, in_set, target),
+        "raps scores (ranking + pass)": lambda: nonconformity(probs, "raps"),
     }
 
 

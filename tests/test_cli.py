@@ -201,6 +201,20 @@ def test_console_script_starts_without_heavy_imports():
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
+def test_only_the_command_line_sets_the_allocator():
+    """The command keeps freed chunk-sized blocks for reuse (glibc's mmap and trim thresholds;
+    mallopt says whether it took them); importing the library leaves the allocator alone."""
+    import platform
+
+    from calib.cli.allocator import keep_freed_memory
+
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    code = "import calib, calib.api, calib.pipeline, sys; print(sorted(m for m in sys.modules if 'allocator' in m))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    assert keep_freed_memory() is glibc
+
+
 def test_public_api_is_pinned():
     import calib
 

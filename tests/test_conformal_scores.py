@@ -48,6 +48,53 @@ def test_label_scores_are_the_test_rows_scores_to_the_bit_with_ties():
             assert np.array_equal(label_scores(logits, labels, options, probs=probs, seed=7), expected), (score, randomize)
 
 
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+@pytest.mark.parametrize("n_classes", [2, 3, 1024, 1025, 10_000])
+def test_scores_equal_a_stable_argsort_to_the_bit(backend, n_classes, monkeypatch):
+    """Test rows are ranked by one sort of packed integer keys (the low bits of each value give way
+    to its column) and scored in one pass per row; rows the keys cannot rank exactly are ranked
+    again. Against a stable argsort and the formulas written out, bit for bit, on both kernel paths:
+    values 1 ulp apart, exact zeros, -0.0 beside 0.0, values a hair outside [0, 1], float32-rounded
+    rows and rows of equal values."""
+    from calib import kernels
+    from calib.calibrators.conformal import _scores_by_rank
+
+    if backend == "compiled":
+        monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels", reason="the C extension is not built"))
+    else:
+        monkeypatch.setattr(kernels, "_compiled", None)
+    rng = np.random.default_rng(n_classes)
+    n = 300 if n_classes < 5000 else 40
+    rows = np.arange(n)
+    probs = rng.dirichlet(np.full(n_classes, 0.3), size=n)
+    column = rng.integers(0, n_classes, size=n)
+    probs[rows, (column + 1) % n_classes] = np.nextafter(probs[rows, column], 1.0)  # 1 ulp above a neighbour
+    probs[::5, : n_classes // 2] = 0.0
+    probs[1::7, 0] = -0.0
+    probs[2::9, -1] = -1e-5
+    probs[3::11, 0] = 1.0 + 1e-5
+    probs[4::13] = probs[4::13].astype(np.float32)
+    probs[5::17] = 1.0 / n_classes
+    order = np.argsort(-probs, axis=1, kind="stable")
+    ranked = np.take_along_axis(probs, order, axis=1)
+    rank = np.arange(1.0, n_classes + 1.0)
+    written_out = {
+        "aps": np.cumsum(ranked, axis=1),
+        "raps": np.cumsum(ranked, axis=1) + 0.01 * np.maximum(rank - 5, 0.0),
+        "saps": ranked[:, :1] + (rank - 1.0) * 0.2,
+        "topk": np.broadcast_to(rank, ranked.shape),
+    }
+    for score, by_rank in written_out.items():
+        for randomize in (False, True):
+            options = ScoreOptions(score, randomize=randomize)
+            if randomize:
+                by_rank = _scores_by_rank(ranked, probs, options, 5)
+            expected = np.empty_like(probs)
+            np.put_along_axis(expected, order, by_rank, axis=1)
+            got = nonconformity(probs, options, seed=5)
+            assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (score, randomize)
+
+
 def test_bad_score_parameters_are_refused(run):
     with pytest.raises(ValueError, match="saps_lambda"):
         calib.calibrator("mr", score="saps", saps_lambda=0.0)

@@ -1,7 +1,7 @@
 /* calib's compiled inner loops (module calib._kernels): a vectorised log, and a vectorised exp for
  * non-positive arguments; built on the exp, the row softmax and the tempered moments (calib.numerics) and SelectTau's
  * per-row search (the ATS-CP paper, algorithm 2; calib.calibrators.select_tau describes the algorithm and
- * holds its settings).
+ * holds its settings), and the conformal scores of every class from a ranking of the row.
  *
  * Why compiled: NumPy's float64 exp is scalar on CPUs without AVX-512 (6.5-8 ns a value here), and
  * an iterative search over an N x K matrix in NumPy is several passes over memory per iteration.
@@ -382,6 +382,49 @@ static void solve_rows(const double *scores, const uint8_t *in_set, const double
                   dist == NULL ? NULL : dist + i * k, log_space);
 }
 
+/* Conformal scores by rank (calib.calibrators.conformal): per row, with ``ranking`` the row's columns
+ * sorted by non-increasing probability (each entry's column in the bits under ``column_mask``; the
+ * bits above may hold a sort key), the score of the class at rank r (0-based) is
+ *     base_r + table[r],  base_r = p_(0) + ... + p_(r) (CUMULATIVE), p_(0) (TOP) or 0 (NO_BASE),
+ * written at the class's own column. A row is flagged when the ranking is not exactly the one
+ * wanted, non-increasing with equal probabilities in column order (the caller ranks those rows
+ * again, stably). The sum runs from rank 0 up, as NumPy's cumsum does, and the table is added
+ * afterwards, so the scores equal calib.kernels.by_rank_values' to the bit (there is no product a
+ * fused multiply-add could round differently). Why compiled: a row's gather, sums and scatter stay
+ * in cache in one pass, where NumPy makes three passes over memory and builds index arrays. */
+enum { CUMULATIVE = 0, TOP = 1, NO_BASE = 2 };
+
+static int rank_scores_rows(const double *probs, const uint64_t *ranking, uint64_t column_mask, Py_ssize_t n,
+                            Py_ssize_t k, int base, const double *table, double *out, uint8_t *misranked)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *p = probs + i * k;
+        const uint64_t *o = ranking + i * k;
+        double *v = out + i * k;
+        double sum = 0.0, previous = 0.0, top = 0.0;
+        uint64_t previous_column = 0;
+        uint8_t wrong = 0;
+        for (Py_ssize_t r = 0; r < k; r++) {
+            uint64_t column = o[r] & column_mask;
+            if (column >= (uint64_t)k)
+                return 0;
+            double value = p[column];
+            if (r == 0)
+                top = sum = value;
+            else {
+                wrong |= value > previous || (value == previous && column < previous_column);
+                sum += value;
+            }
+            previous = value;
+            previous_column = column;
+            double score = base == CUMULATIVE ? sum : base == TOP ? top : 0.0;
+            v[column] = table == NULL ? score : (base == NO_BASE ? table[r] : score + table[r]);
+        }
+        misranked[i] = wrong;
+    }
+    return 1;
+}
+
 static int check_size(const Py_buffer *buffer, Py_ssize_t expected, const char *name)
 {
     if (buffer->len != expected) {
@@ -547,16 +590,65 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(rank_scores_doc,
+"rank_scores(probs, ranking, column_mask, n, k, base, table, out, misranked)\n\n"
+"Conformal scores of every class from a ranking: C-contiguous probs float64 (n, k) and ranking uint64\n"
+"(n, k) (columns under column_mask), base 0 (cumulative sum), 1 (top probability) or 2 (none), table\n"
+"float64 (k,) or None; writes out float64 (n, k) in class order and misranked uint8 (n,).");
+
+static PyObject *rank_scores(PyObject *self, PyObject *args)
+{
+    Py_buffer probs, ranking, out, misranked, table = {0};
+    Py_ssize_t n, k;
+    unsigned long long column_mask;
+    int base, ok = 1;
+    PyObject *table_object;
+    if (!PyArg_ParseTuple(args, "y*y*KnniOw*w*", &probs, &ranking, &column_mask, &n, &k, &base, &table_object, &out,
+                          &misranked))
+        return NULL;
+    PyObject *result = NULL;
+    if (table_object != Py_None && PyObject_GetBuffer(table_object, &table, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t bytes = n * k * (Py_ssize_t)sizeof(double);
+    if (n < 0 || k < 0 || !check_size(&probs, bytes, "probs")
+        || !check_size(&ranking, n * k * (Py_ssize_t)sizeof(uint64_t), "ranking") || !check_size(&out, bytes, "out")
+        || !check_size(&misranked, n, "misranked")
+        || (table.obj != NULL && !check_size(&table, k * (Py_ssize_t)sizeof(double), "table")))
+        goto done;
+    if (base < CUMULATIVE || base > NO_BASE || (base == NO_BASE && table.obj == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "base must be 0, 1 or 2, and 2 needs a table");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ok = rank_scores_rows(probs.buf, ranking.buf, (uint64_t)column_mask, n, k, base,
+                          table.obj != NULL ? table.buf : NULL, out.buf, misranked.buf);
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "ranking holds a column outside [0, k)");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&probs);
+    PyBuffer_Release(&ranking);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&misranked);
+    if (table.obj != NULL)
+        PyBuffer_Release(&table);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"log", log_kernel, METH_VARARGS, log_doc},
     {"softmax", softmax, METH_VARARGS, softmax_doc},
     {"moments", moments, METH_VARARGS, moments_doc},
     {"select_tau", select_tau, METH_VARARGS, select_tau_doc},
+    {"rank_scores", rank_scores, METH_VARARGS, rank_scores_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_kernels", "calib's compiled inner loops: log, row softmax, tempered moments and SelectTau (see _kernels.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_kernels", "calib's compiled inner loops: log, row softmax, tempered moments, SelectTau and conformal scores by rank (see _kernels.c).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

@@ -5,6 +5,8 @@ same formulas:
   compiler with GCC's vector extensions is present; see ``_kernels.c`` for why it pays);
 - ``numpy``: the same computations as whole-array NumPy operations, always available.
 
+The conformal scores by rank (:func:`rank_scores`) are the same on both paths to the bit.
+
 ``CALIB_KERNELS=numpy`` (or ``compiled``) chooses a path; by default the compiled one is used when it
 is importable. :data:`BACKEND` names the active path (``calib --version`` prints it). Both paths take
 the same arguments and write into the same caller-allocated outputs. They agree to a few ulp on the
@@ -99,6 +101,47 @@ def log(values: np.ndarray, shift: float, floor: float, out: np.ndarray) -> None
     np.maximum(out, floor, out=out)
     with np.errstate(divide="ignore", invalid="ignore"):
         np.log(out, out=out)
+
+
+#: How :func:`rank_scores` starts a rank's score: the cumulative sum of the ranked probabilities up to
+#: and including the rank, the top probability, or nothing (the table alone).
+CUMULATIVE, TOP, NO_BASE = range(3)
+
+
+def by_rank_values(ranked: np.ndarray, base: int, table: np.ndarray | None) -> np.ndarray:
+    """Scores in rank order from probabilities sorted non-increasing along rows: base + table[r],
+    with base the cumulative sum (``CUMULATIVE``), the top probability (``TOP``) or 0 (``NO_BASE``)."""
+    if base == NO_BASE:
+        return np.broadcast_to(table, ranked.shape).copy()
+    by_rank = np.cumsum(ranked, axis=1) if base == CUMULATIVE else np.repeat(ranked[:, :1], ranked.shape[1], axis=1)
+    if table is not None:
+        by_rank += table
+    return by_rank
+
+
+def rank_scores(
+    probs: np.ndarray,
+    ranking: np.ndarray,
+    column_mask: int,
+    base: int,
+    table: np.ndarray | None,
+    out: np.ndarray,
+    misranked: np.ndarray,
+) -> None:
+    """:func:`by_rank_values` of each row ranked by ``ranking`` (uint64; per row, the columns by
+    non-increasing probability, each in the bits under ``column_mask``), written at each class's
+    own column of ``out`` (float64, C-contiguous like ``probs``). ``misranked`` (uint8) marks the
+    rows whose ranking is not exactly non-increasing with equal probabilities in column order (their
+    scores are then to be computed again from such a ranking). The compiled path does it in one pass
+    per row, in cache; here it is a gather, the sums and a scatter."""
+    n, k = probs.shape
+    if _compiled is not None:
+        return _compiled.rank_scores(probs, ranking, column_mask, n, k, base, table, out, misranked)
+    order = (ranking & np.uint64(column_mask)).astype(np.intp)
+    ranked = np.take_along_axis(probs, order, axis=1)
+    after, before = ranked[:, 1:], ranked[:, :-1]
+    misranked[:] = ((after > before) | ((after == before) & (order[:, 1:] < order[:, :-1]))).any(axis=1)
+    np.put_along_axis(out, order, by_rank_values(ranked, base, table), axis=1)
 
 
 def select_tau(

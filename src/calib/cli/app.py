@@ -10,6 +10,7 @@ import typer
 from .. import __version__
 from ..errors import CalibError
 from . import render
+from .allocator import keep_freed_memory
 from .apply import apply
 from .diagnose import diagnose
 from .evaluate import evaluate, merge_states
@@ -56,6 +57,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 def main() -> None:
     """Console entry point: maps errors to exit codes (0 ok, 1 gate failed, 2 usage/input error).
     Usage errors of the parser read like every other error: one line, exit 2."""
+    keep_freed_memory()
     try:
         code = app(standalone_mode=False, prog_name="calib")
     except parser_errors.UsageError as exc:

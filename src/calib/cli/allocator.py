@@ -1,0 +1,39 @@
+"""The C allocator's settings for the `calib` process (Linux with glibc only; elsewhere nothing).
+
+calib works a chunk of rows at a time (2^20 values, 8 MiB of float64 per array), and every step
+of a chunk allocates and frees arrays of that size on two worker threads. glibc returns such
+blocks to the kernel when they are freed (above its mmap threshold, or by trimming the heap's top),
+so the next chunk's arrays are faulted in page by page again: on `calib apply` of 40,000 x 1,000
+rows that was 0.3 to 0.8 s of system time in a 1.4 to 2.0 s run. Serving blocks up to 32 MiB from
+the heap and keeping up to 1 GiB of freed memory for reuse removes nearly all of it (system time
+0.1 s) with the same peak memory: the arrays kept are the ones the next chunk needs again.
+
+Only the command line sets this (a process-wide setting is the program's to choose, not a
+library's); `calib` as a library leaves the host process's allocator alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+#: mallopt's parameter numbers (glibc's malloc.h).
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+#: Blocks up to this size come from the heap (glibc's largest allowed value on 64-bit systems).
+MMAP_THRESHOLD = 32 << 20
+#: Freed memory kept by the process for reuse before the heap's top is returned to the kernel.
+TRIM_THRESHOLD = 1 << 30
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's mmap and trim thresholds (module docstring); True if they were set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only: other C libraries' mallopt differs or is a stub
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
