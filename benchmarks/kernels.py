@@ -32,6 +32,7 @@ def cases(rows: int, classes: int):
         "log(p + 1e-12)": lambda: log_floored(probs, shift=1e-12),
         "SelectTau (distribution)": lambda: tempered_distribution(logits, in_set, target),
         "raps scores (ranking + pass)": lambda: nonconformity(probs, "raps"),
+        "MR update (p times in/out)": lambda: kernels.set_update(probs.copy(), in_set, target, 1.0 - target, add=False),
     }
 
 

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 
@@ -267,6 +268,27 @@ def test_brackets_in_paths_are_printed_as_they_are(tmp_path, run, monkeypatch):
     assert code == 0 and "to a[x/y]/o[red].npy" in err
     code, out, _ = run("evaluate", pred, "--bundle", "b[bold]", "--no-vece", "--metrics", "ece")
     assert code == 0 and "bundle: b[bold]" in out
+
+
+def test_paths_are_printed_as_they_are_on_a_terminal_too(tmp_path):
+    """Where rich styles the output (a terminal; FORCE_COLOR here), "[red]" and emoji codes such as
+    ":fire:" in a name are printed as written; without a terminal rich is not even imported."""
+    pred = tmp_path / "p[red]:fire:.npz"
+    rng = np.random.default_rng(0)
+    np.savez(pred, logits=rng.normal(size=(300, 4)), labels=rng.integers(0, 4, 300))
+    bundle = tmp_path / "b:smile:[bold]"
+    command = [sys.executable, "-m", "calib", "fit", str(pred), "--method", "ts", "--out", str(bundle)]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "FORCE_COLOR": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" in done.stdout and str(bundle) in done.stdout, done.stdout
+    code = (
+        "import sys, runpy; sys.argv = ['calib', 'evaluate', sys.argv[1], '--no-vece', '--metrics', 'ece']\n"
+        "try:\n    runpy.run_module('calib', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print('rich loaded' if 'rich' in sys.modules else 'no rich', file=sys.stderr)"
+    )
+    plain = {key: value for key, value in os.environ.items() if key not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    done = subprocess.run([sys.executable, "-c", code, str(pred)], capture_output=True, text=True, env=plain)
+    assert "ece" in done.stdout and done.stderr.strip().endswith("no rich"), done.stdout + done.stderr
 
 
 def test_calib_evaluate_is_the_function_whatever_was_imported_first():

@@ -133,3 +133,20 @@ def test_the_two_paths_agree(monkeypatch):
     feasible = cat_a == 0
     assert np.all(np.abs(mass_a - mass_b)[feasible] <= 2e-9)
     assert np.all(mass_b[feasible] >= target[feasible] - 1e-12)
+
+
+def test_set_update_is_the_where_formula_to_the_bit(backend):
+    """MR's update, values + or * (inside on the set, outside off it), one operation a value: the
+    same bits as NumPy's where-then-op, on contiguous rows and on a strided view of columns."""
+    from calib import kernels
+
+    rng = np.random.default_rng(4)
+    values = rng.random((50, 1001))
+    in_set = rng.random((50, 1001)) < 0.3
+    inside, outside = rng.random(50) * 3, rng.random(50) / 3
+    for add, op in ((True, np.add), (False, np.multiply)):
+        for columns in (slice(None), slice(None, None, 2)):
+            expected = op(values[:, columns], np.where(in_set[:, columns], inside[:, None], outside[:, None]))
+            target = values.copy()[:, columns]
+            kernels.set_update(target, in_set[:, columns], inside, outside, add)
+            assert np.array_equal(target.view(np.uint64), expected.view(np.uint64)), (add, columns)

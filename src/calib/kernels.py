@@ -144,6 +144,16 @@ def rank_scores(
     np.put_along_axis(out, order, by_rank_values(ranked, base, table), axis=1)
 
 
+def set_update(values: np.ndarray, in_set: np.ndarray, inside: np.ndarray, outside: np.ndarray, add: bool) -> None:
+    """In place, per row: ``values`` (float64, C-contiguous) + (``add``) or * ``inside`` where
+    ``in_set`` holds and ``outside`` elsewhere; the same bits on both paths (one operation a value).
+    Compiled, one pass without the (N, K) array of factors NumPy builds."""
+    if _compiled is not None and values.flags.c_contiguous and values.dtype == np.float64 and in_set.dtype == bool:
+        inside, outside = (np.ascontiguousarray(v, dtype=np.float64) for v in (inside, outside))
+        return _compiled.set_update(values, np.ascontiguousarray(in_set), inside, outside, add)
+    (np.add if add else np.multiply)(values, np.where(in_set, inside[:, None], outside[:, None]), out=values)
+
+
 def select_tau(
     scores,
     in_set,

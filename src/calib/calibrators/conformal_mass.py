@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from .conformal import EMPTY, FEASIBLE, FULL, TINY_MASS
 from .set_based import SetCalibrator
 
@@ -46,11 +47,11 @@ class MassRescaling(SetCalibrator):
     def calibrate(self, logits, log_probs, probs, scores, in_set):
         """log p~ = log p + log((1 - alpha) / P_in) in the set, + log(alpha / P_out) outside."""
         factor_in, factor_out, category = self._factors(probs, in_set)
-        log_probs += np.where(in_set, np.log(factor_in)[:, None], np.log(factor_out)[:, None])
+        kernels.set_update(log_probs, in_set, np.log(factor_in), np.log(factor_out), add=True)
         return log_probs, category
 
     def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
         """p~ = p (1 - alpha) / P_in in the set, p alpha / P_out outside: no exp needed."""
         factor_in, factor_out, category = self._factors(probs, in_set)
-        probs *= np.where(in_set, factor_in[:, None], factor_out[:, None])
+        kernels.set_update(probs, in_set, factor_in, factor_out, add=False)
         return probs, category

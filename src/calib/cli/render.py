@@ -1,15 +1,13 @@
-"""Everything the command line shows: the only module that imports rich."""
+"""Everything the command line shows: the only module that imports rich, and only when it prints
+to a terminal (pipelines, files and CI logs get plain text without loading it)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import sys
 import time
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import UsageError
 from ..report_text import (
@@ -28,15 +26,43 @@ from ..report_text import (
     text_table,
 )
 
-# No markup: what is printed holds file names and user expressions, and "[x]" in a path must stay as
-# it is. Styles are given as Text spans and style arguments instead.
-_out = Console(highlight=False, markup=False)
-_err = Console(stderr=True, highlight=False, markup=False)
+
+@functools.cache
+def _console(stderr: bool = False):
+    """The rich console of stdout or stderr. No markup and no emoji codes: what is printed holds file
+    names and user expressions, and "[x]" or ":x:" in a path must stay as it is. Styles are given
+    as Text spans and style arguments instead."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, markup=False, emoji=False)
+
+
+def _is_terminal(stderr: bool = False) -> bool:
+    """Whether rich would treat the stream as a terminal; decided without importing rich where the
+    stream is not one and no variable rich reads (TTY_COMPATIBLE, FORCE_COLOR) says otherwise."""
+    stream = sys.stderr if stderr else sys.stdout
+    if os.environ.get("TTY_COMPATIBLE") != "1" and not os.environ.get("FORCE_COLOR"):
+        try:
+            if not stream.isatty():
+                return False
+        except (AttributeError, ValueError):  # no isatty, or a closed stream
+            return False
+    return _console(stderr).is_terminal
+
+
+def _line(*parts, stderr: bool = False) -> None:
+    """One line of text parts, each a string or (string, style): styled on a terminal, plain otherwise."""
+    if not _is_terminal(stderr):
+        (sys.stderr if stderr else sys.stdout).write("".join(p if isinstance(p, str) else p[0] for p in parts) + "\n")
+        return
+    from rich.text import Text
+
+    _console(stderr).print(Text.assemble(*parts), soft_wrap=True)
 
 
 def note(message: str) -> None:
     """A remark for the person at the terminal (stderr, so pipelines stay clean)."""
-    _err.print(message, style="dim", soft_wrap=True)
+    _line((message, "dim"), stderr=True)
 
 
 def error(message: str) -> None:
@@ -55,7 +81,7 @@ def resolve_format(requested: str = "auto") -> str:
     if requested not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}; got {requested!r}")
     if requested == "auto":
-        return "table" if _out.is_terminal else "text"
+        return "table" if _is_terminal() else "text"
     return requested
 
 
@@ -78,31 +104,36 @@ def table(
         heading = [f"**{title}**", ""] if style == "md" else [title]
         sys.stdout.write("\n".join([*heading, *body]) + "\n")
         return
-    _out.print(Text(title, style="bold"), soft_wrap=True)
+    out = _console()
+    _line((title, "bold"))
     if prose is None:
         prose = 1 if header is not None and not right[-1] else 0
     cells = [shown_header, *rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(right))]
     fixed = widths[: len(widths) - prose]
     needed = sum(fixed) + 3 * len(fixed) + 1  # one space of padding a side, one between columns and at the edges
-    if needed > _out.width:  # too narrow for the numbers: plain lines (every column), wrapped by the terminal
+    if needed > out.width:  # too narrow for the numbers: plain lines (every column), wrapped by the terminal
         for line in text_table(shown_header, rows, right)[0 if header is not None else 1 :]:
-            _out.print(line, soft_wrap=True)
+            out.print(line, soft_wrap=True)
         return
     below: dict[str, list[str]] = {}
-    if prose == 1 and needed + 3 + min(widths[-1], 24) > _out.width:  # too narrow for the prose: list it below
+    if prose == 1 and needed + 3 + min(widths[-1], 24) > out.width:  # too narrow for the prose: list it below
         for row in rows:
             if row[-1]:
                 below.setdefault(row[-1], []).append(row[0])
         styled, right, shown_header, prose = [row[:-1] for row in styled], right[:-1], shown_header[:-1], 0
-    _out.print(_rich_table(shown_header if header is not None else None, styled, right, prose))
+    out.print(_rich_table(shown_header if header is not None else None, styled, right, prose))
     if below:  # one line per distinct text, naming its rows
         lines([f"{header[-1]}:", *(f"  {', '.join(names)}: {text}" for text, names in below.items())])
 
 
-def _rich_table(header: list[str] | None, rows: list[list], right: list[bool], prose: int) -> Table:
+def _rich_table(header: list[str] | None, rows: list[list], right: list[bool], prose: int):
     """A rich table whose columns other than the last ``prose`` ones never wrap or shrink below
     their widest cell; a cell is text or (text, style)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     texts = [[cell if isinstance(cell, str) else cell[0] for cell in row] for row in rows]
     grid = Table(show_header=header is not None, box=box.SIMPLE_HEAD if header is not None else box.SIMPLE, padding=(0, 1))
     names = header if header is not None else [""] * len(right)
@@ -123,7 +154,7 @@ def _rich_table(header: list[str] | None, rows: list[list], right: list[bool], p
 def lines(text_lines: list[str], style: str = "dim") -> None:
     """Lines under a table (footnotes): dim on a terminal, plain otherwise."""
     for line in text_lines:
-        _out.print(line, style=style if _out.is_terminal else None, soft_wrap=True)
+        _line((line, style))
 
 
 @contextlib.contextmanager
@@ -134,7 +165,7 @@ def progress(description: str, total: int, unit: str = "steps", skip_hint: str =
     if total <= 0:
         yield lambda status="": None
         return
-    if not _err.is_terminal:
+    if not _is_terminal(stderr=True):
         times = [time.perf_counter()]
         report_at = min(total, max(3, total // 10))  # the first step carries start-up costs: pace from the next ones
 
@@ -157,7 +188,7 @@ def progress(description: str, total: int, unit: str = "steps", skip_hint: str =
         TimeRemainingColumn(),
         TextColumn("left" + skip_hint),
         TextColumn("{task.fields[status]}"),
-        console=_err,
+        console=_console(stderr=True),
         transient=True,
     ) as bar:
         task = bar.add_task(description, total=total, status="")
@@ -187,7 +218,7 @@ def report_table(report: dict, style: str = "auto") -> None:
         lines(notes)
     for gate in report["gates"]:
         mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
-        _out.print(Text.assemble("gate ", mark, f": {gate_text(gate)}"), soft_wrap=True)
+        _line("gate ", mark, f": {gate_text(gate)}")
 
 
 def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:
@@ -230,7 +261,7 @@ def diagnosis(result) -> None:
     lines([f"calib diagnose: {what}"], style="bold")
     for finding in result.findings:
         mark, style = SEVERITY_STYLE[finding["severity"]]
-        _out.print(Text.assemble(f"  {mark} ", (finding["severity"], style), f": {finding['text']}"), soft_wrap=True)
+        _line(f"  {mark} ", (finding["severity"], style), f": {finding['text']}")
     if result.report is not None:
         header, rows = metric_table(result.report)
         table("metrics", header, rows, [False, *([True] * (len(header) - 2)), False])
