@@ -122,6 +122,27 @@ def test_large_k_reduction_matches_the_exact_recipe_where_both_run():
         assert coarse.values[key] == pytest.approx(exact.values[key], abs=0.02), key
 
 
+@pytest.mark.parametrize("n_classes", [2, 15])
+def test_all_folds_fitted_on_one_pool_equal_a_fold_by_fold_run(n_classes):
+    """The 5 x 8 CatBoost fits run on one pool of threads after every fold's warm start is
+    prepared; the losses equal, to the bit, a plain loop that fits WS-CatBoost fold by fold with
+    the same generator (binary, and coarsened K = 15)."""
+    from calib.estimators.recalibrators import ws_catboost
+    from calib.estimators.variational import OUTER_FOLDS, kfold, out_of_fold_losses
+
+    probs, labels, _ = known_ce_data(1200, n_classes, 0.5, np.random.default_rng(5))
+    pooled = out_of_fold_losses(probs, labels, "ws-catboost", seed=3)
+    rng = np.random.default_rng(3)
+    n = len(labels)
+    lam = 1.0 / ((n * (OUTER_FOLDS - 1)) // OUTER_FOLDS + 1)
+    for held_out in kfold(n, OUTER_FOLDS, rng):
+        train = np.setdiff1d(np.arange(n), held_out)
+        g = ws_catboost(probs[train] * (1.0 - lam) + lam / n_classes, labels[train], rng)
+        part = per_sample_losses(probs[held_out], g(probs[held_out] * (1.0 - lam) + lam / n_classes), labels[held_out])
+        for key, values in part.items():
+            assert np.array_equal(pooled[key][held_out], values), key
+
+
 def test_missing_classes_in_a_fold_do_not_crash():
     rng = np.random.default_rng(0)
     probs = rng.dirichlet(np.ones(6), 400)

@@ -6,6 +6,11 @@ from probabilities to recalibrated probabilities. For K = 2 the binary ones work
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
+import threading
+
 import numpy as np
 
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
@@ -110,67 +115,91 @@ def ws_catboost(probs, labels, rng, progress=None, max_classes=MAX_BOOSTED_CLASS
     top (max_classes - 1) classes by f plus a rest class, with features and baseline coarsened alike,
     and :func:`refine` maps its output back (docs/vece.md).
     """
-    n_classes = probs.shape[1]
-    logits = logits_of(probs)
-    beta = fit_inverse_temperature(logits, labels, log_bound=TS_LOG_BOUND)
-    base = tempered(logits, beta)  # the warm start s(P) of the training rows
-    del logits
-
-    def warm(p):
-        return tempered(logits_of(p), beta)
-
-    if n_classes <= max_classes:
-        boost = _boosted(probs, base, labels, rng, progress)
-        return lambda new: boost(new, warm(new))
-
-    order = top_classes(probs, max_classes - 1)
-    hit = order == labels[:, None]
-    coarse_labels = np.where(hit.any(axis=1), hit.argmax(axis=1), max_classes - 1)
-    coarse_base = coarsen(base, order)
-    del base
-    boost = _boosted(coarsen(probs, order), coarse_base, coarse_labels, rng, progress)
-
-    def predict(new):
-        new_order, new_base = top_classes(new, max_classes - 1), warm(new)
-        return refine(new_base, boost(coarsen(new, new_order), coarsen(new_base, new_order)), new_order)
-
-    return predict
+    plan = WarmStartBoosting(probs, labels, rng, max_classes)
+    return plan.recalibrator(fit_inner_folds([plan], progress))
 
 
-def _boosted(features_probs, warm_probs, labels, rng, progress):
-    """8 inner-fold CatBoost models on features P with baseline log(warm start); returns
-    predict(P, warm(P)) = mean_j softmax(log warm + h_j(P))."""
-    from catboost import CatBoostClassifier, Pool
+def fit_inner_folds(plans: list, progress=None) -> list:
+    """The CatBoost models of every inner fold of every :class:`WarmStartBoosting` in ``plans``, in
+    order (plan by plan, fold by fold), fitted on worker threads: CatBoost releases the GIL, and
+    one CatBoost thread per fit gives the same model for any thread count (on ~7,000 rows two
+    single-thread fits at once beat one two-thread fit). One pool for all the plans' fits, so no
+    core waits for the last fit of one plan before the next plan's start."""
+    import_in_background("catboost")
+    jobs = [(plan, fold) for plan in plans for fold in plan.folds]
+    models = []
+    for fitted in map_in_order(lambda job: job[0].fit_fold(job[1]), jobs):
+        models.append(fitted)
+        if progress is not None:
+            progress()
+    return models
 
-    n_classes = features_probs.shape[1]
-    binary = n_classes == 2
 
-    def baseline(w):
-        s = np.log(np.maximum(w, LOGIT_EPS))
-        return (s[:, 1] - s[:, 0]) if binary else s
+def import_in_background(module: str) -> None:
+    """Start importing ``module`` on a thread (CatBoost takes 0.5 s to import), so that the work
+    before its first use overlaps it; a failed import is left for that first use to report."""
 
-    def features(p):
-        return p[:, 1:2] if binary else p
+    def load():
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
 
-    start = baseline(warm_probs)
-    # Every random choice is drawn first, in fold order; the fits then run on worker threads (CatBoost
-    # releases the GIL; one CatBoost thread per fit: the same model for any thread count, and on ~7,000
-    # rows two single-thread fits at once beat one two-thread fit).
-    folds = []
-    for held_out in kfold(len(features_probs), INNER_FOLDS, rng):
-        train = np.setdiff1d(np.arange(len(features_probs)), held_out, assume_unique=True)
-        folds.append((train, held_out, int(rng.integers(2**31 - 1))))
+    if module not in sys.modules:
+        threading.Thread(target=load, name=f"calib-import-{module}", daemon=True).start()
 
-    def fit(fold):
+
+class WarmStartBoosting:
+    """WS-CatBoost prepared on its training rows (see :func:`ws_catboost`): the TS warm start fitted,
+    the (possibly coarsened) features, baseline log s(P) and labels of the boosting, and its
+    :data:`INNER_FOLDS` inner folds and their seeds drawn from ``rng``, in fold order. The CatBoost
+    fits (:meth:`fit_fold` of each entry of :attr:`folds`) depend on nothing else, so they may run in
+    any order on any thread; :meth:`recalibrator` turns their models into g."""
+
+    def __init__(self, probs, labels, rng, max_classes=MAX_BOOSTED_CLASSES):
+        logits = logits_of(probs)
+        self.beta = fit_inverse_temperature(logits, labels, log_bound=TS_LOG_BOUND)
+        base = tempered(logits, self.beta)  # the warm start s(P) of the training rows
+        del logits
+        #: classes kept by the coarsening (None: the boosting sees all K classes)
+        self.kept = None if probs.shape[1] <= max_classes else max_classes - 1
+        if self.kept is None:
+            features, warm, self.labels = probs, base, labels
+        else:
+            order = top_classes(probs, self.kept)
+            hit = order == labels[:, None]
+            self.labels = np.where(hit.any(axis=1), hit.argmax(axis=1), self.kept)
+            features, warm = coarsen(probs, order), coarsen(base, order)
+        del base
+        self.n_boosted = features.shape[1]
+        self.binary = self.n_boosted == 2
+        self.features = self._features(features)
+        self.start = self._baseline(warm)
+        n = len(features)
+        self.folds = []
+        for held_out in kfold(n, INNER_FOLDS, rng):
+            train = np.setdiff1d(np.arange(n), held_out, assume_unique=True)
+            self.folds.append((train, held_out, int(rng.integers(2**31 - 1))))
+
+    def _baseline(self, warm):
+        """log s(P) (binary: its logit), the boosting's starting point."""
+        s = np.log(np.maximum(warm, LOGIT_EPS))
+        return (s[:, 1] - s[:, 0]) if self.binary else s
+
+    def _features(self, p):
+        return p[:, 1:2] if self.binary else p
+
+    def fit_fold(self, fold):
+        """One inner fold's CatBoost model and the classes it boosts (None when fewer than two
+        classes are present in its training part). Classes absent from the training part get no
+        correction: their warm start stays."""
+        from catboost import CatBoostClassifier, Pool
+
         train, held_out, seed = fold
-        # Classes absent from this training fold get no correction (their warm start stays); with
-        # fewer than two classes present there is nothing to boost.
-        present = np.unique(labels[train])
+        present = np.unique(self.labels[train])
         if len(present) < 2:
             return None, present
-        columns = slice(None) if binary else present
+        columns = slice(None) if self.binary else present
         model = CatBoostClassifier(
-            loss_function="Logloss" if binary else "MultiClass",
+            loss_function="Logloss" if self.binary else "MultiClass",
             random_seed=seed,
             class_names=list(present),
             verbose=False,
@@ -178,38 +207,49 @@ def _boosted(features_probs, warm_probs, labels, rng, progress):
             thread_count=1,
             **CATBOOST_PARAMS,
         )
-        known = held_out[np.isin(labels[held_out], present)]
+        known = held_out[np.isin(self.labels[held_out], present)]
         eval_set = (
-            Pool(features(features_probs[known]), labels[known], baseline=start[known][..., columns]) if len(known) else None
+            Pool(self.features[known], self.labels[known], baseline=self.start[known][..., columns]) if len(known) else None
         )
-        model.fit(Pool(features(features_probs[train]), labels[train], baseline=start[train][..., columns]), eval_set=eval_set)
+        model.fit(Pool(self.features[train], self.labels[train], baseline=self.start[train][..., columns]), eval_set=eval_set)
         return model, present
 
-    models = []  # (model or None, the classes it boosts), in fold order
-    for fitted in map_in_order(fit, folds):
-        models.append(fitted)
-        if progress is not None:
-            progress()
+    def recalibrator(self, models):
+        """g from the inner folds' ``models`` (:meth:`fit_fold`'s results, in fold order)."""
+        boost = self._boosted(models)
 
-    def predict(new_probs, new_warm):
-        s = baseline(new_warm)
-        total = np.zeros((len(new_probs), n_classes))
-        for model, present in models:
-            raw = np.zeros(s.shape)
-            if model is not None:
-                out = np.asarray(model.predict(Pool(features(new_probs)), prediction_type="RawFormulaVal"))
-                if binary:
-                    raw = out.reshape(-1)
+        def g(new):
+            warm = tempered(logits_of(new), self.beta)
+            if self.kept is None:
+                return boost(new, warm)
+            order = top_classes(new, self.kept)
+            return refine(warm, boost(coarsen(new, order), coarsen(warm, order)), order)
+
+        return g
+
+    def _boosted(self, models):
+        """predict(P, warm(P)) = mean_j softmax(log warm + h_j(P)) (binary: the sigmoid)."""
+        from catboost import Pool
+
+        def predict(new_probs, new_warm):
+            s = self._baseline(new_warm)
+            total = np.zeros((len(new_probs), self.n_boosted))
+            for model, present in models:
+                raw = np.zeros(s.shape)
+                if model is not None:
+                    out = np.asarray(model.predict(Pool(self._features(new_probs)), prediction_type="RawFormulaVal"))
+                    if self.binary:
+                        raw = out.reshape(-1)
+                    else:
+                        raw[:, present] = out.reshape(len(new_probs), len(present))
+                if self.binary:
+                    p1 = 1.0 / (1.0 + np.exp(-(s + raw)))
+                    total += np.stack([1.0 - p1, p1], axis=1)
                 else:
-                    raw[:, present] = out.reshape(len(new_probs), len(present))
-            if binary:
-                p1 = 1.0 / (1.0 + np.exp(-(s + raw)))
-                total += np.stack([1.0 - p1, p1], axis=1)
-            else:
-                total += softmax(s + raw)
-        return total / len(models)
+                    total += softmax(s + raw)
+            return total / len(models)
 
-    return predict
+        return predict
 
 
 #: Bins of the histogram recalibrators (V-ECE paper, section 5.1).

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numerics import PROB_FLOOR, row_chunks
-from .recalibrators import MAX_BOOSTED_CLASSES, RECALIBRATORS, kfold
+from .recalibrators import INNER_FOLDS, MAX_BOOSTED_CLASSES, RECALIBRATORS, WarmStartBoosting, fit_inner_folds, kfold
 
 OUTER_FOLDS = 5
 LOSSES = ("l1", "l2", "sq", "kl", "top_l1", "over", "under")
@@ -53,9 +53,11 @@ def out_of_fold_losses(
     probabilities and applied to the row's own fold. ``folds=1`` is the in-sample variant (the
     V-ECE paper's "IS" estimators): g fitted on every row and applied to them.
 
-    Memory: besides ``probs``, one training fold's mixed copy and what its fit needs; g(f) is never
-    held for all rows (each fold's losses are taken from its own rows), and the mixture is made per
-    fold, not for all rows (the same values: lam depends on the fold size only).
+    Memory: besides ``probs``, one training fold's mixed copy and what its fit needs (WS-CatBoost:
+    every fold's boosting inputs, at most 10 columns each, are kept until the fits of all folds,
+    which run on one pool of threads); g(f) is never held for all rows (each fold's losses are taken
+    from its own rows), and the mixture is made per fold, not for all rows (the same values: lam
+    depends on the fold size only).
     """
     n, n_classes = probs.shape
     fit = RECALIBRATORS[recalibrator]
@@ -73,10 +75,17 @@ def out_of_fold_losses(
     if folds == 1:
         every = mixed(np.arange(n))
         return per_sample_losses(probs, fit(every, labels, rng, **kwargs)(every), labels)
+    outer = [(held_out, np.setdiff1d(np.arange(n), held_out, assume_unique=True)) for held_out in kfold(n, folds, rng)]
+    if recalibrator == "ws-catboost":
+        # Every fold's warm start and inner folds first (the same random draws, in the same order, as
+        # fitting fold by fold), then all folds' CatBoost fits on one pool of threads: the same g.
+        plans = [WarmStartBoosting(mixed(train), labels[train], rng, max_classes) for _, train in outer]
+        models = fit_inner_folds(plans, progress)
+        maps = [plan.recalibrator(models[i * INNER_FOLDS : (i + 1) * INNER_FOLDS]) for i, plan in enumerate(plans)]
+    else:
+        maps = [fit(mixed(train), labels[train], rng) for _, train in outer]
     losses: dict = {}
-    for held_out in kfold(n, folds, rng):
-        train = np.setdiff1d(np.arange(n), held_out, assume_unique=True)
-        g = fit(mixed(train), labels[train], rng, **kwargs)
+    for (held_out, _), g in zip(outer, maps):
         part = per_sample_losses(probs[held_out], g(mixed(held_out)), labels[held_out])
         for key, values in part.items():
             losses.setdefault(key, np.empty(n))[held_out] = values
