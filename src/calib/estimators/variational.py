@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numerics import PROB_FLOOR, row_chunks
-from .recalibrators import INNER_FOLDS, MAX_BOOSTED_CLASSES, RECALIBRATORS, WarmStartBoosting, fit_inner_folds, kfold
+from .recalibrators import MAX_BOOSTED_CLASSES, RECALIBRATORS, WarmStartBoosting, fit_inner_folds, kfold
 
 OUTER_FOLDS = 5
 LOSSES = ("l1", "l2", "sq", "kl", "top_l1", "over", "under")
@@ -80,8 +80,8 @@ def out_of_fold_losses(
         # Every fold's warm start and inner folds first (the same random draws, in the same order, as
         # fitting fold by fold), then all folds' CatBoost fits on one pool of threads: the same g.
         plans = [WarmStartBoosting(mixed(train), labels[train], rng, max_classes) for _, train in outer]
-        models = fit_inner_folds(plans, progress)
-        maps = [plan.recalibrator(models[i * INNER_FOLDS : (i + 1) * INNER_FOLDS]) for i, plan in enumerate(plans)]
+        models = iter(fit_inner_folds(plans, progress))
+        maps = [plan.recalibrator([next(models) for _ in plan.folds]) for plan in plans]
     else:
         maps = [fit(mixed(train), labels[train], rng) for _, train in outer]
     losses: dict = {}
