@@ -57,7 +57,7 @@ def test_scores_equal_a_stable_argsort_to_the_bit(backend, n_classes, monkeypatc
     values 1 ulp apart, exact zeros, -0.0 beside 0.0, values a hair outside [0, 1], float32-rounded
     rows and rows of equal values."""
     from calib import kernels
-    from calib.calibrators.conformal import _scores_by_rank
+    from calib.calibrators.conformal import row_uniforms
 
     if backend == "compiled":
         monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels", reason="the C extension is not built"))
@@ -78,17 +78,21 @@ def test_scores_equal_a_stable_argsort_to_the_bit(backend, n_classes, monkeypatc
     order = np.argsort(-probs, axis=1, kind="stable")
     ranked = np.take_along_axis(probs, order, axis=1)
     rank = np.arange(1.0, n_classes + 1.0)
-    written_out = {
-        "aps": np.cumsum(ranked, axis=1),
-        "raps": np.cumsum(ranked, axis=1) + 0.01 * np.maximum(rank - 5, 0.0),
-        "saps": ranked[:, :1] + (rank - 1.0) * 0.2,
-        "topk": np.broadcast_to(rank, ranked.shape),
+    u = row_uniforms(probs, 5)[:, None]
+    saps_randomised = ranked[:, :1] + (rank - 2.0 + u) * 0.2
+    saps_randomised[:, 0] = u[:, 0] * ranked[:, 0]
+    written_out = {  # score: (non-randomised, randomised), in rank order
+        "aps": (np.cumsum(ranked, axis=1), np.cumsum(ranked, axis=1) - (1.0 - u) * ranked),
+        "raps": (
+            np.cumsum(ranked, axis=1) + 0.01 * np.maximum(rank - 5, 0.0),
+            np.cumsum(ranked, axis=1) + 0.01 * np.maximum(rank - 5, 0.0) - (1.0 - u) * ranked,
+        ),
+        "saps": (ranked[:, :1] + (rank - 1.0) * 0.2, saps_randomised),
+        "topk": (np.broadcast_to(rank, ranked.shape), rank - (1.0 - u)),
     }
-    for score, by_rank in written_out.items():
-        for randomize in (False, True):
+    for score, both in written_out.items():
+        for randomize, by_rank in zip((False, True), both):
             options = ScoreOptions(score, randomize=randomize)
-            if randomize:
-                by_rank = _scores_by_rank(ranked, probs, options, 5)
             expected = np.empty_like(probs)
             np.put_along_axis(expected, order, by_rank, axis=1)
             got = nonconformity(probs, options, seed=5)

@@ -128,7 +128,7 @@ def nonconformity(probs: np.ndarray, options: ScoreOptions | str, seed: int = 0)
         kernels.rank_scores(probs[again], stable, ALL_BITS, base, table, rescored, np.empty(len(again), dtype=np.uint8))
         scores[again] = rescored
     if options.randomize:
-        return _randomised(scores, probs, probs.max(axis=1, keepdims=True), row_uniforms(probs, seed)[:, None], options)
+        return _randomised(scores, probs, row_uniforms(probs, seed)[:, None], options)
     return scores
 
 
@@ -167,57 +167,33 @@ def _rank_terms(options: ScoreOptions, k: int) -> tuple:
     return kernels.NO_BASE, rank  # topk, randomised saps
 
 
-def _randomised(start: np.ndarray, probs: np.ndarray, top: np.ndarray, u: np.ndarray, options: ScoreOptions) -> np.ndarray:
-    """Randomised scores, elementwise in rank or in class order, from ``start`` (what
-    :func:`_rank_terms` gives), each class's probability, the row's top probability and u:
-    aps, raps start - (1 - u) p; topk r - (1 - u); saps u p_(1) at r = 1, else p_(1) + (r - 2 + u) lambda."""
+def _randomised(start: np.ndarray, probs: np.ndarray, u: np.ndarray, options: ScoreOptions) -> np.ndarray:
+    """Randomised scores from ``start`` (what :func:`_rank_terms` gives, in class order), the
+    probabilities and each row's u: aps, raps start - (1 - u) p; topk r - (1 - u); saps u p_(1)
+    at r = 1, else p_(1) + (r - 2 + u) lambda."""
     if options.score in ("aps", "raps"):
         start -= (1.0 - u) * probs
         return start
     if options.score == "topk":
         return start - (1.0 - u)
+    top = probs.max(axis=1, keepdims=True)
     scores = top + (start - 2.0 + u) * options.saps_lambda
     np.copyto(scores, u * top, where=start == 1.0)
     return scores
-
-
-def _scores_by_rank(ranked: np.ndarray, probs: np.ndarray, options: ScoreOptions, seed: int) -> np.ndarray:
-    """The scores of a row's classes in rank order, from its probabilities sorted non-increasing:
-    aps sum_{s <= r} p_(s), raps that + lambda max(0, r - k_reg), saps p_(1) + (r - 1) lambda
-    (p_(1) at r = 1), topk r; randomised, the rank's own term is scaled by u (aps, raps: the sum
-    less (1 - u) p_(r); saps: u p_(1) at r = 1, else p_(1) + (r - 2 + u) lambda; topk: r - 1 + u)."""
-    by_rank = kernels.by_rank_values(ranked, *_rank_terms(options, probs.shape[1]))
-    if options.randomize:
-        return _randomised(by_rank, ranked, ranked[:, :1], row_uniforms(probs, seed)[:, None], options)
-    return by_rank
-
-
-def _label_rank_scores(probs: np.ndarray, labels: np.ndarray, options: ScoreOptions, seed: int) -> np.ndarray:
-    """V(x, y) at each row's label, without an argsort: the values sorted non-increasing (equal
-    values are equal whichever tied class holds which rank, so the scores by rank are
-    :func:`nonconformity`'s to the bit), read at the label's rank (ties to the lower index)."""
-    ranked = -np.sort(-probs, axis=1)
-    by_rank = _scores_by_rank(ranked, probs, options, seed)
-    rows = np.arange(len(probs))
-    at_label = probs[rows, labels][:, None]
-    before = (probs > at_label) | ((probs == at_label) & (np.arange(probs.shape[1])[None, :] < labels[:, None]))
-    return by_rank[rows, before.sum(axis=1)]
 
 
 def label_scores(
     logits: np.ndarray, labels: np.ndarray, options: ScoreOptions | str, probs: np.ndarray | None = None, seed: int = 0
 ) -> np.ndarray:
     """V(x_i, y_i) for calibration rows, computed a chunk of rows at a time, on ``probs`` (the
-    model's probabilities as given) if given, else on softmax(logits): the score
-    :func:`nonconformity` gives the label of an equal test row, to the last bit
-    (:func:`_label_rank_scores`), so that ties at q stay ties."""
+    model's probabilities as given) if given, else on softmax(logits): the test rows' own
+    computation (:func:`nonconformity`), so that a calibration row and an equal test row get the
+    same score to the last bit and ties at q stay ties."""
     options = ScoreOptions(options) if isinstance(options, str) else options
 
     def chunk_scores(rows):
         probs_rows = softmax(logits[rows]) if probs is None else np.asarray(probs[rows], dtype=np.float64)
-        if options.score == "msp":
-            return 1.0 - probs_rows[np.arange(len(probs_rows)), labels[rows]]
-        return _label_rank_scores(probs_rows, labels[rows], options, seed)
+        return nonconformity(probs_rows, options, seed)[np.arange(len(probs_rows)), labels[rows]]
 
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
 

@@ -6,11 +6,6 @@ from probabilities to recalibrated probabilities. For K = 2 the binary ones work
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import sys
-import threading
-
 import numpy as np
 
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
@@ -125,7 +120,6 @@ def fit_inner_folds(plans: list, progress=None) -> list:
     one CatBoost thread per fit gives the same model for any thread count (on ~7,000 rows two
     single-thread fits at once beat one two-thread fit). One pool for all the plans' fits, so no
     core waits for the last fit of one plan before the next plan's start."""
-    import_in_background("catboost")
     jobs = [(plan, fold) for plan in plans for fold in plan.folds]
     models = []
     for fitted in map_in_order(lambda job: job[0].fit_fold(job[1]), jobs):
@@ -133,18 +127,6 @@ def fit_inner_folds(plans: list, progress=None) -> list:
         if progress is not None:
             progress()
     return models
-
-
-def import_in_background(module: str) -> None:
-    """Start importing ``module`` on a thread (CatBoost takes 0.5 s to import), so that the work
-    before its first use overlaps it; a failed import is left for that first use to report."""
-
-    def load():
-        with contextlib.suppress(ImportError):
-            importlib.import_module(module)
-
-    if module not in sys.modules:
-        threading.Thread(target=load, name=f"calib-import-{module}", daemon=True).start()
 
 
 class WarmStartBoosting:
