@@ -21,6 +21,24 @@ def has_module(name: str) -> bool:
 NEEDS_TORCH = pytest.mark.skipif(not has_module("torch"), reason="needs torch: pip install 'calib-cli[torch]'")
 
 
+#: How to install each optional package a test compares against (what a skip says).
+INSTALL = {
+    "torch": "pip install 'calib-cli[torch]' (the CPU build: README)",
+    "numba": "pip install 'calib-cli[fast]'",
+    "torchmetrics": "pip install 'calib-cli[test-all]'",
+    "netcal": "pip install 'calib-cli[test-all]'",
+    "probmetrics": "pip install 'calib-cli[test-all]'",
+    "mapie": "pip install 'calib-cli[test-all]'",
+    "venn_abers": "pip install venn-abers",
+}
+
+
+def needs(module: str):
+    """Import an optional peer or extra, or skip the test with the line that installs it; every
+    optional import in a test goes through here, before anything else of the test runs."""
+    return pytest.importorskip(module, reason=f"needs {module}: {INSTALL.get(module, 'pip install ' + module)}")
+
+
 def method_param(method: str, *rest):
     """A pytest parameter for ``method`` that skips when an optional package its fit needs is absent."""
     from calib.registry import calibrator_class

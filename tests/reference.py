@@ -16,11 +16,16 @@ def softmax(z):
     return e / e.sum(axis=1, keepdims=True)
 
 
+#: A value this close below an edge counts as on it (docs/metrics.md, "Edges").
+EDGE_TOLERANCE = 1e-12
+
+
 def edge_bin(value, n_bins):
-    """[l, u) bins with the last one closed, by comparison with the edges k/B (not by floor)."""
+    """[l, u) bins with the last one closed, by comparison with the edges k/B (not by floor); a
+    value within the edge tolerance below u is on u, in the next bin."""
     for b in range(n_bins):
         upper = (b + 1) / n_bins
-        if value < upper or b == n_bins - 1:
+        if value < upper - EDGE_TOLERANCE or b == n_bins - 1:
             return b
 
 

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, data_file
+from conftest import SAMPLE, data_file, needs
 
 import calib
 from calib.calibrators.conformal import SCORES, ScoreOptions, conformal_quantile, label_scores, nonconformity
@@ -113,6 +113,7 @@ def cifar100():
 
 
 def _mapie_sets(cal_probs, cal_labels, test_probs, score):
+    needs("mapie")
     from mapie.classification import SplitConformalClassifier
     from sklearn.base import BaseEstimator, ClassifierMixin
 
@@ -142,7 +143,7 @@ def test_sets_equal_mapies_on_cifar100(cifar100):
     q-th; we keep exactly q classes, ties ranked by the lower index, as for every score).
     MAPIE's APS and RAPS always randomise their calibration scores (and RAPS tunes lambda and k_reg
     on a split), so their sets are not ours by construction."""
-    pytest.importorskip("mapie")
+    needs("mapie")
     cal_logits, cal_labels, test_logits, _ = cifar100
     cal_probs, test_probs = softmax(cal_logits), softmax(test_logits)
     for ours, theirs in (("msp", "lac"), ("topk", "top_k")):
@@ -166,7 +167,7 @@ def _torchcp():
     import sys
     import types
 
-    pytest.importorskip("torch")
+    needs("torch")
     spec = importlib.util.find_spec("torchcp")
     if spec is None:
         pytest.skip("torchcp is not installed (pip install --no-deps torchcp)")
@@ -189,9 +190,9 @@ def test_sets_equal_torchcps_on_cifar100(cifar100):
     Huang et al. 2024 define it). A constant threshold never lands on a rank-1 score here, so the
     sets agree; per class it does, and the sets agree once TorchCP's label scores are its own
     all-label scores."""
-    import torch
+    torch = needs("torch")
+    score, predictor = _torchcp()  # skips when TorchCP is missing
 
-    score, predictor = _torchcp()
     cal_logits, cal_labels, test_logits, _ = cifar100
     cal, labels, test = torch.from_numpy(cal_logits), torch.from_numpy(cal_labels), torch.from_numpy(test_logits)
 

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import reference as ref
+from conftest import needs
 
 from calib import numerics
 from calib.evaluation import compute_metrics
@@ -54,8 +55,10 @@ def test_classwise_hand_computed():
 
 
 def test_bin_edges():
-    # 1.0 belongs to the last bin; exact multiples of 1/B open their bin; 0.3 * 15 = 4.5
-    assert bin_index(np.array([0.0, 1.0, 1 / 15, 0.3, 14 / 15, np.nextafter(1 / 15, 0)]), 15).tolist() == [0, 14, 1, 4, 14, 0]
+    # 1.0 belongs to the last bin; exact multiples of 1/B open their bin; 0.3 * 15 = 4.5; a value
+    # within 1e-12 below an edge is on it (one ulp below 1/15: bin 1), 1e-9 below is not (bin 0)
+    values = np.array([0.0, 1.0, 1 / 15, 0.3, 14 / 15, np.nextafter(1 / 15, 0), 1 / 15 - 1e-9])
+    assert bin_index(values, 15).tolist() == [0, 14, 1, 4, 14, 1, 0]
     values = np.random.default_rng(1).random(2000)
     assert bin_index(values, 15).tolist() == [ref.edge_bin(v, 15) for v in values]
     grid = np.linspace(0, 1, 26)
@@ -136,8 +139,9 @@ def test_probs_input_nll_is_clipped_and_reported():
     assert values["nll"]["settings"] == {"prob_clip": 1e-12}
 
 
-def test_against_torchmetrics_and_netcal_top_label_ece(cifar100):
-    torch = pytest.importorskip("torch")
+def test_against_torchmetrics_top_label_ece(cifar100):
+    torch = needs("torch")
+    needs("torchmetrics")
     from torchmetrics.functional.classification import multiclass_calibration_error
 
     logits, labels = cifar100["test_logits"], cifar100["test_labels"]
@@ -149,8 +153,14 @@ def test_against_torchmetrics_and_netcal_top_label_ece(cifar100):
     # torchmetrics accumulates in float32: agreement to float32 precision
     assert got["ece"] == pytest.approx(tm_ece, abs=1e-5)
     assert got["mce"] == pytest.approx(tm_mce, abs=1e-5)
+
+
+def test_against_netcal_top_label_ece(cifar100):
+    needs("netcal")
     from netcal.metrics import ECE
 
+    logits, labels = cifar100["test_logits"], cifar100["test_labels"]
+    got = metrics_of(logits, labels, kind="logits", keys=["ece"])
     netcal_ece = ECE(bins=15).measure(ref.softmax(logits), labels)
     assert got["ece"] == pytest.approx(netcal_ece, abs=1e-9)
 
@@ -178,7 +188,7 @@ def test_calibration_perfect_model_has_small_cmce():
 
 @pytest.mark.parametrize("source", ["cifar10_resnet110_test.npz", "cifar100_resnet110_test.npz", "news20_probs.npz", "synthetic"])
 def test_smece_agrees_with_relplot(source):
-    relplot = pytest.importorskip("relplot")
+    relplot = needs("relplot")
     from conftest import data_file
 
     if source == "synthetic":

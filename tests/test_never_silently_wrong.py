@@ -10,7 +10,7 @@ from calib import calibrator_class
 from calib.calibrators.venn_abers import venn_abers_runs
 from calib.errors import InputError
 from calib.io.readers import read_predictions
-from calib.numerics import isotonic_fit
+from calib.numerics import isotonic_fit, softmax
 from calib.validation import kind_tolerance, resolve_kind
 
 
@@ -30,9 +30,9 @@ def test_isotonic_pools_ties_as_sklearn_on_its_own_vector():
     y = np.array([0, 0, 1, 0, 0, 1])
     expected = [0, 0.25, 0.25, 0.25, 0.25, 1]
     fitted = calibrator_class("isotonic")().fit(_binary_logits(x), y)
-    assert fitted.class_maps(_binary_logits(x))[:, 1] == pytest.approx(expected, abs=1e-12)
+    assert fitted.class_maps(_binary_logits(x), softmax(_binary_logits(x)))[:, 1] == pytest.approx(expected, abs=1e-12)
     swapped = calibrator_class("isotonic")().fit(_binary_logits(x[[0, 2, 1, 3, 4, 5]]), y[[0, 2, 1, 3, 4, 5]])
-    assert swapped.class_maps(_binary_logits(x))[:, 1] == pytest.approx(expected, abs=1e-12)
+    assert swapped.class_maps(_binary_logits(x), softmax(_binary_logits(x)))[:, 1] == pytest.approx(expected, abs=1e-12)
     grid, level = isotonic_fit(x, y)
     assert level[np.searchsorted(grid, x)] == pytest.approx(expected, abs=1e-15)
 
@@ -49,7 +49,7 @@ def test_isotonic_equals_sklearn_on_heavily_tied_data_and_ignores_row_order(seed
     assert level[np.searchsorted(grid, x)] == pytest.approx(reference, abs=1e-12)
     order = rng.permutation(300)
     maps = [
-        calibrator_class("isotonic")().fit(_binary_logits(x[o]), y[o]).class_maps(_binary_logits(x))
+        calibrator_class("isotonic")().fit(_binary_logits(x[o]), y[o]).class_maps(_binary_logits(x), softmax(_binary_logits(x)))
         for o in (np.arange(300), order)
     ]
     np.testing.assert_array_equal(maps[0], maps[1])
@@ -94,7 +94,9 @@ def test_label_with_score_equal_to_q_is_kept_with_exact_zeros(tmp_path, run, met
 
 
 def _definition_sets(cal_probs, cal_labels, test_probs, alpha, score):
-    """Split-conformal sets by the definition, on the probabilities as given (a plain loop)."""
+    """Split-conformal sets by the definition, on the probabilities as given (a plain loop): V <= q,
+    a score within 1e-12 max(1, |q|) above q counted as on it (sums of tied probabilities taken in
+    another order differ from q in the last bit)."""
 
     def v(row, label):
         if score == "msp":
@@ -109,7 +111,7 @@ def _definition_sets(cal_probs, cal_labels, test_probs, alpha, score):
     scores = sorted(v(r, y) for r, y in zip(cal_probs, cal_labels))
     n = len(scores)
     q = scores[int(np.ceil((n + 1) * (1 - alpha) - 1e-9)) - 1]
-    return np.array([[v(row, j) <= q for j in range(len(row))] for row in test_probs])
+    return np.array([[v(row, j) <= q + 1e-12 * max(1.0, abs(q)) for j in range(len(row))] for row in test_probs])
 
 
 def _tied_probs(rng, n, k):

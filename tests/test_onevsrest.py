@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import method_param
+from conftest import method_param, needs
 
 from calib import CALIBRATORS, calibrator_class
 from calib.calibrators import thresholds as thresholds_module
@@ -36,11 +36,11 @@ def test_feature_logistic_maps_match_sklearn(cifar10, method):
 
     logits, labels, test = cifar10
     fitted = calibrator_class(method)().fit(logits, labels)
-    phi = fitted.features(logits)
+    phi = fitted.features(logits, softmax(logits))
     for k in (0, 5):
         reference = LogisticRegression(C=1e6, tol=1e-12, max_iter=100000).fit(phi[:, k, :-1], labels == k)
-        ours = fitted.class_maps(test)[:, k]
-        theirs = reference.predict_proba(fitted.features(test)[:, k, :-1])[:, 1]
+        ours = fitted.class_maps(test, softmax(test))[:, k]
+        theirs = reference.predict_proba(fitted.features(test, softmax(test))[:, k, :-1])[:, 1]
         assert np.allclose(ours, theirs, atol=2e-3)
 
 
@@ -49,7 +49,7 @@ def test_isotonic_matches_sklearn(cifar10):
 
     logits, labels, test = cifar10
     isotonic = calibrator_class("isotonic")().fit(logits, labels)
-    maps = isotonic.class_maps(test)
+    maps = isotonic.class_maps(test, softmax(test))
     p, q = softmax(logits), softmax(test)
     for k in (0, 4, 9):
         reference = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(p[:, k], labels == k)
@@ -63,11 +63,20 @@ def test_hist_by_hand_and_absent_classes():
     hist = calibrator_class("hist")().fit(np.log(probs), labels)
     # class 0, bin 13 (0.9 * 15 = 13.5): 1 hit of 2 -> 0.5; bin 1 (0.1): 0 of 1; empty bins: base rate 1/3
     assert hist.values_[0, 13] == 0.5 and hist.values_[0, 1] == 0.0 and hist.values_[0, 5] == pytest.approx(1 / 3)
-    assert np.all(hist.values_[2] == 0.0)  # absent class: base rate 0 everywhere
-    for method in ("platt", "isotonic"):
-        fitted = calibrator_class(method)().fit(np.log(probs), labels)
-        out = np.exp(fitted.transform(np.log(probs)))
-        assert np.allclose(out.sum(1), 1) and np.all(out[:, 2] < 1e-6)
+    assert np.all(hist.values_[2] == 0.0)  # absent class: base rate 0 everywhere in the fitted table
+    for method in ("hist", "platt", "isotonic", "beta", "venn-abers"):
+        cls = calibrator_class(method)
+        # absent=base-rate: the constant map at the base rate, 0
+        zero = cls(cls.parse_options({"absent": "base-rate"})).fit(np.log(probs), labels)
+        out = zero.predict_proba(np.log(probs))
+        assert np.allclose(out.sum(1), 1) and np.all(out[:, 2] == 0.0), method
+        # the default keeps the model's probability of the absent class before renormalising:
+        # p~_2 = p_2 / (g_0 + g_1 + p_2), so p~_2 / (1 - p~_2) = p_2 / (g_0 + g_1)
+        kept = cls(cls.parse_options({})).fit(np.log(probs), labels)
+        assert kept.absent_classes_ == (2,)
+        maps = kept.class_maps(np.log(probs), probs)
+        out = kept.predict_proba(np.log(probs))
+        np.testing.assert_allclose(out[:, 2], 0.05 / (maps[:, 0] + maps[:, 1] + 0.05), rtol=1e-12, err_msg=method)
 
 
 def test_all_zero_rows_become_uniform():
@@ -128,8 +137,8 @@ def _penalised_nll(delta, bias, x, labels):
 def test_structured_scaling_matches_probmetrics(cifar10, method):
     """probmetrics (Berta et al.'s own code) fits the same objective with torchmin BFGS: our optimum
     is at least as low and the calibrated probabilities agree."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("probmetrics")
+    torch = needs("torch")
+    needs("probmetrics")
     from probmetrics.calibrators.logistic import SMSCalibrator, SVSCalibrator
 
     logits, labels, test = cifar10
@@ -178,7 +187,7 @@ def test_venn_abers_equals_isotonic_refits_with_the_test_point():
 def test_venn_abers_on_cifar10_improves_nll_and_handles_absent_classes(cifar10):
     logits, labels, test = cifar10
     calibrator = calibrator_class("venn-abers")().fit(logits, labels)
-    p0, p1 = calibrator.interval(test)
+    p0, p1 = calibrator.interval(softmax(test))
     assert np.all((0 <= p0) & (p0 <= p1) & (p1 <= 1))
     assert calibrator.report_["walk steps per row"] < 100  # linear sweep, not a walk per query
     probs = calibrator.predict_proba(test)
@@ -190,4 +199,8 @@ def test_venn_abers_on_cifar10_improves_nll_and_handles_absent_classes(cifar10):
     assert nll(probs) < nll(softmax(test)) - 0.005
     absent = calibrator_class("venn-abers")().fit(logits[labels != 3], labels[labels != 3])
     probs = absent.predict_proba(test)
-    assert np.all(np.isfinite(probs)) and probs[:, 3].max() == 0.0
+    assert np.all(np.isfinite(probs)) and absent.absent_classes_ == (3,)
+    # class 3 keeps the model's probability: its share against class 0's follows the model's where
+    # class 0 is calibrated too, so rows the model gives to class 3 still go to class 3
+    model_top3 = softmax(test).argmax(axis=1) == 3
+    assert np.mean(probs[model_top3].argmax(axis=1) == 3) > 0.9

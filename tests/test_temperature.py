@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import needs
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax as scipy_log_softmax
 
@@ -25,8 +26,9 @@ def test_temperature_is_the_nll_minimiser_to_1e8(cifar100):
 
 
 def test_agrees_with_probmetrics(cifar100):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("numba")
+    torch = needs("torch")
+    needs("numba")
+    needs("probmetrics")
     from probmetrics.calibrators import get_calibrator
     from probmetrics.distributions import CategoricalLogits
 

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SAMPLE
+from conftest import SAMPLE, needs
 
 import calib
 from calib.calibrators import mlp
@@ -107,7 +107,7 @@ def test_when_no_attempt_reaches_the_loss_bound_the_best_is_kept():
     """A loss that cannot go below the restart bound (mean squared error + 20): every attempt runs,
     each with lr / 10; the attempt with the lowest loss is kept, not the last one (whose lr is 100x
     smaller here and which stays near its initialisation), and a warning says so."""
-    import torch
+    torch = needs("torch")
 
     rng = np.random.default_rng(0)
     inputs = rng.normal(size=(400, 3))

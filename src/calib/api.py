@@ -48,9 +48,9 @@ def as_predictions(scores, labels=None, *, kind: str = "auto") -> Predictions:
     ``labels`` attached when given)."""
     if isinstance(scores, Predictions):
         if labels is not None:
-            from .validation import check_labels
+            from .validation import as_array, check_labels
 
-            scores.labels = check_labels(labels, scores.n, scores.k, f"{scores.name} labels")
+            scores.labels = check_labels(as_array(labels, "labels"), scores.n, scores.k, "labels")
         return scores
     return predictions_from_arrays(scores, labels, kind=kind)
 
@@ -143,7 +143,7 @@ class Calibration:
 
     def fit_report(self) -> dict:
         """The fitted parameters and counts (as printed by ``calib fit`` and kept in the bundle)."""
-        return self.fitted.fit_report()
+        return pipeline.full_fit_report(self.fitted)
 
     def save(self, path: str, *, force: bool = False) -> dict:
         """Write the bundle directory (manifest, arrays, hashes; no pickle); returns the manifest.
@@ -257,6 +257,8 @@ def evaluate(
     from .evaluation.groups import Groups, groups_from_values
     from .metrics import MetricConfig
 
+    if isinstance(metrics, str):  # one key, not a sequence of one-letter keys
+        metrics = [metrics]
     preds = as_predictions(scores, labels, kind=kind)
     if true_probs is not None:
         preds.true_probs = check_true_probs(true_probs, preds.n, preds.k, "true probabilities")

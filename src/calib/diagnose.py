@@ -140,7 +140,7 @@ def diagnose(
     )
     result.note("info", f"input kind: {preds.kind} ({preds.kind_reason})")
     if calibrator is not None:
-        for warning in calibrator.warnings():
+        for warning in calibrator.fit_warnings():
             result.note("warning", f"bundle ({calibrator.name}): {warning}")
     top, cumulative, classwise, support, saturated, by_group = _curves(preds, calibrator, groups=groups)
     if saturated:

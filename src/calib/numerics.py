@@ -81,25 +81,46 @@ def log_of_probs(probs: np.ndarray) -> np.ndarray:
     return log_floored(probs, floor=PROB_FLOOR)
 
 
-def bin_index(values: np.ndarray, n_bins: int) -> np.ndarray:
-    """Equal-width bin of each value in [0, 1]: ``b = min(floor(v * B), B - 1)``.
+#: A value within this of a bin or band edge counts as on the edge (docs/metrics.md, "Edges"). The
+#: compiled and NumPy kernels (and NumPy on different CPUs) differ in the last bits of exp and log,
+#: and calibrators put values exactly on edges (MR puts exactly 1 - alpha = 0.9 of the mass in its
+#: sets), so a rule that read the last bits would count such rows differently on different machines.
+#: Cumulative sums of K <= 10^5 float64 terms carry at most ~1e-11 relative error in the worst
+#: case and ~1e-14 in practice; 1e-12 is far above the latter and far below any meaningful width.
+EDGE_TOLERANCE = 1e-12
 
-    Bins are [l, u) with the last one closed, so 1.0 falls in bin B - 1. Values are assumed in
-    [0, 1]; a value a rounding error below 0 truncates to bin 0. int32 indices: float64 -> int32
-    conversion is vectorised on AVX2, float64 -> int64 only on AVX-512.
+
+def edge_slack(edge):
+    """How far from an edge (a threshold, a calibration score) a value still counts as on it:
+    t max(1, |e|), t = :data:`EDGE_TOLERANCE`, relative for edges above 1 (RAPS scores with their
+    penalties, say), whose last bits are worth more than t."""
+    return EDGE_TOLERANCE * np.maximum(1.0, np.abs(edge))
+
+
+def bin_index(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-width bin of each value in [0, 1]: ``b = min(floor(B v + B t), B - 1)``, t =
+    :data:`EDGE_TOLERANCE`.
+
+    Bins are [l, u) with the last one closed, so 1.0 falls in bin B - 1; a value within t below an
+    edge counts as on it (in the upper bin). Values are assumed in [0, 1]; a value a rounding error
+    below 0 truncates to bin 0. int32 indices: float64 -> int32 conversion is vectorised on AVX2,
+    float64 -> int64 only on AVX-512.
     """
-    idx = np.multiply(values, n_bins, dtype=np.float64).astype(np.int32)
+    scaled = np.multiply(values, n_bins, dtype=np.float64)
+    scaled += n_bins * EDGE_TOLERANCE
+    idx = scaled.astype(np.int32)
     np.minimum(idx, n_bins - 1, out=idx)
     return idx
 
 
 def edge_index(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bin of each value for sorted, distinct ``edges`` e_0 < ... < e_B (uneven bins, e.g. quantiles):
-    ``b = min(max(#{j : e_j <= v} - 1, 0), B - 1)``, i.e. bins [e_b, e_{b+1}) with the last one
-    closed, values below e_0 in bin 0 and above e_B in bin B - 1. Equal-width bins on [0, 1] use
-    :func:`bin_index` (the same rule, without a search)."""
+    ``b = min(max(#{j : e_j <= v + t} - 1, 0), B - 1)``, t = :data:`EDGE_TOLERANCE`, i.e. bins
+    [e_b, e_{b+1}) with the last one closed, a value within t below an edge on it, values below e_0
+    in bin 0 and above e_B in bin B - 1. Equal-width bins on [0, 1] use :func:`bin_index` (the
+    same rule, without a search)."""
     n_bins = max(len(edges) - 1, 1)
-    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1)
+    return np.clip(np.searchsorted(edges, np.add(values, EDGE_TOLERANCE), side="right") - 1, 0, n_bins - 1)
 
 
 def isotonic_fit(values: np.ndarray, targets: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

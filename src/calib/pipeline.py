@@ -9,7 +9,15 @@ import numpy as np
 
 from . import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.base import Calibrator, TrainingRows, add_counts, calibrator_inputs
+from .calibrators.base import (  # noqa: F401 - absent_class_rows and add_counts are used through this module
+    Calibrator,
+    TrainingRows,
+    absent_class_rows,
+    absent_classes,
+    add_counts,
+    calibrator_inputs,
+    warning_entries,
+)
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .numerics import map_in_order
@@ -39,7 +47,23 @@ def fit_calibrator(
     logits, given = calibrator_inputs(calibrator, preds, slice(None))
     if train is not None:
         given["train"] = training_rows(calibrator, preds, train, train_features)
-    return calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
+    fitted = calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
+    fitted.absent_classes_ = absent_classes(preds.labels, preds.k)
+    return fitted
+
+
+#: The fit report's key for the classes without a calibration row (kept in the bundle, restored on load).
+ABSENT_CLASSES_KEY = "classes without calibration rows"
+
+
+def full_fit_report(calibrator: Calibrator) -> dict:
+    """What the bundle keeps and ``calib fit --json`` prints: the method's :meth:`fit_report`, the
+    classes without a calibration row when there are any, and the fit's warnings ("warning", or
+    "warning 1", "warning 2", ...)."""
+    report = dict(calibrator.fit_report())
+    if calibrator.absent_classes_:
+        report[ABSENT_CLASSES_KEY] = list(calibrator.absent_classes_)
+    return {**report, **warning_entries(calibrator.fit_warnings())}
 
 
 def training_rows(calibrator: Calibrator, preds: Predictions, train: Predictions, features: np.ndarray | None) -> TrainingRows:
@@ -73,7 +97,7 @@ def save_calibrator(
         "n_classes": n_classes,
         "input_kind": input_kind,
         "fitted_on": fitted_on,
-        "fit_report": calibrator.fit_report(),
+        "fit_report": full_fit_report(calibrator),
     }
     write_bundle(path, manifest=manifest, state=calibrator.to_state(), force=force)
     return manifest
@@ -87,6 +111,7 @@ def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
     options.pop("seed", None)
     try:
         calibrator = cls.from_state(cls.parse_options(options), bundle.state)
+        calibrator.absent_classes_ = tuple(int(c) for c in bundle.manifest.get("fit_report", {}).get(ABSENT_CLASSES_KEY, ()))
     except (KeyError, TypeError, ValueError, UsageError) as exc:
         from .errors import BundleError
 

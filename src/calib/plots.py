@@ -13,7 +13,7 @@ import io
 import json
 import os
 
-from .io.atomic import write_bytes_atomic
+from .io.atomic import atomic_directory
 from .report_text import OVER_COLOUR, UNDER_COLOUR
 
 #: The model's own probabilities and the calibrated ones, in every figure.
@@ -142,28 +142,37 @@ def _figures(result):
     return figures, plt
 
 
-def write_report(result, directory: str) -> list[str]:
-    """report.json, a PNG and an SVG per figure, and report.html (the SVGs inline); returns the
-    names written."""
+def write_report(result, directory: str, *, force: bool = False) -> list[str]:
+    """report.json, a PNG and an SVG per figure, and report.html (the SVGs inline), written into a
+    temporary directory that then replaces ``directory`` whole (:func:`atomic_directory`: its
+    parent must exist; an existing non-empty one is replaced only with ``force``); returns the names
+    written."""
     from .report_html import report_page
 
-    os.makedirs(directory, exist_ok=True)
     written = []
-    write_bytes_atomic(os.path.join(directory, "report.json"), (json.dumps(result.to_json(), indent=2) + "\n").encode())
-    written.append("report.json")
-    figures, plt = _figures(result)
-    inline = {}
-    for name, fig in figures.items():
-        for fmt in ("png", "svg"):
-            buffer = io.BytesIO()
-            fig.savefig(
-                buffer, format=fmt, bbox_inches="tight", dpi=110, metadata={"Date": None} if fmt == "svg" else {"Software": None}
-            )
-            write_bytes_atomic(os.path.join(directory, f"{name}.{fmt}"), buffer.getvalue())
-            written.append(f"{name}.{fmt}")
-            if fmt == "svg":
-                inline[name] = buffer.getvalue().decode()
-        plt.close(fig)
-    write_bytes_atomic(os.path.join(directory, "report.html"), report_page(result, inline).encode())
-    written.append("report.html")
+    with atomic_directory(directory, force=force) as tmp:
+
+        def write(name: str, data: bytes) -> None:
+            with open(os.path.join(tmp, name), "wb") as handle:
+                handle.write(data)
+            written.append(name)
+
+        write("report.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
+        figures, plt = _figures(result)
+        inline = {}
+        for name, fig in figures.items():
+            for fmt in ("png", "svg"):
+                buffer = io.BytesIO()
+                fig.savefig(
+                    buffer,
+                    format=fmt,
+                    bbox_inches="tight",
+                    dpi=110,
+                    metadata={"Date": None} if fmt == "svg" else {"Software": None},
+                )
+                write(f"{name}.{fmt}", buffer.getvalue())
+                if fmt == "svg":
+                    inline[name] = buffer.getvalue().decode()
+            plt.close(fig)
+        write("report.html", report_page(result, inline).encode())
     return written

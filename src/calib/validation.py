@@ -11,6 +11,18 @@ from .errors import InputError
 from .numerics import logsumexp_rows, row_chunks
 
 KINDS = ("logits", "probs", "log-probs")
+
+
+class UnitIntervalScores(InputError):
+    """Every score lies in [0, 1] but the rows do not sum to 1: not probabilities, never taken for
+    logits. ``mass_missing``: every row sums to a value in (0, 1], as probabilities truncated to
+    their top classes do."""
+
+    def __init__(self, message: str, *, cli_hint: str | None = None, mass_missing: bool = False):
+        super().__init__(message, cli_hint=cli_hint)
+        self.mass_missing = mass_missing
+
+
 #: Rows of probabilities already in [0, 1] and summing to 1 within this are used exactly as given;
 #: renormalising them would move ties by an ulp.
 EXACT_SUM_TOLERANCE = 1e-9
@@ -28,6 +40,27 @@ def kind_tolerance(dtype) -> float:
 def show_value(value) -> str:
     """A score as the file holds it, with every digit its dtype needs (1.00002, not 1)."""
     return str(np.asarray(value)[()])
+
+
+def as_array(values, name: str) -> np.ndarray:
+    """``values`` as a NumPy array, from what notebooks hold: a torch tensor (detached from its
+    graph and moved to the CPU first), a pandas Series or DataFrame, a list, or a 1-d sequence
+    whose entries are equal-length rows (a Series of arrays), which is stacked into a matrix."""
+    detach = getattr(values, "detach", None)
+    if callable(detach) and hasattr(values, "cpu"):  # torch.Tensor, requires_grad or not
+        values = detach().cpu().numpy()
+    array = np.asarray(values)
+    if array.dtype == object:
+        rows = [np.asarray(row) for row in array.reshape(-1)] if array.ndim == 1 else None
+        if not rows or any(row.dtype == object for row in rows):
+            raise InputError(f"{name}: holds Python objects (dtype object); give a numeric array")
+        lengths = {row.shape for row in rows}
+        if len(lengths) > 1:
+            raise InputError(
+                f"{name}: rows of different lengths ({', '.join(sorted(map(str, lengths))[:3])}); every row needs one score per class"
+            )
+        array = np.stack(rows)
+    return array
 
 
 def check_score_array(scores: np.ndarray, name: str) -> None:
@@ -71,7 +104,9 @@ def off_simplex(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return off, deviation
 
 
-def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = "as given") -> tuple[str, str]:
+def resolve_kind(
+    scores: np.ndarray, requested: str, name: str, given_by: str = "as given", *, renormalise: bool = False
+) -> tuple[str, str]:
     """Check every value of ``scores`` and decide its kind; returns ``(kind, reason)``.
 
     With tol = :func:`kind_tolerance` of the dtype, auto decides: every entry in [-tol, 1 + tol]
@@ -82,14 +117,23 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
     against the same rules and refused with the first offending row (``given_by`` says who gave the
     kind, for the reason). The reason says how many
     rows of probabilities will be clipped and renormalised (:func:`repair_probs`), and by how much.
+
+    ``renormalise`` (probabilities only) accepts rows whose mass is below 1, such as probabilities
+    truncated to the top k classes: every row sum must lie in (0, 1 + tol], and each row is divided
+    by its sum (the reason says how many rows and the smallest mass).
     """
     if requested not in KINDS + ("auto",):
         raise InputError(f"input kind must be one of auto, {', '.join(KINDS)}; got {requested!r}", cli_hint="--input-kind")
+    if renormalise:
+        if requested not in ("auto", "probs"):
+            raise InputError(f"{name}: renormalising applies to probabilities only; the input kind is {requested}")
+        requested, given_by = "probs", "probabilities renormalised as asked"
     tol = kind_tolerance(scores.dtype)
     single = scores.ndim == 1 or scores.shape[1] == 1
     matrix = scores.reshape(scores.shape[0], -1)
     in_unit = sums_to_one = non_positive = lse_zero = True
     repaired, deviation, first_bad_sum = 0, 0.0, None
+    lowest_sum, highest_sum = np.inf, -np.inf
     for rows in row_chunks(*matrix.shape):
         chunk = matrix[rows]  # in its own dtype: min and max need no float64 copy
         lowest, highest = chunk.min(), chunk.max()  # NaN propagates, inf shows
@@ -98,7 +142,7 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
             what = "NaN" if np.isnan(chunk[r, c]) else "inf"
             raise InputError(f"{name}: scores contain {what} (first at row {rows.start + r}, column {c})")
         if requested == "probs":
-            _require_probs(chunk, rows.start, single, tol, name)
+            _require_probs(chunk, rows.start, single, tol, name, renormalise)
         in_unit = in_unit and bool(lowest >= -tol and highest <= 1.0 + tol)
         non_positive = non_positive and bool(highest <= tol)
         if requested == "log-probs":
@@ -109,6 +153,7 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
             values = np.asarray(chunk, dtype=np.float64)
             if not single:
                 sums = values.sum(axis=1)
+                lowest_sum, highest_sum = min(lowest_sum, float(sums.min())), max(highest_sum, float(sums.max()))
                 off_sum = np.abs(sums - 1.0) > tol
                 if first_bad_sum is None and off_sum.any():
                     r = int(np.argmax(off_sum))
@@ -118,6 +163,9 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
             if off.any():
                 repaired += int(off.sum())
                 deviation = max(deviation, float(spread[off].max()))
+    if renormalise:
+        note = f"; {repaired} rows renormalised (row sums from {lowest_sum:.6g} to {highest_sum:.6g})" if repaired else ""
+        return "probs", given_by + note
     repair_note = (
         f"; {repaired} rows off by up to {deviation:.3g} (within the tolerance {tol:.2g} of this "
         f"{scores.dtype} file) clipped to [0, 1] and renormalised"
@@ -134,7 +182,16 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
         return "probs", f"every row lies in [0, 1] and sums to 1 within {tol:.2g}" + repair_note
     if in_unit:
         row, total = first_bad_sum
-        raise InputError(
+        if 0.0 < lowest_sum and highest_sum <= 1.0 + tol:
+            raise UnitIntervalScores(
+                f"{name}: every value lies in [0, 1] and every row sums to at most 1 (from {lowest_sum:.6g}; row "
+                f"{row} sums to {show_value(total)}): probabilities with mass missing, such as the top k classes "
+                "of each row, are read only when renormalising is asked for explicitly; other [0, 1] scores "
+                "(multi-label sigmoid outputs) are never taken for logits unless declared",
+                cli_hint="--renormalise, or --input-kind logits",
+                mass_missing=True,
+            )
+        raise UnitIntervalScores(
             f"{name}: every value lies in [0, 1] but row {row} sums to {show_value(total)}, so these are "
             f"not probabilities, and a [0, 1] matrix is never taken for logits; declare the input kind "
             f"(logits, for scores such as multi-label sigmoid outputs)",
@@ -145,7 +202,7 @@ def resolve_kind(scores: np.ndarray, requested: str, name: str, given_by: str = 
     return "logits", "rows are neither probabilities nor log-probabilities"
 
 
-def _require_probs(chunk: np.ndarray, offset: int, single: bool, tol: float, name: str) -> None:
+def _require_probs(chunk: np.ndarray, offset: int, single: bool, tol: float, name: str, renormalise: bool = False) -> None:
     bad = (chunk < -tol) | (chunk > 1.0 + tol)
     if bad.any():
         r, c = np.argwhere(bad)[0]
@@ -156,10 +213,27 @@ def _require_probs(chunk: np.ndarray, offset: int, single: bool, tol: float, nam
     if single:
         return
     sums = np.asarray(chunk, dtype=np.float64).sum(axis=1)
+    if renormalise:
+        bad = (sums <= 0.0) | (sums > 1.0 + tol)
+        if bad.any():
+            r = int(np.argmax(bad))
+            raise InputError(
+                f"{name}: renormalised probabilities need every row's sum in (0, 1]; row {offset + r} sums to {show_value(sums[r])}"
+            )
+        return
     error = np.abs(sums - 1.0)
     if (error > tol).any():
         r = int(np.argmax(error > tol))
-        raise InputError(f"{name}: probabilities must sum to 1 within {tol:.2g}; row {offset + r} sums to {show_value(sums[r])}")
+        short = bool((sums[error > tol] < 1.0).all() and (sums > 0.0).all())
+        raise InputError(
+            f"{name}: probabilities must sum to 1 within {tol:.2g}; row {offset + r} sums to {show_value(sums[r])}"
+            + (
+                "; rows with mass missing (the top k classes of each row, say) are read when renormalising is asked for"
+                if short
+                else ""
+            ),
+            cli_hint="--renormalise" if short else None,
+        )
 
 
 def _require_log_probs(chunk: np.ndarray, offset: int, single: bool, tol: float, name: str) -> None:
@@ -194,27 +268,26 @@ def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> 
     what pandas stores once a column held a NaN) are accepted; a missing (NaN) or non-integral
     label is refused naming its row."""
     labels = np.asarray(labels)
+    where = "" if name == "labels" else f"{name}: "  # arrays given in Python: the subject is the labels themselves
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
     if labels.ndim != 1:
-        raise InputError(f"{name}: labels must be a 1-d array; got shape {labels.shape}")
+        raise InputError(f"{where}labels must be a 1-d array; got shape {labels.shape}")
     if labels.shape[0] != n_rows:
-        raise InputError(f"{name}: {labels.shape[0]} labels for {n_rows} rows of scores")
+        raise InputError(f"{where}{labels.shape[0]} labels for {n_rows} rows of scores")
     if np.issubdtype(labels.dtype, np.floating):
         missing = np.isnan(labels)
         if missing.any():
-            raise InputError(f"{name}: row {int(np.argmax(missing))} has no label (NaN); every row needs its class index")
+            raise InputError(f"{where}row {int(np.argmax(missing))} has no label (NaN); every row needs its class index")
         fractional = labels != np.round(labels)  # inf included (inf - inf is NaN)
         if fractional.any():
             i = int(np.argmax(fractional))
-            raise InputError(
-                f"{name}: row {i} has label {float(labels[i])!r}, not a class index (an integer in [0, {n_classes}))"
-            )
+            raise InputError(f"{where}row {i} has label {float(labels[i])!r}, not a class index (an integer in [0, {n_classes}))")
     elif not (np.issubdtype(labels.dtype, np.integer) or labels.dtype == np.bool_):
         what = "strings" if labels.dtype.kind in "USO" else f"dtype {labels.dtype}"
-        raise InputError(f"{name}: labels must be class indices (integers in [0, {n_classes})); got {what}")
+        raise InputError(f"{where}labels must be class indices (integers in [0, {n_classes})); got {what}")
     bad = (labels < 0) | (labels >= n_classes)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"{name}: labels must lie in [0, {n_classes}); row {i} has label {labels[i]:g}")
+        raise InputError(f"{where}labels must lie in [0, {n_classes}); row {i} has label {labels[i]:g}")
     return labels.astype(np.int64)

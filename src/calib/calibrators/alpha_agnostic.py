@@ -43,7 +43,7 @@ from ..errors import InputError
 from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
 from . import mlp
 from .base import Calibrator, add_counts
-from .conformal import EMPTY, FULL, ScoreOptions, check_choice, nonconformity
+from .conformal import EMPTY, FULL, ScoreOptions, check_choice, in_conformal_set, nonconformity, scores_at_most
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
 from .set_based import _count, conditioning_params, restore_conditioning, start_fit
 from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
@@ -121,6 +121,10 @@ def kl_temperature(base: np.ndarray, log_reference: np.ndarray, direction: str) 
 
 class AlphaAgnostic(Calibrator):
     """Shared transform: levels -> SelectTau per (row, level) -> aggregate per row."""
+
+    absent_class_effect = (
+        "the set thresholds are fitted on the other classes' rows alone, so the coverage guarantee does not extend to them"
+    )
 
     Options = AlphaAgnosticOptions
     scores_given_probs = True
@@ -255,7 +259,7 @@ class ATSMultiGlobal(AlphaAgnostic):
 
     def levels(self, values, conditioning):
         sorted_scores = self.arrays_["sorted_scores"]
-        cdf = np.searchsorted(sorted_scores, values, side="right") / len(sorted_scores)
+        cdf = scores_at_most(sorted_scores, values) / len(sorted_scores)
         return _pairs_from_levels(values, 1.0 - cdf, self.options.level_min, self.options.level_max)
 
 
@@ -288,10 +292,10 @@ class ATSMultiAdaptive(AlphaAgnostic):
         if self.options.model == "flow":
             b = flow_transform(values, flow_scale(self.arrays_, conditioning)[:, None], "gauss")
             reference = self.arrays_["sorted_transformed"]
-            cdf = np.searchsorted(reference, b, side="right") / len(reference)
+            cdf = scores_at_most(reference, b) / len(reference)
             return _pairs_from_levels(values, 1.0 - cdf, lo, hi)
         thresholds = multi_quantile_values(self.arrays_, conditioning)  # (N, heads) in HEAD_ALPHAS order
         keep = (HEAD_ALPHAS >= lo) & (HEAD_ALPHAS <= hi)
         owner = np.repeat(np.arange(len(values)), keep.sum())
-        in_set = values[owner] <= thresholds[:, keep].ravel()[:, None]
+        in_set = in_conformal_set(values[owner], thresholds[:, keep].ravel()[:, None])
         return owner, in_set, np.tile(1.0 - HEAD_ALPHAS[keep], len(values))

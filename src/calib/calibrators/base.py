@@ -39,6 +39,41 @@ class TrainingRows:
     probs: np.ndarray | None = None
 
 
+def absent_classes(labels: np.ndarray, n_classes: int) -> tuple[int, ...]:
+    """The classes in [0, n_classes) that no label names."""
+    return tuple(int(c) for c in np.flatnonzero(np.bincount(np.asarray(labels, dtype=np.int64), minlength=n_classes) == 0))
+
+
+def warning_entries(warnings: list[str]) -> dict:
+    """Fit-report entries for a calibrator's warnings (none when there are none)."""
+    return {"warning": warnings[0]} if len(warnings) == 1 else {f"warning {i + 1}": w for i, w in enumerate(warnings)}
+
+
+def absent_classes_sentence(classes, effect: str) -> str:
+    """One sentence naming the classes with no calibration row (the first 10) and what the method does with them."""
+    shown = ", ".join(str(int(c)) for c in classes[:10]) + (f" and {len(classes) - 10} more" if len(classes) > 10 else "")
+    return f"{len(classes)} classes have no calibration row ({shown}): {effect}"
+
+
+def absent_class_rows(calibrator: "Calibrator", preds) -> str | None:
+    """A sentence when rows of classes that had no calibration row arrive: rows whose label is one of
+    them (with labels), else rows whose top score is; None when there are none. ``preds`` is a
+    :class:`calib.io.Predictions`."""
+    absent = np.asarray(calibrator.absent_classes_, dtype=np.int64)
+    if not len(absent):
+        return None
+    if preds.labels is not None:
+        count, what = int(np.isin(preds.labels, absent).sum()), "are labelled with"
+    else:
+        count, what = (
+            sum(int(np.isin(preds.logits(rows).argmax(axis=1), absent).sum()) for rows in preds.chunks()),
+            "have as top class",
+        )
+    if not count:
+        return None
+    return f"{count} of {preds.n} rows {what} a class that had no calibration row ({calibrator.absent_class_effect})"
+
+
 def add_counts(total: dict, more: dict) -> None:
     """Sum per-chunk row counts (e.g. infeasible rows) of :meth:`Calibrator.transform_with_info`."""
     for key, value in more.items():
@@ -110,6 +145,19 @@ class Calibrator(abc.ABC):
         """Sentences about a fit that needs a second look (e.g. an optimum on the end of its search
         interval); also in :meth:`fit_report`, and among diagnose's findings."""
         return []
+
+    #: Classes with no calibration row (set by :func:`calib.pipeline.fit_calibrator`, kept in the bundle).
+    absent_classes_: tuple[int, ...] = ()
+    #: What the method does with a class that has no calibration row, for the fit's warning.
+    absent_class_effect: ClassVar[str] = (
+        "the method fits their probabilities without a single row of them, so they can be far from the model's"
+    )
+
+    def fit_warnings(self) -> list[str]:
+        """:meth:`warnings`, preceded by one on the classes absent from the calibration rows."""
+        if not self.absent_classes_:
+            return self.warnings()
+        return [absent_classes_sentence(self.absent_classes_, self.absent_class_effect), *self.warnings()]
 
     def fit_report(self) -> dict:
         """Fitted parameters and counts worth printing after ``fit`` (plain JSON values)."""

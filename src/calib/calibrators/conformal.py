@@ -12,7 +12,8 @@ row's probabilities (the same row gets the same u at fit and apply, in any chunk
 aps/raps V - (1 - u) p_y; saps u p_max at rank 1, else p_max + (r - 2 + u) lambda; topk r - 1 + u.
 Split-conformal quantile of n calibration scores: k = ceil((n + 1)(1 - alpha)), q = k-th smallest;
 k > n is an error naming the smallest workable n. Sets: C(x) = {y : V(x, y) <= q(x)}, exactly as
-defined (possibly empty); for both scores a top set of the probability ranking.
+defined (possibly empty), a score within a rounding error above q counted as on it
+(:func:`in_conformal_set`); for both scores a top set of the probability ranking.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .. import kernels
 from ..errors import InputError, UsageError
 from ..kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
 from ..kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
-from ..numerics import map_in_order, row_chunks, softmax
+from ..numerics import edge_slack, map_in_order, row_chunks, softmax
 
 SCORES = ("msp", "aps", "raps", "saps", "topk")
 
@@ -217,6 +218,21 @@ def training_part(train, options: ScoreOptions, seed: int, n_conditioning: int, 
             f"{len(conditioning)} rows; the calibration rows have {n_conditioning}"
         )
     return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), conditioning
+
+
+def in_conformal_set(scores: np.ndarray, threshold) -> np.ndarray:
+    """The set rule V(x, y) <= q, a score within :func:`calib.numerics.edge_slack` above q counted
+    as on it; ``threshold`` broadcasts against ``scores`` (one q, one per class, or one per row).
+    A test row equal to a calibration row has a score equal to a calibration score on one kernel
+    path and an ulp off it on the other: without the slack such rows would fall in or out of the
+    set (or change level) by machine. Sets can only grow by it, so coverage >= 1 - alpha holds."""
+    return scores <= threshold + edge_slack(threshold)
+
+
+def scores_at_most(sorted_scores: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """#{i : V_i <= v} for each v, V_i the sorted calibration scores, with the same slack as
+    :func:`in_conformal_set` (a v within it below V_i counts V_i)."""
+    return np.searchsorted(sorted_scores, values + edge_slack(values), side="right")
 
 
 def min_calibration_size(alpha: float) -> int:

@@ -1,7 +1,13 @@
 """One-vs-rest baselines (CMCE paper appendix F; docs/calibrators.md): a binary map g_k per class, fitted
 on (score_k, 1{y = k}), applied to every class and renormalised, p~_k = g_k / sum_j g_j (a row of all
-zeros becomes uniform). A class absent from the calibration split gets the constant map at its
-base rate (0), never a crash.
+zeros becomes uniform). The scores are the probabilities as the input gives them (softmax of the
+logits for logit inputs): probability inputs reach the maps unchanged, so equal p_k in different rows
+stay ties and a value on a bin edge stays on it.
+
+A class absent from the calibration rows has no map to fit: by default (``absent="keep"``) its
+probability is the model's own, p~_k proportional to p_k, renormalised with the others; with
+``absent="base-rate"`` it gets the constant map at its base rate, 0 (docs/calibrators.md has the
+measurement that made "keep" the default).
 
 - ``platt``: g_k = sigma(A_k z_k + B_k) on the logit z_k; ``quadratic``: logistic on (z_k, z_k^2, 1);
   ``beta``: logistic on (log p_k, -log(1 - p_k), 1). All fitted by Newton on the log-loss for all K
@@ -16,12 +22,28 @@ Outputs can hold exact zeros; their log-probabilities are floored at log(1e-12),
 from __future__ import annotations
 
 import abc
+import dataclasses
 
 import numpy as np
 
 from ..bundle import State
 from ..numerics import PROB_FLOOR, bin_index, isotonic_fit, log_of_probs, softmax
-from .base import Calibrator
+from .base import Calibrator, absent_classes
+
+#: What a one-vs-rest method does with a class absent from the calibration rows.
+ABSENT_CLASS_RULES = ("keep", "base-rate")
+
+
+@dataclasses.dataclass(frozen=True)
+class OneVsRestOptions:
+    """``absent``: keep (the model's probability, renormalised) or base-rate (the constant 0 map)."""
+
+    absent: str = "keep"
+
+    def __post_init__(self):
+        if self.absent not in ABSENT_CLASS_RULES:
+            raise ValueError(f"'absent' must be one of {', '.join(ABSENT_CLASS_RULES)}; got {self.absent!r}")
+
 
 LOGISTIC_RIDGE = 1e-6
 MAX_NEWTON_STEPS = 100
@@ -36,17 +58,48 @@ def renormalise(scores: np.ndarray) -> np.ndarray:
 
 
 class OneVsRest(Calibrator):
-    """Shared transform: class maps -> renormalised probabilities -> floored logs."""
+    """Shared transform: class maps of the probabilities as given -> renormalised probabilities ->
+    floored logs. Subclasses fit the maps in :meth:`fit_maps`."""
+
+    Options = OneVsRestOptions
+    scores_given_probs = True
+
+    @property
+    def absent_class_effect(self) -> str:
+        if self.options.absent == "keep":
+            return "their probabilities are kept as the model gave them, renormalised with the calibrated classes"
+        return "they get the constant map at their base rate, probability 0 (absent=base-rate)"
+
+    def fit(self, logits, labels, *, seed=0, features=None, probs=None):
+        logits = np.asarray(logits, dtype=np.float64)
+        self.absent_classes_ = absent_classes(labels, logits.shape[1])
+        self.fit_maps(logits, _model_probs(logits, probs), labels)
+        return self
 
     @abc.abstractmethod
-    def class_maps(self, logits: np.ndarray) -> np.ndarray:
+    def fit_maps(self, logits: np.ndarray, probs: np.ndarray, labels: np.ndarray) -> None:
+        """Fit g_k of every class from the (N, K) ``logits`` and ``probs`` (as given) of the calibration rows."""
+
+    @abc.abstractmethod
+    def class_maps(self, logits: np.ndarray, probs: np.ndarray) -> np.ndarray:
         """(N, K): g_k applied to every class of every row, before renormalising."""
 
-    def transform_probs_with_info(self, logits, features=None):
-        return renormalise(self.class_maps(np.asarray(logits, dtype=np.float64))), {}
+    def transform_probs_with_info(self, logits, features=None, probs=None):
+        logits = np.asarray(logits, dtype=np.float64)
+        probs = _model_probs(logits, probs)
+        maps = self.class_maps(logits, probs)
+        if self.absent_classes_:
+            absent = list(self.absent_classes_)
+            maps[:, absent] = probs[:, absent] if self.options.absent == "keep" else 0.0
+        return renormalise(maps), {}
 
-    def transform(self, logits, features=None):
-        return log_of_probs(self.transform_probs_with_info(logits)[0])
+    def transform(self, logits, features=None, probs=None):
+        return log_of_probs(self.transform_probs_with_info(logits, probs=probs)[0])
+
+
+def _model_probs(logits: np.ndarray, probs: np.ndarray | None) -> np.ndarray:
+    """The model's probabilities: as the input gives them, else the softmax of the logits."""
+    return softmax(logits) if probs is None else np.asarray(probs, dtype=np.float64)
 
 
 def fit_logistic(phi: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -82,33 +135,30 @@ class LogisticOneVsRest(OneVsRest):
     :func:`fit_logistic`. Subclasses name the features."""
 
     @abc.abstractmethod
-    def features(self, logits: np.ndarray) -> np.ndarray:
+    def features(self, logits: np.ndarray, probs: np.ndarray) -> np.ndarray:
         """(N, K, d): the features of each class score; the last one is the constant 1."""
 
-    def fit(self, logits, labels, *, seed=0, features=None):
-        phi = self.features(np.asarray(logits, dtype=np.float64))
+    def fit_maps(self, logits, probs, labels):
+        phi = self.features(logits, probs)
         target = (labels[:, None] == np.arange(phi.shape[1])[None, :]).astype(np.float64)
         self.weights_ = fit_logistic(phi, target)
-        self.present_ = target.sum(axis=0) > 0  # absent class: the constant 0 map
-        return self
 
-    def class_maps(self, logits):
-        linear = np.einsum("nkd,kd->nk", self.features(logits), self.weights_)
-        return np.where(self.present_, sigmoid(linear), 0.0)
+    def class_maps(self, logits, probs):
+        return sigmoid(np.einsum("nkd,kd->nk", self.features(logits, probs), self.weights_))
 
     def fit_report(self):
         return {
-            "classes fitted": int(self.present_.sum()),
+            "classes fitted": int(self.weights_.shape[0] - len(self.absent_classes_)),
             "mean weights": [round(float(w), 4) for w in self.weights_.mean(axis=0)],
         }
 
     def to_state(self):
-        return State(arrays={"weights": self.weights_, "present": self.present_})
+        return State(arrays={"weights": self.weights_})
 
     @classmethod
     def from_state(cls, options, state):
         calibrator = cls(options)
-        calibrator.weights_, calibrator.present_ = state.arrays["weights"], state.arrays["present"].astype(bool)
+        calibrator.weights_ = state.arrays["weights"]
         return calibrator
 
 
@@ -116,7 +166,7 @@ class Platt(LogisticOneVsRest):
     name = "platt"
     summary = "Platt scaling one-vs-rest: sigma(A z_k + B) per class, renormalised"
 
-    def features(self, logits):
+    def features(self, logits, probs):
         return np.stack([logits, np.ones_like(logits)], axis=2)
 
 
@@ -124,7 +174,7 @@ class Quadratic(LogisticOneVsRest):
     name = "quadratic"
     summary = "quadratic scaling one-vs-rest: logistic on z_k, z_k^2 and 1 per class, renormalised"
 
-    def features(self, logits):
+    def features(self, logits, probs):
         return quadratic_features(logits)
 
 
@@ -132,8 +182,8 @@ class Beta(LogisticOneVsRest):
     name = "beta"
     summary = "beta calibration one-vs-rest: logistic on log p_k, -log(1 - p_k) and 1 (Kull et al. 2017)"
 
-    def features(self, logits):
-        return beta_features(softmax(logits))
+    def features(self, logits, probs):
+        return beta_features(probs)
 
 
 def quadratic_features(z: np.ndarray) -> np.ndarray:
@@ -162,8 +212,7 @@ class Isotonic(OneVsRest):
     name = "isotonic"
     summary = "isotonic regression one-vs-rest: non-decreasing map of p_k per class, renormalised"
 
-    def fit(self, logits, labels, *, seed=0, features=None):
-        probs = softmax(logits)
+    def fit_maps(self, logits, probs, labels):
         knots_x, knots_y, offsets = [], [], [0]
         for k in range(probs.shape[1]):  # a loop over classes, each fit vectorised over rows
             x, level = isotonic_fit(probs[:, k], labels == k)
@@ -177,10 +226,8 @@ class Isotonic(OneVsRest):
             offsets.append(offsets[-1] + int(keep.sum()))
         self.knots_x_, self.knots_y_ = np.concatenate(knots_x), np.concatenate(knots_y)
         self.offsets_ = np.array(offsets)
-        return self
 
-    def class_maps(self, logits):
-        probs = softmax(logits)
+    def class_maps(self, logits, probs):
         out = np.empty_like(probs)
         for k in range(probs.shape[1]):
             piece = slice(self.offsets_[k], self.offsets_[k + 1])
@@ -205,18 +252,15 @@ class HistogramBinning(OneVsRest):
     name = "hist"
     summary = "histogram binning one-vs-rest: 15 equal-width bins of p_k per class, renormalised"
 
-    def fit(self, logits, labels, *, seed=0, features=None):
-        probs = softmax(logits)
+    def fit_maps(self, logits, probs, labels):
         n, k = probs.shape
         index = bin_index(probs, HIST_BINS) + np.arange(k)[None, :] * HIST_BINS
         counts = np.bincount(index.ravel(), minlength=k * HIST_BINS).reshape(k, HIST_BINS)
         hits = np.bincount(index[np.arange(n), labels], minlength=k * HIST_BINS).reshape(k, HIST_BINS)
         base_rate = np.bincount(labels, minlength=k) / n
         self.values_ = np.where(counts > 0, hits / np.maximum(counts, 1), base_rate[:, None])
-        return self
 
-    def class_maps(self, logits):
-        probs = softmax(logits)
+    def class_maps(self, logits, probs):
         return self.values_[np.arange(probs.shape[1])[None, :], bin_index(probs, HIST_BINS)]
 
     def to_state(self):

@@ -18,7 +18,16 @@ from ..errors import InputError, UsageError
 from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from . import mlp
 from .base import Calibrator, add_counts
-from .conformal import CATEGORY_NAMES, ScoreOptions, check_alpha, check_choice, label_scores, nonconformity, training_part
+from .conformal import (
+    CATEGORY_NAMES,
+    ScoreOptions,
+    check_alpha,
+    check_choice,
+    in_conformal_set,
+    label_scores,
+    nonconformity,
+    training_part,
+)
 from .thresholds import FLOWS, class_thresholds, clustered_thresholds, fit_threshold, threshold_values
 
 #: Where a threshold's model was fitted without training rows: a seeded half of the calibration rows.
@@ -59,6 +68,9 @@ class SetOptions(ConformalOptions):
 class SetCalibrator(Calibrator):
     Options = SetOptions
     builds_sets = True
+    absent_class_effect = (
+        "the set threshold is fitted on the other classes' rows alone, so the coverage guarantee does not extend to them"
+    )
     scores_given_probs = True
 
     @property
@@ -144,9 +156,9 @@ class SetCalibrator(Calibrator):
     def _scores_and_sets(self, probs, logits, features):
         scores = nonconformity(probs, self.options, self.score_seed_)
         if self.threshold_kind in PER_CLASS:  # one threshold per class, broadcast along the rows
-            return scores, scores <= self.threshold_["q"][None, :]
+            return scores, in_conformal_set(scores, self.threshold_["q"][None, :])
         q = self.thresholds(logits, features)
-        return scores, scores <= q[:, None]  # one threshold per row, broadcast along its classes
+        return scores, in_conformal_set(scores, q[:, None])  # one threshold per row, broadcast along its classes
 
     def transform_with_info(self, logits, features=None, probs=None):
         out, category = self.calibrate(*self._prepare(logits, features, log_space=True, probs=probs))

@@ -73,6 +73,7 @@ class TemperatureScaling(Calibrator):
 
     name = "ts"
     summary = "temperature scaling: one temperature T minimising NLL (Guo et al. 2017)"
+    absent_class_effect = "one temperature serves every class, so their probabilities are scaled like the others'"
 
     def fit(self, logits, labels, *, seed=0, features=None):
         self.temperature_ = 1.0 / fit_inverse_temperature(np.asarray(logits, dtype=np.float64), labels)
@@ -85,7 +86,7 @@ class TemperatureScaling(Calibrator):
         return bracket_end_warnings(self.temperature_, np.exp(-LOG_BETA_BOUND), np.exp(LOG_BETA_BOUND), "NLL")
 
     def fit_report(self):
-        return {"temperature": self.temperature_, **warning_entries(self.warnings())}
+        return {"temperature": self.temperature_}
 
     def to_state(self):
         return State(params={"temperature": self.temperature_})
@@ -114,11 +115,6 @@ def bracket_end_warnings(temperature: float, lowest: float, highest: float, obje
             "the logits carry almost no information about these labels (uniform probabilities)"
         ]
     return []
-
-
-def warning_entries(warnings: list[str]) -> dict:
-    """Fit-report entries for a calibrator's warnings (none when there are none)."""
-    return {"warning": warnings[0]} if len(warnings) == 1 else {f"warning {i + 1}": w for i, w in enumerate(warnings)}
 
 
 #: cmce-ts grid (docs/calibrators.md): 301 log-spaced temperatures on [1e-2, 1e2]; the exponent is an
@@ -155,6 +151,7 @@ class CMCETemperature(Calibrator):
 
     name = "cmce-ts"
     summary = "naive CMCE temperature: T minimising CMCE (25 bins) on a 301-point log grid (CMCE paper)"
+    absent_class_effect = "one temperature serves every class, so their probabilities are scaled like the others'"
 
     def fit(self, logits, labels, *, seed=0, features=None):
         values = cmce_at_temperatures(logits, labels, CMCE_GRID)
@@ -171,7 +168,7 @@ class CMCETemperature(Calibrator):
         return bracket_end_warnings(self.temperature_, CMCE_GRID[0], CMCE_GRID[-1], "CMCE")
 
     def fit_report(self):
-        return {"temperature": self.temperature_, "cmce on the calibration rows": self.cmce_, **warning_entries(self.warnings())}
+        return {"temperature": self.temperature_, "cmce on the calibration rows": self.cmce_}
 
     def to_state(self):
         return State(params={"temperature": self.temperature_, "cmce": self.cmce_})
@@ -201,6 +198,7 @@ class AdaptiveTemperature(Calibrator):
     name = "adaptive-ts"
     requires = ("torch",)
     summary = "adaptive temperature: T(x) = softplus(MLP(z)) + 1e-6 trained on NLL (Joy et al. 2023)"
+    absent_class_effect = "each row's temperature serves every class, so their probabilities are scaled like the others'"
 
     def fit(self, logits, labels, *, seed=0, features=None):
         torch = extras.torch()

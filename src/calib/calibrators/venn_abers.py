@@ -37,7 +37,7 @@ import functools
 import numpy as np
 
 from ..bundle import State
-from ..numerics import softmax
+from ..numerics import edge_slack
 from .onevsrest import OneVsRest
 
 
@@ -122,9 +122,11 @@ def venn_abers_runs(scores: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray
     """(boundaries, p0, p1, walk steps) for one class: a test score s takes run
     ``searchsorted(boundaries, s, 'right') - 1``.
 
-    Position 2i lies strictly between the distinct scores c_{i-1} and c_i (its boundary is the float
-    after c_{i-1}, or -inf for i = 0); position 2i + 1 is s = c_i (boundary c_i). Consecutive
-    positions with equal (p0, p1) are merged into one run.
+    Position 2i + 1 is s = c_i, the distinct score, within e = :func:`calib.numerics.edge_slack` of
+    it: [c_i - e, c_i + e] (an ulp's difference between kernel paths must not move a test score
+    equal to a calibration score off it); position 2i lies strictly between (c_{i-1} + e and c_i - e;
+    -inf for i = 0). Boundaries are made non-decreasing, so scores closer than 2e share their runs'
+    edges. Consecutive positions with equal (p0, p1) are merged into one run.
     """
     order = np.argsort(scores, kind="stable")
     sorted_scores = scores[order]
@@ -136,8 +138,10 @@ def venn_abers_runs(scores: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray
     values, steps = _kernel()(px, py)
     boundaries = np.empty(2 * len(distinct) + 1)
     boundaries[0] = -np.inf
-    boundaries[2::2] = np.nextafter(distinct, np.inf)
-    boundaries[1::2] = distinct
+    slack = edge_slack(distinct)
+    boundaries[2::2] = np.nextafter(distinct + slack, np.inf)
+    boundaries[1::2] = distinct - slack
+    np.maximum.accumulate(boundaries, out=boundaries)
     change = np.ones(len(boundaries), dtype=bool)
     change[1:] = (np.diff(values[0]) != 0) | (np.diff(values[1]) != 0)
     return boundaries[change], values[0, change], values[1, change], steps
@@ -147,8 +151,7 @@ class VennAbers(OneVsRest):
     name = "venn-abers"
     summary = "inductive Venn-Abers one-vs-rest on p_k: p1 / (1 - p0 + p1), renormalised (Vovk et al. 2015)"
 
-    def fit(self, logits, labels, *, seed=0, features=None):
-        probs = softmax(np.asarray(logits, dtype=np.float64))
+    def fit_maps(self, logits, probs, labels):
         parts, offsets, steps = [], [0], 0
         for k in range(probs.shape[1]):  # a loop over classes; each sweep is compiled code over rows
             boundaries, p0, p1, walked = venn_abers_runs(probs[:, k], labels == k)
@@ -157,13 +160,11 @@ class VennAbers(OneVsRest):
             steps += walked
         self.boundaries_, self.p0_, self.p1_ = (np.concatenate(column) for column in zip(*parts))
         self.offsets_ = np.array(offsets)
-        self.present_ = np.bincount(labels, minlength=probs.shape[1]) > 0
         self.report_ = {"runs": int(offsets[-1]), "walk steps per row": round(steps / max(len(labels), 1), 2)}
-        return self
 
-    def interval(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The per-class (p0, p1) pairs, each (N, K): the Venn-Abers multiprobability prediction."""
-        probs = softmax(np.asarray(logits, dtype=np.float64))
+    def interval(self, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The per-class (p0, p1) pairs of the (N, K) ``probs``, each (N, K): the Venn-Abers
+        multiprobability prediction."""
         p0, p1 = np.empty_like(probs), np.empty_like(probs)
         for k in range(probs.shape[1]):
             piece = slice(self.offsets_[k], self.offsets_[k + 1])
@@ -171,11 +172,11 @@ class VennAbers(OneVsRest):
             p0[:, k], p1[:, k] = self.p0_[piece][run], self.p1_[piece][run]
         return p0, p1
 
-    def class_maps(self, logits):
-        p0, p1 = self.interval(logits)
-        # an absent class's interval is [0, 1] above its highest calibration score: the spec's
-        # constant map at the base rate (0) instead, as for the other one-vs-rest maps
-        return np.where(self.present_, p1 / (1.0 - p0 + p1), 0.0)
+    def class_maps(self, logits, probs):
+        # an absent class's interval is [0, 1] above its highest calibration score: the transform
+        # replaces it as for the other one-vs-rest maps (OneVsRest.transform_probs_with_info)
+        p0, p1 = self.interval(probs)
+        return p1 / (1.0 - p0 + p1)
 
     def fit_report(self):
         return dict(self.report_)
@@ -188,7 +189,6 @@ class VennAbers(OneVsRest):
                 "p0": self.p0_,
                 "p1": self.p1_,
                 "offsets": self.offsets_,
-                "present": self.present_,
             },
         )
 
@@ -197,6 +197,5 @@ class VennAbers(OneVsRest):
         calibrator = cls(options)
         for name in ("boundaries", "p0", "p1", "offsets"):
             setattr(calibrator, name + "_", state.arrays[name])
-        calibrator.present_ = state.arrays["present"].astype(bool)
         calibrator.report_ = dict(state.params)
         return calibrator

@@ -27,6 +27,7 @@ def apply(
     label_column: options.LabelColumn = None,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
+    renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
 ) -> None:
     """Apply a fitted bundle to PRED and write calibrated probabilities.
@@ -42,7 +43,9 @@ def apply(
         )
     if out != "-":
         check_output_path(out, [pred, labels or "-", features or "-"])
-    preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=False)
+    preds, calibrator = options.read_inputs(
+        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=False, renormalise=renormalise
+    )
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n)
     if out == "-" or out.lower().endswith(".npy"):  # streamed: one chunk of rows in memory at a time
@@ -64,5 +67,8 @@ def apply(
     flagged = ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in counts.items() if count)
     if flagged:
         render.note(f"infeasible rows left as the rule says: {flagged}")
+    absent_rows = pipeline.absent_class_rows(calibrator, preds)
+    if absent_rows is not None:
+        render.note(f"warning: {absent_rows}")
     if out != "-":
         render.note(f"wrote {what} for {preds.n} rows to {out}")

@@ -30,6 +30,7 @@ def diagnose(
     rank_by: Annotated[str, typer.Option("--rank-by", help="Metric that ranks the compared methods.")] = "cmce",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the comparison's folds and methods.")] = 0,
     input_kind: options.InputKind = "auto",
+    renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
@@ -37,6 +38,7 @@ def diagnose(
     bootstrap: Annotated[
         int, typer.Option("--bootstrap", min=0, help="Add 95% intervals from N bootstrap replicates to the metric table.")
     ] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty report directory.")] = False,
 ) -> None:
     """Check the inputs, show where the probabilities are miscalibrated, and compare calibrators.
 
@@ -45,8 +47,13 @@ def diagnose(
     from ..bootstrap import BootstrapConfig
     from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
     from ..evaluation.groups import read_groups
+    from ..io.atomic import check_output_directory
 
-    preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
+    if out is not None:  # refused before the work, not after it
+        check_output_directory(out, force=force)
+    preds, calibrator = options.read_inputs(
+        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+    )
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     groups = read_groups(preds, pred, group_by, groups_file, label_column)
     result = run_diagnosis(
@@ -65,5 +72,5 @@ def diagnose(
     if out is not None:
         from ..plots import write_report
 
-        written = write_report(result, out)
+        written = write_report(result, out, force=force)
         render.note(f"wrote {', '.join(written)} to {out}")

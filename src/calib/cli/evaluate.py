@@ -107,6 +107,7 @@ def evaluate(
     ] = None,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
+    renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
@@ -154,6 +155,7 @@ def evaluate(
             min_group_rows=min_group_rows,
             refused={
                 "--groups": groups_file,
+                "--renormalise": renormalise,
                 "--bootstrap": bootstrap,
                 "--true-probs": true_probs,
                 "--labels": labels,
@@ -164,7 +166,9 @@ def evaluate(
         return
     if engine != "local" or scheduler is not None:
         raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
-    preds, calibrator = options.read_inputs(pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True)
+    preds, calibrator = options.read_inputs(
+        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+    )
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
     groups = read_groups(preds, pred, group_by, groups_file, label_column)
     if true_probs is not None:
@@ -211,6 +215,8 @@ def _emit(report: dict, json_path: str | None, shown: dict, table_format: str) -
         if json_path is not None:
             write_bytes_atomic(json_path, text.encode())
         render.report_table(shown, table_format)
+    for warning in report.get("warnings", []):
+        render.note(f"warning: {warning}")
     for note in dict.fromkeys(g["baseline_input"] for g in report["gates"] if "baseline_input" in g):
         render.note(f"note: {note}; the increase gates compare different data")
     failed = [g for g in report["gates"] if not g["passed"]]

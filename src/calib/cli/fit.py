@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import __version__, api
+from .. import __version__, api, pipeline
 from ..errors import UsageError
 from ..io import check_not_an_input, read_features
 from ..io.atomic import write_bytes_atomic
@@ -75,6 +75,7 @@ def fit(
         typer.Option("--train-features", help="The --train rows' features, when --features is given.", show_default=False),
     ] = None,
     input_kind: options.InputKind = "auto",
+    renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
     json_path: Annotated[
         Optional[str],
@@ -101,10 +102,14 @@ def fit(
     if train is None and train_features is not None:
         raise UsageError("--train-features needs --train")
     start = time.perf_counter()
-    preds, _ = options.read_inputs(pred, None, labels, label_column, input_kind, score_prefix, require_labels=True)
+    preds, _ = options.read_inputs(
+        pred, None, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+    )
     train_preds = train_x = None
     if train is not None:
-        train_preds, _ = options.read_inputs(train, None, None, label_column, input_kind, score_prefix, require_labels=True)
+        train_preds, _ = options.read_inputs(
+            train, None, None, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+        )
         train_x = read_features(train_features, train_preds.n)
     fitted = api.calibrator(method, **given).fit(
         preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x
@@ -118,8 +123,8 @@ def fit(
         "options": dataclasses.asdict(calibrator.options),
         "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k},
         **({"train": {"path": train_preds.name, "n": train_preds.n}} if train_preds is not None else {}),
-        "fit_report": calibrator.fit_report(),
-        "warnings": calibrator.warnings(),
+        "fit_report": pipeline.full_fit_report(calibrator),
+        "warnings": calibrator.fit_warnings(),
         "bundle": out,
     }
     seconds = time.perf_counter() - start
@@ -130,7 +135,8 @@ def fit(
         else:
             write_bytes_atomic(json_path, text.encode())
     if json_path != "-":
-        rows = {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})", **summary["fit_report"]}
+        report = {key: value for key, value in summary["fit_report"].items() if not key.startswith("warning")}
+        rows = {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})", **report}
         render.key_values(f"calib fit: {method}", {**rows, "time": f"{seconds:.2f} s", "bundle": out})
     for warning in summary["warnings"]:
         render.note(f"warning: {warning}")

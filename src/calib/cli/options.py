@@ -34,6 +34,13 @@ InputKind = Annotated[
         help="auto | logits | probs | log-probs. auto decides from the data and says what it decided.",
     ),
 ]
+Renormalise = Annotated[
+    bool,
+    typer.Option(
+        "--renormalise",
+        help="Read probabilities whose rows sum to less than 1 (e.g. only the top k classes kept), each row divided by its sum.",
+    ),
+]
 ScorePrefix = Annotated[
     Optional[str], typer.Option("--score-prefix", help="Parquet: read wide score columns with this name prefix (e.g. logit_).")
 ]
@@ -88,7 +95,17 @@ class Command(TyperCommand):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-def read_inputs(pred: str, bundle: str | None, labels, label_column, input_kind, score_prefix, *, require_labels: bool):
+def read_inputs(
+    pred: str,
+    bundle: str | None,
+    labels,
+    label_column,
+    input_kind,
+    score_prefix,
+    *,
+    require_labels: bool,
+    renormalise: bool = False,
+):
     """The predictions (and the bundle's calibrator, when ``bundle`` is given) as the shared input
     options ask: the start of fit, apply, evaluate and diagnose."""
     from .. import pipeline
@@ -101,4 +118,5 @@ def read_inputs(pred: str, bundle: str | None, labels, label_column, input_kind,
         input_kind=input_kind,
         score_prefix=score_prefix,
         require_labels=require_labels,
+        renormalise=renormalise,
     )

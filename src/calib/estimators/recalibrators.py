@@ -6,12 +6,14 @@ from probabilities to recalibrated probabilities. For K = 2 the binary ones work
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, map_in_order, row_chunks, softmax
+from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, row_chunks, softmax, worker_count
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (docs/metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
@@ -116,17 +118,24 @@ def ws_catboost(probs, labels, rng, progress=None, max_classes=MAX_BOOSTED_CLASS
 
 def fit_inner_folds(plans: list, progress=None) -> list:
     """The CatBoost models of every inner fold of every :class:`WarmStartBoosting` in ``plans``, in
-    order (plan by plan, fold by fold), fitted on worker threads: CatBoost releases the GIL, and
-    one CatBoost thread per fit gives the same model for any thread count (on ~7,000 rows two
-    single-thread fits at once beat one two-thread fit). One pool for all the plans' fits, so no
-    core waits for the last fit of one plan before the next plan's start."""
-    jobs = [(plan, fold) for plan in plans for fold in plan.folds]
+    order (plan by plan, fold by fold), fitted one after another.
+
+    CatBoost fits are not safe to run at the same time in threads of one process (two pool threads
+    inside CatBoost at once crashed the process about one run in ten), so every fit in this process
+    holds :data:`CATBOOST_LOCK` and uses CatBoost's own threads instead (``thread_count`` =
+    :func:`calib.numerics.worker_count`), which CatBoost documents as not affecting the model: the
+    same models for any thread count (tested)."""
     models = []
-    for fitted in map_in_order(lambda job: job[0].fit_fold(job[1]), jobs):
-        models.append(fitted)
-        if progress is not None:
-            progress()
+    for plan in plans:
+        for fold in plan.folds:
+            models.append(plan.fit_fold(fold))
+            if progress is not None:
+                progress()
     return models
+
+
+#: Held by every CatBoost fit and prediction of this process: no two run at once, whichever threads call them.
+CATBOOST_LOCK = threading.Lock()
 
 
 class WarmStartBoosting:
@@ -186,14 +195,15 @@ class WarmStartBoosting:
             class_names=list(present),
             verbose=False,
             allow_writing_files=False,
-            thread_count=1,
+            thread_count=worker_count(),
             **CATBOOST_PARAMS,
         )
         known = held_out[np.isin(self.labels[held_out], present)]
         eval_set = (
             Pool(self.features[known], self.labels[known], baseline=self.start[known][..., columns]) if len(known) else None
         )
-        model.fit(Pool(self.features[train], self.labels[train], baseline=self.start[train][..., columns]), eval_set=eval_set)
+        with CATBOOST_LOCK:
+            model.fit(Pool(self.features[train], self.labels[train], baseline=self.start[train][..., columns]), eval_set=eval_set)
         return model, present
 
     def recalibrator(self, models):
@@ -219,7 +229,11 @@ class WarmStartBoosting:
             for model, present in models:
                 raw = np.zeros(s.shape)
                 if model is not None:
-                    out = np.asarray(model.predict(Pool(self._features(new_probs)), prediction_type="RawFormulaVal"))
+                    with CATBOOST_LOCK:
+                        out = model.predict(
+                            Pool(self._features(new_probs)), prediction_type="RawFormulaVal", thread_count=worker_count()
+                        )
+                    out = np.asarray(out)
                     if self.binary:
                         raw = out.reshape(-1)
                     else:

@@ -55,7 +55,7 @@ def out_of_fold_losses(
 
     Memory: besides ``probs``, one training fold's mixed copy and what its fit needs (WS-CatBoost:
     every fold's boosting inputs, at most 10 columns each, are kept until the fits of all folds,
-    which run on one pool of threads); g(f) is never held for all rows (each fold's losses are taken
+    fitted one after another); g(f) is never held for all rows (each fold's losses are taken
     from its own rows), and the mixture is made per fold, not for all rows (the same values: lam
     depends on the fold size only).
     """
@@ -78,7 +78,7 @@ def out_of_fold_losses(
     outer = [(held_out, np.setdiff1d(np.arange(n), held_out, assume_unique=True)) for held_out in kfold(n, folds, rng)]
     if recalibrator == "ws-catboost":
         # Every fold's warm start and inner folds first (the same random draws, in the same order, as
-        # fitting fold by fold), then all folds' CatBoost fits on one pool of threads: the same g.
+        # fitting fold by fold), then all folds' CatBoost fits one after another: the same g.
         plans = [WarmStartBoosting(mixed(train), labels[train], rng, max_classes) for _, train in outer]
         models = iter(fit_inner_folds(plans, progress))
         maps = [plan.recalibrator([next(models) for _ in plan.folds]) for plan in plans]

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import __version__
 from ..bootstrap import BootstrapConfig, labels_fingerprint
-from ..calibrators.base import Calibrator
+from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
 from ..estimators import SAMPLE_METRICS, VECE_METRICS
 from ..io.predictions import Predictions
@@ -105,5 +105,8 @@ def evaluate(
         report["groups"], report["group_by"] = group_section(
             groups.names, groups.counts, groups.source, by_group[side], before_groups, min_group_rows
         )
+    absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
+    if absent_rows is not None:
+        report["warnings"] = [absent_rows]
     report["gates"], report["passed"] = check_gates(report, gates, increase_gates)
     return report

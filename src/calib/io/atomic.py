@@ -55,13 +55,10 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
         handle.write(data)
 
 
-@contextlib.contextmanager
-def atomic_directory(path: str, *, force: bool):
-    """Yield a fresh temporary directory; on success it replaces ``path``.
-
-    An existing non-empty ``path`` is refused unless ``force``; then the old directory is moved
-    aside, the new one renamed in, and only then the old one deleted.
-    """
+def check_output_directory(path: str, *, force: bool) -> str:
+    """The absolute ``path`` of an output directory that :func:`atomic_directory` may write: its
+    parent exists, and it is not a file, nor a non-empty directory unless ``force``. Commands call it
+    before their work too, so that a bad output path is refused at once."""
     path = os.path.abspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise CalibError(f"{path}: exists and is not a directory")
@@ -70,6 +67,18 @@ def atomic_directory(path: str, *, force: bool):
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise CalibError(f"{path}: the folder {parent} does not exist")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str, *, force: bool):
+    """Yield a fresh temporary directory; on success it replaces ``path``.
+
+    An existing non-empty ``path`` is refused unless ``force``; then the old directory is moved
+    aside, the new one renamed in, and only then the old one deleted.
+    """
+    path = check_output_directory(path, force=force)
+    parent = os.path.dirname(path)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
     try:
         yield tmp

@@ -21,7 +21,7 @@ import zipfile
 import numpy as np
 
 from ..errors import InputError
-from ..validation import check_labels, check_score_array, check_true_probs, resolve_kind
+from ..validation import UnitIntervalScores, as_array, check_labels, check_score_array, check_true_probs, resolve_kind
 from .predictions import Predictions
 
 #: Array / column names and the kind of scores they hold (docs/cli.md).
@@ -91,12 +91,14 @@ def read_predictions(
     score_prefix: str | None = None,
     label_column: str | None = None,
     require_labels: bool = False,
+    renormalise: bool = False,
 ) -> Predictions:
     """Read and validate a predictions file; ``path == "-"`` reads stdin, whose format (.npy, .npz
     or .parquet bytes) is told by its magic number.
 
     Labels come from ``labels_path`` when given (its array or column ``label_column``), else from
-    the file: the array or column ``label_column``, by default ``label`` or ``labels``."""
+    the file: the array or column ``label_column``, by default ``label`` or ``labels``. ``renormalise``
+    reads probabilities whose rows sum to less than 1 (top-k truncated), each row divided by its sum."""
     name = "<stdin>" if path == "-" else path
     in_file = None if labels_path is not None else label_column  # names the labels file's column otherwise
     if path == "-":
@@ -116,7 +118,9 @@ def read_predictions(
     labels, label_name = contents.labels, name
     if labels_path is not None:
         labels, label_name = read_labels(labels_path, label_column), labels_path
-    preds = _validated(name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name)
+    preds = _validated(
+        name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name, renormalise
+    )
     if preds.labels is None and require_labels:
         found = ", ".join(contents.names) or "none"
         raise InputError(
@@ -127,26 +131,32 @@ def read_predictions(
     return preds
 
 
-def predictions_from_arrays(scores, labels=None, *, kind: str = "auto", name: str = "scores") -> Predictions:
+def predictions_from_arrays(
+    scores, labels=None, *, kind: str = "auto", name: str = "scores", renormalise: bool = False
+) -> Predictions:
     """Arrays checked exactly as a file's are: ``scores`` (N, K) (or a binary column) of logits,
     probabilities or log-probabilities (``kind``, or detected from the values), ``labels`` (N,)
-    integers in [0, K) or None. The digest (a bundle's ``fitted_on``) is the sha256 of the scores'
+    integers in [0, K) or None; ``renormalise`` as for :func:`read_predictions`. The digest (a bundle's ``fitted_on``) is the sha256 of the scores'
     bytes in C order."""
-    scores = np.asarray(scores)
+    scores = as_array(scores, name)
     if labels is not None:
-        labels = np.asarray(labels)
+        labels = as_array(labels, "labels")
 
     def digest() -> str:
         return hashlib.sha256(np.ascontiguousarray(scores).tobytes()).hexdigest()
 
-    return _validated(name, scores, None, kind, digest, None, labels, f"{name} labels")
+    return _validated(name, scores, None, kind, digest, None, labels, "labels", renormalise)
 
 
-def _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, label_name) -> Predictions:
+def _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, label_name, renormalise=False) -> Predictions:
     """The checks every input gets, whatever it came from: shape and dtype, every value against
     its kind (detected, named by the array, or declared), and the labels."""
     check_score_array(scores, name)
-    if named_kind is not None and input_kind == "auto":  # the array name says the kind: check it holds
+    if renormalise:
+        kind, reason = resolve_kind(scores, input_kind, name, renormalise=True)
+    elif named_kind == "logits" and input_kind == "auto":
+        kind, reason = _named_logits(scores, name)
+    elif named_kind is not None and input_kind == "auto":  # the array name says the kind: check it holds
         kind, reason = resolve_kind(scores, named_kind, name, given_by=f"the array is named for {named_kind}")
     else:
         kind, reason = resolve_kind(scores, input_kind, name, given_by="as declared")
@@ -154,6 +164,29 @@ def _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, l
     if labels is not None:
         preds.labels = check_labels(labels, preds.n, preds.k, label_name)
     return preds
+
+
+def _named_logits(scores, name) -> tuple[str, str]:
+    """The kind of an array or column named for logits: a name is easily wrong (probabilities saved
+    under ``logits=``), so values that look like probabilities are refused, saying so: every row in
+    [0, 1] summing to 1, or to a value in (0, 1] (the top k classes of probabilities). Other values
+    are logits (log-probabilities are logits up to a constant per row)."""
+    try:
+        detected, _ = resolve_kind(scores, "auto", name)
+    except UnitIntervalScores as exc:  # a [0, 1] matrix whose rows do not sum to 1
+        detected = "truncated probs" if exc.mass_missing else "logits"
+    if detected in ("probs", "truncated probs"):
+        looks = (
+            "probabilities (every value in [0, 1], every row summing to 1)"
+            if detected == "probs"
+            else "probabilities with mass missing (every value in [0, 1], every row summing to at most 1)"
+        )
+        raise InputError(
+            f"{name}: the scores are named logits but look like {looks}; declare the input kind: "
+            "probs to read them as probabilities, logits to confirm the name",
+            cli_hint="--input-kind probs (with --renormalise for rows that sum to less than 1) or --input-kind logits",
+        )
+    return "logits", "the array is named for logits"
 
 
 #: Array / column holding the true conditional probabilities in synthetic-data files.
@@ -199,7 +232,7 @@ def _npz_array(path: str, names: tuple[str, ...]) -> np.ndarray:
                 raise InputError(f"{path}: no array named {' or '.join(names)} (found {', '.join(archive.files) or 'none'})")
             return archive[key]
     except PARSE_ERRORS as exc:
-        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+        raise _unreadable(path, ".npz", exc) from None
 
 
 def read_labels(path: str, column: str | None = None) -> np.ndarray:
@@ -300,7 +333,7 @@ def _array_names(path: str, suffix: str) -> tuple[str, ...]:
                 return tuple(archive.files)
         return tuple(pq.ParquetFile(path).schema_arrow.names)
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
-        raise InputError(f"{path}: not a readable {suffix} file ({exc})") from None
+        raise _unreadable(path, suffix, exc) from None
 
 
 def _text_labels(path: str, column: str | None) -> np.ndarray:
@@ -374,7 +407,7 @@ def _read_npz(path: str, name: str, score_prefix: str | None, label_column: str 
     try:
         archive = np.load(path, allow_pickle=False)
     except PARSE_ERRORS as exc:
-        raise InputError(f"{name}: not a readable .npz file ({exc})") from None
+        raise _unreadable(name, ".npz", exc) from None
     with archive:
         names = tuple(archive.files)
         labels_key = label_name(names, label_column, name)
@@ -643,11 +676,40 @@ MAGIC = {b"\x93NUMPY": ".npy", b"PK\x03\x04": ".npz", b"PAR1": ".parquet"}
 
 
 def format_of(path: str) -> str:
-    """The format of ``path`` by its suffix (a key of :data:`READ_PREDICTIONS`)."""
+    """The format of ``path`` by its suffix (a key of :data:`READ_PREDICTIONS`); an existing file
+    must also start with that format's magic number (a text file named .npz is refused as such,
+    before any reader sees it)."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in READ_PREDICTIONS:
         raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected {', '.join(READ_PREDICTIONS)}")
+    if os.path.isfile(path):
+        with open(path, "rb") as handle:
+            start = handle.read(8)
+        expected = next(magic for magic, known in MAGIC.items() if known == suffix)
+        if not start.startswith(expected):
+            if not start:
+                raise InputError(f"{path}: empty file")
+            actual = next((known for magic, known in MAGIC.items() if start.startswith(magic)), None)
+            what = (
+                f"{actual} data; rename it to {actual}" if actual else ("text" if _looks_like_text(start) else f"bytes {start!r}")
+            )
+            raise InputError(f"{path}: not a {suffix} file (a {suffix} file starts with {expected!r}; this one holds {what})")
     return suffix
+
+
+def _looks_like_text(start: bytes) -> bool:
+    try:
+        text = start.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c.isspace() for c in text)
+
+
+def _unreadable(path: str, suffix: str, exc: Exception) -> InputError:
+    """The error for a file its reader could not parse; numpy's advice to unpickle is never passed on."""
+    if "pickle" in str(exc).lower():
+        return InputError(f"{path}: not a readable {suffix} file (not a zip archive of arrays; pickled data is never loaded)")
+    return InputError(f"{path}: not a readable {suffix} file ({exc})")
 
 
 def format_of_bytes(data: bytes, name: str) -> str:

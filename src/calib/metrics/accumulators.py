@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..numerics import EDGE_TOLERANCE
 from .batch import Batch
 from .binning import BinCounter
 
@@ -123,10 +124,11 @@ class CumulativeMassBins(Additive):
 
 
 class CumulativeMassRange(Additive):
-    """Pairs with lo <= m_ik <= hi and how many of them cover the label (Coverage[lo, hi]).
+    """Pairs with lo <= m_ik <= hi and how many of them cover the label (Coverage[lo, hi]); a mass
+    within t = :data:`calib.numerics.EDGE_TOLERANCE` of an edge counts as on it (in the band).
 
     m_ik is non-decreasing in k, so each row's pairs in range are the positions
-    [#(m < lo), #(m <= hi)); the covered ones are those at or after the label's rank.
+    [#(m < lo - t), #(m <= hi + t)); the covered ones are those at or after the label's rank.
     """
 
     STATE = ("count", "covered")
@@ -138,8 +140,8 @@ class CumulativeMassRange(Additive):
 
     def update(self, batch: Batch) -> None:
         mass = batch.cumulative_mass
-        start = (mass < self.lo).sum(axis=1)
-        stop = (mass <= self.hi).sum(axis=1)
+        start = (mass < self.lo - EDGE_TOLERANCE).sum(axis=1)
+        stop = (mass <= self.hi + EDGE_TOLERANCE).sum(axis=1)
         self.count += int((stop - start).sum())
         self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
 
@@ -154,7 +156,8 @@ class TrueProbScores(Additive):
     - nll_true = -sum_k p_k log p^_k  (the expected NLL when labels are drawn from p);
     - brier_true = sum_k (p^_k - p_k)^2  (the expected Brier score less its irreducible part);
     - cpsme_alpha = |sum_{y in C*_alpha} (p_y - p^_y)|, C*_alpha the smallest top-k set of p with
-      mass >= 1 - alpha, ties to the lower class index (ATS-CP paper, section 5.2; docs/metrics.md).
+      mass >= 1 - alpha - t (t = :data:`calib.numerics.EDGE_TOLERANCE`: a mass on the level within
+      rounding reaches it), ties to the lower class index (ATS-CP paper, section 5.2; docs/metrics.md).
     """
 
     STATE = ("n", "nll_sum", "brier_sum", "cpsme_sum")
@@ -176,5 +179,5 @@ class TrueProbScores(Additive):
         gap = np.cumsum(true_sorted - np.take_along_axis(probs, order, axis=1), axis=1)
         last = truth.shape[1] - 1
         for i, alpha in enumerate(CPSME_ALPHAS):
-            size = np.minimum((mass < 1.0 - alpha).sum(axis=1), last)  # 0-based end of C*_alpha
+            size = np.minimum((mass < 1.0 - alpha - EDGE_TOLERANCE).sum(axis=1), last)  # 0-based end of C*_alpha
             self.cpsme_sum[i] += np.abs(gap[batch.rows, size]).sum()
