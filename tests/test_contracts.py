@@ -67,7 +67,10 @@ def test_every_calibrator_keeps_its_contract(tmp_path, run, method):
     assert probs.shape == (400, 10) and np.allclose(probs.sum(axis=1), 1.0, atol=1e-9)
     if method not in RAW_LOGIT_METHODS:
         from_log_probs = calibrator(method).fit(log_softmax(logits), labels, seed=0, kind="logits")
-        np.testing.assert_allclose(from_log_probs.predict_proba(log_softmax(new), kind="logits"), probs, atol=1e-7)
+        # L-BFGS stops the linear maps on a relative loss change of 1e-14, which pins their weights
+        # to about sqrt(1e-14) = 1e-7: inputs an ulp apart can end that far apart
+        tolerance = 1e-6 if method in ("dirichlet", "svs", "sms") else 1e-7
+        np.testing.assert_allclose(from_log_probs.predict_proba(log_softmax(new), kind="logits"), probs, atol=tolerance)
     fitted.save(str(tmp_path / "b"))
     np.save(tmp_path / "new.npy", new)
     code, _, err = run("apply", tmp_path / "b", tmp_path / "new.npy", "--out", tmp_path / "out.npy")

@@ -363,7 +363,8 @@ def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_pa
 
 def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
     """The streamed metrics (overall and per group) are filled per chunk on worker threads and the
-    V-ECE fits run two at a time: the values are the same, to the bit, with one thread or three."""
+    V-ECE's CatBoost fits use as many of CatBoost's own threads (one fit at a time): the values are
+    the same, to the bit, with one thread or three."""
     import calib
     from calib.numerics import CHUNK_ELEMENTS
 

@@ -123,10 +123,10 @@ def test_large_k_reduction_matches_the_exact_recipe_where_both_run():
 
 
 @pytest.mark.parametrize("n_classes", [2, 15])
-def test_all_folds_fitted_on_one_pool_equal_a_fold_by_fold_run(n_classes):
-    """The 5 x 8 CatBoost fits run on one pool of threads after every fold's warm start is
-    prepared; the losses equal, to the bit, a plain loop that fits WS-CatBoost fold by fold with
-    the same generator (binary, and coarsened K = 15)."""
+def test_all_folds_prepared_first_equal_a_fold_by_fold_run(n_classes):
+    """The 5 x 8 CatBoost fits run one after another once every fold's warm start is prepared; the
+    losses equal, to the bit, a plain loop that fits WS-CatBoost fold by fold with the same
+    generator (binary, and coarsened K = 15)."""
     from calib.estimators.recalibrators import ws_catboost
     from calib.estimators.variational import OUTER_FOLDS, kfold, out_of_fold_losses
 
