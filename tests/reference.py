@@ -72,7 +72,7 @@ def cmce(probs, labels, n_bins=25):
 
 
 def coverage(probs, labels, lo, hi):
-    inside = [c for m, c in cumulative_pairs(probs, labels) if lo <= m <= hi]
+    inside = [c for m, c in cumulative_pairs(probs, labels) if lo - EDGE_TOLERANCE <= m <= hi + EDGE_TOLERANCE]
     return np.mean(inside) if inside else None
 
 

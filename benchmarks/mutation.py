@@ -1,0 +1,404 @@
+"""Mutation testing of calib's core: which small, realistic bugs would the tests miss?
+
+    python -m benchmarks.mutation --jobs 2 --budget-minutes 120 --out results/
+    python -m benchmarks.mutation --modules calib/evaluation/gates.py   # one module
+
+The mutants are Cosmic Ray's (``pip install cosmic-ray``): its operators, restricted to the ones
+that make plausible bugs (:data:`OPERATORS`: numbers +-1, boundary comparisons < <= > >=, == !=,
++ -, * /, and/or, True/False, an added ``not``, a dropped minus sign), over :data:`MODULES`, the
+core modules named in docs/testing.md. Cosmic Ray's own runner runs one test command for every
+mutant (hours here); this script runs, for each mutant, only the tests that execute its line:
+
+1. a coverage run of the default test suite (dynamic contexts, one per test function) maps every
+   line of the core modules to the tests that run it (a line run only at import, such as a
+   constant, to every test that runs any of its module's code);
+2. each mutant is applied by Cosmic Ray (``mutate_and_test``) in a scratch copy of the repository
+   (one per job, so jobs run side by side) and those tests run with ``pytest -x``; a mutant whose
+   line no test runs counts as a survivor ("not covered");
+3. survivors listed in docs/testing.md as equivalent (a change no test can see, with the reason)
+   are kept apart; the kill rate is killed / (all mutants - equivalent ones).
+
+Every run uses the NumPy kernels (``CALIB_KERNELS=numpy``): the compiled kernels are tested against
+them bit for bit elsewhere (tests/test_kernels.py), and mutating Python cannot reach C. Lines marked
+``# pragma: no mutate`` are skipped. A test run over 120 s (a mutant that loops) counts as killed.
+Writes results/mutation.{json,md} and prints the survivors with their diffs. Not a test: the
+"mutation" workflow runs it by hand or on a schedule (.github/workflows/mutation.yml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The core: numerics, the kernels' NumPy path, the metrics, the calibrators' conformal and scaling
+#: code, validation, bundles, gates and metric states.
+MODULES = (
+    "calib/numerics.py",
+    "calib/kernels.py",
+    "calib/metrics/accumulators.py",
+    "calib/metrics/binning.py",
+    "calib/metrics/definitions.py",
+    "calib/metrics/batch.py",
+    "calib/metrics/metric_set.py",
+    "calib/metrics/smooth.py",
+    "calib/calibrators/conformal.py",
+    "calib/calibrators/conformal_mass.py",
+    "calib/calibrators/set_based.py",
+    "calib/calibrators/temperature.py",
+    "calib/calibrators/matrix_scaling.py",
+    "calib/validation.py",
+    "calib/bundle.py",
+    "calib/evaluation/gates.py",
+    "calib/evaluation/states.py",
+)
+#: Cosmic Ray operators that make plausible bugs (its full set adds bit operators, `is`, powers
+#: and so on: 7,500 mutants of the same modules, most of them killed by any test).
+OPERATORS = frozenset(
+    {
+        "core/NumberReplacer",
+        "core/ReplaceComparisonOperator_Lt_LtE",
+        "core/ReplaceComparisonOperator_LtE_Lt",
+        "core/ReplaceComparisonOperator_Gt_GtE",
+        "core/ReplaceComparisonOperator_GtE_Gt",
+        "core/ReplaceComparisonOperator_Eq_NotEq",
+        "core/ReplaceComparisonOperator_NotEq_Eq",
+        "core/ReplaceBinaryOperator_Add_Sub",
+        "core/ReplaceBinaryOperator_Sub_Add",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "core/ReplaceBinaryOperator_Div_Mul",
+        "core/AddNot",
+        "core/ReplaceAndWithOr",
+        "core/ReplaceOrWithAnd",
+        "core/ReplaceTrueWithFalse",
+        "core/ReplaceFalseWithTrue",
+        "core/ReplaceUnaryOperator_USub_UAdd",
+    }
+)
+#: The bugs a review planted in calib's core that the tests then missed (each as the text it
+#: replaces and its replacement), with the test files that must now catch them (``--planted``).
+PLANTED = (
+    (
+        "calib/numerics.py",
+        'side="right") - 1, 0, n_bins - 1)',
+        'side="left") - 1, 0, n_bins - 1)',
+        "quantile-ECE edges: right -> left",
+    ),
+    (
+        "calib/metrics/accumulators.py",
+        "(mass <= self.hi + EDGE_TOLERANCE)",
+        "(mass < self.hi + EDGE_TOLERANCE)",
+        "coverage band's upper edge: <= -> <",
+    ),
+    ("calib/calibrators/temperature.py", "BETA_RTOL = 1e-12", "BETA_RTOL = 1e-4", "temperature stopping tolerance 1e-12 -> 1e-4"),
+    (
+        "calib/calibrators/conformal.py",
+        "return scores <= threshold + edge_slack",
+        "return scores < threshold + edge_slack",
+        "set rule V <= q -> V < q",
+    ),
+    (
+        "calib/calibrators/venn_abers.py",
+        "p1 / (1.0 - p0 + p1)",
+        "p1 / (1.0 + p0 - p1)",
+        "Venn-Abers merge p1 / (1 - p0 + p1) -> p1 / (1 + p0 - p1)",
+    ),
+    (
+        "calib/bundle.py",
+        "    if hashlib.sha256(data).hexdigest() != digest:",
+        '    if name == "params.json" and hashlib.sha256(data).hexdigest() != digest:',
+        "bundle: only params.json verified",
+    ),
+    (
+        "calib/evaluation/gates.py",
+        '"passed": increase is not None and increase <= self.allowed,',
+        '"passed": increase is not None and increase < self.allowed,',
+        "increase gate: <= allowed -> < allowed",
+    ),
+    (
+        "calib/evaluation/gates.py",
+        "failed = value is None or _OPERATORS",
+        "failed = value is not None and _OPERATORS",
+        "an undefined value passes a threshold gate",
+    ),
+    ("calib/validation.py", "EXACT_SUM_TOLERANCE = 1e-9", "EXACT_SUM_TOLERANCE = 1e-6", "exactness tolerance 1e-9 -> 1e-6"),
+)
+PLANTED_TESTS = (
+    "tests/test_boundaries.py",
+    "tests/test_dependable.py",
+    "tests/test_metrics.py",
+    "tests/test_bundle.py",
+    "tests/test_cli.py",
+)
+TEST_TIMEOUT = 120.0
+ENV = {"CALIB_KERNELS": "numpy", "PYTHONDONTWRITEBYTECODE": "1", "CALIB_THREADS": "1"}
+
+
+def scratch_copy(destination: Path) -> Path:
+    """The repository's tracked files (and untracked ones git does not ignore) copied to ``destination``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in listed:
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+def environment(copy: Path) -> dict:
+    return {**os.environ, **ENV, "PYTHONPATH": str(copy / "src") + os.pathsep + str(copy)}
+
+
+def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[tuple[str, int], list[str]]:
+    """(module, line) -> the test functions (pytest node ids, all their parameters) of ``tests``
+    (the default suite when empty) that run it."""
+    from coverage import CoverageData
+
+    rc = copy / ".coveragerc"
+    rc.write_text("[run]\ndynamic_context = test_function\nsource = calib\n")
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests],
+        cwd=copy,
+        env=environment(copy),
+        capture_output=True,
+        check=True,
+    )
+    log(f"coverage run of the default suite: {time.perf_counter() - started:.0f} s")
+    data = CoverageData(basename=str(copy / ".coverage"))
+    data.read()
+    out: dict[tuple[str, int], list[str]] = {}
+    for measured in data.measured_files():
+        module = next((m for m in modules if measured.endswith(m)), None)
+        if module is None:
+            continue
+        by_line = data.contexts_by_lineno(measured)
+        every_test = sorted({_node_id(context) for contexts in by_line.values() for context in contexts if context})
+        for line, contexts in by_line.items():
+            tests = sorted({_node_id(context) for context in contexts if context})
+            # a line run only when the module is imported (a constant, a default argument, a
+            # decorator) belongs to no test: every test that runs the module's code may see it
+            out[(module, line)] = tests or every_test
+    return out
+
+
+def _node_id(context: str) -> str:
+    """tests.test_metrics.test_bin_edges -> tests/test_metrics.py::test_bin_edges"""
+    parts = context.split(".")
+    return "/".join(parts[:2]) + ".py::" + parts[-1]
+
+
+def mutants(copy: Path, modules: list[str]) -> list:
+    """Cosmic Ray's work items for :data:`OPERATORS` on ``modules`` of ``copy``, lines marked
+    ``# pragma: no mutate`` left out."""
+    from cosmic_ray.commands.init import _all_work_items
+
+    items = []
+    for module in modules:
+        path = copy / "src" / module
+        lines = path.read_text().splitlines()
+        for item in _all_work_items([path], {}):
+            mutation = item.mutations[0]
+            if mutation.operator_name in OPERATORS and "pragma: no mutate" not in lines[mutation.start_pos[0] - 1]:
+                items.append(item)
+    return items
+
+
+def equivalent_mutants() -> list[dict]:
+    """The survivors docs/testing.md explains as equivalent: its table rows
+    ``| module | line text | operator | why |`` under "Equivalent mutants"."""
+    path = ROOT / "docs" / "testing.md"
+    text = path.read_text() if path.exists() else ""
+    section = text.split("## Equivalent mutants", 1)[1] if "## Equivalent mutants" in text else ""
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("calib/"):
+            rows.append({"module": cells[0], "line": cells[1].replace("\\|", "|"), "operator": cells[2], "why": cells[3]})
+    return rows
+
+
+def is_equivalent(result: dict, known: list[dict]) -> bool:
+    return any(
+        row["module"] == result["module"]
+        and row["line"] == result["source"]
+        and re.fullmatch(row["operator"].replace("*", ".*"), result["operator"])
+        for row in known
+    )
+
+
+def run_mutant(item, copy: Path, module: str, tests: list[str]) -> dict:
+    import attrs
+    from cosmic_ray.mutating import mutate_and_test
+
+    mutation = item.mutations[0]
+    mutation = attrs.evolve(mutation, module_path=copy / "src" / module)
+    line = mutation.start_pos[0]
+    source = (copy / "src" / module).read_text().splitlines()[line - 1].strip()
+    result = {
+        "module": module,
+        "line": line,
+        "operator": mutation.operator_name,
+        "occurrence": mutation.occurrence,
+        "source": source,
+    }
+    if not tests:
+        return {**result, "outcome": "not covered", "tests": 0}
+    settings = " ".join(f"{key}={shlex.quote(value)}" for key, value in {**ENV, "PYTHONPATH": f"{copy / 'src'}:{copy}"}.items())
+    pytest = " ".join(
+        shlex.quote(part) for part in [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    )
+    # Cosmic Ray runs the command with this process's environment and directory: the copy's own
+    # come through the shell, so jobs on other copies can run at the same time
+    command = f"sh -c {shlex.quote(f'cd {shlex.quote(str(copy))} && exec env {settings} {pytest}')}"
+    work = mutate_and_test([mutation], command, TEST_TIMEOUT)
+    outcome = work.test_outcome.value if work.test_outcome is not None else work.worker_outcome.value
+    return {**result, "outcome": outcome, "tests": len(tests), "diff": work.diff}
+
+
+def planted(log) -> list[dict]:
+    """Each bug of :data:`PLANTED` applied alone in a scratch copy, :data:`PLANTED_TESTS` run on it."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="calib-planted-") as folder:
+        copy = scratch_copy(Path(folder) / "copy")
+        for module, old, new, what in PLANTED:
+            path = copy / "src" / module
+            original = path.read_text()
+            if original.count(old) < 1:
+                raise SystemExit(f"planted bug not found in {module}: {old!r}")
+            path.write_text(original.replace(old, new, 1))
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *PLANTED_TESTS],
+                    cwd=copy,
+                    env=environment(copy),
+                    capture_output=True,
+                    text=True,
+                )
+            finally:
+                path.write_text(original)
+            failed = [line.split(" ")[1] for line in done.stdout.splitlines() if line.startswith("FAILED")]
+            rows.append({"bug": what, "where": module, "caught": done.returncode != 0, "by": failed[0] if failed else ""})
+            log(f"{'caught' if done.returncode else 'MISSED'}: {what} ({module}) {failed[0] if failed else ''}")
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested side by side, each in its own copy")
+    parser.add_argument("--budget-minutes", type=float, default=240.0, help="stop starting mutants after this long")
+    parser.add_argument("--modules", default=",".join(MODULES), help="comma-separated modules under src/")
+    parser.add_argument("--tests", default="", help="comma-separated test files for the coverage map (default: the whole suite)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results")
+    parser.add_argument("--planted", action="store_true", help="only check that the tests catch the planted bugs")
+    args = parser.parse_args(argv)
+    modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    if args.planted:
+        rows = planted(log)
+        raise SystemExit(0 if all(row["caught"] for row in rows) else 1)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="calib-mutation-") as folder:
+        copies = [scratch_copy(Path(folder) / f"copy{j}") for j in range(args.jobs)]
+        covering = coverage_map(copies[0], modules, log, [t for t in args.tests.split(",") if t])
+        items = mutants(copies[0], modules)
+        log(f"{len(items)} mutants in {len(modules)} modules")
+        work: queue.Queue = queue.Queue()
+        for item in items:
+            work.put(item)
+        results: list[dict] = []
+        lock = threading.Lock()
+        deadline = started + 60.0 * args.budget_minutes
+
+        def worker(copy: Path) -> None:
+            while time.perf_counter() < deadline:
+                try:
+                    item = work.get_nowait()
+                except queue.Empty:
+                    return
+                mutation = item.mutations[0]
+                module = Path(mutation.module_path).relative_to(copies[0] / "src").as_posix()
+                result = run_mutant(item, copy, module, covering.get((module, mutation.start_pos[0]), []))
+                with lock:
+                    results.append(result)
+                    if len(results) % 50 == 0:
+                        log(f"{len(results)} of {len(items)} done, {time.perf_counter() - started:.0f} s")
+
+        from cosmic_ray.plugins import get_operator
+
+        for name in OPERATORS:  # load the operator plugins once, before the threads use them
+            get_operator(name)
+        # one thread per copy, one mutant at a time in each; the tests run in subprocesses
+        threads = [threading.Thread(target=worker, args=(copy,)) for copy in copies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    report(results, len(items), args.out, time.perf_counter() - started, log)
+
+
+def report(results: list[dict], total: int, out: Path, seconds: float, log) -> None:
+    known = equivalent_mutants()
+    for result in results:
+        if result["outcome"] in ("survived", "not covered") and is_equivalent(result, known):
+            result["outcome"] = "equivalent"
+    counts = Counter(result["outcome"] for result in results)
+    judged = len(results) - counts["equivalent"] - counts["incompetent"] - counts["no-test"]
+    killed = counts["killed"]
+    rate = killed / judged if judged else float("nan")
+    by_module = []
+    for module in sorted({r["module"] for r in results}):
+        mine = Counter(r["outcome"] for r in results if r["module"] == module)
+        by_module.append(
+            {
+                "module": module,
+                "mutants": sum(mine.values()),
+                "killed": mine["killed"],
+                "survived": mine["survived"],
+                "not covered": mine["not covered"],
+                "equivalent": mine["equivalent"],
+                "incompetent": mine["incompetent"],
+            }
+        )
+    survivors = [r for r in results if r["outcome"] in ("survived", "not covered")]
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"mutants": total, "run": len(results), "seconds": round(seconds), "outcomes": dict(counts), "kill rate": rate}
+    (out / "mutation.json").write_text(json.dumps({"summary": summary, "modules": by_module, "results": results}, indent=1))
+    lines = [
+        f"{len(results)} of {total} mutants run in {seconds / 60:.0f} min; killed {killed} of {judged} "
+        f"non-equivalent ({100 * rate:.1f}%); {counts['equivalent']} equivalent, {len(survivors)} survivors",
+        "",
+        "| module | mutants | killed | survived | not covered | equivalent | incompetent |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m['module']} | {m['mutants']} | {m['killed']} | {m['survived']} | {m['not covered']} | {m['equivalent']} | {m['incompetent']} |"
+        for m in by_module
+    ]
+    lines += ["", "## Survivors", ""]
+    for r in sorted(survivors, key=lambda r: (r["module"], r["line"])):
+        lines.append(f"- {r['module']}:{r['line']} {r['operator']} ({r['outcome']}): `{r['source']}`")
+    (out / "mutation.md").write_text("\n".join(lines) + "\n")
+    log("\n".join(lines))
+    for r in survivors:
+        if r.get("diff"):
+            log("".join(r["diff"]) if isinstance(r["diff"], list) else str(r["diff"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""Every edge rule pinned at its edge, from the definition, not from the code's own rule: bins,
+bands, set thresholds, gates, tolerances and the bundle's checks (each test names the rule and
+where its edge lies), and property tests of the invariants users rely on."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import reference as ref
+from conftest import SAMPLE
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import calib
+from calib import CALIBRATORS, BundleError, read_bundle
+from calib.calibrators.conformal import in_conformal_set, scores_at_most
+from calib.evaluation.gates import Gate, IncreaseGate
+from calib.io import predictions_from_arrays
+from calib.metrics import METRICS, MetricConfig
+from calib.metrics.batch import model_batch
+from calib.metrics.metric_set import MetricSet
+from calib.numerics import EDGE_TOLERANCE, bin_index, edge_index, softmax
+from calib.validation import EXACT_SUM_TOLERANCE, repair_probs
+
+T = EDGE_TOLERANCE  # a value within T of an edge is on it (docs/metrics.md, "Edges")
+
+
+def just_within_below(edge: float) -> float:
+    """The smallest float v with v + T == edge in floating point: T below the edge, still on it."""
+    v = edge - T
+    while v + T < edge:
+        v = np.nextafter(v, 1.0)
+    while np.nextafter(v, 0.0) + T == edge:
+        v = np.nextafter(v, 0.0)
+    assert v + T == edge
+    return float(v)
+
+
+# bins and bands -------------------------------------------------------------------------------------
+
+
+def test_quantile_bins_put_a_value_tolerance_below_an_edge_on_it():
+    """Bins [e_b, e_{b+1}): a value on e_2 is in bin 2, and so is the value T below e_2 (on it by
+    the tolerance); the float below that one is in bin 1. Edges here are exact binary fractions."""
+    edges = np.array([0.0, 0.25, 0.5, 1.0])
+    on = just_within_below(0.5)
+    values = np.array([0.5, on, np.nextafter(on, 0.0), 0.25, 1.0, 0.0])
+    assert edge_index(values, edges).tolist() == [2, 2, 1, 1, 2, 0]
+
+
+def test_ece_quantile_by_hand_with_values_on_the_edges():
+    """Four rows, 2 bins: confidences 0.5 0.5 0.75 0.75 give quantile edges 0.5, 0.625, 0.75; the
+    0.75 rows sit on the last edge (the last bin is closed): bin 0 = {0.5, 0.5} (1 correct), bin 1
+    = {0.75, 0.75} (2 correct). ECE = (|1 - 1.0| + |2 - 1.5|) / 4 = 0.125."""
+    probs = np.array([[0.5, 0.5], [0.5, 0.5], [0.75, 0.25], [0.75, 0.25]])
+    labels = np.array([0, 1, 0, 0])
+    got = calib.evaluate(probs, labels, metrics="ece_quantile", kind="probs", bins=2).values["ece_quantile"]
+    assert got == pytest.approx(0.125, abs=1e-15)
+
+
+def test_equal_width_bins_at_and_just_below_every_edge():
+    """b = min(floor(B v + B T), B - 1): a value on k/B is in bin k, one T/2 below it too, one 2T
+    below it in bin k - 1 (for every edge of 10, 15 and 25 bins). With B a power of two, B v and
+    B T are exact, so the value exactly T below an edge (v + T == k/B) is on it, and the float
+    below that one is not."""
+    for n_bins in (10, 15, 25):
+        for k in range(1, n_bins):
+            edge = k / n_bins
+            got = bin_index(np.array([edge, edge - T / 2, edge - 2 * T]), n_bins).tolist()
+            assert got == [ref.edge_bin(edge, n_bins), k, k - 1], (n_bins, k)
+    for n_bins in (2, 8, 32):
+        for k in range(1, n_bins):
+            on = just_within_below(k / n_bins)
+            assert bin_index(np.array([on, np.nextafter(on, 0.0)]), n_bins).tolist() == [k, k - 1], (n_bins, k)
+
+
+@pytest.mark.parametrize("edge_value, inside", [(0.92, True), ("within", True), ("beyond", False), (0.9, True)])
+def test_coverage_band_edges(edge_value, inside):
+    """Coverage[0.9, 0.92] of one row [a, 1 - a], label 0: the top-1 pair (mass a) is in the band
+    iff 0.9 - T <= a <= 0.92 + T; the top-2 pair (mass 1) never is. Inside: coverage 1 (the pair
+    covers the label); outside: no pair in the band, the value is undefined (None)."""
+    a = {"within": 0.92 + T, "beyond": np.nextafter(0.92 + T, 1.0)}.get(edge_value, edge_value)
+    probs = np.array([[a, 1.0 - a]])
+    value = calib.evaluate(probs, np.array([0]), metrics="coverage_0.9_0.92", kind="probs").values["coverage_0.9_0.92"]
+    assert value == (1.0 if inside else None)
+    assert ref.coverage(probs, [0], 0.9, 0.92) == value or (value is None and ref.coverage(probs, [0], 0.9, 0.92) is None)
+
+
+# conformal set rule and levels --------------------------------------------------------------------------
+
+
+def test_the_set_rule_at_its_edge():
+    """C(x) = {y : V <= q + T max(1, |q|)}: V = q in, V = q + T in (on the edge), the next float
+    out; for q = 3 (a RAPS score with penalties) the slack is 3T."""
+    for q in (0.7, 3.0):
+        edge = q + T * max(1.0, abs(q))
+        scores = np.array([q, edge, np.nextafter(edge, np.inf), np.nextafter(q, 0.0)])
+        assert in_conformal_set(scores, q).tolist() == [True, True, False, True], q
+
+
+def test_empirical_level_counts_a_calibration_score_equal_to_the_value():
+    """#{V_i <= v}: v equal to a calibration score counts it; v T below it too (on it); the float
+    below that one does not."""
+    calibration = np.array([0.1, 0.5, 0.5, 0.9])
+    on = just_within_below(0.5)
+    assert scores_at_most(calibration, np.array([0.5, on, np.nextafter(on, 0.0), 0.95])).tolist() == [3, 3, 1, 4]
+
+
+def test_classwise_sets_keep_a_test_row_equal_to_a_calibration_row():
+    """Per-class thresholds: the rows that set a class's q are in their own sets when applied to
+    themselves (V = q exactly), for every class with enough rows."""
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    logits, labels = data["logits"][:3000], data["labels"][:3000]
+    fitted = calib.calibrator("mr", alpha=0.1, threshold="classwise").fit(logits, labels)
+    sets = fitted.predict_sets(logits)
+    q = fitted.fitted.threshold_["q"]
+    scores = 1.0 - softmax(logits.astype(np.float64))[np.arange(len(labels)), labels]
+    at_threshold = scores == q[labels]
+    assert at_threshold.sum() >= 10 and sets[np.flatnonzero(at_threshold), labels[at_threshold]].all()
+
+
+# Venn-Abers merge, temperature stopping rule, the exactness tolerance ---------------------------------
+
+
+def test_venn_abers_merges_p0_and_p1_as_p1_over_one_minus_p0_plus_p1():
+    """Rows [0.5, 0.5, 0], [0.5, 0.25, 0.25], [0.2, 0.2, 0.6] labelled 1, 0, 2: at p_0 = 0.2 the
+    interval is (0, 1/2), so g_0 = (1/2) / (1 - 0 + 1/2) = 1/3 (the other merge, p1 / (1 + p0 - p1),
+    would give 1)."""
+    probs = np.array([[0.5, 0.5, 0.0], [0.5, 0.25, 0.25], [0.2, 0.2, 0.6]])
+    fitted = calib.calibrator("venn-abers").fit(probs, np.array([1, 0, 2]), kind="probs").fitted
+    maps = fitted.class_maps(np.log(np.maximum(probs, 1e-12)), probs)
+    assert maps[2, 0] == pytest.approx(1.0 / 3.0, abs=1e-15)
+    p0, p1 = fitted.interval(probs)
+    np.testing.assert_allclose(maps, p1 / (1.0 - p0 + p1), rtol=0, atol=1e-15)
+
+
+def test_temperature_is_the_root_of_the_nll_gradient_to_machine_precision():
+    """beta = 1/T solves mean_i (E_beta[z_i] - z_{i,y_i}) = 0; a bracketing root finder on the
+    gradient written here (scipy's softmax, brentq to 1e-15) gives the same beta within 1e-11."""
+    from scipy.optimize import brentq
+    from scipy.special import softmax as scipy_softmax
+
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    logits, labels = data["logits"].astype(np.float64), data["labels"]
+
+    def gradient(beta):
+        p = scipy_softmax(beta * logits, axis=1)
+        return float(np.mean((p * logits).sum(axis=1) - logits[np.arange(len(labels)), labels]))
+
+    expected = brentq(gradient, 0.05, 20.0, xtol=1e-300, rtol=1e-15, maxiter=500)
+    fitted = calib.calibrator("ts").fit(logits, labels).fitted
+    assert 1.0 / fitted.temperature_ == pytest.approx(expected, rel=1e-11)
+
+
+def test_probabilities_within_the_exactness_tolerance_are_kept_and_the_others_renormalised():
+    """Rows in [0, 1] whose sum is within 1e-9 of 1 are used exactly as given; a row off by 1e-8
+    (beyond it, within the kind tolerance) is divided by its sum."""
+    assert EXACT_SUM_TOLERANCE == 1e-9
+    kept = np.array([[0.5, 0.5 + 5e-10]])
+    fixed = np.array([[0.5, 0.5 + 1e-8]])
+    assert repair_probs(kept).tobytes() == kept.tobytes()
+    repaired = repair_probs(fixed)
+    assert repaired.tobytes() != fixed.tobytes() and repaired.sum() == pytest.approx(1.0, abs=1e-15)
+    np.testing.assert_allclose(repaired, fixed / fixed.sum(), rtol=1e-15)
+
+
+# bundles: every file verified ------------------------------------------------------------------------------
+
+
+def test_a_modified_array_file_is_refused_on_load(tmp_path):
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    calib.calibrator("isotonic").fit(data["logits"][:500], data["labels"][:500]).save(str(tmp_path / "b"))
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    arrays = [name for name in manifest["files"] if name.endswith(".npy")]
+    assert arrays
+    target = tmp_path / "b" / arrays[0]
+    values = np.load(target)
+    values.flat[0] += 0.5
+    np.save(target, values)
+    with pytest.raises(BundleError, match=arrays[0]):
+        read_bundle(str(tmp_path / "b"), CALIBRATORS)
+
+
+# gates --------------------------------------------------------------------------------------------------
+
+
+def test_an_increase_exactly_at_the_allowance_passes_and_the_next_float_fails():
+    """new - old <= allowed passes: 0.375 - 0.25 = 0.125 (exact in binary) with allowed 0.125."""
+    gate = IncreaseGate("cmce", 0.125, {"value": 0.25, "settings": {}})
+    assert bool(gate.check({"cmce": {"value": 0.375}})["passed"]) is True
+    assert bool(gate.check({"cmce": {"value": float(np.nextafter(0.375, 1.0))}})["passed"]) is False
+
+
+def test_an_undefined_value_fails_every_gate():
+    """A metric without a value (a coverage band with no pair) cannot show that a gate holds."""
+    assert (
+        Gate("coverage_0.9_0.92<0.5", "coverage_0.9_0.92", "<", 0.5).check({"coverage_0.9_0.92": {"value": None}})["passed"]
+        is False
+    )
+    increase = IncreaseGate("coverage_0.9_0.92", 1.0, {"value": 0.9, "settings": {}})
+    assert increase.check({"coverage_0.9_0.92": {"value": None}})["passed"] is False
+    assert IncreaseGate("cmce", 1.0, {"value": None, "settings": {}}).check({"cmce": {"value": 0.1}})["passed"] is False
+
+
+def test_a_threshold_gate_at_its_edge():
+    """--fail-if "cmce>0.25" fails when cmce > 0.25: 0.25 itself passes, the next float fails."""
+    gate = Gate("cmce>0.25", "cmce", ">", 0.25)
+    assert bool(gate.check({"cmce": {"value": 0.25}})["passed"]) is True
+    assert bool(gate.check({"cmce": {"value": float(np.nextafter(0.25, 1.0))}})["passed"]) is False
+
+
+def test_the_cli_increase_gate_passes_exactly_at_its_allowance(run, tmp_path):
+    """A baseline report whose cmce is half of this run's, allowance the other half (both exact):
+    the increase equals the allowance, the gate passes; an allowance one float smaller fails."""
+    test = SAMPLE / "cifar10_test.npz"
+    code, out, _ = run("evaluate", "--no-vece", test, "--json", "-", "--metrics", "cmce")
+    report = json.loads(out)
+    value = report["metrics"]["cmce"]["value"]
+    report["metrics"]["cmce"]["value"] = value / 2
+    (tmp_path / "base.json").write_text(json.dumps(report))
+    allowed = value - value / 2
+    assert allowed == value / 2
+    for allowance, expected in ((allowed, 0), (float(np.nextafter(allowed, 0.0)), 1)):
+        code, _, _ = run(
+            "evaluate",
+            "--no-vece",
+            test,
+            "--metrics",
+            "cmce",
+            "--baseline",
+            tmp_path / "base.json",
+            "--max-increase",
+            f"cmce={allowance!r}",
+        )
+        assert code == expected, allowance
+
+
+# properties -------------------------------------------------------------------------------------------------
+
+
+def _streamed_keys():
+    from calib.estimators import SAMPLE_METRICS
+
+    return [key for key in sorted(METRICS) if key not in SAMPLE_METRICS and not METRICS[key].needs_truth]
+
+
+def _values(probs, labels, keys, chunks=None):
+    preds = predictions_from_arrays(probs, labels, kind="probs")
+    metric_set = MetricSet(keys, MetricConfig(), preds.k)
+    for rows in chunks or [slice(0, preds.n)]:
+        metric_set.update(model_batch(preds, rows))
+    return {key: entry["value"] for key, entry in metric_set.results().items()}
+
+
+@st.composite
+def probability_rows(draw):
+    """Small probability matrices on a coarse grid (ties, zeros, values on bin edges) with labels."""
+    n = draw(st.integers(3, 40))
+    k = draw(st.integers(2, 5))
+    weights = np.array(draw(st.lists(st.lists(st.integers(0, 6), min_size=k, max_size=k), min_size=n, max_size=n)), dtype=float)
+    weights[weights.sum(axis=1) == 0, 0] = 1.0
+    labels = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)))
+    return weights / weights.sum(axis=1, keepdims=True), labels
+
+
+PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _same(first: dict, second: dict):
+    for key, value in first.items():
+        if value is None or second[key] is None:
+            assert value == second[key], key
+        else:
+            assert second[key] == pytest.approx(value, rel=1e-10, abs=1e-12), key
+
+
+@PROPERTY
+@given(probability_rows(), st.randoms(use_true_random=False))
+def test_every_streamed_metric_ignores_row_order(data, random):
+    probs, labels = data
+    order = np.array(random.sample(range(len(labels)), len(labels)))
+    keys = _streamed_keys()
+    _same(_values(probs, labels, keys), _values(probs[order], labels[order], keys))
+
+
+@PROPERTY
+@given(probability_rows(), st.data())
+def test_chunked_equals_one_shot_equals_merged_states(data, draw):
+    probs, labels = data
+    keys = _streamed_keys()
+    cut = draw.draw(st.integers(1, len(labels) - 1))
+    whole = _values(probs, labels, keys)
+    _same(whole, _values(probs, labels, keys, [slice(0, cut), slice(cut, len(labels))]))
+    preds = predictions_from_arrays(probs, labels, kind="probs")
+    left, right = MetricSet(keys, MetricConfig(), preds.k), MetricSet(keys, MetricConfig(), preds.k)
+    left.update(model_batch(preds, slice(0, cut)))
+    right.update(model_batch(preds, slice(cut, len(labels))))
+    left.absorb(right.state())
+    _same(whole, {key: entry["value"] for key, entry in left.results().items()})
+
+
+@PROPERTY
+@given(probability_rows())
+def test_duplicating_every_row_leaves_every_streamed_metric_unchanged(data):
+    """Every streamed metric is a mean over rows (or pairs): two copies of each row change nothing
+    (the debiased ECE^2 and the smooth ECE excepted: their finite-sample terms depend on n; and the
+    equal-mass ECE, whose quantile edges interpolate between order statistics that move with n)."""
+    probs, labels = data
+    keys = [key for key in _streamed_keys() if key not in ("debiased_ece_sq", "smece", "isotonic_ece", "ece_quantile")]
+    _same(_values(probs, labels, keys), _values(np.vstack([probs, probs]), np.concatenate([labels, labels]), keys))
+
+
+DETERMINISTIC = [m for m, c in sorted(CALIBRATORS.items()) if not c.requires]
+
+
+@pytest.mark.parametrize("method", DETERMINISTIC)
+def test_every_calibrator_ignores_the_order_of_its_calibration_rows(method):
+    """Fitting on the calibration rows in another order gives the same map (within float
+    summation order). Methods that split the calibration rows by a seed are compared on their
+    own seeded split, which follows the rows, not their positions."""
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    logits, labels = data["logits"][:1500].astype(np.float64), data["labels"][:1500]
+    order = np.random.default_rng(3).permutation(len(labels))
+    new = np.load(SAMPLE / "cifar10_test.npz")["logits"][:300]
+    first = calib.calibrator(method).fit(logits, labels).predict_proba(new)
+    second = calib.calibrator(method).fit(logits[order], labels[order]).predict_proba(new)
+    # L-BFGS pins the linear maps' weights to about sqrt(1e-14): their inputs summed in another order end that far apart
+    tolerance = 1e-6 if method in ("dirichlet", "svs", "sms") else 1e-9
+    np.testing.assert_allclose(second, first, rtol=0, atol=tolerance)
+
+
+@PROPERTY
+@given(st.integers(2, 40), st.integers(1, 39))
+def test_equal_width_bin_rule_at_exact_edges(n_bins, k):
+    """For every edge k/B (as a float), bin_index gives the reference's bin (comparison with the
+    edges); T/2 below it is on it, 2T below it is not."""
+    k = min(k, n_bins - 1)
+    edge = k / n_bins
+    assert bin_index(np.array([edge]), n_bins)[0] == ref.edge_bin(edge, n_bins)
+    assert bin_index(np.array([edge - T / 2, edge - 2 * T]), n_bins).tolist() == [k, k - 1]
