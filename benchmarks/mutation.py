@@ -3,7 +3,7 @@
     python -m benchmarks.mutation --jobs 2 --budget-minutes 120 --out results/
     python -m benchmarks.mutation --modules calib/evaluation/gates.py   # one module
 
-The mutants are Cosmic Ray's (``pip install cosmic-ray``): its operators, restricted to the ones
+The mutants are Cosmic Ray's (``pip install -e ".[mutation]"``): its operators, restricted to the ones
 that make plausible bugs (:data:`OPERATORS`: numbers +-1, boundary comparisons < <= > >=, == !=,
 + -, * /, and/or, True/False, an added ``not``, a dropped minus sign), over :data:`MODULES`, the
 core modules named in docs/testing.md. Cosmic Ray's own runner runs one test command for every
