@@ -28,11 +28,12 @@ Writes results/mutation.{json,md} and prints the survivors with their diffs. Not
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import queue
+import random
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -198,9 +199,12 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
 
 
 def _node_id(context: str) -> str:
-    """tests.test_metrics.test_bin_edges -> tests/test_metrics.py::test_bin_edges"""
+    """A dynamic context (``test_metrics.test_bin_edges``, ``test_x.Class.test_y``) as a pytest
+    node id of every parameter of that test: tests/test_metrics.py::test_bin_edges."""
     parts = context.split(".")
-    return "/".join(parts[:2]) + ".py::" + parts[-1]
+    if parts[0] == "tests":
+        parts = parts[1:]
+    return f"tests/{parts[0]}.py::" + "::".join(parts[1:])
 
 
 def mutants(copy: Path, modules: list[str]) -> list:
@@ -214,9 +218,18 @@ def mutants(copy: Path, modules: list[str]) -> list:
         lines = path.read_text().splitlines()
         for item in _all_work_items([path], {}):
             mutation = item.mutations[0]
-            if mutation.operator_name in OPERATORS and "pragma: no mutate" not in lines[mutation.start_pos[0] - 1]:
+            line = lines[mutation.start_pos[0] - 1]
+            if mutation.operator_name in OPERATORS and "pragma: no mutate" not in line and not _keyword_marker(line, mutation):
                 items.append(item)
     return items
+
+
+def _keyword_marker(line: str, mutation) -> bool:
+    """The bare ``*`` of a signature (keyword-only arguments after it), which Cosmic Ray takes for a
+    multiplication: its "mutant" ``/`` makes the arguments before it positional-only, a change no
+    caller that passes them by position can see."""
+    column = mutation.start_pos[1]
+    return line[column : column + 1] == "*" and line[column + 1 : column + 2] in (",", ")")
 
 
 def equivalent_mutants() -> list[dict]:
@@ -243,8 +256,13 @@ def is_equivalent(result: dict, known: list[dict]) -> bool:
 
 
 def run_mutant(item, copy: Path, module: str, tests: list[str]) -> dict:
+    """Apply the mutant (Cosmic Ray's mutation of the module's file in ``copy``, put back after),
+    run ``tests`` on it: pytest's exit 1 (a test failed), 2 (a test module failed to import) or a
+    time-out is "killed", exit 0 "survived", any other exit (a usage error, no test collected)
+    "error", which counts as neither."""
     import attrs
-    from cosmic_ray.mutating import mutate_and_test
+    from cosmic_ray.mutating import use_mutation
+    from cosmic_ray.plugins import get_operator
 
     mutation = item.mutations[0]
     mutation = attrs.evolve(mutation, module_path=copy / "src" / module)
@@ -259,16 +277,38 @@ def run_mutant(item, copy: Path, module: str, tests: list[str]) -> dict:
     }
     if not tests:
         return {**result, "outcome": "not covered", "tests": 0}
-    settings = " ".join(f"{key}={shlex.quote(value)}" for key, value in {**ENV, "PYTHONPATH": f"{copy / 'src'}:{copy}"}.items())
-    pytest = " ".join(
-        shlex.quote(part) for part in [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
-    )
-    # Cosmic Ray runs the command with this process's environment and directory: the copy's own
-    # come through the shell, so jobs on other copies can run at the same time
-    command = f"sh -c {shlex.quote(f'cd {shlex.quote(str(copy))} && exec env {settings} {pytest}')}"
-    work = mutate_and_test([mutation], command, TEST_TIMEOUT)
-    outcome = work.test_outcome.value if work.test_outcome is not None else work.worker_outcome.value
-    return {**result, "outcome": outcome, "tests": len(tests), "diff": work.diff}
+    operator = get_operator(mutation.operator_name)()
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    with use_mutation(mutation.module_path, operator, mutation.occurrence) as (original, mutated):
+        if mutated is None:
+            return {**result, "outcome": "error", "tests": len(tests), "output": "no mutation at this occurrence"}
+        try:
+            done = subprocess.run(command, cwd=copy, env=environment(copy), capture_output=True, text=True, timeout=TEST_TIMEOUT)
+            code, output = done.returncode, done.stdout[-2000:]
+        except subprocess.TimeoutExpired:
+            code, output = 1, "time-out"
+    outcome = {0: "survived", 1: "killed", 2: "killed"}.get(code, "error")
+    diff = "".join(difflib.unified_diff(original.splitlines(True), mutated.splitlines(True), f"a/{module}", f"b/{module}", n=1))
+    return {
+        **result,
+        "outcome": outcome,
+        "tests": len(tests),
+        "diff": diff,
+        **({"output": output} if outcome != "killed" else {}),
+    }
+
+
+def check_unmutated(copies: list[Path], covering: dict, log, samples: int = 6) -> None:
+    """The test sets of a few random lines pass on every unmutated copy: a broken environment
+    would otherwise make every mutant look killed."""
+    chosen = random.Random(0).sample(sorted(covering), min(samples, len(covering)))
+    for copy in copies:
+        for key in chosen:
+            command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *covering[key]]
+            done = subprocess.run(command, cwd=copy, env=environment(copy), capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"the tests of {key} fail without a mutation in {copy}:\n{done.stdout[-2000:]}")
+    log(f"the tests of {len(chosen)} random lines pass unmutated on every copy")
 
 
 def planted(log) -> list[dict]:
@@ -306,6 +346,9 @@ def main(argv=None) -> None:
     parser.add_argument("--tests", default="", help="comma-separated test files for the coverage map (default: the whole suite)")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
     parser.add_argument("--planted", action="store_true", help="only check that the tests catch the planted bugs")
+    parser.add_argument(
+        "--retest", type=Path, help="a mutation.json of an earlier run: test again only its survivors (after new tests)"
+    )
     args = parser.parse_args(argv)
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     log = lambda line: print(line, flush=True)  # noqa: E731
@@ -317,7 +360,16 @@ def main(argv=None) -> None:
         copies = [scratch_copy(Path(folder) / f"copy{j}") for j in range(args.jobs)]
         covering = coverage_map(copies[0], modules, log, [t for t in args.tests.split(",") if t])
         items = mutants(copies[0], modules)
+        earlier = []
+        if args.retest is not None:
+            previous = json.loads(args.retest.read_text())["results"]
+            wanted = {
+                (r["module"], r["operator"], r["occurrence"]) for r in previous if r["outcome"] in ("survived", "not covered")
+            }
+            earlier = [r for r in previous if (r["module"], r["operator"], r["occurrence"]) not in wanted]
+            items = [item for item in items if _key(item, copies[0]) in wanted]
         log(f"{len(items)} mutants in {len(modules)} modules")
+        check_unmutated(copies, covering, log)
         work: queue.Queue = queue.Queue()
         for item in items:
             work.put(item)
@@ -349,7 +401,13 @@ def main(argv=None) -> None:
             thread.start()
         for thread in threads:
             thread.join()
-    report(results, len(items), args.out, time.perf_counter() - started, log)
+    results = earlier + results
+    report(results, len(results), args.out, time.perf_counter() - started, log)
+
+
+def _key(item, copy: Path) -> tuple:
+    mutation = item.mutations[0]
+    return (Path(mutation.module_path).relative_to(copy / "src").as_posix(), mutation.operator_name, mutation.occurrence)
 
 
 def report(results: list[dict], total: int, out: Path, seconds: float, log) -> None:
@@ -358,7 +416,7 @@ def report(results: list[dict], total: int, out: Path, seconds: float, log) -> N
         if result["outcome"] in ("survived", "not covered") and is_equivalent(result, known):
             result["outcome"] = "equivalent"
     counts = Counter(result["outcome"] for result in results)
-    judged = len(results) - counts["equivalent"] - counts["incompetent"] - counts["no-test"]
+    judged = len(results) - counts["equivalent"] - counts["error"]
     killed = counts["killed"]
     rate = killed / judged if judged else float("nan")
     by_module = []
@@ -372,7 +430,7 @@ def report(results: list[dict], total: int, out: Path, seconds: float, log) -> N
                 "survived": mine["survived"],
                 "not covered": mine["not covered"],
                 "equivalent": mine["equivalent"],
-                "incompetent": mine["incompetent"],
+                "error": mine["error"],
             }
         )
     survivors = [r for r in results if r["outcome"] in ("survived", "not covered")]
@@ -383,11 +441,11 @@ def report(results: list[dict], total: int, out: Path, seconds: float, log) -> N
         f"{len(results)} of {total} mutants run in {seconds / 60:.0f} min; killed {killed} of {judged} "
         f"non-equivalent ({100 * rate:.1f}%); {counts['equivalent']} equivalent, {len(survivors)} survivors",
         "",
-        "| module | mutants | killed | survived | not covered | equivalent | incompetent |",
+        "| module | mutants | killed | survived | not covered | equivalent | error |",
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {m['module']} | {m['mutants']} | {m['killed']} | {m['survived']} | {m['not covered']} | {m['equivalent']} | {m['incompetent']} |"
+        f"| {m['module']} | {m['mutants']} | {m['killed']} | {m['survived']} | {m['not covered']} | {m['equivalent']} | {m['error']} |"
         for m in by_module
     ]
     lines += ["", "## Survivors", ""]
@@ -395,9 +453,14 @@ def report(results: list[dict], total: int, out: Path, seconds: float, log) -> N
         lines.append(f"- {r['module']}:{r['line']} {r['operator']} ({r['outcome']}): `{r['source']}`")
     (out / "mutation.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
+    errors = [r for r in results if r["outcome"] == "error"]
+    if errors:
+        lines += ["", f"## Errors ({len(errors)}: the tests could not run; neither killed nor survived)", ""]
+        lines += [f"- {r['module']}:{r['line']} {r['operator']}: {r.get('output', '')[-300:]!r}" for r in errors[:20]]
+        (out / "mutation.md").write_text("\n".join(lines) + "\n")
     for r in survivors:
         if r.get("diff"):
-            log("".join(r["diff"]) if isinstance(r["diff"], list) else str(r["diff"]))
+            log(r["diff"])
 
 
 if __name__ == "__main__":

@@ -340,3 +340,103 @@ def test_equal_width_bin_rule_at_exact_edges(n_bins, k):
     edge = k / n_bins
     assert bin_index(np.array([edge]), n_bins)[0] == ref.edge_bin(edge, n_bins)
     assert bin_index(np.array([edge - T / 2, edge - 2 * T]), n_bins).tolist() == [k, k - 1]
+
+
+# rules the mutation run found unpinned ------------------------------------------------------------------
+
+
+def test_options_gates_and_penalties_are_immutable():
+    """Fitted state and parsed gates are frozen records: a method's options, a gate, the ridge
+    weights of a linear map cannot be changed after the fact (a bundle's options stay its own)."""
+    import dataclasses
+
+    from calib.calibrators.matrix_scaling import Penalties
+
+    records = [Penalties(1.0, 0.0, 2.0), Gate("cmce>0.1", "cmce", ">", 0.1), IncreaseGate("cmce", 0.1, {"value": 0.0})]
+    records += [cls.Options() for cls in CALIBRATORS.values()]
+    for record in records:
+        field = dataclasses.fields(record)[0].name if dataclasses.fields(record) else None
+        if field is None:
+            continue
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, field, getattr(record, field))
+
+
+def test_dirichlet_penalties_follow_odir_by_hand():
+    """ODIR (Kull et al. 2019) with the documented defaults lambda = mu = 100: the off-diagonal
+    weight is lambda / (K (K - 1)), the intercept's mu / K, none on the diagonal. K = 10:
+    100 / 90 and 10; K = 2: 100 / 2 and 50."""
+    from calib.calibrators.matrix_scaling import Dirichlet, Penalties
+
+    dirichlet = Dirichlet(Dirichlet.Options())
+    assert (Dirichlet.Options().odir_lambda, Dirichlet.Options().odir_mu) == (100.0, 100.0)
+    assert dirichlet.penalties(500, 10) == Penalties(bias=10.0, diagonal=0.0, off_diagonal=100.0 / 90.0)
+    assert dirichlet.penalties(500, 2) == Penalties(bias=50.0, diagonal=0.0, off_diagonal=50.0)
+
+
+@pytest.mark.parametrize("method", ["svs", "sms"])
+def test_structured_scaling_maps_the_tempered_log_probabilities_it_documents(method):
+    """SVS/SMS act on x = max(log softmax(z / T), log(float32 tiny)) with T fitted by ts first,
+    ridge k/n on the intercept and diagonal, k(k-1)/n off it; the output is softmax((I + D) x + b)."""
+    from scipy.special import log_softmax as scipy_log_softmax
+    from scipy.special import softmax as scipy_softmax
+
+    from calib.calibrators.matrix_scaling import Penalties
+
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    logits, labels = data["logits"][:1000].astype(np.float64), data["labels"][:1000]
+    fitted = calib.calibrator(method).fit(logits, labels).fitted
+    temperature = calib.calibrator("ts").fit(logits, labels).fitted.temperature_
+    assert fitted.temperature_ == temperature
+    x = np.maximum(scipy_log_softmax(logits / temperature, axis=1), np.log(np.finfo(np.float32).tiny))
+    np.testing.assert_allclose(fitted.inputs(logits), x, rtol=1e-13, atol=1e-13)
+    assert fitted.penalties(1000, 10) == Penalties(bias=10 / 1000, diagonal=10 / 1000, off_diagonal=90 / 1000)
+    weights = np.eye(10) + (fitted.delta_ if fitted.full else np.diag(fitted.delta_))
+    expected = scipy_softmax(x @ weights.T + fitted.bias_, axis=1)
+    np.testing.assert_allclose(fitted.predict_proba(logits), expected, rtol=1e-10, atol=1e-13)
+
+
+def test_a_converged_linear_map_reports_no_reason_to_stop():
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    report = calib.calibrator("dirichlet").fit(data["logits"][:800], data["labels"][:800]).fit_report()
+    assert report["converged"] is True and "stopped because" not in report and not any(k.startswith("warning") for k in report)
+
+
+def test_baseline_rows_are_compared_by_count_then_labels():
+    """A baseline is comparable when both reports cover as many rows with the same labels; either
+    side unknown (an old report) is not a difference."""
+    from calib.evaluation.gates import other_input
+
+    same = {"n": 10, "labels_sha256": "a", "path": "x"}
+    assert other_input(same, dict(same)) is None
+    assert other_input(None, same) is None and other_input(same, {}) is None
+    assert "covers 10 rows" in other_input(same, {**same, "n": 11})
+    assert "other labels" in other_input(same, {**same, "labels_sha256": "b"})
+    assert other_input(same, {**same, "labels_sha256": None}) is None
+    assert other_input({**same, "labels_sha256": None}, same) is None
+
+
+def test_gate_and_increase_specs_are_parsed_or_refused(tmp_path):
+    from calib.errors import InputError, UsageError
+    from calib.evaluation.gates import parse_gate, parse_increase_gates, read_report
+
+    assert parse_gate("max_group:cmce>=0.02") == Gate("max_group:cmce>=0.02", "cmce", ">=", 0.02, "max_group")
+    with pytest.raises(UsageError, match="per group"):
+        parse_gate("max_group:vece_l1>0.1")
+    assert parse_gate("vece_l1>0.1").metric == "vece_l1"
+    with pytest.raises(UsageError, match="a paired comparison"):
+        parse_increase_gates([], None, paired=True)
+    assert parse_increase_gates([], None) == []
+    with pytest.raises(UsageError, match="needs a baseline"):
+        parse_increase_gates(["cmce=0.1"], None)
+    report = tmp_path / "base.json"
+    report.write_text(json.dumps({"metrics": {"cmce": {"value": 0.1}}, "groups": {}}))
+    for spec in ("cmce", "cmce=", "cmce=x"):
+        with pytest.raises(UsageError, match="expected METRIC=NUMBER"):
+            parse_increase_gates([spec], str(report))
+    (gate,) = parse_increase_gates(["cmce=0.5"], str(report), paired=False)
+    assert (gate.metric, gate.allowed, gate.baseline_groups, gate.paired) == ("cmce", 0.5, None, False)
+    for text, message in (("[1, 2]", "no 'metrics'"), ('{"metrics": 1}', "no 'metrics'"), ("{", "not a JSON report")):
+        report.write_text(text)
+        with pytest.raises(InputError, match=message):
+            read_report(str(report))
