@@ -9,7 +9,7 @@ that make plausible bugs (:data:`OPERATORS`: numbers +-1, boundary comparisons <
 core modules named in docs/testing.md. Cosmic Ray's own runner runs one test command for every
 mutant (hours here); this script runs, for each mutant, only the tests that execute its line:
 
-1. a coverage run of the default test suite (dynamic contexts, one per test function) maps every
+1. a coverage run of the default test suite (a context per test, named by its node id) maps every
    line of the core modules to the tests that run it (a line run only at import, such as a
    constant, to every test that runs any of its module's code);
 2. each mutant is applied by Cosmic Ray (``mutate_and_test``) in a scratch copy of the repository
@@ -165,22 +165,43 @@ def environment(copy: Path) -> dict:
     return {**os.environ, **ENV, "PYTHONPATH": str(copy / "src") + os.pathsep + str(copy)}
 
 
+#: A pytest plugin that names coverage's context after each test's node id (coverage's own
+#: test_function contexts take hypothesis's internals for the test of every property test).
+CONTEXT_PLUGIN = """
+import coverage
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context(item.nodeid)
+    yield
+    if current is not None:
+        current.switch_context("")
+"""
+
+
 def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[tuple[str, int], list[str]]:
-    """(module, line) -> the test functions (pytest node ids, all their parameters) of ``tests``
-    (the default suite when empty) that run it."""
+    """(module, line) -> the tests (pytest node ids) of ``tests`` (the default suite when empty)
+    that run it; a line run only when its module is imported (a constant, a default argument, a
+    decorator) -> every test that runs any of that module's code."""
     from coverage import CoverageData
 
     rc = copy / ".coveragerc"
-    rc.write_text("[run]\ndynamic_context = test_function\nsource = calib\n")
+    rc.write_text("[run]\nsource = calib\n")
+    (copy / "calib_mutation_contexts.py").write_text(CONTEXT_PLUGIN)
     started = time.perf_counter()
+    command = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     subprocess.run(
-        [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests],
+        [*command, "-p", "calib_mutation_contexts", "-x", *tests],
         cwd=copy,
         env=environment(copy),
         capture_output=True,
         check=True,
     )
-    log(f"coverage run of the default suite: {time.perf_counter() - started:.0f} s")
+    log(f"coverage run of the tests: {time.perf_counter() - started:.0f} s")
     data = CoverageData(basename=str(copy / ".coverage"))
     data.read()
     out: dict[tuple[str, int], list[str]] = {}
@@ -189,22 +210,10 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
         if module is None:
             continue
         by_line = data.contexts_by_lineno(measured)
-        every_test = sorted({_node_id(context) for contexts in by_line.values() for context in contexts if context})
+        every_test = sorted({context for contexts in by_line.values() for context in contexts if context})
         for line, contexts in by_line.items():
-            tests = sorted({_node_id(context) for context in contexts if context})
-            # a line run only when the module is imported (a constant, a default argument, a
-            # decorator) belongs to no test: every test that runs the module's code may see it
-            out[(module, line)] = tests or every_test
+            out[(module, line)] = sorted({context for context in contexts if context}) or every_test
     return out
-
-
-def _node_id(context: str) -> str:
-    """A dynamic context (``test_metrics.test_bin_edges``, ``test_x.Class.test_y``) as a pytest
-    node id of every parameter of that test: tests/test_metrics.py::test_bin_edges."""
-    parts = context.split(".")
-    if parts[0] == "tests":
-        parts = parts[1:]
-    return f"tests/{parts[0]}.py::" + "::".join(parts[1:])
 
 
 def mutants(copy: Path, modules: list[str]) -> list:
