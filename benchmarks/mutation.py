@@ -12,9 +12,10 @@ mutant (hours here); this script runs, for each mutant, only the tests that exec
 1. a coverage run of the default test suite (a context per test, named by its node id) maps every
    line of the core modules to the tests that run it (a line run only at import, such as a
    constant, to every test that runs any of its module's code);
-2. each mutant is applied by Cosmic Ray (``mutate_and_test``) in a scratch copy of the repository
-   (one per job, so jobs run side by side) and those tests run with ``pytest -x``; a mutant whose
-   line no test runs counts as a survivor ("not covered");
+2. each mutant is applied by Cosmic Ray in a scratch copy of the repository (one per job, so jobs
+   run side by side) and those tests run with ``pytest -x``, the fastest first, at most
+   ``--max-tests`` of them (40: a line of softmax is run by most of the suite); a mutant whose line
+   no test runs counts as a survivor ("not covered");
 3. survivors listed in docs/testing.md as equivalent (a change no test can see, with the reason)
    are kept apart; the kill rate is killed / (all mutants - equivalent ones).
 
@@ -194,14 +195,16 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
     (copy / "calib_mutation_contexts.py").write_text(CONTEXT_PLUGIN)
     started = time.perf_counter()
     command = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    junit = copy / "junit.xml"
     subprocess.run(
-        [*command, "-p", "calib_mutation_contexts", "-x", *tests],
+        [*command, "-p", "calib_mutation_contexts", "-x", f"--junitxml={junit}", *tests],
         cwd=copy,
         env=environment(copy),
         capture_output=True,
         check=True,
     )
     log(f"coverage run of the tests: {time.perf_counter() - started:.0f} s")
+    seconds = test_durations(junit)
     data = CoverageData(basename=str(copy / ".coverage"))
     data.read()
     out: dict[tuple[str, int], list[str]] = {}
@@ -210,9 +213,26 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
         if module is None:
             continue
         by_line = data.contexts_by_lineno(measured)
-        every_test = sorted({context for contexts in by_line.values() for context in contexts if context})
+
+        def fastest_first(tests):
+            return sorted(tests, key=lambda test: (seconds.get(test, 60.0), test))
+
+        every_test = fastest_first({context for contexts in by_line.values() for context in contexts if context})
         for line, contexts in by_line.items():
-            out[(module, line)] = sorted({context for context in contexts if context}) or every_test
+            out[(module, line)] = fastest_first({context for context in contexts if context}) or every_test
+    return out
+
+
+def test_durations(junit: Path) -> dict[str, float]:
+    """Seconds of each test (pytest node id) in pytest's JUnit XML report, whose class names are
+    module paths with dots (tests.test_metrics) and whose names carry the parameters."""
+    import xml.etree.ElementTree as ET
+
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        node = "/".join(parts[:2]) + ".py::" + "".join(f"{part}::" for part in parts[2:]) + case.get("name", "")
+        out[node] = float(case.get("time", 0.0))
     return out
 
 
@@ -354,6 +374,7 @@ def main(argv=None) -> None:
     parser.add_argument("--modules", default=",".join(MODULES), help="comma-separated modules under src/")
     parser.add_argument("--tests", default="", help="comma-separated test files for the coverage map (default: the whole suite)")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
+    parser.add_argument("--max-tests", type=int, default=40, help="run at most this many of a line's tests, the fastest first")
     parser.add_argument("--planted", action="store_true", help="only check that the tests catch the planted bugs")
     parser.add_argument(
         "--retest", type=Path, help="a mutation.json of an earlier run: test again only its survivors (after new tests)"
@@ -394,7 +415,8 @@ def main(argv=None) -> None:
                     return
                 mutation = item.mutations[0]
                 module = Path(mutation.module_path).relative_to(copies[0] / "src").as_posix()
-                result = run_mutant(item, copy, module, covering.get((module, mutation.start_pos[0]), []))
+                tests = covering.get((module, mutation.start_pos[0]), [])[: args.max_tests]
+                result = run_mutant(item, copy, module, tests)
                 with lock:
                     results.append(result)
                     if len(results) % 50 == 0:
