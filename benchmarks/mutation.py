@@ -286,9 +286,9 @@ def is_equivalent(result: dict, known: list[dict]) -> bool:
 
 def run_mutant(item, copy: Path, module: str, tests: list[str]) -> dict:
     """Apply the mutant (Cosmic Ray's mutation of the module's file in ``copy``, put back after),
-    run ``tests`` on it: pytest's exit 1 (a test failed), 2 (a test module failed to import) or a
-    time-out is "killed", exit 0 "survived", any other exit (a usage error, no test collected)
-    "error", which counts as neither."""
+    run ``tests`` on it: exit 0 is "survived", 5 (no test collected) "error", which counts as
+    neither; any other exit (a test failed, the module or conftest failed to import) or a time-out
+    is "killed"."""
     import attrs
     from cosmic_ray.mutating import use_mutation
     from cosmic_ray.plugins import get_operator
@@ -316,7 +316,10 @@ def run_mutant(item, copy: Path, module: str, tests: list[str]) -> dict:
             code, output = done.returncode, done.stdout[-2000:]
         except subprocess.TimeoutExpired:
             code, output = 1, "time-out"
-    outcome = {0: "survived", 1: "killed", 2: "killed"}.get(code, "error")
+    # 0: every test passed; 5: no test collected (a wrong node id); any other exit is a failure the
+    # mutant caused (1 a test failed; 2, 3, 4 its module or the tests' conftest failed to import),
+    # since the same tests pass unmutated (check_unmutated)
+    outcome = {0: "survived", 5: "error"}.get(code, "killed")
     diff = "".join(difflib.unified_diff(original.splitlines(True), mutated.splitlines(True), f"a/{module}", f"b/{module}", n=1))
     return {
         **result,

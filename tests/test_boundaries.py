@@ -440,3 +440,37 @@ def test_gate_and_increase_specs_are_parsed_or_refused(tmp_path):
         report.write_text(text)
         with pytest.raises(InputError, match=message):
             read_report(str(report))
+
+
+def test_score_parameters_at_their_edges():
+    """lambda and k_reg of RAPS may be 0 (>= 0), not below; SAPS's lambda must be > 0."""
+    from calib.calibrators.conformal import ScoreOptions
+    from calib.errors import UsageError
+
+    assert ScoreOptions("raps", raps_lambda=0.0, raps_kreg=0).raps_kreg == 0
+    for bad in ({"raps_lambda": -1e-12}, {"raps_kreg": -1}):
+        with pytest.raises(UsageError, match="must be >= 0"):
+            ScoreOptions("raps", **bad)
+    assert ScoreOptions("saps", saps_lambda=1e-12).saps_lambda == 1e-12
+    with pytest.raises(UsageError, match="must be > 0"):
+        ScoreOptions("saps", saps_lambda=0.0)
+    with pytest.raises(UsageError, match="msp has nothing to randomise"):
+        ScoreOptions("msp", randomize=True)
+
+
+def test_default_raps_and_saps_scores_by_hand():
+    """One row of 8 probabilities (distinct, so ranks are plain). RAPS with the defaults lambda =
+    0.01, k_reg = 5 (Angelopoulos et al. 2021): V(y) = (mass ranked at or above y) + 0.01 max(0,
+    r - 5); SAPS with lambda = 0.2 (Huang et al. 2024): p_max at rank 1, else p_max + (r - 1) 0.2."""
+    from calib.calibrators.conformal import ScoreOptions, nonconformity
+
+    row = np.array([[0.30, 0.05, 0.20, 0.02, 0.15, 0.12, 0.10, 0.06]])
+    order = [0, 2, 4, 5, 6, 7, 1, 3]  # by non-increasing probability
+    rank = {column: r + 1 for r, column in enumerate(order)}
+    cumulative = {column: row[0, order[: rank[column]]].sum() for column in range(8)}
+    raps = nonconformity(row, ScoreOptions("raps"))[0]
+    saps = nonconformity(row, ScoreOptions("saps"))[0]
+    for column in range(8):
+        assert raps[column] == pytest.approx(cumulative[column] + 0.01 * max(0, rank[column] - 5), abs=1e-15)
+        expected_saps = 0.30 if rank[column] == 1 else 0.30 + (rank[column] - 1) * 0.2
+        assert saps[column] == pytest.approx(expected_saps, abs=1e-15)
