@@ -397,7 +397,9 @@ def main(argv=None) -> None:
         if args.retest is not None:
             previous = json.loads(args.retest.read_text())["results"]
             wanted = {
-                (r["module"], r["operator"], r["occurrence"]) for r in previous if r["outcome"] in ("survived", "not covered")
+                (r["module"], r["operator"], r["occurrence"])
+                for r in previous
+                if r["outcome"] in ("survived", "not covered") and r["module"] in modules
             }
             earlier = [r for r in previous if (r["module"], r["operator"], r["occurrence"]) not in wanted]
             items = [item for item in items if _key(item, copies[0]) in wanted]
