@@ -9,15 +9,7 @@ import numpy as np
 
 from . import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.base import (  # noqa: F401 - absent_class_rows and add_counts are used through this module
-    Calibrator,
-    TrainingRows,
-    absent_class_rows,
-    absent_classes,
-    add_counts,
-    calibrator_inputs,
-    warning_entries,
-)
+from .calibrators.base import Calibrator, TrainingRows, absent_classes, add_counts, calibrator_inputs, warning_entries
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .numerics import map_in_order

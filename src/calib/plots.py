@@ -80,7 +80,7 @@ def _figures(result):
     ax.set_ylabel("coverage of the label")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.02)
-    ax.set_title("Cumulative mass calibration curve (CMCE paper)")
+    ax.set_title("Cumulative mass calibration curve")
     _legend_below(ax)
     figures["cumulative_mass"] = fig
 

@@ -11,7 +11,7 @@ from .base import Calibrator
 
 #: Bracket for beta = 1/T (docs/calibrators.md): [e^-16, e^16].
 LOG_BETA_BOUND = 16.0
-#: Relative tolerance on beta (hence on T) at which the root search stops; the spec asks 1e-8.
+#: Relative tolerance on beta (hence on T) at which the root search stops (docs/calibrators.md; 1e-8 would do).
 BETA_RTOL = 1e-12
 MAX_ITERATIONS = 200
 
@@ -41,7 +41,7 @@ def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray, log_bound: f
     """beta = 1/T minimising the NLL on [e^-bound, e^bound] (default 16): safeguarded Newton on the convex NLL.
 
     Keeps a bracket [lo, hi] with gradient(lo) < 0 < gradient(hi); a Newton step that leaves the
-    bracket is replaced by bisection in log beta. Stops at relative step 1e-12 (the spec asks 1e-8).
+    bracket is replaced by bisection in log beta. Stops at a relative step of :data:`BETA_RTOL`.
     If the gradient has one sign on the whole bracket, the minimum is at that bracket end.
     """
     lo, hi = np.exp(-log_bound), np.exp(log_bound)

@@ -9,6 +9,7 @@ import numpy as np
 import typer
 
 from .. import pipeline
+from ..calibrators.base import absent_class_rows
 from ..errors import UsageError
 from ..io import check_output_path, read_features, write_matrix, write_npy_stream, write_sets
 from . import options, render
@@ -67,7 +68,7 @@ def apply(
     flagged = ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in counts.items() if count)
     if flagged:
         render.note(f"infeasible rows left as the rule says: {flagged}")
-    absent_rows = pipeline.absent_class_rows(calibrator, preds)
+    absent_rows = absent_class_rows(calibrator, preds)
     if absent_rows is not None:
         render.note(f"warning: {absent_rows}")
     if out != "-":

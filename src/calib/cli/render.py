@@ -267,7 +267,7 @@ def diagnosis(result) -> None:
         table("metrics", header, rows, [False, *([True] * (len(header) - 2)), False])
     for title, rows, key in (
         ("reliability (top label)", result.reliability, "confidence"),
-        ("cumulative mass calibration curve (CMCE paper)", result.cumulative_mass, "mass"),
+        ("cumulative mass calibration curve", result.cumulative_mass, "mass"),
     ):
         scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
         cells = []

@@ -689,7 +689,7 @@ def format_of(path: str) -> str:
         if not start.startswith(expected):
             if not start:
                 raise InputError(f"{path}: empty file")
-            actual = next((known for magic, known in MAGIC.items() if start.startswith(magic)), None)
+            actual = format_by_magic(start)
             what = (
                 f"{actual} data; rename it to {actual}" if actual else ("text" if _looks_like_text(start) else f"bytes {start!r}")
             )
@@ -712,11 +712,16 @@ def _unreadable(path: str, suffix: str, exc: Exception) -> InputError:
     return InputError(f"{path}: not a readable {suffix} file ({exc})")
 
 
+def format_by_magic(start: bytes) -> str | None:
+    """The suffix of the format whose magic number ``start`` begins with, or None."""
+    return next((suffix for magic, suffix in MAGIC.items() if start.startswith(magic)), None)
+
+
 def format_of_bytes(data: bytes, name: str) -> str:
     """The format of a byte stream by its magic number."""
-    for magic, suffix in MAGIC.items():
-        if data.startswith(magic):
-            return suffix
+    suffix = format_by_magic(data)
+    if suffix is not None:
+        return suffix
     if not data:
         raise InputError(f"{name}: empty input")
     raise InputError(f"{name}: not .npy, .npz or .parquet bytes (the stream starts {data[:8]!r})")

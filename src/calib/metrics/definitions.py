@@ -164,7 +164,7 @@ _METRICS = [
     ),
     Metric(
         "cmce",
-        "cumulative mass calibration error (CMCE paper), weighted over N*K pairs",
+        "cumulative mass calibration error, weighted over N*K pairs",
         _cumulative,
         lambda s, c: float(s.counter.weighted_error()[0]),
         lambda c, s: {"bins": c.cmce_bins, "scheme": "equal-width", "weighting": "weighted"},
