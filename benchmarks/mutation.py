@@ -149,7 +149,8 @@ ENV = {"CALIB_KERNELS": "numpy", "PYTHONDONTWRITEBYTECODE": "1", "CALIB_THREADS"
 
 
 def scratch_copy(destination: Path) -> Path:
-    """The repository's tracked files (and untracked ones git does not ignore) copied to ``destination``."""
+    """The repository's tracked files (and untracked ones git does not ignore) copied to ``destination``,
+    with the compiled kernels where they are built."""
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -159,6 +160,8 @@ def scratch_copy(destination: Path) -> Path:
             target = destination / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+    for built in (ROOT / "src" / "calib").glob("_kernels*.so"):  # the compiled path's tests run too
+        shutil.copy2(built, destination / "src" / "calib" / built.name)
     return destination
 
 
@@ -382,9 +385,19 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--retest", type=Path, help="a mutation.json of an earlier run: test again only its survivors (after new tests)"
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        help="report the results of these mutation.json files together (a later file's modules replace an earlier one's)",
+    )
     args = parser.parse_args(argv)
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     log = lambda line: print(line, flush=True)  # noqa: E731
+    if args.merge:
+        results = merged_results(args.merge)
+        report(results, len(results), args.out, 0.0, log)
+        return
     if args.planted:
         rows = planted(log)
         raise SystemExit(0 if all(row["caught"] for row in rows) else 1)
@@ -395,7 +408,7 @@ def main(argv=None) -> None:
         items = mutants(copies[0], modules)
         earlier = []
         if args.retest is not None:
-            previous = json.loads(args.retest.read_text())["results"]
+            previous = [{**r, "outcome": r.get("was", r["outcome"])} for r in json.loads(args.retest.read_text())["results"]]
             wanted = {
                 (r["module"], r["operator"], r["occurrence"])
                 for r in previous
@@ -441,6 +454,18 @@ def main(argv=None) -> None:
     report(results, len(results), args.out, time.perf_counter() - started, log)
 
 
+def merged_results(paths: list[Path]) -> list[dict]:
+    """The results of several runs' mutation.json, each module's from the last file that has it
+    (a retest's file carries its run's other modules too), with their outcomes before the
+    equivalents were applied, so that the current table of equivalent mutants decides."""
+    by_module: dict[str, list[dict]] = {}
+    for path in paths:
+        results = json.loads(path.read_text())["results"]
+        for module in {r["module"] for r in results}:
+            by_module[module] = [{**r, "outcome": r.get("was", r["outcome"])} for r in results if r["module"] == module]
+    return [r for module in sorted(by_module) for r in by_module[module]]
+
+
 def _key(item, copy: Path) -> tuple:
     mutation = item.mutations[0]
     return (Path(mutation.module_path).relative_to(copy / "src").as_posix(), mutation.operator_name, mutation.occurrence)
@@ -450,7 +475,7 @@ def report(results: list[dict], total: int, out: Path, seconds: float, log) -> N
     known = equivalent_mutants()
     for result in results:
         if result["outcome"] in ("survived", "not covered") and is_equivalent(result, known):
-            result["outcome"] = "equivalent"
+            result["outcome"], result["was"] = "equivalent", result["outcome"]
     counts = Counter(result["outcome"] for result in results)
     judged = len(results) - counts["equivalent"] - counts["error"]
     killed = counts["killed"]

@@ -150,3 +150,13 @@ def test_set_update_is_the_where_formula_to_the_bit(backend):
             target = values.copy()[:, columns]
             kernels.set_update(target, in_set[:, columns], inside, outside, add)
             assert np.array_equal(target.view(np.uint64), expected.view(np.uint64)), (add, columns)
+    # float32 values and a 0/1 integer mask take the NumPy formula on both paths (the compiled
+    # update reads float64 values and a bool mask only)
+    small = values[:4, :7].astype(np.float32)
+    mask = in_set[:4, :7].astype(np.uint8)
+    expected = small * np.where(mask, inside[:4, None], outside[:4, None])
+    kernels.set_update(small, mask, inside[:4], outside[:4], False)
+    np.testing.assert_array_equal(small, expected.astype(np.float32))
+    wide = values[:4, :7].copy()
+    kernels.set_update(wide, mask, inside[:4], outside[:4], True)
+    np.testing.assert_array_equal(wide, values[:4, :7] + np.where(mask, inside[:4, None], outside[:4, None]))

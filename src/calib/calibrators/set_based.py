@@ -193,10 +193,10 @@ class SetCalibrator(Calibrator):
     def transform(self, logits, features=None, probs=None):
         return self.transform_with_info(logits, features, probs)[0]
 
+    @abc.abstractmethod
     def categories(self, logits, log_probs, probs, scores, in_set) -> np.ndarray:
-        """Per-row category (FEASIBLE or a code of conformal.CATEGORY_NAMES) without keeping the
-        calibrated rows; methods that can tell it more cheaply override this."""
-        return self.calibrate_probs(logits, log_probs, probs, scores, in_set)[1]
+        """Per-row category (FEASIBLE or a code of conformal.CATEGORY_NAMES), without computing the
+        calibrated rows where the method can tell it more cheaply."""
 
     @abc.abstractmethod
     def calibrate(self, logits, log_probs, probs, scores, in_set) -> tuple[np.ndarray, np.ndarray]:

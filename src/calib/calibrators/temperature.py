@@ -62,7 +62,7 @@ def fit_inverse_temperature(logits: np.ndarray, labels: np.ndarray, log_bound: f
         if abs(step - beta) <= BETA_RTOL * beta:  # converged: a step this small may land on a bracket end
             return float(step)
         new = step if lo < step < hi else float(np.sqrt(lo * hi))
-        if abs(new - beta) <= BETA_RTOL * beta or (hi - lo) <= BETA_RTOL * lo:
+        if abs(new - beta) <= BETA_RTOL * beta:  # beta is an end of [lo, hi], so this covers a narrow bracket
             return float(new)
         beta = new
     return float(beta)
@@ -103,13 +103,14 @@ def bracket_end_warnings(temperature: float, lowest: float, highest: float, obje
     the optimum was not found inside it. T at the low end: the calibration rows are (nearly)
     separable by the logits, so the NLL falls without bound as T -> 0 and the probabilities become
     0 or 1; at the high end the logits carry no information about the labels."""
-    if np.isclose(temperature, lowest, rtol=1e-9):
+    # relative only: NumPy's default atol of 1e-8 would call T = 1.2e-7 "on" the end e^-16 = 1.1e-7
+    if np.isclose(temperature, lowest, rtol=1e-9, atol=0.0):
         return [
             f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
             "the calibration rows are separable by the logits or too few, and the probabilities it "
             "gives are near 0 or 1; fit on more (or held-out) rows"
         ]
-    if np.isclose(temperature, highest, rtol=1e-9):
+    if np.isclose(temperature, highest, rtol=1e-9, atol=0.0):
         return [
             f"the {objective} optimum lies on the end of the search interval, T = {temperature:.3g}: "
             "the logits carry almost no information about these labels (uniform probabilities)"
