@@ -1,23 +1,22 @@
-"""Cheaper WS-CatBoost recipes against the specified one, for the choice of a default (not a test).
+"""WS-CatBoost recipes against each other, for the choice of a default (not a test).
 
     python -m benchmarks.vece_recipes --seeds 3 --draws 5 --out results/
 
-For each recipe (inner folds, CatBoost depth; everything else as specified): V-ECE on CIFAR-10 and
+For each recipe (inner folds, CatBoost depth; everything else as documented): V-ECE on CIFAR-10 and
 CIFAR-100 test (the ResNet-110 logits under tests/data) for seeds 0 .. seeds - 1, with the mean of
 each estimate and the seconds one estimate takes in this process (CatBoost already imported), and
 on data with a known true error (the binary demo and the known-CE generator at K = 10 and K = 30,
 3,000 rows, ``--draws`` draws): the median ratio estimate / truth. V-ECE is a lower bound in
 expectation, so on real data a larger estimate is a tighter one.
 
-The recipe is set through the module's INNER_FOLDS and CATBOOST_PARAMS for each run and restored
-afterwards; the first rows are the specified recipe's. Writes results/vece_recipes_real.{json,md}
-and results/vece_recipes_truth.{json,md}.
+The two named recipes (``paper``, ``compact``: calib.estimators.RECIPES) and two others in between,
+added to that table for the run. Writes results/vece_recipes_real.{json,md} and
+results/vece_recipes_truth.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
 from pathlib import Path
@@ -31,25 +30,12 @@ from calib.numerics import softmax
 from calib.synth import known_ce_data, true_calibration_errors
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
-#: name -> (inner folds, CatBoost settings that differ from the specified ones)
-RECIPES = {
-    "specified: 8 inner folds, depth 6": (8, {}),
-    "4 inner folds, depth 6": (4, {}),
-    "8 inner folds, depth 4": (8, {"depth": 4}),
-    "4 inner folds, depth 4": (4, {"depth": 4}),
+#: recipes measured beside the named ones
+OTHER_RECIPES = {
+    "4 inner folds, depth 6": recalibrators.BoostingRecipe(inner_folds=4, depth=6),
+    "8 inner folds, depth 4": recalibrators.BoostingRecipe(inner_folds=8, depth=4),
 }
 KEYS = ("l1", "l2", "sq", "top_l1")
-
-
-@contextlib.contextmanager
-def recipe(inner_folds: int, changes: dict):
-    """WS-CatBoost with ``inner_folds`` inner folds and ``changes`` to its CatBoost settings, inside the block."""
-    saved = recalibrators.INNER_FOLDS, recalibrators.CATBOOST_PARAMS
-    recalibrators.INNER_FOLDS, recalibrators.CATBOOST_PARAMS = inner_folds, {**saved[1], **changes}
-    try:
-        yield
-    finally:
-        recalibrators.INNER_FOLDS, recalibrators.CATBOOST_PARAMS = saved
 
 
 def real_data(name: str):
@@ -72,30 +58,30 @@ def main(argv=None):
         "K=30": [known_ce_data(3000, 30, 0.5, np.random.default_rng(1000 + d)) for d in range(args.draws)],
     }
     real_rows, truth_rows = [], []
-    for name, (inner_folds, changes) in RECIPES.items():
-        with recipe(inner_folds, changes):
-            for data, (probs, labels) in real.items():
-                estimates, seconds = [], []
-                for seed in range(args.seeds):
-                    started = time.perf_counter()
-                    estimates.append(variational_calibration_error(probs, labels, "ws-catboost", seed=seed).values)
-                    seconds.append(time.perf_counter() - started)
-                row = {"recipe": name, "data": data, "seconds": round(statistics.median(seconds), 2)}
-                row.update({key: round(float(np.mean([e[key] for e in estimates])), 4) for key in KEYS})
-                row.update({f"{key} sd": round(float(np.std([e[key] for e in estimates])), 4) for key in ("l1", "sq")})
-                real_rows.append(row)
-                print(row, flush=True)
-            for case, draws in known.items():
-                ratios = {key: [] for key in ("l1", "l2", "sq")}
-                for draw, (probs, labels, true_probs) in enumerate(draws):
-                    truth = true_calibration_errors(probs, true_probs)
-                    estimate = variational_calibration_error(probs, labels, "ws-catboost", seed=draw).values
-                    for key in ratios:
-                        ratios[key].append(estimate[key] / truth[key])
-                row = {"recipe": name, "data": case}
-                row.update({f"{key} ratio": round(float(np.median(values)), 3) for key, values in ratios.items()})
-                truth_rows.append(row)
-                print(row, flush=True)
+    recalibrators.RECIPES.update(OTHER_RECIPES)
+    for name in ("paper", *OTHER_RECIPES, "compact"):
+        for data, (probs, labels) in real.items():
+            estimates, seconds = [], []
+            for seed in range(args.seeds):
+                started = time.perf_counter()
+                estimates.append(variational_calibration_error(probs, labels, "ws-catboost", seed=seed, recipe=name).values)
+                seconds.append(time.perf_counter() - started)
+            row = {"recipe": name, "data": data, "seconds": round(statistics.median(seconds), 2)}
+            row.update({key: round(float(np.mean([e[key] for e in estimates])), 4) for key in KEYS})
+            row.update({f"{key} sd": round(float(np.std([e[key] for e in estimates])), 4) for key in ("l1", "sq")})
+            real_rows.append(row)
+            print(row, flush=True)
+        for case, draws in known.items():
+            ratios = {key: [] for key in ("l1", "l2", "sq")}
+            for draw, (probs, labels, true_probs) in enumerate(draws):
+                truth = true_calibration_errors(probs, true_probs)
+                estimate = variational_calibration_error(probs, labels, "ws-catboost", seed=draw, recipe=name).values
+                for key in ratios:
+                    ratios[key].append(estimate[key] / truth[key])
+            row = {"recipe": name, "data": case}
+            row.update({f"{key} ratio": round(float(np.median(values)), 3) for key, values in ratios.items()})
+            truth_rows.append(row)
+            print(row, flush=True)
     write_results(args.out, "vece_recipes_real", real_rows)
     write_results(args.out, "vece_recipes_truth", truth_rows)
 

@@ -258,3 +258,56 @@ def test_in_sample_isotonic_squared_error_is_corps_miscalibration():
     assert estimate.values["sq"] == pytest.approx(expected, abs=1e-10)
     out_of_fold = variational_calibration_error(probs, labels, "isotonic")
     assert estimate.values["sq"] > out_of_fold.values["sq"]  # in sample overfits upwards
+
+
+# WS-CatBoost's recipes ------------------------------------------------------------------------------
+
+
+def test_each_recipe_fits_its_number_of_inner_models_per_outer_fold():
+    """compact: 5 outer folds x 4 inner models; paper: 5 x 8 (the count of progress ticks)."""
+    from calib.estimators import RECIPES, boosted_fit_count
+
+    probs, labels, _ = known_ce_data(300, 3, 0.5, np.random.default_rng(0))
+    for recipe, inner in (("compact", 4), ("paper", 8)):
+        assert RECIPES[recipe].inner_folds == inner
+        ticks = []
+        variational_calibration_error(probs, labels, seed=0, recipe=recipe, progress=lambda: ticks.append(1))
+        assert len(ticks) == 5 * inner == boosted_fit_count(["vece_l1"], "ws-catboost", recipe)
+    assert (RECIPES["compact"].depth, RECIPES["paper"].depth) == (4, 6)
+    assert boosted_fit_count(["vece_l1", "vece_is_sq"], "ws-catboost") == 5 * 4 + 4
+    assert boosted_fit_count(["vece_l1"], "ts") == 0
+
+
+def test_the_default_recipe_is_compact_and_the_report_names_it():
+    import calib
+    from calib.errors import UsageError
+
+    probs, labels, _ = known_ce_data(300, 3, 0.5, np.random.default_rng(1))
+    report = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs")
+    assert report.report["metrics"]["vece_l1"]["settings"]["recipe"] == "compact"
+    paper = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="paper")
+    assert paper.report["metrics"]["vece_l1"]["settings"]["recipe"] == "paper"
+    assert paper.values["vece_l1"] != report.values["vece_l1"]
+    assert calib.metrics.vece(probs, labels, kind="probs")["l1"] == report.values["vece_l1"]
+    ts = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recalibrator="ts")
+    assert "recipe" not in ts.report["metrics"]["vece_l1"]["settings"]
+    with pytest.raises(UsageError, match="recipe must be one of compact, paper; got 'fast'") as refused:
+        calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="fast")
+    assert "--" not in str(refused.value)
+
+
+def test_an_unknown_recipe_is_one_line_and_exit_2(run):
+    from conftest import SAMPLE
+
+    code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--vece-recipe", "fast")
+    assert code == 2 and err.strip().count("\n") == 0 and "--vece-recipe must be one of compact, paper" in err
+
+
+@pytest.mark.slow
+def test_the_paper_recipe_gives_the_former_default_to_the_bit():
+    """Before the default became ``compact``, V-ECE l1 of CIFAR-10 test was 0.048815302174328376
+    (docs/benchmarks.md, the stress run); the paper's recipe still gives it."""
+    import calib
+
+    data = np.load(calib.sample_path("cifar10_test.npz"))
+    assert calib.metrics.vece(data["logits"], data["labels"], recipe="paper")["l1"] == 0.048815302174328376

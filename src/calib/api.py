@@ -229,6 +229,7 @@ def evaluate(
     vece_recalibrator: str = "ws-catboost",
     seed: int = 0,
     vece_max_rows: int = 20_000,
+    vece_recipe: str = "compact",
     true_probs: np.ndarray | None = None,
     features: np.ndarray | None = None,
     gates=(),
@@ -277,7 +278,7 @@ def evaluate(
         gates=gates,
         increase_gates=increase_gates,
         features=features,
-        vece=VeceConfig(vece_recalibrator, seed, vece_max_rows),
+        vece=VeceConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
         include_vece=vece,
         progress=progress,
         emit_state=emit_state,
@@ -289,10 +290,18 @@ def evaluate(
 
 
 def vece_values(
-    scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto", max_rows: int = 20_000
+    scores,
+    labels,
+    *,
+    recalibrator: str = "ws-catboost",
+    seed: int = 0,
+    kind: str = "auto",
+    max_rows: int = 20_000,
+    recipe: str = "compact",
 ) -> dict[str, float]:
     """The V-ECE family of ``scores`` (the V-ECE paper) as {"l1", "l2", "sq", "top_l1", "over",
-    "under"}: what ``calib.metrics.vece`` returns."""
+    "under"}: what ``calib.metrics.vece`` returns. ``recipe``: WS-CatBoost's, ``compact`` (4 inner
+    folds of depth-4 trees) or ``paper`` (the V-ECE paper's 8 of depth 6)."""
     from .estimators import VECE_METRICS
 
     report = evaluate(
@@ -303,6 +312,7 @@ def vece_values(
         vece_recalibrator=recalibrator,
         seed=seed,
         vece_max_rows=max_rows,
+        vece_recipe=recipe,
         kind=kind,
     )
     return {VECE_METRICS[key]: value for key, value in report.values.items()}

@@ -11,7 +11,7 @@ import typer
 
 from .. import api
 from ..errors import UsageError
-from ..estimators.recalibrators import RECALIBRATORS
+from ..estimators.recalibrators import RECALIBRATORS, RECIPES
 from ..io import check_not_an_input, read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from ..report_text import gate_text
@@ -64,6 +64,13 @@ def evaluate(
     vece_recalibrator: Annotated[
         str, typer.Option("--vece-recalibrator", help=f"V-ECE recalibration map: {' | '.join(RECALIBRATORS)}.")
     ] = "ws-catboost",
+    vece_recipe: Annotated[
+        str,
+        typer.Option(
+            "--vece-recipe",
+            help="WS-CatBoost recipe: compact (4 inner folds of depth-4 trees) | paper (the V-ECE paper's 8 of depth 6).",
+        ),
+    ] = "compact",
     vece_max_rows: Annotated[
         int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")
     ] = 20000,
@@ -125,6 +132,10 @@ def evaluate(
     from ..evaluation.groups import read_groups
 
     render.resolve_format(table_format)
+    if vece_recalibrator not in RECALIBRATORS:
+        raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {vece_recalibrator!r}")
+    if vece_recipe not in RECIPES:
+        raise UsageError(f"--vece-recipe must be one of {', '.join(RECIPES)}; got {vece_recipe!r}")
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_increase_gates(max_increase or [], baseline, paired)
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
@@ -174,13 +185,11 @@ def evaluate(
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    if vece_recalibrator not in RECALIBRATORS:
-        raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {vece_recalibrator!r}")
     wanted = [*(keys or ([] if no_vece else VECE_METRICS)), *(g.metric for g in (*gates, *increase_gates))]
     if any(key in SAMPLE_METRICS for key in wanted) and preds.n > vece_max_rows:
         render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
     # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
-    fits = boosted_fit_count(wanted, vece_recalibrator) * (2 if bundle is not None else 1)
+    fits = boosted_fit_count(wanted, vece_recalibrator, vece_recipe) * (2 if bundle is not None else 1)
     with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if keys is None else "") as advance:
         report = api.evaluate(
             preds,
@@ -190,6 +199,7 @@ def evaluate(
             bins=bins,
             cmce_bins=cmce_bins,
             vece_recalibrator=vece_recalibrator,
+            vece_recipe=vece_recipe,
             seed=seed,
             vece_max_rows=vece_max_rows,
             features=read_features(features, preds.n),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numerics import PROB_FLOOR, row_chunks
-from .recalibrators import MAX_BOOSTED_CLASSES, RECALIBRATORS, WarmStartBoosting, fit_inner_folds, kfold
+from .recalibrators import DEFAULT_RECIPE, MAX_BOOSTED_CLASSES, RECALIBRATORS, WarmStartBoosting, fit_inner_folds, kfold
 
 OUTER_FOLDS = 5
 LOSSES = ("l1", "l2", "sq", "kl", "top_l1", "over", "under")
@@ -37,6 +37,8 @@ class VariationalEstimate:
     coarsened: bool
     folds: int
     seed: int
+    #: WS-CatBoost's recipe (None for the other recalibrators)
+    recipe: str | None = None
 
 
 def out_of_fold_losses(
@@ -48,6 +50,7 @@ def out_of_fold_losses(
     seed: int = 0,
     progress=None,
     max_classes: int = MAX_BOOSTED_CLASSES,
+    recipe: str = DEFAULT_RECIPE,
 ) -> dict:
     """l_i of every loss of the module docstring for every row, g fitted on the other folds' mixed
     probabilities and applied to the row's own fold. ``folds=1`` is the in-sample variant (the
@@ -64,7 +67,7 @@ def out_of_fold_losses(
     rng = np.random.default_rng(seed)
     n_train = n if folds == 1 else (n * (folds - 1)) // folds
     lam = 1.0 / (n_train + 1)
-    kwargs = {"progress": progress, "max_classes": max_classes} if recalibrator == "ws-catboost" else {}
+    kwargs = {"progress": progress, "max_classes": max_classes, "recipe": recipe} if recalibrator == "ws-catboost" else {}
 
     def mixed(rows: np.ndarray) -> np.ndarray:
         """(1 - lam) P + lam / K of ``rows``, in a new array."""
@@ -79,7 +82,7 @@ def out_of_fold_losses(
     if recalibrator == "ws-catboost":
         # Every fold's warm start and inner folds first (the same random draws, in the same order, as
         # fitting fold by fold), then all folds' CatBoost fits one after another: the same g.
-        plans = [WarmStartBoosting(mixed(train), labels[train], rng, max_classes) for _, train in outer]
+        plans = [WarmStartBoosting(mixed(train), labels[train], rng, max_classes, recipe) for _, train in outer]
         models = iter(fit_inner_folds(plans, progress))
         maps = [plan.recalibrator([next(models) for _ in plan.folds]) for plan in plans]
     else:
@@ -138,14 +141,19 @@ def variational_calibration_error(
     seed: int = 0,
     progress=None,
     max_classes: int = MAX_BOOSTED_CLASSES,
+    recipe: str = DEFAULT_RECIPE,
 ) -> VariationalEstimate:
-    """V-ECE of ``probs`` (N, K) against ``labels``: every loss from one out-of-fold recalibration."""
+    """V-ECE of ``probs`` (N, K) against ``labels``: every loss from one out-of-fold recalibration
+    (WS-CatBoost's by ``recipe``)."""
     probs = np.asarray(probs, dtype=np.float64)
-    losses = out_of_fold_losses(probs, labels, recalibrator, folds=folds, seed=seed, progress=progress, max_classes=max_classes)
+    losses = out_of_fold_losses(
+        probs, labels, recalibrator, folds=folds, seed=seed, progress=progress, max_classes=max_classes, recipe=recipe
+    )
     raw = {key: float(-np.mean(value)) for key, value in losses.items()}
     values = {key: max(value, 0.0) + 0.0 for key, value in raw.items()}  # + 0.0: no -0.0
-    coarsened = recalibrator == "ws-catboost" and probs.shape[1] > max_classes
-    return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed)
+    boosted = recalibrator == "ws-catboost"
+    coarsened = boosted and probs.shape[1] > max_classes
+    return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed, recipe if boosted else None)
 
 
 #: ``calib evaluate`` keys of the V-ECE family (docs/metrics.md) and the estimate each reports.

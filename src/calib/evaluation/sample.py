@@ -9,12 +9,14 @@ import numpy as np
 
 from ..calibrators.base import Calibrator, calibrator_inputs
 from ..estimators import (
+    DEFAULT_RECIPE,
     IN_SAMPLE_METRICS,
     KDE_METRICS,
     VECE_METRICS,
     kde_calibration_errors,
     variational_calibration_error,
 )
+from ..estimators.recalibrators import check_recipe
 from ..io.predictions import Predictions
 from ..numerics import softmax
 
@@ -27,6 +29,11 @@ class VeceConfig:
     recalibrator: str = "ws-catboost"
     seed: int = 0
     max_rows: int = 20_000
+    #: WS-CatBoost's recipe (calib.estimators.RECIPES)
+    recipe: str = DEFAULT_RECIPE
+
+    def __post_init__(self):
+        check_recipe(self.recipe)
 
 
 def vece_results(
@@ -50,10 +57,17 @@ def vece_results(
         if not wanted:
             continue
         estimate = variational_calibration_error(
-            probs, labels, config.recalibrator, seed=config.seed, progress=progress, **({} if folds is None else {"folds": folds})
+            probs,
+            labels,
+            config.recalibrator,
+            seed=config.seed,
+            progress=progress,
+            recipe=config.recipe,
+            **({} if folds is None else {"folds": folds}),
         )
         settings = {
             "recalibrator": config.recalibrator,
+            **({"recipe": estimate.recipe} if estimate.recipe else {}),
             "folds": estimate.folds,
             "seed": config.seed,
             "rows": len(rows),

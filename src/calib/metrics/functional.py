@@ -82,12 +82,20 @@ def cpsme(scores, labels, *, alpha: float, true_probs, kind: str = "auto") -> fl
 
 
 def vece(
-    scores, labels, *, recalibrator: str = "ws-catboost", seed: int = 0, kind: str = "auto", max_rows: int = 20_000
+    scores,
+    labels,
+    *,
+    recalibrator: str = "ws-catboost",
+    seed: int = 0,
+    kind: str = "auto",
+    max_rows: int = 20_000,
+    recipe: str = "compact",
 ) -> dict[str, float]:
-    """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"}."""
+    """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"}; ``recipe``
+    WS-CatBoost's (``compact`` or the paper's, ``paper``)."""
     from ..api import vece_values  # the estimators sit above the metrics: imported on use
 
-    return vece_values(scores, labels, recalibrator=recalibrator, seed=seed, kind=kind, max_rows=max_rows)
+    return vece_values(scores, labels, recalibrator=recalibrator, seed=seed, kind=kind, max_rows=max_rows, recipe=recipe)
 
 
 #: metric key -> its function of (scores, labels, **options), for every key of :data:`METRICS`
