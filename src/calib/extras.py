@@ -3,6 +3,7 @@ that installs it (the command line turns it into exit code 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 from .errors import UsageError
@@ -37,3 +38,19 @@ def require(module: str):
 def torch():
     """The torch module, or :class:`MissingExtra`."""
     return require("torch")
+
+
+@contextlib.contextmanager
+def torch_on_one_thread():
+    """torch with one intra-op thread inside the block, its setting restored after. Small models
+    (the calibrators' MLPs, batches of a few hundred rows) spend more time waking and spinning
+    threads than computing: adaptive-ts on 1,000 CIFAR-100 rows took 5.2 s of CPU on two threads
+    and 1.3 s on one, mr with an adaptive threshold 33 s against 4.2 s, with the same fitted
+    values (docs/benchmarks.md, "Small models on one thread")."""
+    torch = require("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield torch
+    finally:
+        torch.set_num_threads(before)

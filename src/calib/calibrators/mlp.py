@@ -58,38 +58,38 @@ def train(
 
     ``weight_decay`` is Adam's L2 penalty, a ridge on every weight and bias.
     """
-    torch = extras.torch()
-    nn = torch.nn
+    with extras.torch_on_one_thread() as torch:  # a small model: threads cost more than they give
+        nn = torch.nn
 
-    mean, std = standardise_stats(inputs)
-    x = torch.as_tensor((inputs - mean) / std, dtype=torch.float32)
-    y = torch.as_tensor(targets, dtype=torch.float32)
-    sizes = (x.shape[1], *hidden, n_out)
-    batch_size = max(1, min(batch_size, len(x)))
-    kept = None  # (final loss, model) of the attempt with the lowest finite loss
-    for attempt in range(restarts + 1):
-        layers = []
-        with torch.random.fork_rng(devices=[]):  # seeded initialisation; torch's global generator restored
-            torch.manual_seed(seed + attempt)
-            for i in range(len(sizes) - 1):
-                layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-                if i < len(sizes) - 2:
-                    layers.append(nn.ReLU())
-        model = nn.Sequential(*layers)
-        optimiser = torch.optim.Adam(model.parameters(), lr=lr / 10**attempt, weight_decay=weight_decay)
-        generator = torch.Generator().manual_seed(seed + attempt)
-        for _ in range(steps):
-            batch = torch.randint(0, len(x), (batch_size,), generator=generator)
-            optimiser.zero_grad()
-            loss = loss_fn(model(x[batch]), y[batch])
-            loss.backward()
-            optimiser.step()
-        with torch.no_grad():
-            final = float(loss_fn(model(x), y))
-        if kept is None or (np.isfinite(final) and not final >= kept[0]):
-            kept = (final, model)
-        if np.isfinite(final) and final <= bad_loss:
-            break
+        mean, std = standardise_stats(inputs)
+        x = torch.as_tensor((inputs - mean) / std, dtype=torch.float32)
+        y = torch.as_tensor(targets, dtype=torch.float32)
+        sizes = (x.shape[1], *hidden, n_out)
+        batch_size = max(1, min(batch_size, len(x)))
+        kept = None  # (final loss, model) of the attempt with the lowest finite loss
+        for attempt in range(restarts + 1):
+            layers = []
+            with torch.random.fork_rng(devices=[]):  # seeded initialisation; torch's global generator restored
+                torch.manual_seed(seed + attempt)
+                for i in range(len(sizes) - 1):
+                    layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+                    if i < len(sizes) - 2:
+                        layers.append(nn.ReLU())
+            model = nn.Sequential(*layers)
+            optimiser = torch.optim.Adam(model.parameters(), lr=lr / 10**attempt, weight_decay=weight_decay)
+            generator = torch.Generator().manual_seed(seed + attempt)
+            for _ in range(steps):
+                batch = torch.randint(0, len(x), (batch_size,), generator=generator)
+                optimiser.zero_grad()
+                loss = loss_fn(model(x[batch]), y[batch])
+                loss.backward()
+                optimiser.step()
+            with torch.no_grad():
+                final = float(loss_fn(model(x), y))
+            if kept is None or (np.isfinite(final) and not final >= kept[0]):
+                kept = (final, model)
+            if np.isfinite(final) and final <= bad_loss:
+                break
     final, model = kept
     arrays = {
         f"{prefix}_mean": mean.astype(np.float64),
