@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import InputError
-from .numerics import logsumexp_rows, row_chunks
+from .numerics import logsumexp_rows, release_rows, row_chunks
 
 KINDS = ("logits", "probs", "log-probs")
 
@@ -163,6 +163,7 @@ def resolve_kind(
             if off.any():
                 repaired += int(off.sum())
                 deviation = max(deviation, float(spread[off].max()))
+        release_rows(matrix, rows)
     if renormalise:
         note = f"; {repaired} rows renormalised (row sums from {lowest_sum:.6g} to {highest_sum:.6g})" if repaired else ""
         return "probs", given_by + note

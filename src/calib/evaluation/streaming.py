@@ -144,6 +144,7 @@ def compute_metrics(
             else:
                 log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features, **given)
             after = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
+        preds.release(rows)
         if not per_chunk:
             return rows, {"uncalibrated": batch, "calibrated": after}, in_set
         filled = {}

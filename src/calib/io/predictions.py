@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..numerics import log_of_probs, log_softmax, row_chunks
+from ..numerics import log_of_probs, log_softmax, release_rows, row_chunks
 from ..validation import repair_probs
 
 
@@ -59,6 +59,10 @@ class Predictions:
 
     def chunks(self) -> Iterator[slice]:
         return row_chunks(self.n, self.k)
+
+    def release(self, rows) -> None:
+        """Drop the pages of ``rows`` of a memory-mapped input once read (:func:`calib.numerics.release_rows`)."""
+        release_rows(self.scores, rows)
 
     def logits(self, rows: slice = slice(None)) -> np.ndarray:
         """Float64 log-space scores whose softmax is the model's probability vector.

@@ -102,15 +102,24 @@ def read_predictions(
     name = "<stdin>" if path == "-" else path
     in_file = None if labels_path is not None else label_column  # names the labels file's column otherwise
     if path == "-":
-        data = sys.stdin.buffer.read()
-        sha = hashlib.sha256(data).hexdigest()
-        suffix = format_of_bytes(data, name)
+        stream = sys.stdin.buffer
+        head = stream.read(max(map(len, MAGIC)))
+        suffix = format_of_bytes(head, name)
+        digest = hashlib.sha256(head)
         with tempfile.TemporaryDirectory(prefix="calib-stdin-") as folder:  # the readers take a path
             staged = os.path.join(folder, "stdin" + suffix)
-            with open(staged, "wb") as handle:
-                handle.write(data)
+            with open(staged, "wb") as handle:  # copied a block at a time: the stream is never whole in memory
+                handle.write(head)
+                for block in iter(functools.partial(stream.read, STDIN_BLOCK), b""):
+                    digest.update(block)
+                    handle.write(block)
+            sha = digest.hexdigest()
             contents = READ_PREDICTIONS[suffix](staged, name, score_prefix, in_file)
-            contents.scores = np.array(contents.scores) if isinstance(contents.scores, np.ndarray) else contents.scores[:]
+            if not isinstance(contents.scores, np.ndarray):
+                contents.scores = contents.scores[:]
+            elif isinstance(contents.scores, np.memmap) and os.name != "posix":
+                contents.scores = np.array(contents.scores)  # Windows deletes no file that a mapping holds
+            # elsewhere a mapping outlives the deleted file: the .npy stays mapped, read a chunk at a time
     else:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
@@ -671,6 +680,8 @@ def _parquet_array(path: str, names: tuple[str, ...]) -> np.ndarray:
 #: features). A new format is a reader pair, a writer (calib.io.writers.WRITERS) and its magic.
 READ_PREDICTIONS = {".npy": _npy_predictions, ".npz": _read_npz, ".parquet": _read_parquet}
 READ_ARRAY = {".npy": _npy_array, ".npz": _npz_array, ".parquet": _parquet_array}
+#: Bytes of stdin copied at a time to the file the readers read.
+STDIN_BLOCK = 1 << 22
 #: The first bytes of each format (how a stream on stdin is told apart).
 MAGIC = {b"\x93NUMPY": ".npy", b"PK\x03\x04": ".npz", b"PAR1": ".parquet"}
 
