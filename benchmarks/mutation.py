@@ -190,7 +190,8 @@ def pytest_runtest_protocol(item, nextitem):
 def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[tuple[str, int], list[str]]:
     """(module, line) -> the tests (pytest node ids) of ``tests`` (the default suite when empty)
     that run it; a line run only when its module is imported (a constant, a default argument, a
-    decorator) -> every test that runs any of that module's code."""
+    decorator) -> every test that runs any of that module's code, those that name the line's
+    identifiers first (:func:`naming_first`)."""
     from coverage import CoverageData
 
     rc = copy / ".coveragerc"
@@ -210,6 +211,7 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
     seconds = test_durations(junit)
     data = CoverageData(basename=str(copy / ".coverage"))
     data.read()
+    sources = test_sources(copy)
     out: dict[tuple[str, int], list[str]] = {}
     for measured in data.measured_files():
         module = next((m for m in modules if measured.endswith(m)), None)
@@ -217,12 +219,64 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
             continue
         by_line = data.contexts_by_lineno(measured)
 
-        def fastest_first(tests):
-            return sorted(tests, key=lambda test: (seconds.get(test, 60.0), test))
+        by_line = {line: {context for context in contexts if context} for line, contexts in by_line.items()}
+        every_test = {test for tests in by_line.values() for test in tests}
+        lines = (copy / "src" / module).read_text().splitlines()
+        for line, tests in by_line.items():
+            if tests:
+                out[(module, line)] = nearest_edges_first(tests, line, by_line, seconds)
+            else:
+                ranked = nearest_edges_first(every_test, line, by_line, seconds)
+                out[(module, line)] = naming_first(ranked, lines[line - 1], sources)
+    return out
 
-        every_test = fastest_first({context for contexts in by_line.values() for context in contexts if context})
-        for line, contexts in by_line.items():
-            out[(module, line)] = fastest_first({context for context in contexts if context}) or every_test
+
+#: Lines either side of a mutated line whose tests count in :func:`nearest_edges_first`.
+NEAR_LINES = 15
+
+
+def nearest_edges_first(tests, line: int, by_line: dict[int, set], seconds: dict[str, float]) -> list[str]:
+    """``tests`` ranked for a mutant on ``line``: first those that run the rarely run lines near it
+    (within :data:`NEAR_LINES`; a line run by m tests adds 1/m to each of them), then the fastest.
+    An edge or a refusal is tested by the few tests that reach its branch: a bound test
+    (``labels >= K``) is next to the raise only bad labels reach, so its tests come first, not
+    the hundreds of fast tests that merely pass through."""
+    score = dict.fromkeys(tests, 0.0)
+    for near in range(line - NEAR_LINES, line + NEAR_LINES + 1):
+        runs = by_line.get(near)
+        if runs:
+            for test in runs & score.keys():
+                score[test] += 1.0 / len(runs)
+    return sorted(tests, key=lambda test: (-round(score[test], 9), seconds.get(test, 60.0), test))
+
+
+#: Names too common to tell which tests a line concerns.
+COMMON_NAMES = frozenset(
+    {"self", "np", "int", "float", "bool", "str", "return", "def", "None", "True", "False", "import", "from"}
+)
+
+
+def naming_first(tests: list[str], source: str, sources: dict[str, str]) -> list[str]:
+    """``tests`` with those whose own source names an identifier of ``source`` first (each group in
+    its given order). A line run only when its module is imported (a constant, a default argument)
+    is covered by every test that uses the module; the tests that name its constant or function
+    are the ones likely to notice it changed."""
+    names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", source)) - COMMON_NAMES
+    named = [test for test in tests if any(name in sources.get(test.split("[")[0], "") for name in names)]
+    chosen = set(named)
+    return named + [test for test in tests if test not in chosen]
+
+
+def test_sources(copy: Path) -> dict[str, str]:
+    """pytest node id (without parameters) -> the source of that test function, for every test file."""
+    import ast
+
+    out = {}
+    for path in sorted((copy / "tests").glob("test_*.py")):
+        text = path.read_text()
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                out[f"tests/{path.name}::{node.name}"] = ast.get_source_segment(text, node) or ""
     return out
 
 

@@ -173,6 +173,12 @@ def test_rank_scores_flags_exactly_the_rows_out_of_order():
     out, misranked = np.empty_like(probs), np.empty(4, dtype=np.uint8)
     kernels.rank_scores(probs, ranking, 1, 0, None, out, misranked)
     assert misranked.tolist() == [0, 1, 1, 0]
+    # three equal values: the order 0, 2, 1 breaks the column order at its second step only
+    equal = np.full((2, 3), 1 / 3)
+    ranking = np.array([[0, 2, 1], [0, 1, 2]], dtype=np.uint64)
+    out, misranked = np.empty_like(equal), np.empty(2, dtype=np.uint8)
+    kernels.rank_scores(equal, ranking, 3, 0, None, out, misranked)
+    assert misranked.tolist() == [1, 0]
 
 
 def test_score_options_ranges_and_defaults():

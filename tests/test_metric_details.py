@@ -268,3 +268,60 @@ def test_smooth_ece_of_a_model_always_wrong_at_full_confidence_is_near_one():
     (above e^-1: a search capped lower could not reach it)."""
     value, sigma = smooth_ece(np.ones(50), np.zeros(50, dtype=bool))
     assert value == pytest.approx(1.0, abs=1e-9) and sigma == pytest.approx(1.0, abs=1e-9)
+
+
+def test_a_mass_exactly_the_tolerance_below_a_band_counts_in_it():
+    """The band [lo, hi] takes masses m >= lo - t (t = 1e-12): a first mass of exactly lo - t is in."""
+    from calib.numerics import EDGE_TOLERANCE
+
+    first = 0.5 - EDGE_TOLERANCE
+    band = CumulativeMassRange(0.5, 0.75)
+    band.update(Batch(np.array([0]), probs=np.array([[first, 0.75 - first, 0.25]])))
+    assert (band.count, band.covered) == (2, 2)
+
+
+def test_a_true_mass_exactly_the_tolerance_below_a_level_reaches_it():
+    """C*_alpha is the smallest top set of p with mass >= 1 - alpha - t: at alpha = 0.25 a top
+    probability of exactly 0.75 - t is enough on its own, so the gap is that class's alone."""
+    from calib.numerics import EDGE_TOLERANCE
+
+    top = 1.0 - 0.25 - EDGE_TOLERANCE
+    truth = np.array([[top, 1.0 - top, 0.0]])
+    state = TrueProbScores()
+    state.update(Batch(np.array([0]), probs=np.array([[0.5, 0.25, 0.25]]), true_probs=truth))
+    assert state.cpsme_sum[CPSME_ALPHAS.index(0.25)] == pytest.approx(top - 0.5, abs=1e-15)
+
+
+def test_a_cumulative_mass_above_one_by_rounding_is_one():
+    mass = Batch(np.array([0]), probs=np.array([[0.6, 0.4 + 1e-12]])).cumulative_mass
+    assert mass.tolist() == [[0.6, 1.0]]
+
+
+def test_bin_counter_adds_to_group_zero_by_default_and_averages_one_row_by_itself():
+    grouped = BinCounter(2, 2)
+    grouped.add(np.array([0.75]), np.array([1]))
+    grouped.add_hits(np.array([0.25]))
+    assert grouped.count.tolist() == [0, 1, 0, 0] and grouped.sum_true.tolist() == [1, 1, 0, 0]
+    one = BinCounter(2)
+    one.add(np.array([0.25]), np.array([1]))
+    assert one.weighted_error().tolist() == [0.75]
+
+
+def test_smooth_ece_of_a_perfectly_calibrated_input_is_zero_in_the_report():
+    """Each grid cell's residuals cancel: smECE = 0 (its bandwidth, 1e-3, is not the value)."""
+    probs = np.array([[0.5, 0.5], [0.5, 0.5], [0.75, 0.25], [0.75, 0.25], [0.75, 0.25], [0.75, 0.25]])
+    assert values(probs, [0, 1, 0, 0, 0, 1], ["smece"])["smece"] == 0.0
+
+
+@pytest.mark.parametrize("assignment", [[0], [0, 1, 1, 2], [2, 0, 1, 0, 2]])
+def test_every_group_gets_exactly_its_rows_in_any_layout(assignment):
+    """One row; an ordered middle group (rows 1-2 of 4); groups out of order."""
+    rng = np.random.default_rng(len(assignment))
+    probs = rng.dirichlet(np.ones(3), size=len(assignment))
+    labels = rng.integers(0, 3, len(assignment))
+    assignment = np.array(assignment)
+    report = calib.evaluate(probs, labels, metrics=["nll"], kind="probs", groups=assignment, min_group_rows=1)
+    for group in np.unique(assignment):
+        rows = assignment == group
+        got = report.group_values[str(group)]["nll"]
+        assert got == pytest.approx(values(probs[rows], labels[rows], ["nll"])["nll"], abs=1e-15)

@@ -178,3 +178,22 @@ def test_evaluate_holds_less_than_the_input_at_its_peak(tmp_path):
     piped = [sys.executable, "-c", wrapper.replace("sys.argv[1:]", "sys.argv[1:-2]"), *command, "-", "--stdin", str(scores)]
     from_stdin = subprocess.run(piped, capture_output=True, text=True, check=True)
     assert float(from_stdin.stdout) <= 1.5 * size
+
+
+def test_two_edges_make_one_closed_bin():
+    """Edges (0, 1): one bin [0, 1], closed at 1, so 1 and anything above land in bin 0."""
+    from calib.numerics import edge_index
+
+    assert edge_index(np.array([0.0, 0.5, 1.0, 1.5]), np.array([0.0, 1.0])).tolist() == [0, 0, 0, 0]
+
+
+def test_worker_count_is_the_cpus_this_process_may_use(monkeypatch):
+    """CALIB_THREADS unset: the CPUs of the process's affinity mask, else os.cpu_count(), at least 1."""
+    monkeypatch.delenv("CALIB_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2} if pid == 0 else {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 5)
+    assert worker_count() == 3
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert worker_count() == 5
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert worker_count() == 1

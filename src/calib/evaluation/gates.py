@@ -59,22 +59,27 @@ class IncreaseGate:
     #: The baseline report's groups with enough rows to be gated ({name: {"n", "metrics"}}).
     baseline_groups: dict | None = None
 
-    def check(self, metrics: dict, bootstrap: dict | None = None, current_input: dict | None = None) -> dict:
-        new = metrics[self.metric]["value"]
-        old = self.baseline["value"]
+    def _entry(self, new: float | None, old: float | None, group: str | None = None) -> dict:
+        """The gate on the raw increase new - old: passes when it is at most ``allowed`` (an
+        undefined value on either side fails)."""
         increase = None if new is None or old is None else new - old
-        other = other_input(self.baseline_input, current_input)
-        if other is not None and self.paired:
-            raise InputError(f"paired gate on {self.metric}: {other}; a paired comparison needs the same rows")
-        result = {
-            "expr": f"{self.metric} - baseline <= {self.allowed:g}",
+        return {
+            "expr": f"{self.metric} - baseline <= {self.allowed:g}" + ("" if group is None else f" (group {group})"),
             "metric": self.metric,
+            **({} if group is None else {"group": group}),
             "allowed": self.allowed,
             "value": new,
             "baseline": old,
             "increase": increase,
             "passed": increase is not None and increase <= self.allowed,
         }
+
+    def check(self, metrics: dict, bootstrap: dict | None = None, current_input: dict | None = None) -> dict:
+        other = other_input(self.baseline_input, current_input)
+        if other is not None and self.paired:
+            raise InputError(f"paired gate on {self.metric}: {other}; a paired comparison needs the same rows")
+        result = self._entry(metrics[self.metric]["value"], self.baseline["value"])
+        increase = result["increase"]
         if self.paired:
             level = (bootstrap or {}).get("level", 0.95)
             bound, reason = paired_increase(bootstrap or {}, self.baseline_bootstrap or {}, self.metric, level)
@@ -96,20 +101,7 @@ class IncreaseGate:
         for name, entry in (self.baseline_groups or {}).items():
             if name not in current:
                 continue
-            new, old = current[name]["metrics"].get(self.metric), entry["metrics"].get(self.metric)
-            increase = None if new is None or old is None else new - old
-            entries.append(
-                {
-                    "expr": f"{self.metric} - baseline <= {self.allowed:g} (group {name})",
-                    "metric": self.metric,
-                    "group": name,
-                    "allowed": self.allowed,
-                    "value": new,
-                    "baseline": old,
-                    "increase": increase,
-                    "passed": increase is not None and increase <= self.allowed,
-                }
-            )
+            entries.append(self._entry(current[name]["metrics"].get(self.metric), entry["metrics"].get(self.metric), name))
         return entries
 
 

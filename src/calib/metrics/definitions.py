@@ -84,9 +84,7 @@ def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
     confidence = np.concatenate(state.confidence)
     correct = np.concatenate(state.correct)
     edges = np.unique(np.quantile(confidence, np.linspace(0.0, 1.0, config.bins + 1)))
-    n_edges = max(len(edges) - 1, 1)
-    index = edge_index(confidence, edges)
-    gaps = np.bincount(index, weights=correct - confidence, minlength=n_edges)
+    gaps = np.bincount(edge_index(confidence, edges), weights=correct - confidence)
     return float(np.abs(gaps).sum() / len(confidence))
 
 
