@@ -271,7 +271,7 @@ def test_each_recipe_fits_its_number_of_inner_models_per_outer_fold():
     for recipe, inner in (("compact", 4), ("paper", 8)):
         assert RECIPES[recipe].inner_folds == inner
         ticks = []
-        variational_calibration_error(probs, labels, seed=0, recipe=recipe, progress=lambda: ticks.append(1))
+        variational_calibration_error(probs, labels, seed=0, recipe=recipe, progress=lambda ticks=ticks: ticks.append(1))
         assert len(ticks) == 5 * inner == boosted_fit_count(["vece_l1"], "ws-catboost", recipe)
     assert (RECIPES["compact"].depth, RECIPES["paper"].depth) == (4, 6)
     assert boosted_fit_count(["vece_l1", "vece_is_sq"], "ws-catboost") == 5 * 4 + 4
