@@ -94,3 +94,14 @@ def test_adaptive_ts_fits_a_temperature_per_row_that_lowers_the_nll():
 @pytest.mark.parametrize("text, expected", [("(128, 64) Adam 5e-4", [128, 64, 5e-4]), ("T = 1", [1.0])])
 def test_numbers_reads_the_numbers_of_a_line(text, expected):
     assert numbers(text) == expected
+
+
+def test_adaptive_ts_draws_from_seed_zero_by_default():
+    needs("torch")
+    data = np.load(calib.sample_path("cifar10_val.npz"))
+    logits, labels = data["logits"][:200].astype(np.float64), data["labels"][:200]
+    default = CALIBRATORS["adaptive-ts"]().fit(logits, labels).arrays_
+    seeded = CALIBRATORS["adaptive-ts"]().fit(logits, labels, seed=0).arrays_
+    other = CALIBRATORS["adaptive-ts"]().fit(logits, labels, seed=1).arrays_
+    assert all(np.array_equal(default[key], seeded[key]) for key in default)
+    assert not np.array_equal(default["temperature_w0"], other["temperature_w0"])

@@ -197,3 +197,22 @@ def test_worker_count_is_the_cpus_this_process_may_use(monkeypatch):
     assert worker_count() == 5
     monkeypatch.setattr(os, "cpu_count", lambda: None)
     assert worker_count() == 1
+
+
+def test_calib_kernels_compiled_without_the_extension_is_one_clear_error(monkeypatch):
+    """Where the C extension is missing, auto falls back to NumPy and compiled says how to build it."""
+    import importlib
+
+    import calib
+
+    monkeypatch.setitem(sys.modules, "calib._kernels", None)  # an import of it now fails
+    monkeypatch.delattr(calib, "_kernels", raising=False)
+    try:
+        monkeypatch.setenv("CALIB_KERNELS", "compiled")
+        with pytest.raises(ImportError, match="not built"):
+            importlib.reload(kernels)
+        monkeypatch.setenv("CALIB_KERNELS", "auto")
+        assert importlib.reload(kernels).BACKEND == "numpy"
+    finally:
+        monkeypatch.undo()
+        importlib.reload(kernels)
