@@ -287,6 +287,7 @@ def test_the_default_recipe_is_compact_and_the_report_names_it():
     assert report.report["metrics"]["vece_l1"]["settings"]["recipe"] == "compact"
     paper = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="paper")
     assert paper.report["metrics"]["vece_l1"]["settings"]["recipe"] == "paper"
+    assert "ws-catboost (paper), 5 folds" in paper.table() and "ws-catboost, 5 folds" in report.table()
     assert paper.values["vece_l1"] != report.values["vece_l1"]
     assert calib.metrics.vece(probs, labels, kind="probs")["l1"] == report.values["vece_l1"]
     ts = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recalibrator="ts")

@@ -52,7 +52,8 @@ def settings_text(settings: dict) -> str:
             parts.append(f"{key} {value}")
         elif key == "recalibrator":
             folds = "in sample" if settings["folds"] == 1 else f"{settings['folds']} folds"
-            parts.append(f"{value}, {folds}")
+            recipe = f" ({settings['recipe']})" if settings.get("recipe", "compact") != "compact" else ""
+            parts.append(f"{value}{recipe}, {folds}")
         elif key == "kernel" and isinstance(settings.get("bandwidth"), float):
             parts.append(f"{value} kernel, h = {settings['bandwidth']:.3g}")
         elif key == "subsampled" and value:
