@@ -190,8 +190,8 @@ def pytest_runtest_protocol(item, nextitem):
 def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[tuple[str, int], list[str]]:
     """(module, line) -> the tests (pytest node ids) of ``tests`` (the default suite when empty)
     that run it; a line run only when its module is imported (a constant, a default argument, a
-    decorator) -> every test that runs any of that module's code, those that name the line's
-    identifiers first (:func:`naming_first`)."""
+    decorator) -> every test that runs any of that module's code or names what the line defines;
+    both in the order of :func:`ranked_tests`."""
     from coverage import CoverageData
 
     rc = copy / ".coveragerc"
@@ -220,51 +220,67 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
         by_line = data.contexts_by_lineno(measured)
 
         by_line = {line: {context for context in contexts if context} for line, contexts in by_line.items()}
-        every_test = {test for tests in by_line.values() for test in tests}
-        lines = (copy / "src" / module).read_text().splitlines()
+        text = (copy / "src" / module).read_text()
+        lines, functions = text.splitlines(), enclosing_functions(text)
         for line, tests in by_line.items():
-            if tests:
-                out[(module, line)] = nearest_edges_first(tests, line, by_line, seconds)
-            else:
-                ranked = nearest_edges_first(every_test, line, by_line, seconds)
-                out[(module, line)] = naming_first(ranked, lines[line - 1], sources)
+            if tests:  # run by these tests: those that call its function by name first
+                names = {functions[line]} if line in functions else set()
+            else:  # run only at import: every test that names what the line defines or uses
+                names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", lines[line - 1])) - COMMON_NAMES
+                tests = {test for test, source in sources.items() if any(name in source for name in names)}
+                tests |= {test for runs in by_line.values() for test in runs}
+            out[(module, line)] = ranked_tests(tests, line, by_line, seconds, names, sources)
     return out
 
 
-#: Lines either side of a mutated line whose tests count in :func:`nearest_edges_first`.
+#: Lines either side of a mutated line whose tests count in :func:`ranked_tests`.
 NEAR_LINES = 15
 
 
-def nearest_edges_first(tests, line: int, by_line: dict[int, set], seconds: dict[str, float]) -> list[str]:
-    """``tests`` ranked for a mutant on ``line``: first those that run the rarely run lines near it
-    (within :data:`NEAR_LINES`; a line run by m tests adds 1/m to each of them), then the fastest.
-    An edge or a refusal is tested by the few tests that reach its branch: a bound test
-    (``labels >= K``) is next to the raise only bad labels reach, so its tests come first, not
-    the hundreds of fast tests that merely pass through."""
+def ranked_tests(tests, line: int, by_line: dict[int, set], seconds: dict[str, float], names: set, sources: dict) -> list[str]:
+    """``tests`` in the order a mutant on ``line`` runs them (at most ``--max-tests`` of them):
+    first the tests whose own source names one of ``names`` (the line's function, or what a line
+    run at import defines), then those that run the rarely run lines near it (within
+    :data:`NEAR_LINES`; a line run by m tests adds 1/m to each of them), then the fastest. An edge
+    or a refusal is tested by the few tests that reach its branch, or that call its function by
+    name: a bound check (``labels >= K``) sits next to the raise only bad labels reach, so its
+    tests come before the hundreds of fast tests that merely pass through."""
     score = dict.fromkeys(tests, 0.0)
     for near in range(line - NEAR_LINES, line + NEAR_LINES + 1):
         runs = by_line.get(near)
         if runs:
             for test in runs & score.keys():
                 score[test] += 1.0 / len(runs)
-    return sorted(tests, key=lambda test: (-round(score[test], 9), seconds.get(test, 60.0), test))
+
+    def named(test: str) -> bool:
+        source = sources.get(test.split("[")[0], "")
+        return any(re.search(rf"\b{re.escape(name)}\b", source) for name in names)
+
+    return sorted(tests, key=lambda test: (not named(test), -round(score[test], 9), seconds.get(test, 60.0), test))
+
+
+def enclosing_functions(text: str) -> dict[int, str]:
+    """line -> the name of the innermost function around it, for a module's source."""
+    import ast
+
+    out: dict[int, str] = {}
+
+    def visit(node, name):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else name
+            if inner is not None and hasattr(child, "lineno"):
+                for number in range(child.lineno, (child.end_lineno or child.lineno) + 1):
+                    out[number] = inner
+            visit(child, inner)
+
+    visit(ast.parse(text), None)
+    return out
 
 
 #: Names too common to tell which tests a line concerns.
 COMMON_NAMES = frozenset(
     {"self", "np", "int", "float", "bool", "str", "return", "def", "None", "True", "False", "import", "from"}
 )
-
-
-def naming_first(tests: list[str], source: str, sources: dict[str, str]) -> list[str]:
-    """``tests`` with those whose own source names an identifier of ``source`` first (each group in
-    its given order). A line run only when its module is imported (a constant, a default argument)
-    is covered by every test that uses the module; the tests that name its constant or function
-    are the ones likely to notice it changed."""
-    names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", source)) - COMMON_NAMES
-    named = [test for test in tests if any(name in sources.get(test.split("[")[0], "") for name in names)]
-    chosen = set(named)
-    return named + [test for test in tests if test not in chosen]
 
 
 def test_sources(copy: Path) -> dict[str, str]:

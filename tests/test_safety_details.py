@@ -121,13 +121,24 @@ def test_a_state_file_is_read_only_at_its_format_and_a_version_up_to_this_one(tm
             read_metric_state(rewritten(change))
 
 
-def test_a_state_file_with_a_pickled_array_is_refused(tmp_path):
+class Planted:
+    """Unpickling it writes a file: proof that a pickle was loaded."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_state_file_with_a_pickled_array_is_refused_unloaded(tmp_path):
     from calib.evaluation.states import read_metric_state
 
-    path = str(tmp_path / "pickled.npz")
-    np.savez(path, header=np.array([{"format": "calib-metric-state"}], dtype=object))
+    path, marker = str(tmp_path / "pickled.npz"), tmp_path / "unpickled"
+    np.savez(path, header=np.array([Planted(str(marker))], dtype=object), allow_pickle=True)
     with pytest.raises(InputError, match="not a calib metric state file"):
         read_metric_state(path)
+    assert not marker.exists()
 
 
 def test_merged_states_pass_without_gates_and_name_the_first_file_when_they_differ(tmp_path):
@@ -213,7 +224,8 @@ def test_linear_map_settings_are_the_documented_ones():
 
     text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "calibrators.md")).read()
     assert "budget, 20,000" in text and matrix_scaling.MAX_ITERATIONS == 20_000
-    assert "projected gradient 1e-10" in text and "relative loss change 1e-14" in text
+    assert f"projected gradient {matrix_scaling.PROJECTED_GRADIENT_TOLERANCE:g}" in text
+    assert f"relative loss change {matrix_scaling.RELATIVE_LOSS_TOLERANCE:g}" in text
 
 
 def test_a_bundle_from_before_convergence_records_gives_no_warning():

@@ -179,10 +179,9 @@ def release_rows(array: np.ndarray, rows) -> None:
         return
     import mmap
 
-    row_bytes = array.strides[0] if array.ndim else array.itemsize
+    first_row, end_row, _ = rows.indices(len(array))
     offset = array.ctypes.data - np.frombuffer(mapped, dtype=np.uint8).ctypes.data
-    start = offset + (rows.start or 0) * row_bytes
-    stop = offset + min(len(array) if rows.stop is None else rows.stop, len(array)) * row_bytes
+    start, stop = offset + first_row * array.strides[0], offset + end_row * array.strides[0]
     first, last = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE, stop // mmap.PAGESIZE * mmap.PAGESIZE  # whole pages inside
     if last > first:
         mapped.madvise(mmap.MADV_DONTNEED, first, last - first)

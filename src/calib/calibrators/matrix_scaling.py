@@ -34,6 +34,10 @@ from .temperature import fit_inverse_temperature
 #: budget is only a backstop. 500 stopped the default Dirichlet fit on CIFAR-100 short (it converges
 #: at 780 iterations) and SMS on a 97-class language-ID model (899): an unconverged fit warns.
 MAX_ITERATIONS = 20_000
+#: L-BFGS-B stops when the largest projected gradient entry is at most this (scipy's gtol) ...
+PROJECTED_GRADIENT_TOLERANCE = 1e-10
+#: ... or when a step lowers the loss by at most this, relatively (scipy's ftol).
+RELATIVE_LOSS_TOLERANCE = 1e-14
 #: Lower clip of the TS log-probabilities SVS/SMS take as input (log of float32's smallest normal).
 LOG_PROB_FLOOR = float(np.log(np.finfo(np.float32).tiny))
 
@@ -75,7 +79,7 @@ def fit_linear_map(x: np.ndarray, labels: np.ndarray, penalties: Penalties, *, f
         np.zeros(size + k),
         jac=True,
         method="L-BFGS-B",
-        options={"maxiter": MAX_ITERATIONS, "gtol": 1e-10, "ftol": 1e-14},
+        options={"maxiter": MAX_ITERATIONS, "gtol": PROJECTED_GRADIENT_TOLERANCE, "ftol": RELATIVE_LOSS_TOLERANCE},
     )
     delta = result.x[:size].reshape(k, k) if full else result.x[:size]
     report = {"iterations": int(result.nit), "converged": bool(result.success), "loss": float(result.fun)}
