@@ -223,10 +223,8 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
         text = (copy / "src" / module).read_text()
         lines, functions = text.splitlines(), enclosing_functions(text)
         for line, tests in by_line.items():
-            if tests:  # run by these tests: those that call its function by name first
-                names = {functions[line]} if line in functions else set()
-            else:  # run only at import: every test that names what the line defines or uses
-                names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", lines[line - 1])) - COMMON_NAMES
+            names = line_names(lines, line) | ({functions[line]} if line in functions else set())
+            if not tests:  # run only at import: every test that runs the module's code or names the line's names
                 tests = {test for test, source in sources.items() if any(name in source for name in names)}
                 tests |= {test for runs in by_line.values() for test in runs}
             out[(module, line)] = ranked_tests(tests, line, by_line, seconds, names, sources)
@@ -237,26 +235,45 @@ def coverage_map(copy: Path, modules: list[str], log, tests: list[str]) -> dict[
 NEAR_LINES = 15
 
 
+#: The suite's edge tests (hand arithmetic at each edge, documented defaults): tried first on every mutant they run.
+EDGE_TEST_FILES = re.compile(r"tests/test_(boundaries|documented_defaults|\w+_details)\.py::")
+
+
 def ranked_tests(tests, line: int, by_line: dict[int, set], seconds: dict[str, float], names: set, sources: dict) -> list[str]:
     """``tests`` in the order a mutant on ``line`` runs them (at most ``--max-tests`` of them):
-    first the tests whose own source names one of ``names`` (the line's function, or what a line
-    run at import defines), then those that run the rarely run lines near it (within
-    :data:`NEAR_LINES`; a line run by m tests adds 1/m to each of them), then the fastest. An edge
-    or a refusal is tested by the few tests that reach its branch, or that call its function by
-    name: a bound check (``labels >= K``) sits next to the raise only bad labels reach, so its
-    tests come before the hundreds of fast tests that merely pass through."""
-    score = dict.fromkeys(tests, 0.0)
+    the edge tests first (:data:`EDGE_TEST_FILES`), then within each group the tests whose own
+    source names the line's function or a name on the line (the rarer the name in the suite, the
+    earlier), then those that run the rarely run lines near it (within :data:`NEAR_LINES`; a line
+    run by m tests adds 1/m to each), then the fastest. An edge or a refusal is tested by the few
+    tests that reach its branch or call its function by name: a bound check (``labels >= K``)
+    sits next to the raise only bad labels reach, so its tests come before the hundreds of fast
+    tests that merely pass through."""
+    nearby = dict.fromkeys(tests, 0.0)
     for near in range(line - NEAR_LINES, line + NEAR_LINES + 1):
         runs = by_line.get(near)
         if runs:
-            for test in runs & score.keys():
-                score[test] += 1.0 / len(runs)
+            for test in runs & nearby.keys():
+                nearby[test] += 1.0 / len(runs)
+    naming = {name: {t for t, source in sources.items() if re.search(rf"\b{re.escape(name)}\b", source)} for name in names}
 
-    def named(test: str) -> bool:
-        source = sources.get(test.split("[")[0], "")
-        return any(re.search(rf"\b{re.escape(name)}\b", source) for name in names)
+    def named(test: str) -> float:
+        test = test.split("[")[0]
+        return max((1.0 / len(holders) for holders in naming.values() if test in holders), default=0.0)
 
-    return sorted(tests, key=lambda test: (not named(test), -round(score[test], 9), seconds.get(test, 60.0), test))
+    return sorted(
+        tests,
+        key=lambda test: (not EDGE_TEST_FILES.match(test), -named(test), -round(nearby[test], 9), seconds.get(test, 60.0), test),
+    )
+
+
+def line_names(lines: list[str], line: int) -> set[str]:
+    """The names on ``line`` of a module (a decorator's: the class or function it decorates too),
+    less :data:`COMMON_NAMES` and names of fewer than 4 letters."""
+    text = lines[line - 1]
+    if text.lstrip().startswith("@"):
+        following = next((t for t in lines[line:] if t.lstrip().startswith(("class ", "def "))), "")
+        text += " " + following
+    return {name for name in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text) if len(name) >= 4} - COMMON_NAMES
 
 
 def enclosing_functions(text: str) -> dict[int, str]:
@@ -279,7 +296,7 @@ def enclosing_functions(text: str) -> dict[int, str]:
 
 #: Names too common to tell which tests a line concerns.
 COMMON_NAMES = frozenset(
-    {"self", "np", "int", "float", "bool", "str", "return", "def", "None", "True", "False", "import", "from"}
+    {"self", "float", "bool", "return", "None", "True", "False", "import", "from", "range", "class", "lambda", "dataclass"}
 )
 
 

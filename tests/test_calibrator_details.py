@@ -315,3 +315,45 @@ def test_training_rows_of_another_width_are_refused_with_their_counts():
     train = TrainingRows(np.zeros((5, 3)), np.zeros(5, dtype=int))
     with pytest.raises(InputError, match="have 3 class columns over 5 rows; the calibration rows have 4"):
         training_part(train, ScoreOptions(), 0, 4, False)
+
+
+def test_the_nll_gradient_and_curvature_are_the_derivatives_of_the_mean_nll():
+    """Central differences of NLL(beta) = mean_i [lse(beta z_i) - beta z_{i, y_i}] (a second formulation)."""
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(11)
+    logits, labels = rng.normal(size=(50, 4)) * 2, rng.integers(0, 4, 50)
+
+    def nll(beta):
+        return float(np.mean(logsumexp(beta * logits, axis=1) - beta * logits[np.arange(50), labels]))
+
+    def grad(beta):
+        return nll_gradient(beta, logits, labels)[0]
+
+    for beta in (0.3, 1.0, 2.5):
+        h = 1e-5
+        assert nll_gradient(beta, logits, labels)[0] == pytest.approx((nll(beta + h) - nll(beta - h)) / (2 * h), rel=1e-6)
+        assert nll_gradient(beta, logits, labels)[1] == pytest.approx((grad(beta + h) - grad(beta - h)) / (2 * h), rel=1e-6)
+
+
+def test_a_root_reached_after_two_bisections():
+    """Logits (0, 1e6): p is saturated at beta = 1 and nearly so at the first bisection point
+    e^-8, so the solver bisects twice before Newton takes over; two of three labels are class 1:
+    the root is beta = log(2) / 1e6."""
+    logits = np.array([[0.0, 1e6]] * 3)
+    labels = np.array([1, 1, 0])
+    assert fit_inverse_temperature(logits, labels) == pytest.approx(np.log(2.0) / 1e6, rel=1e-12)
+
+
+def test_an_adaptive_threshold_refuses_features_of_another_width():
+    from conftest import needs
+
+    from calib.errors import InputError
+
+    needs("torch")
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(300, 3)), rng.integers(0, 3, 300)
+    features = rng.normal(size=(300, 2))
+    fitted = CALIBRATORS["mr"](CALIBRATORS["mr"].Options(threshold="adaptive")).fit(logits, labels, features=features)
+    with pytest.raises(InputError, match="the threshold expects 2 features columns; got 3"):
+        fitted.transform(logits[:5], rng.normal(size=(5, 3)))

@@ -105,3 +105,17 @@ def test_adaptive_ts_draws_from_seed_zero_by_default():
     other = CALIBRATORS["adaptive-ts"]().fit(logits, labels, seed=1).arrays_
     assert all(np.array_equal(default[key], seeded[key]) for key in default)
     assert not np.array_equal(default["temperature_w0"], other["temperature_w0"])
+
+
+def test_adaptive_ts_temperature_is_softplus_of_its_one_output_plus_the_floor():
+    """T(z) = softplus(MLP(z)) + 1e-6, the MLP (K -> 128 -> 64 -> 1) evaluated from its saved arrays."""
+    needs("torch")
+    from calib.calibrators import mlp
+
+    data = np.load(calib.sample_path("cifar10_val.npz"))
+    logits, labels = data["logits"][:200].astype(np.float64), data["labels"][:200]
+    fitted = CALIBRATORS["adaptive-ts"]().fit(logits, labels)
+    shapes = [fitted.arrays_[f"temperature_w{i}"].shape for i in range(3)]
+    assert shapes == [(10, 128), (128, 64), (64, 1)]
+    out = mlp.forward(fitted.arrays_, "temperature", logits)[:, 0]
+    np.testing.assert_array_equal(fitted.temperatures(logits), np.logaddexp(0.0, out) + 1e-6)
