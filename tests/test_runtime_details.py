@@ -216,3 +216,27 @@ def test_calib_kernels_compiled_without_the_extension_is_one_clear_error(monkeyp
     finally:
         monkeypatch.undo()
         importlib.reload(kernels)
+
+
+def test_log_floored_has_no_floor_unless_given_one():
+    from calib.numerics import log_floored
+
+    assert log_floored(np.array([0.0, 1.0])).tolist() == [-np.inf, 0.0]
+    assert log_floored(np.array([0.0, 1.0]), floor=1e-12).tolist() == [np.log(1e-12), 0.0]
+
+
+def test_values_below_the_first_edge_are_in_the_first_bin():
+    from calib.numerics import edge_index
+
+    assert edge_index(np.array([-0.5, 0.25]), np.array([0.0, 0.5, 1.0])).tolist() == [0, 0]
+
+
+def test_release_leaves_index_arrays_and_strided_views_alone(tmp_path):
+    from calib.numerics import release_rows
+
+    path = tmp_path / "a.npy"
+    np.save(path, np.arange(4096.0).reshape(512, 8))
+    mapped = np.load(path, mmap_mode="r")
+    release_rows(mapped, np.array([0, 1]))
+    release_rows(mapped[:, ::2], slice(0, 256))
+    assert float(mapped.sum()) == float(np.arange(4096.0).sum())

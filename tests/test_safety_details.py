@@ -246,3 +246,11 @@ def test_penalties_are_immutable_and_scale_with_k_as_documented():
         penalties.bias = 1.0
     with pytest.raises(FrozenInstanceError):
         CALIBRATORS["dirichlet"].Options().odir_mu = 1.0
+
+
+def test_dirichlet_and_sms_fit_a_matrix_and_svs_a_vector():
+    """W = I + D: a full K x K D for dirichlet and sms, a diagonal (a K-vector) for svs."""
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(200, 3)) * 2, rng.integers(0, 3, 200)
+    shapes = {name: CALIBRATORS[name]().fit(logits, labels).delta_.shape for name in ("dirichlet", "sms", "svs")}
+    assert shapes == {"dirichlet": (3, 3), "sms": (3, 3), "svs": (3,)}
