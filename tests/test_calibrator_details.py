@@ -357,3 +357,21 @@ def test_an_adaptive_threshold_refuses_features_of_another_width():
     fitted = CALIBRATORS["mr"](CALIBRATORS["mr"].Options(threshold="adaptive")).fit(logits, labels, features=features)
     with pytest.raises(InputError, match="the threshold expects 2 features columns; got 3"):
         fitted.transform(logits[:5], rng.normal(size=(5, 3)))
+
+
+def test_conformal_quantile_against_a_sort_on_many_inputs():
+    """The k-th smallest for 2,000 random inputs of 5 to 3,000 scores at alpha = 0.1 (a partition
+    at the wrong position gives the right value for most inputs, not all)."""
+    for seed in range(2000):
+        rng = np.random.default_rng(seed)
+        scores = rng.random(int(rng.integers(5, 3000)))
+        n = len(scores)
+        k = int(np.ceil((n + 1) * 0.9 - 1e-9))
+        if k <= n:
+            assert conformal_quantile(scores, 0.1) == np.sort(scores)[k - 1], seed
+
+
+def test_a_temperature_a_hair_from_an_end_is_on_it():
+    """Within 1e-9 relative of an end counts as on it: 1e-10 off still warns."""
+    assert bracket_end_warnings(0.01 * (1 + 1e-10), 0.01, 100.0, "CMCE")
+    assert bracket_end_warnings(100.0 * (1 - 1e-10), 0.01, 100.0, "CMCE")

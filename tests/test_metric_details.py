@@ -325,3 +325,12 @@ def test_every_group_gets_exactly_its_rows_in_any_layout(assignment):
         rows = assignment == group
         got = report.group_values[str(group)]["nll"]
         assert got == pytest.approx(values(probs[rows], labels[rows], ["nll"])["nll"], abs=1e-15)
+
+
+def test_a_batch_of_one_group_only_is_that_group():
+    """Rows of group code 1 alone (no row of group 0 in the batch) form one part, of group 1."""
+    grouped = GroupedMetricSets.__new__(GroupedMetricSets)
+    grouped.assignment = np.array([0, 1, 1])
+    batch = Batch(np.array([0, 1]), probs=np.array([[0.6, 0.4], [0.3, 0.7]]))
+    parts = list(grouped._parts(batch, np.array([1, 2])))
+    assert [group for group, _ in parts] == [1] and parts[0][1].n == 2

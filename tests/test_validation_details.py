@@ -144,3 +144,28 @@ def test_only_a_tensor_is_detached():
             return np.array([[0.5, 0.5]])
 
     assert as_array(Device(), "x").tolist() == [[0.5, 0.5]]
+
+
+def test_scores_above_one_plus_tol_are_logits_not_unit_scores():
+    """Entries in [0, 1.5]: outside [0, 1 + tol], so not probabilities (and not refused as [0, 1] scores)."""
+    assert resolve_kind(np.array([[0.0, 1.5], [0.2, 0.4]]), "auto", "x")[0] == "logits"
+
+
+def test_non_positive_rows_without_logsumexp_zero_are_logits():
+    """Every entry <= 0, but the second row's logsumexp is log(e^-2 + e^-3), far from 0."""
+    assert resolve_kind(np.array([[np.log(0.5), np.log(0.5)], [-2.0, -3.0]]), "auto", "x")[0] == "logits"
+
+
+def test_the_first_row_off_its_sum_is_named_across_chunks():
+    """2,100 rows of 1,000 [0, 1] scores that do not sum to 1 (two chunks of 1,048 rows and one
+    more): the message names row 0, not a row of a later chunk."""
+    scores = np.full((2100, 1000), 0.002)
+    with pytest.raises(UnitIntervalScores, match=r"row 0 sums to 2"):
+        resolve_kind(scores, "auto", "x")
+
+
+def test_the_first_log_probability_above_tol_is_named():
+    """Row 0 holds an entry of exactly tol (allowed); rows 1 and 2 one above it each: row 1 is named."""
+    rows = np.array([[TOL, -50.0], [0.5, -1.0], [0.7, -1.0]])
+    with pytest.raises(InputError, match="must be <= 0; row 1, column 0 is 0.5"):
+        resolve_kind(rows, "log-probs", "x")
