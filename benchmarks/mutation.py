@@ -375,9 +375,10 @@ def equivalent_mutants() -> list[dict]:
     section = text.split("## Equivalent mutants", 1)[1] if "## Equivalent mutants" in text else ""
     rows = []
     for line in section.splitlines():
-        cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        inner = line.strip().removeprefix("|").removesuffix("|")
+        cells = [cell.strip().strip("`").replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", inner)]
         if len(cells) == 4 and cells[0].startswith("calib/"):
-            rows.append({"module": cells[0], "line": cells[1].replace("\\|", "|"), "operator": cells[2], "why": cells[3]})
+            rows.append({"module": cells[0], "line": cells[1], "operator": cells[2], "why": cells[3]})
     return rows
 
 
@@ -486,7 +487,9 @@ def main(argv=None) -> None:
     parser.add_argument("--max-tests", type=int, default=40, help="run at most this many of a line's tests, the fastest first")
     parser.add_argument("--planted", action="store_true", help="only check that the tests catch the planted bugs")
     parser.add_argument(
-        "--retest", type=Path, help="a mutation.json of an earlier run: test again only its survivors (after new tests)"
+        "--retest",
+        type=Path,
+        help="a mutation.json of an earlier run: test again only its survivors and errors (after new tests)",
     )
     parser.add_argument(
         "--merge",
@@ -515,7 +518,7 @@ def main(argv=None) -> None:
             wanted = {
                 (r["module"], r["operator"], r["occurrence"])
                 for r in previous
-                if r["outcome"] in ("survived", "not covered") and r["module"] in modules
+                if r["outcome"] in ("survived", "not covered", "error") and r["module"] in modules
             }
             earlier = [r for r in previous if (r["module"], r["operator"], r["occurrence"]) not in wanted]
             items = [item for item in items if _key(item, copies[0]) in wanted]

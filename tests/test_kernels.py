@@ -160,3 +160,10 @@ def test_set_update_is_the_where_formula_to_the_bit(backend):
     wide = values[:4, :7].copy()
     kernels.set_update(wide, mask, inside[:4], outside[:4], True)
     np.testing.assert_array_equal(wide, values[:4, :7] + np.where(mask, inside[:4, None], outside[:4, None]))
+    # float32 values with a bool mask, and float64 values with an int64 mask, likewise
+    small = values[:4, :7].astype(np.float32)
+    kernels.set_update(small, mask.astype(bool), inside[:4], outside[:4], False)
+    np.testing.assert_array_equal(small, expected.astype(np.float32))
+    wide = values[:4, :7].copy()
+    kernels.set_update(wide, mask.astype(np.int64), inside[:4], outside[:4], True)
+    np.testing.assert_array_equal(wide, values[:4, :7] + np.where(mask, inside[:4, None], outside[:4, None]))
