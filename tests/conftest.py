@@ -30,6 +30,7 @@ INSTALL = {
     "probmetrics": "pip install 'calib-cli[test-all]'",
     "mapie": "pip install 'calib-cli[test-all]'",
     "venn_abers": "pip install venn-abers",
+    "junitparser": "pip install 'calib-cli[test-all]'",
 }
 
 
@@ -60,6 +61,10 @@ def data_file(name: str) -> Path:
 def run(capsys, monkeypatch):
     """Run the `calib` entry point in-process: returns (exit code, stdout, stderr)."""
     from calib.cli.app import main
+
+    # a test run inside GitHub Actions must not append to the job's own summary and outputs
+    for name in ("GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"):
+        monkeypatch.delenv(name, raising=False)
 
     def _run(*args):
         monkeypatch.setattr(sys, "argv", ["calib", *map(str, args)])

@@ -104,7 +104,7 @@ def test_paired_gate_fails_only_on_a_significant_increase(run, tmp_path):
     assert code == 0 and json.loads(out)["gates"][0]["increase_lower_bound"] == 0.0
     code, out, _ = run("evaluate", tmp_path / "worse.npz", *common, *gate, "--json", "-")
     assert code == 1 and json.loads(out)["gates"][0]["increase_lower_bound"] > 0.0
-    code, _, err = run("evaluate", tmp_path / "same.npz", "--no-vece", "--metrics", "ece", *gate)
+    code, _, err = run("evaluate", tmp_path / "same.npz", "--no-vece", "--metrics", "ece", "--bootstrap", "0", *gate)
     assert code == 2 and "a paired gate needs bootstrap replicates" in err and "(--bootstrap N)" in err
     code, _, err = run("evaluate", tmp_path / "same.npz", *common, "--seed", "3", *gate)
     assert code == 2 and "with the same number of replicates and seed" in err

@@ -233,6 +233,7 @@ def test_the_cli_increase_gate_passes_exactly_at_its_allowance(run, tmp_path):
             tmp_path / "base.json",
             "--max-increase",
             f"cmce={allowance!r}",
+            "--ignore-noise",
         )
         assert code == expected, allowance
 

@@ -270,7 +270,7 @@ def test_binary_output_to_a_terminal_is_refused(run, bundle, monkeypatch):
 
 
 def test_gate_messages_give_value_threshold_and_what_failed(tmp_path, run):
-    common = ["--no-vece", "--metrics", "ece,cmce"]
+    common = ["--no-vece", "--metrics", "ece,cmce", "--ignore-noise"]
     code, _, _ = run("evaluate", TEST, *common, "--json", tmp_path / "base.json")
     assert code == 0
     np.savez(tmp_path / "worse.npz", logits=np.load(TEST)["logits"] * 1.6, labels=np.load(TEST)["labels"])
@@ -279,7 +279,9 @@ def test_gate_messages_give_value_threshold_and_what_failed(tmp_path, run):
     )
     assert code == 1
     failed = next(line for line in out.splitlines() if line.startswith("gate FAIL"))
-    assert re.fullmatch(r"gate FAIL: cmce rose by [0-9.]+ \(0\.00269 -> [0-9.]+\), more than the allowed 0\.001", failed)
+    assert re.fullmatch(
+        r"gate FAIL: cmce rose by [0-9.]+ \(\+[0-9.]+%\) \(0\.00269 -> [0-9.]+\), more than the allowed 0\.001", failed
+    )
     assert err.strip().splitlines()[-1] == "calib: error: gate failed: " + failed.removeprefix("gate FAIL: ")
     code, out, _ = run("evaluate", TEST, *common, "--fail-if", "cmce>=0.002689")
     assert code == 1 and "gate FAIL: cmce = 0.00269 >= 0.002689 (the gate fails when cmce >= 0.002689)" in out

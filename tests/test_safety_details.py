@@ -194,15 +194,18 @@ def test_a_group_increase_gate_passes_exactly_at_its_allowance():
     assert entries["a"]["expr"] == "cmce - baseline <= 0.125 (group a)"
 
 
-def test_a_paired_gate_uses_a_95_percent_bound_unless_the_run_says_otherwise(monkeypatch):
+def test_a_paired_gate_reads_the_bounds_at_the_runs_level():
+    """Paired differences 0, 1, ..., 100 (101 replicates): the 5% and 95% quantiles are 5 and 95,
+    the 10% and 90% ones 10 and 90 (numpy's linear rule lands on replicates exactly)."""
     from calib.evaluation import gates
 
-    seen = []
-    monkeypatch.setattr(gates, "paired_increase", lambda new, old, metric, level: (seen.append(level) or 0.0, None))
-    gate = gates.IncreaseGate("cmce", 0.1, {"value": 0.2}, baseline_bootstrap={}, paired=True)
-    gate.check({"cmce": {"value": 0.25}}, None)
-    gate.check({"cmce": {"value": 0.25}}, {"level": 0.9})
-    assert seen == [0.95, 0.9]
+    section = {"replicates": 101, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x"}
+    baseline = {**section, "values": {"cmce": [0.0] * 101}}
+    for level, bounds in ((0.95, [5.0, 95.0]), (0.9, [10.0, 90.0])):
+        current = {**section, "level": level, "values": {"cmce": [float(i) for i in range(101)]}}
+        gate = gates.IncreaseGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline, paired=True)
+        entry = gate.check({"cmce": {"value": 50.0}}, current)
+        assert entry["bounds"] == bounds and entry["level"] == level and entry["outcome"] == "pass"
 
 
 def test_gates_are_immutable():

@@ -40,6 +40,13 @@ def test_local_and_dask_engines_equal_one_run_over_all_rows(run, shards):
         assert abs(on_dask["metrics"][key]["value"] - entry["value"]) <= 1e-12, key
 
 
+def test_gates_on_shards_compare_raw_values_and_say_so(run, shards):
+    directory, _ = shards
+    code, _, err = run("evaluate", directory, "--metrics", "ece", "--fail-if", "ece>0.5")
+    assert code == 0 and err.count("ignore noise") == 1
+    assert "a directory of shards is evaluated without replicates" in err and "--bootstrap" not in err
+
+
 def test_directory_inputs_refuse_what_cannot_be_merged(run, shards, tmp_path):
     directory, _ = shards
     (tmp_path / "empty").mkdir()

@@ -240,12 +240,17 @@ def evaluate(
     progress=None,
     groups=None,
     min_group_rows: int = 100,
+    ignore_noise: bool = False,
+    inconclusive: str = "pass",
 ) -> Report:
     """Evaluate (N, K) ``scores`` against ``labels`` (after ``calibrator``, when given): the
     metrics of ``metrics`` (keys of ``calib methods``; the default table when None), with the
     V-ECE family when ``vece``. ``groups`` (one value per row: a source, a language, a
     demographic group) adds every group's streamed metrics (``Report.group_values``) and the worst
-    group per metric; groups under ``min_group_rows`` rows are listed but not gated.
+    group per metric; groups under ``min_group_rows`` rows are listed but not gated. ``gates``
+    takes threshold gates as text (``"cmce>0.01"``); ``bootstrap=200`` draws 200 replicates
+    (seed ``seed``), which the gates read: pass, fail or inconclusive (docs/ci-gates.md), an
+    inconclusive one counting as ``inconclusive`` ("pass" or "fail") says, unless ``ignore_noise``.
 
     >>> import numpy as np, calib
     >>> test = np.load(calib.sample_path("cifar10_test.npz"))
@@ -253,7 +258,8 @@ def evaluate(
     >>> round(report.values["accuracy"], 4), round(report.values["ece"], 4)
     (0.9452, 0.0256)
     """
-    from .evaluation import VeceConfig
+    from .bootstrap import BootstrapConfig
+    from .evaluation import VeceConfig, parse_gate
     from .evaluation import evaluate as build_report
     from .evaluation.groups import Groups, groups_from_values
     from .metrics import MetricConfig
@@ -269,6 +275,9 @@ def evaluate(
         fitted = calibrator.fitted
     if groups is not None and not isinstance(groups, Groups):
         groups = groups_from_values(groups, preds.n, "groups")
+    gates = [parse_gate(gate) if isinstance(gate, str) else gate for gate in gates]
+    if isinstance(bootstrap, int) and not isinstance(bootstrap, bool):
+        bootstrap = BootstrapConfig(bootstrap, seed) if bootstrap > 0 else None
     report = build_report(
         preds,
         metrics=metrics,
@@ -285,6 +294,8 @@ def evaluate(
         bootstrap=bootstrap,
         groups=groups,
         min_group_rows=min_group_rows,
+        ignore_noise=ignore_noise,
+        inconclusive=inconclusive,
     )
     return Report(report)
 

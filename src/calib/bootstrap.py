@@ -11,7 +11,7 @@ rows per replicate. The interval is the percentile interval of the replicate val
 
 Replicates are determined by (seed, G, number of rows) only, so two evaluations of different models
 on the same rows with the same seed resample the same rows: their replicate differences form a
-paired bootstrap, which ``--max-increase`` can use (see :func:`paired_increase`).
+paired bootstrap, which change gates against a baseline use (see :func:`paired_differences`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,15 @@ from .metrics.metric_set import GroupedMetricSets
 GROUPS = 200
 
 
+#: Replicates a report records by default for its gates (and a stored baseline's): enough for the
+#: 0.05 and 0.95 quantiles that gates read (docs/ci-gates.md has the measured false-alarm rates).
+DEFAULT_REPLICATES = 200
+#: Inputs up to this many scores (rows x classes) get replicates by default: there they add a few
+#: tenths of a second (CIFAR-100 test, 10,000 x 100: 0.64 -> 0.87 s); above, the per-group
+#: classwise bin counts cost seconds (50,000 x 1,000: 2.7 -> 9.5 s) and are asked for by name.
+CHEAP_SCORES = 10_000_000
+
+
 @dataclass(frozen=True)
 class BootstrapConfig:
     replicates: int = 1000
@@ -33,24 +42,47 @@ class BootstrapConfig:
     level: float = 0.95
 
 
+def default_config(n_rows: int, n_classes: int, level: float, baseline: dict | None = None) -> BootstrapConfig | None:
+    """The replicates a report records when none were asked for: the baseline report's count and
+    seed when it has replicates (so that the two pair), else :data:`DEFAULT_REPLICATES` with seed 0
+    when the input has at most :data:`CHEAP_SCORES` scores; None otherwise."""
+    if baseline and baseline.get("replicates"):
+        return BootstrapConfig(int(baseline["replicates"]), int(baseline.get("seed", 0)), level)
+    if n_rows * n_classes <= CHEAP_SCORES:
+        return BootstrapConfig(DEFAULT_REPLICATES, 0, level)
+    return None
+
+
+#: Groups of rows (``--group-by``) up to this many get replicates of their own (for noise-aware
+#: gates on groups); each costs as many metric computations as the replicates.
+MAX_GROUPS_WITH_REPLICATES = 50
+
+
 class BootstrapStates(GroupedMetricSets):
-    """One MetricSet per random row group (row i -> a seeded draw in [0, G)), fed from the same
-    batches as the main one; :meth:`replicate_values` resamples the groups."""
+    """One MetricSet per random row cluster (row i -> a seeded draw in [0, G)), fed from the same
+    batches as the main one; :meth:`replicate_values` resamples the clusters. With ``strata`` (each
+    row's group of a ``--group-by``, S of them) there is one MetricSet per (group, cluster) pair:
+    a group's replicate resamples its own rows of the same clusters with the same counts
+    (:meth:`stratum_replicate_values`), and the whole sample's replicate is their sum."""
 
-    def __init__(self, make_metric_set, n_rows: int, seed: int, groups: int = GROUPS):
-        groups = max(1, min(groups, n_rows))
-        assignment = np.random.default_rng([seed, 1]).integers(groups, size=n_rows)
-        super().__init__(make_metric_set, assignment, groups)
+    def __init__(self, make_metric_set, n_rows: int, seed: int, groups: int = GROUPS, strata=None, n_strata: int = 1):
+        clusters = max(1, min(groups, n_rows))
+        assignment = np.random.default_rng([seed, 1]).integers(clusters, size=n_rows)
+        if strata is not None:
+            assignment = np.asarray(strata, dtype=np.int64) * clusters + assignment
+        super().__init__(make_metric_set, assignment, clusters * n_strata)
+        self.clusters, self.n_strata = clusters, n_strata
 
-    def replicate_values(self, config: BootstrapConfig) -> dict[str, np.ndarray]:
-        """{metric: (replicates,) values} (NaN where a replicate has no value)."""
-        states = self.states()
-        template = self.sets[0]
-        concatenated = template.concatenated_state_keys()
-        stacked = {key: np.stack([s[key] for s in states]) for key in states[0] if key not in concatenated}
-        counts = np.random.default_rng([config.seed, 2]).multinomial(
-            self.groups, np.full(self.groups, 1.0 / self.groups), size=config.replicates
+    def _counts(self, config: BootstrapConfig) -> np.ndarray:
+        """(replicates, G) multinomial cluster counts: the same for every stratum and for the whole."""
+        return np.random.default_rng([config.seed, 2]).multinomial(
+            self.clusters, np.full(self.clusters, 1.0 / self.clusters), size=config.replicates
         )
+
+    def _values(self, states: list[dict], counts: np.ndarray) -> dict[str, np.ndarray]:
+        """{metric: (replicates,) values} of the resampled ``states`` (one per cluster)."""
+        concatenated = self.sets[0].concatenated_state_keys()
+        stacked = {key: np.stack([s[key] for s in states]) for key in states[0] if key not in concatenated}
         out: dict[str, list] = {}
         for weights in counts:
             state = {key: np.tensordot(weights, array, axes=1) for key, array in stacked.items()}
@@ -61,6 +93,24 @@ class BootstrapStates(GroupedMetricSets):
             for key, entry in replicate.results().items():
                 out.setdefault(key, []).append(np.nan if entry["value"] is None else entry["value"])
         return {key: np.array(values) for key, values in out.items()}
+
+    def replicate_values(self, config: BootstrapConfig) -> dict[str, np.ndarray]:
+        """{metric: (replicates,) values} of the whole sample (NaN where a replicate has no value)."""
+        states = self.states()
+        if self.n_strata > 1:  # a cluster's state is the sum of its strata's
+            merged = []
+            for cluster in range(self.clusters):
+                total = self.make_metric_set()
+                for stratum in range(self.n_strata):
+                    total.absorb(states[stratum * self.clusters + cluster])
+                merged.append(total.state())
+            states = merged
+        return self._values(states, self._counts(config))
+
+    def stratum_replicate_values(self, config: BootstrapConfig, stratum: int) -> dict[str, np.ndarray]:
+        """{metric: (replicates,) values} of one stratum's rows, resampled with the same counts."""
+        states = self.states()[stratum * self.clusters : (stratum + 1) * self.clusters]
+        return self._values(states, self._counts(config))
 
 
 def intervals(replicates: dict[str, np.ndarray], level: float) -> dict[str, list]:
@@ -78,17 +128,18 @@ def labels_fingerprint(labels: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()
 
 
-def paired_increase(current: dict, baseline: dict, metric: str, level: float) -> tuple[float, str | None]:
-    """(one-sided lower bound at ``level`` of the paired replicate increase current - baseline,
-    reason it cannot be paired or None). Both are the ``bootstrap`` sections of JSON reports."""
+def paired_differences(current: dict, baseline: dict, metric: str) -> tuple[np.ndarray | None, str | None]:
+    """(the paired replicate differences current_r - baseline_r of ``metric``, NaN where either
+    lacks a value; or None and the reason they cannot be paired). Both are the ``bootstrap``
+    sections of JSON reports."""
     keys = ("replicates", "seed", "groups", "rows", "labels_sha256")
-    if not baseline or any(baseline.get(k) != current.get(k) for k in keys):
-        return float("nan"), (
+    if not baseline or not current or any(baseline.get(k) != current.get(k) for k in keys):
+        return None, (
             "the baseline report has no bootstrap replicates from the same rows, seed and count "
             "(run it with the same number of replicates and seed on the same labels)"
         )
     if metric not in baseline.get("values", {}) or metric not in current.get("values", {}):
-        return float("nan"), f"no bootstrap replicates of {metric} in both reports"
-    diff = np.asarray(current["values"][metric], dtype=float) - np.asarray(baseline["values"][metric], dtype=float)
-    diff = diff[np.isfinite(diff)]
-    return float(np.percentile(diff, 100.0 * (1.0 - level))), None
+        return None, f"no bootstrap replicates of {metric} in both reports"
+    current_values = np.array([np.nan if v is None else v for v in current["values"][metric]], dtype=float)
+    baseline_values = np.array([np.nan if v is None else v for v in baseline["values"][metric]], dtype=float)
+    return current_values - baseline_values, None

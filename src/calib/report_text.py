@@ -124,12 +124,116 @@ def report_title(report: dict) -> str:
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+#: How a gate's outcome is marked in every rendering.
+GATE_MARKS = {"pass": "pass", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+
+
+def gate_outcome(gate: dict) -> str:
+    """pass, fail or inconclusive (a report written before gates had three outcomes: pass or fail)."""
+    return gate.get("outcome", "pass" if gate["passed"] else "fail")
+
+
+def gate_mark(gate: dict) -> str:
+    """``pass``, ``FAIL``, ``INCONCLUSIVE (counts as a pass)`` or ``INCONCLUSIVE (counts as a failure)``."""
+    outcome = gate_outcome(gate)
+    if outcome != "inconclusive":
+        return GATE_MARKS[outcome]
+    return f"INCONCLUSIVE (counts as {'a pass' if gate['passed'] else 'a failure'})"
+
+
+def _level(gate: dict) -> str:
+    """The one-sided level of a gate's bounds, e.g. ``95%`` or ``98.75% (Bonferroni over 4 groups)``."""
+    text = f"{100 * gate['level']:.4g}%"
+    found = [part for part in gate["noise"].split(", ") if part.startswith("Bonferroni")]
+    return text + (f" ({found[0]})" if found else "")
+
+
+def _rows(count: int) -> str:
+    """A row count with thousands separators, estimates above 1,000 to two significant digits."""
+    if count > 1000:
+        count = int(float(f"{count:.2g}"))
+    return f"{count:,}"
+
+
+def _unsettled(gate: dict, change: str) -> str:
+    """What would settle an inconclusive gate: the minimum detectable change at this n and the rows
+    that would tell the observed distance from the threshold."""
+    text = (
+        f"; at n = {_rows(gate['rows'])} the gate detects {change} {format_value(gate['min_detectable'])} beyond the "
+        f"threshold ({gate['power']:.0%} power)"
+    )
+    if gate.get("rows_to_settle"):
+        distance = format_value(
+            abs(gate["value"] - gate["threshold"]) if "threshold" in gate else abs(gate["worsening"] - gate["allowed"])
+        )
+        text += f"; about {_rows(gate['rows_to_settle'])} rows would settle the observed distance {distance}"
+    return text
+
+
+def _threshold_text(gate: dict, metric: str, value: float) -> str:
+    """A threshold gate ``METRIC OP THRESHOLD`` (it fails when the condition holds)."""
+    threshold, op = gate["threshold"], gate["op"]
+    shown, limit = format_exact(value, threshold), format_value(threshold)
+    outcome = gate_outcome(gate)
+    if "bounds" not in gate:
+        if outcome == "pass":
+            return f"{metric} = {shown} {_NEGATED[op]} {limit} (fails when {op} {limit})"
+        return f"{metric} = {shown} {op} {limit} (the gate fails when {gate['metric']} {op} {limit})"
+    lower, upper = gate["bounds"]
+    level = _level(gate)
+    high = op in (">", ">=")
+    if outcome == "fail":
+        name, bound = ("lower", lower) if high else ("upper", upper)
+        return f"{metric} = {format_value(value)}, its {level} {name} bound {format_exact(bound, threshold)} {op} {limit} (the gate fails when {gate['metric']} {op} {limit})"
+    if outcome == "pass":
+        name, bound = ("upper", upper) if high else ("lower", lower)
+        return f"{metric} = {format_value(value)}, its {level} {name} bound {format_exact(bound, threshold)} {_NEGATED[op]} {limit} (fails when {op} {limit})"
+    text = f"{metric} = {format_value(value)}: its {level} bounds [{format_value(lower)}, {format_value(upper)}] straddle {limit} (fails when {op} {limit})"
+    return text + _unsettled(gate, "a value")
+
+
+def _change_text(gate: dict, metric: str, value: float) -> str:
+    """A change gate against a baseline: how the metric moved, against the allowed worsening."""
+    old, change, allowed = gate["baseline"], gate["increase"], gate["allowed"]
+    if change is None or allowed is None:
+        return f"{metric}: the baseline value is undefined (n/a), so the change cannot be checked"
+    worsening = gate.get("worsening", change)
+    moved = f"rose by {format_exact(change, allowed)}" if change > 0 else f"fell by {format_exact(-change, allowed)}"
+    if change == 0:
+        moved = "did not move"
+    if "relative_change" in gate and change != 0:
+        moved += f" ({100 * gate['relative_change']:+.3g}%)"
+    text = f"{metric} {moved} ({format_value(old)} -> {format_value(value)})"
+    what = "increase" if gate.get("direction", "increase") == "increase" else "decrease"
+    allowed_text = format_value(allowed)
+    if "allowed_relative" in gate:
+        allowed_text = f"{gate['allowed_relative'] * 100:g}% of the baseline ({format_value(allowed)})"
+    outcome = gate_outcome(gate)
+    if "bounds" in gate:
+        lower, upper = gate["bounds"]
+        level = _level(gate)
+        if outcome == "fail":
+            text += f"; the paired {level} lower bound of the {what}, {format_exact(lower, allowed)}, is above the allowed {allowed_text}"
+        elif outcome == "pass":
+            text += f"; the paired {level} upper bound of the {what}, {format_exact(upper, allowed)}, is within the allowed {allowed_text}"
+        else:
+            text += f"; the paired {level} bounds of the {what} [{format_value(lower)}, {format_value(upper)}] straddle the allowed {allowed_text}"
+            text += _unsettled(gate, f"an {what}")
+    elif worsening > allowed:
+        text += f", more than the allowed {allowed_text}"
+    else:
+        text += f", within the allowed {allowed_text}"
+    if "baseline_input" in gate:
+        text += f" (note: {gate['baseline_input']})"
+    return text
 
 
 def gate_text(gate: dict) -> str:
-    """A gate's outcome after its pass/FAIL mark, with the value, the threshold and what failed:
+    """A gate's outcome after its mark, with the value, the threshold and what decided it:
     ``cmce = 0.003919 > 0.001`` (an absolute gate whose failing condition holds), ``cmce rose by
-    0.001229 (0.00269 -> 0.003919), more than the allowed 0.001`` (against a baseline)."""
+    0.001229 (0.00269 -> 0.003919), more than the allowed 0.001`` (against a baseline); with
+    bootstrap replicates, the bound that decided it, or for an inconclusive gate the bounds, the
+    minimum detectable change and the rows that would settle it."""
     metric, value = gate.get("metric", gate["expr"]), gate["value"]
     if value is None:
         return f"{metric} is undefined (n/a) on this input, so the gate cannot pass"
@@ -137,35 +241,15 @@ def gate_text(gate: dict) -> str:
         metric = f"{metric} of group {gate['group']} (the {gate['aggregate'].replace('_', ' ')})"
     elif gate.get("group") is not None:
         metric = f"{metric} of group {gate['group']}"
-    if "threshold" in gate:  # fails when METRIC OP THRESHOLD holds
-        threshold = gate["threshold"]
-        shown = format_exact(value, threshold)
-        op, limit = gate["op"], format_value(threshold)
-        if gate["passed"]:
-            return f"{metric} = {shown} {_NEGATED[op]} {limit} (fails when {op} {limit})"
-        return f"{metric} = {shown} {op} {limit} (the gate fails when {gate['metric']} {op} {limit})"
+    if "threshold" in gate:
+        return _threshold_text(gate, metric, value)
     if "allowed" not in gate:  # a report written before gates carried their parts
         return f"{gate['expr']}  value {format_value(value)}"
-    old, increase, allowed = gate["baseline"], gate["increase"], gate["allowed"]
-    if increase is None:
-        return f"{metric}: the baseline value is undefined (n/a), so the increase cannot be checked"
-    moved = f"rose by {format_exact(increase, allowed)}" if increase > 0 else f"fell by {format_value(-increase)}"
-    text = f"{metric} {moved} ({format_value(old)} -> {format_value(value)})"
-    if "increase_lower_bound" in gate:
-        bound = gate["increase_lower_bound"]
-        side = "above" if bound > allowed else "within"
-        text += f"; the paired bootstrap's lower bound of the increase, {format_exact(bound, allowed)}, is {side} the allowed {format_value(allowed)}"
-    elif increase > allowed:
-        text += f", more than the allowed {format_value(allowed)}"
-    else:
-        text += f", within the allowed {format_value(allowed)}"
-    if "baseline_input" in gate:
-        text += f" (note: {gate['baseline_input']})"
-    return text
+    return _change_text(gate, metric, value)
 
 
 def gate_lines(report: dict) -> list[str]:
-    return [f"gate {'pass' if g['passed'] else 'FAIL'}: {gate_text(g)}" for g in report["gates"]]
+    return [f"gate {gate_mark(g)}: {gate_text(g)}" for g in report["gates"]]
 
 
 def text_table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:

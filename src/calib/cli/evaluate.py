@@ -48,7 +48,39 @@ def evaluate(
     ] = None,
     max_increase: Annotated[
         Optional[list[str]],
-        typer.Option("--max-increase", help="Gate against --baseline, e.g. cmce=0.001 (repeatable).", show_default=False),
+        typer.Option(
+            "--max-increase",
+            help="Gate against --baseline: fail when METRIC rose by more than an amount (cmce=0.001) or a share of the baseline (cmce=10%); repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    max_decrease: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--max-decrease",
+            help="The same for metrics where higher is better: fail when accuracy fell by more than 0.01 (accuracy=0.01) or 1% (accuracy=1%); repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    ignore_noise: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-noise",
+            help="Gates compare the values themselves (pass or fail), not their bootstrap bounds (pass, fail or inconclusive).",
+        ),
+    ] = False,
+    inconclusive: Annotated[
+        str,
+        typer.Option(
+            "--inconclusive",
+            help="What a gate whose bootstrap bounds straddle its threshold counts as: pass (exit 0) | fail (exit 1).",
+        ),
+    ] = "pass",
+    junit: Annotated[
+        Optional[str],
+        typer.Option(
+            "--junit", help="Also write the gates as JUnit XML (one test case per gate and gated group).", show_default=False
+        ),
     ] = None,
     true_probs: Annotated[
         Optional[str],
@@ -76,15 +108,19 @@ def evaluate(
     ] = 20000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of V-ECE's folds and subsample, and of --bootstrap.")] = 0,
     bootstrap: Annotated[
-        int,
+        Optional[int],
         typer.Option(
             "--bootstrap",
             min=0,
-            help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded).",
+            help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded); 0: none. Default: with gates or --json, the baseline's count or 200 (inputs up to 10^7 scores), else none.",
+            show_default=False,
         ),
-    ] = 0,
+    ] = None,
     confidence: Annotated[
-        float, typer.Option("--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of --paired.")
+        float,
+        typer.Option(
+            "--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of the gates' one-sided bounds."
+        ),
     ] = 0.95,
     engine: Annotated[
         str,
@@ -103,7 +139,7 @@ def evaluate(
         bool,
         typer.Option(
             "--paired",
-            help="--max-increase gates fail only when the increase is significant under a paired bootstrap (the baseline run used the same --bootstrap N, --seed and rows).",
+            help="Require change gates to pair with the baseline's bootstrap replicates (same rows, count and seed); without it they pair when they can and say so when they cannot.",
         ),
     ] = False,
     emit_state: Annotated[
@@ -126,9 +162,10 @@ def evaluate(
     Exit code 1 when a gate fails (the report is still written). Example:
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
-    from ..bootstrap import BootstrapConfig
+    from ..bootstrap import BootstrapConfig, default_config
     from ..estimators import SAMPLE_METRICS, VECE_METRICS, boosted_fit_count
-    from ..evaluation import check_metric_keys, parse_gate, parse_increase_gates
+    from ..evaluation import check_metric_keys, parse_change_gates, parse_gate
+    from ..evaluation.gates import INCONCLUSIVE_POLICIES
     from ..evaluation.groups import read_groups
 
     render.resolve_format(table_format)
@@ -136,16 +173,21 @@ def evaluate(
         raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {vece_recalibrator!r}")
     if vece_recipe not in RECIPES:
         raise UsageError(f"--vece-recipe must be one of {', '.join(RECIPES)}; got {vece_recipe!r}")
+    if inconclusive not in INCONCLUSIVE_POLICIES:
+        raise UsageError(f"--inconclusive must be one of {', '.join(INCONCLUSIVE_POLICIES)}; got {inconclusive!r}")
+    if paired and ignore_noise:
+        raise UsageError("--paired asks for the bootstrap's bounds and --ignore-noise for the raw values; drop one of the two")
     gates = [parse_gate(expr) for expr in fail_if or []]
-    increase_gates = parse_increase_gates(max_increase or [], baseline, paired)
+    increase_gates = parse_change_gates(max_increase or [], baseline, paired, max_decrease or [])
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
     if no_vece:  # a V-ECE key asked for by name contradicts --no-vece
         asked = [*(keys or []), *(g.metric for g in (*gates, *increase_gates))]
         contradicting = next((key for key in asked if key in VECE_METRICS), None)
         if contradicting is not None:
             raise UsageError(f"{contradicting} is a V-ECE value, which --no-vece skips; drop one of the two")
-    if json_path not in (None, "-"):
-        check_not_an_input(json_path, [pred, labels, true_probs, features, baseline])
+    for path in (json_path, junit):
+        if path not in (None, "-"):
+            check_not_an_input(path, [pred, labels, true_probs, features, baseline])
     if os.path.isdir(pred):
         _evaluate_directory(
             pred,
@@ -158,6 +200,9 @@ def evaluate(
             engine=engine,
             scheduler=scheduler,
             json_path=json_path,
+            junit=junit,
+            ignore_noise=ignore_noise,
+            inconclusive=inconclusive,
             table_format=table_format,
             input_kind=input_kind,
             score_prefix=score_prefix,
@@ -185,6 +230,11 @@ def evaluate(
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
+    if bootstrap is None and (gates or increase_gates or json_path is not None):  # replicates for noise-aware gates
+        baseline_section = increase_gates[0].baseline_bootstrap if increase_gates else None
+        replicates = default_config(preds.n, preds.k, confidence, baseline_section)
+    else:
+        replicates = BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None
     wanted = [*(keys or ([] if no_vece else VECE_METRICS)), *(g.metric for g in (*gates, *increase_gates))]
     if any(key in SAMPLE_METRICS for key in wanted) and preds.n > vece_max_rows:
         render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
@@ -205,19 +255,53 @@ def evaluate(
             features=read_features(features, preds.n),
             gates=gates,
             increase_gates=increase_gates,
-            bootstrap=BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None,
+            bootstrap=replicates,
             bundle_path=bundle,
             emit_state=emit_state,
             progress=advance,
             groups=groups,
             min_group_rows=min_group_rows,
+            ignore_noise=ignore_noise,
+            inconclusive=inconclusive,
         ).to_dict()
-    _emit(report, json_path, report, table_format)
+    _emit(report, json_path, report, table_format, junit)
 
 
-def _emit(report: dict, json_path: str | None, shown: dict, table_format: str) -> None:
+def _noise_notes(report: dict, remedy: str) -> list[str]:
+    """One note per reason a gate read raw values (noise ignored), unless asked for; ``remedy``
+    says how this command would draw replicates."""
+    notes = {}
+    for gate in report["gates"]:
+        reason = gate.get("noise_reason")
+        if gate.get("noise") != "ignored" or reason in (None, "noise ignored on request") or "group" in gate:
+            continue
+        if "allowed" in gate:
+            notes.setdefault(
+                reason,
+                f"note: the change gates compare raw values and ignore noise: {reason}. A baseline written by "
+                "`calib evaluate --json` on the same rows records bootstrap replicates (--bootstrap N chooses how many)",
+            )
+        else:
+            notes.setdefault(
+                "threshold " + reason,
+                f"note: the threshold gates compare raw values and ignore noise: {reason} ({remedy})",
+            )
+    return list(notes.values())
+
+
+def _emit(
+    report: dict,
+    json_path: str | None,
+    shown: dict,
+    table_format: str,
+    junit: str | None = None,
+    remedy: str = "--bootstrap 200 draws them",
+) -> None:
     """The JSON report to --json (or stdout for -, instead of the table), the table of ``shown``
-    otherwise, notes on gates against a baseline from other input, and exit 1 when a gate failed."""
+    otherwise, the CI outputs (--junit, GitHub's summary and step outputs), notes on gates that
+    ignore noise or compare other input, and exit 1 when a gate failed."""
+    from .ci_output import write_ci_outputs
+
     text = json.dumps(report, indent=2) + "\n"
     if json_path == "-":
         sys.stdout.write(text)
@@ -228,7 +312,10 @@ def _emit(report: dict, json_path: str | None, shown: dict, table_format: str) -
     for warning in report.get("warnings", []):
         render.note(f"warning: {warning}")
     for note in dict.fromkeys(g["baseline_input"] for g in report["gates"] if "baseline_input" in g):
-        render.note(f"note: {note}; the increase gates compare different data")
+        render.note(f"note: {note}; the change gates compare different data")
+    for note in _noise_notes(report, remedy):
+        render.note(note)
+    write_ci_outputs(report, junit)
     failed = [g for g in report["gates"] if not g["passed"]]
     if failed:
         render.error("gate failed: " + "; ".join(gate_text(g) for g in failed))
@@ -247,6 +334,9 @@ def _evaluate_directory(
     engine,
     scheduler,
     json_path,
+    junit,
+    ignore_noise,
+    inconclusive,
     table_format,
     input_kind,
     score_prefix,
@@ -286,7 +376,9 @@ def _evaluate_directory(
         engine=engine,
         scheduler=scheduler,
     )
-    report["gates"], report["passed"] = check_gates(report, gates, increase_gates)
+    report["gates"], report["passed"] = check_gates(
+        report, gates, increase_gates, ignore_noise=ignore_noise, inconclusive=inconclusive
+    )
     inputs = report["input"]
     _emit(
         report,
@@ -301,6 +393,8 @@ def _evaluate_directory(
             },
         },
         table_format,
+        junit,
+        "a directory of shards is evaluated without replicates",
     )
 
 

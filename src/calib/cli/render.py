@@ -16,6 +16,8 @@ from ..report_text import (
     comparison_cells,
     format_change,
     format_value,
+    gate_mark,
+    gate_outcome,
     gate_text,
     group_table,
     markdown_table,
@@ -216,9 +218,9 @@ def report_table(report: dict, style: str = "auto") -> None:
         title, group_header, group_rows, notes = grouped
         table(title, group_header, group_rows, [False] + [True] * (len(group_header) - 1), style)
         lines(notes)
+    colours = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
     for gate in report["gates"]:
-        mark = ("pass", "green") if gate["passed"] else ("FAIL", "red")
-        _line("gate ", mark, f": {gate_text(gate)}")
+        _line("gate ", (gate_mark(gate), colours[gate_outcome(gate)]), f": {gate_text(gate)}")
 
 
 def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:

@@ -4,13 +4,14 @@ metrics, CI gates) and the metric state files that shards merge. One module per 
 :mod:`.states`, :mod:`.report` (all of them together)."""
 
 from ..metrics.metric_set import MetricSet
-from .gates import Gate, IncreaseGate, check_gates, parse_gate, parse_increase_gates, read_report
+from .gates import ChangeGate, Gate, IncreaseGate, check_gates, parse_change_gates, parse_gate, parse_increase_gates, read_report
 from .report import evaluate
 from .sample import VeceConfig, vece_results
 from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
 from .streaming import SetStats, check_metric_keys, compute_metrics, uncalibrated_batch
 
 __all__ = [
+    "ChangeGate",
     "Gate",
     "IncreaseGate",
     "MetricSet",
@@ -21,6 +22,7 @@ __all__ = [
     "compute_metrics",
     "evaluate",
     "merge_metric_states",
+    "parse_change_gates",
     "parse_gate",
     "parse_increase_gates",
     "read_metric_state",

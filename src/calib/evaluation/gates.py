@@ -1,29 +1,148 @@
-"""CI gates on a report's metrics: absolute conditions and increases over a baseline report."""
+"""CI gates on a report's metrics, with three outcomes: pass, fail, or inconclusive (the sampling
+noise of the test rows leaves it open).
+
+Two kinds of gate:
+
+- a threshold gate, ``cmce>0.01``: fails when the condition holds (or the value is undefined);
+- a change gate against a baseline report, ``cmce=0.001`` (absolute) or ``cmce=10%`` (relative to
+  the baseline value): fails when the metric worsened by more than that. "Worsened" follows the
+  metric's direction: an increase for errors and losses, a decrease where higher is better
+  (accuracy).
+
+Noise. When the report carries bootstrap replicates of the gated quantity q (the value for a
+threshold gate; for a change gate the paired replicate differences new_r - baseline_r, which needs
+both reports' replicates from the same rows, seed and count), the gate reads one-sided bounds at
+level 1 - a: L, the a-quantile of the replicates, and U, the (1 - a)-quantile. With the failing
+condition q > t (or q >= t; mirrored for < and <=):
+
+    fail          when L > t      (even the optimistic bound fails: false alarms at most a)
+    pass          when U <= t     (even the pessimistic bound passes)
+    inconclusive  otherwise       (the interval straddles the threshold)
+
+Without replicates the gate compares the value itself (two outcomes) and says that it ignores
+noise. An inconclusive gate counts as passed or failed as the caller decides (``inconclusive``).
+For it the gate states the minimum detectable change, (z_{1-a} + z_{0.8}) sd: how far beyond the
+threshold a true value must lie to be caught 80% of the time at this n (sd: the replicates'
+standard deviation), and roughly how many rows would settle the observed distance d to the
+threshold, n ((z_{1-a} + z_{0.8}) sd / d)^2 (sd shrinking as 1/sqrt(n)).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import operator
 import re
 from dataclasses import dataclass
+from statistics import NormalDist
 
-from ..bootstrap import paired_increase
+import numpy as np
+
+from ..bootstrap import paired_differences
 from ..errors import InputError, UsageError
 from ..estimators import SAMPLE_METRICS
+from ..metrics.definitions import higher_is_better
 from .groups import gated_groups, worst_group
 from .streaming import check_metric_keys
 
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+#: What an inconclusive gate counts as: ``pass`` (the default: a gate fails a build only on evidence)
+#: or ``fail``.
+INCONCLUSIVE_POLICIES = ("pass", "fail")
+#: The power at which the minimum detectable change is stated.
+POWER = 0.8
+
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
-
-
 _GATE = re.compile(r"^\s*(?:(max_group|min_group):)?([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What the bootstrap replicates of a gated quantity say: one-sided bounds at ``level`` (``lower``
+    the (1 - level)-quantile, ``upper`` the level-quantile), their standard deviation, the rows
+    they resample and how they were drawn (``bootstrap`` or ``paired bootstrap``)."""
+
+    lower: float
+    upper: float
+    sd: float
+    rows: int
+    level: float
+    how: str
+
+    @classmethod
+    def of(cls, replicates, level: float, rows: int, how: str, estimate: float | None = None) -> Spread | None:
+        """The spread of ``replicates`` (NaN ones dropped), centred on ``estimate`` when given: the
+        replicates are shifted by estimate - mean(replicates), so that the bootstrap's own bias
+        (resampled rows repeat, which inflates binned errors) does not move the bounds. None with
+        fewer than two values."""
+        values = np.asarray(replicates, dtype=float)
+        values = values[np.isfinite(values)]
+        if len(values) < 2:
+            return None
+        if estimate is not None:
+            values = values + (estimate - values.mean())
+        upper_percent = round(100.0 * level, 9)  # 95.0 for 0.95, not 95.00000000000001
+        lower, upper = np.percentile(values, [100.0 - upper_percent, upper_percent])
+        return cls(float(lower), float(upper), float(np.std(values, ddof=1)), rows, level, how)
+
+    def detectable(self) -> float:
+        """Minimum detectable change: (z_level + z_power) sd."""
+        normal = NormalDist()
+        return (normal.inv_cdf(self.level) + normal.inv_cdf(POWER)) * self.sd
+
+    def rows_to_settle(self, distance: float) -> int | None:
+        """Rows at which the minimum detectable change shrinks to ``distance`` (sd ~ 1/sqrt(n))."""
+        if distance <= 0 or self.sd == 0:
+            return None
+        return math.ceil(self.rows * (self.detectable() / distance) ** 2)
+
+
+def outcome(value: float | None, spread: Spread | None, op: str, limit: float) -> str:
+    """pass / fail / inconclusive of the gate "fails when ``value`` OP ``limit``" (module docstring);
+    an undefined value fails; without a spread the value decides alone."""
+    if value is None:
+        return FAIL
+    holds = _OPERATORS[op]
+    if spread is None:
+        return FAIL if holds(value, limit) else PASS
+    optimistic, pessimistic = (spread.lower, spread.upper) if op in (">", ">=") else (spread.upper, spread.lower)
+    if holds(optimistic, limit):
+        return FAIL
+    if not holds(pessimistic, limit):
+        return PASS
+    return INCONCLUSIVE
+
+
+def noise_fields(spread: Spread | None, value: float | None, limit: float, why_not: str | None) -> dict:
+    """The gate entry's account of noise: how it was read, the bounds, the minimum detectable change
+    and the rows that would settle the observed distance; or why noise was ignored."""
+    if spread is None:
+        return {"noise": "ignored", "noise_reason": why_not}
+    fields = {
+        "noise": f"{spread.how}, {spread.level:g} one-sided",
+        "level": spread.level,
+        "bounds": [spread.lower, spread.upper],
+        "power": POWER,
+        "min_detectable": spread.detectable(),
+        "rows": spread.rows,
+    }
+    if value is not None:
+        fields["rows_to_settle"] = spread.rows_to_settle(abs(value - limit))
+    return fields
+
+
+def _decided(entry: dict, result: str, inconclusive: str) -> dict:
+    """The entry with its outcome and whether it counts as passed (``inconclusive``: "pass" or "fail")."""
+    passed = result == PASS or (result == INCONCLUSIVE and inconclusive == "pass")
+    return {**entry, "outcome": result, "passed": passed}
 
 
 @dataclass(frozen=True)
 class Gate:
     """``--fail-if "cmce>0.01"``: the gate fails when the condition holds (or the value is
     undefined). With ``aggregate`` ``max_group`` (``min_group``) the value is the largest
-    (smallest) over the groups with enough rows: ``max_group:cmce>0.02``."""
+    (smallest) over the groups with enough rows: ``max_group:cmce>0.02``; every gated group is
+    also checked on its own (``per_group``)."""
 
     expr: str
     metric: str
@@ -31,78 +150,218 @@ class Gate:
     threshold: float
     aggregate: str | None = None
 
-    def check(self, metrics: dict, report: dict | None = None) -> dict:
+    def check(self, metrics: dict, report: dict | None = None, *, ignore_noise: bool = False, inconclusive: str = "pass") -> dict:
         entry = {"expr": self.expr, "metric": self.metric, "op": self.op, "threshold": self.threshold}
-        if self.aggregate is None:
-            value = metrics[self.metric]["value"]
-        else:
-            found = worst_group(gated_groups(report or {}), self.metric, self.aggregate)
-            value = None if found is None else found[1]
-            entry.update(aggregate=self.aggregate, group=None if found is None else found[0])
-        failed = value is None or _OPERATORS[self.op](value, self.threshold)
-        return {**entry, "value": value, "passed": not failed}
+        if self.aggregate is not None:
+            return self._check_worst_group(entry, report or {}, ignore_noise, inconclusive)
+        value = metrics[self.metric]["value"]
+        spread, why = None, "noise ignored on request"
+        if not ignore_noise:
+            spread, why = replicate_spread((report or {}).get("bootstrap"), self.metric, value)
+        entry.update(value=value, **noise_fields(spread, value, self.threshold, why))
+        return _decided(entry, outcome(value, spread, self.op, self.threshold), inconclusive)
+
+    def _check_worst_group(self, entry: dict, report: dict, ignore_noise: bool, inconclusive: str) -> dict:
+        """The gate on every gated group (``per_group``), each with its own replicates at the
+        Bonferroni level when there are some: it fails when some group fails, passes when every
+        group passes, and is inconclusive otherwise. The entry names the group that decides: the
+        worst failing one, else the worst inconclusive one, else the worst."""
+        groups = gated_groups(report)
+        values = {name: group["metrics"].get(self.metric) for name, group in groups.items()}
+        spreads, why = ({}, "noise ignored on request") if ignore_noise else group_spreads(report, self.metric, values)
+        per_group = {}
+        for name, value in values.items():
+            spread = spreads.get(name)
+            fields = {"group": name, "value": value, **noise_fields(spread, value, self.threshold, why)}
+            per_group[name] = _decided(fields, outcome(value, spread, self.op, self.threshold), inconclusive)
+        results = [item["outcome"] for item in per_group.values()]
+        overall = FAIL if FAIL in results or not results else INCONCLUSIVE if INCONCLUSIVE in results else PASS
+        deciding = {name: group for name, group in groups.items() if per_group[name]["outcome"] == overall} or groups
+        found = worst_group(deciding, self.metric, self.aggregate)
+        name = None if found is None else found[0]
+        entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1])
+        fields = per_group[name] if name is not None else noise_fields(None, None, self.threshold, why)
+        entry.update({key: value for key, value in fields.items() if key not in ("group", "value", "outcome", "passed")})
+        entry["per_group"] = list(per_group.values())
+        return _decided(entry, overall, inconclusive)
+
+
+def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | None]:
+    """({group: the spread of its replicates of ``metric`` at the Bonferroni level 1 - (1 - level) / G,
+    G the groups with a value}, why there are none). The family of G one-sided tests then fails
+    falsely with probability at most 1 - level."""
+    bootstrap = report.get("bootstrap") or {}
+    by_group = bootstrap.get("by_group")
+    if not by_group:
+        why = "the report has no bootstrap replicates" if not bootstrap else "the report has no bootstrap replicates per group"
+        return {}, why
+    valued = [name for name, value in values.items() if value is not None]
+    level = 1.0 - (1.0 - bootstrap["level"]) / max(1, len(valued))
+    rows = {name: entry["n"] for name, entry in (report.get("groups") or {}).items()}
+    spreads = {}
+    for name in valued:
+        replicates = by_group.get(name, {}).get(metric)
+        found = (
+            None
+            if replicates is None
+            else Spread.of(replicates, level, rows.get(name, 0), f"bootstrap, Bonferroni over {len(valued)} groups", values[name])
+        )
+        if found is not None:
+            spreads[name] = found
+    return spreads, None if spreads else f"no bootstrap replicates of {metric} per group"
+
+
+def replicate_spread(bootstrap: dict | None, metric: str, estimate: float | None) -> tuple[Spread | None, str | None]:
+    """(the spread of a report's replicates of ``metric`` centred on its ``estimate``, why there is none)."""
+    if not bootstrap:
+        return None, "the report has no bootstrap replicates"
+    values = bootstrap.get("values", {}).get(metric)
+    spread = None if values is None else Spread.of(values, bootstrap["level"], bootstrap["rows"], "bootstrap", estimate)
+    return spread, None if spread is not None else f"no bootstrap replicates of {metric}"
 
 
 @dataclass(frozen=True)
-class IncreaseGate:
-    """``--baseline old.json --max-increase cmce=0.001``: fails when new - old > allowed."""
+class ChangeGate:
+    """``--baseline old.json --max-increase cmce=0.001``: fails when the metric worsened by more
+    than ``allowed`` (``relative``: by more than ``allowed`` x |baseline|, e.g. 10%). Worsening is
+    new - old, or old - new where higher is better (``direction`` "decrease": ``--max-decrease
+    accuracy=0.01``)."""
 
     metric: str
     allowed: float
     baseline: dict
-    #: With ``--paired``: the baseline report's bootstrap section; the gate then fails only when the
-    #: one-sided lower confidence bound of the paired increase exceeds ``allowed``.
+    #: The baseline report's bootstrap section (its replicates pair with this run's).
     baseline_bootstrap: dict | None = None
+    #: True: a paired comparison is required (an error when the reports cannot be paired).
     paired: bool = False
     #: The baseline report's ``input`` section ({"path", "n", "sha256", ...}).
     baseline_input: dict | None = None
     #: The baseline report's groups with enough rows to be gated ({name: {"n", "metrics"}}).
     baseline_groups: dict | None = None
+    relative: bool = False
+    direction: str = "increase"
+
+    @property
+    def sign(self) -> float:
+        """+1 when an increase worsens the metric, -1 when a decrease does."""
+        return 1.0 if self.direction == "increase" else -1.0
+
+    def limit(self, old: float | None) -> float | None:
+        """The allowed worsening in the metric's units (relative: a fraction of |old|)."""
+        if not self.relative:
+            return self.allowed
+        return None if old is None else self.allowed * abs(old)
 
     def _entry(self, new: float | None, old: float | None, group: str | None = None) -> dict:
-        """The gate on the raw increase new - old: passes when it is at most ``allowed`` (an
+        """The gate on the raw change: passes when the worsening is at most the allowed one (an
         undefined value on either side fails)."""
-        increase = None if new is None or old is None else new - old
-        return {
-            "expr": f"{self.metric} - baseline <= {self.allowed:g}" + ("" if group is None else f" (group {group})"),
+        change = None if new is None or old is None else new - old
+        worsening = None if change is None else self.sign * change
+        limit = self.limit(old)
+        shown = f"{self.allowed * 100:g}% of |baseline|" if self.relative else f"{self.allowed:g}"
+        worse = f"{self.metric} - baseline" if self.direction == "increase" else f"baseline - {self.metric}"
+        expr = f"{worse} <= {shown}"
+        entry = {
+            "expr": expr + ("" if group is None else f" (group {group})"),
             "metric": self.metric,
+            "direction": self.direction,
             **({} if group is None else {"group": group}),
-            "allowed": self.allowed,
+            "allowed": limit,
+            **({"allowed_relative": self.allowed} if self.relative else {}),
             "value": new,
             "baseline": old,
-            "increase": increase,
-            "passed": increase is not None and increase <= self.allowed,
+            "increase": change,
+            "worsening": worsening,
         }
+        if old is not None and old != 0 and change is not None:
+            entry["relative_change"] = change / abs(old)
+        return entry
 
-    def check(self, metrics: dict, bootstrap: dict | None = None, current_input: dict | None = None) -> dict:
+    def check(
+        self,
+        metrics: dict,
+        bootstrap: dict | None = None,
+        current_input: dict | None = None,
+        *,
+        ignore_noise: bool = False,
+        inconclusive: str = "pass",
+    ) -> dict:
         other = other_input(self.baseline_input, current_input)
         if other is not None and self.paired:
             raise InputError(f"paired gate on {self.metric}: {other}; a paired comparison needs the same rows")
-        result = self._entry(metrics[self.metric]["value"], self.baseline["value"])
-        increase = result["increase"]
-        if self.paired:
-            level = (bootstrap or {}).get("level", 0.95)
-            bound, reason = paired_increase(bootstrap or {}, self.baseline_bootstrap or {}, self.metric, level)
-            if reason is not None:
-                raise InputError(f"paired gate: {reason}")
-            result.update(
-                expr=f"{self.metric} - baseline <= {self.allowed:g} (paired bootstrap, {level:g} one-sided)",
-                increase_lower_bound=bound,
-                passed=increase is not None and bound <= self.allowed,
-            )
+        entry = self._entry(metrics[self.metric]["value"], self.baseline["value"])
+        limit = entry["allowed"]
+        spread, why = None, "noise ignored on request"
+        if not ignore_noise:
+            spread, why = self._paired_spread(bootstrap, entry["worsening"])
+        if limit is None:
+            result = FAIL
+        else:
+            result = outcome(entry["worsening"], spread, ">", limit)
+        entry.update(noise_fields(spread, entry["worsening"], limit if limit is not None else 0.0, why))
+        if spread is not None:
+            entry["increase_lower_bound"] = spread.lower if self.sign > 0 else -spread.upper
+            entry["increase_upper_bound"] = spread.upper if self.sign > 0 else -spread.lower
         if other is not None:
-            result["baseline_input"] = other
-        return result
+            entry["baseline_input"] = other
+        return _decided(entry, result, inconclusive)
 
-    def check_groups(self, report: dict) -> list[dict]:
-        """One entry per group gated in both this report and the baseline: the group's increase."""
+    def _paired_spread(self, bootstrap: dict | None, worsening: float | None) -> tuple[Spread | None, str | None]:
+        """The spread of the paired replicate worsening, or why there is none (an error when a
+        paired comparison was required)."""
+        differences, reason = paired_differences(bootstrap or {}, self.baseline_bootstrap or {}, self.metric)
+        spread = None
+        if differences is not None:
+            level = bootstrap.get("level", 0.95)
+            spread = Spread.of(self.sign * differences, level, bootstrap["rows"], "paired bootstrap", worsening)
+            reason = reason or (None if spread is not None else f"no paired replicates of {self.metric} with a value")
+        if spread is None and self.paired:
+            raise InputError(f"paired gate: {reason}")
+        return spread, reason
+
+    def check_groups(self, report: dict, inconclusive: str = "pass", *, ignore_noise: bool = False) -> list[dict]:
+        """One entry per group gated in both this report and the baseline: the group's change,
+        read from the paired replicates of each group at the Bonferroni level 1 - (1 - level) / G
+        (G: the groups compared) when both reports have them from the same rows and groups."""
         current = gated_groups(report)
+        names = [name for name in (self.baseline_groups or {}) if name in current]
+        differences, why = ({}, "noise ignored on request") if ignore_noise else self._group_differences(report, names)
+        level = 1.0 - (1.0 - (report.get("bootstrap") or {}).get("level", 0.95)) / max(1, len(names))
         entries = []
-        for name, entry in (self.baseline_groups or {}).items():
-            if name not in current:
-                continue
-            entries.append(self._entry(current[name]["metrics"].get(self.metric), entry["metrics"].get(self.metric), name))
+        for name in names:
+            gate = self._entry(
+                current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name
+            )
+            limit = gate["allowed"]
+            spread = None
+            if name in differences and gate["worsening"] is not None:
+                how = f"paired bootstrap, Bonferroni over {len(names)} groups"
+                spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, gate["worsening"])
+            result = FAIL if limit is None else outcome(gate["worsening"], spread, ">", limit)
+            gate.update(noise_fields(spread, gate["worsening"], 0.0 if limit is None else limit, why or "no paired replicates"))
+            entries.append(_decided(gate, result, inconclusive))
         return entries
+
+    def _group_differences(self, report: dict, names: list[str]) -> tuple[dict, str | None]:
+        """({group: paired replicate differences of the metric}, why there are none)."""
+        current, baseline = report.get("bootstrap") or {}, self.baseline_bootstrap or {}
+        if not current.get("by_group") or not baseline.get("by_group"):
+            return {}, "the reports have no bootstrap replicates per group"
+        if current.get("groups_sha256") != baseline.get("groups_sha256"):
+            return {}, "the baseline report's rows fall into other groups"
+        out = {}
+        for name in names:
+            pair_current = {**current, "values": current["by_group"].get(name, {})}
+            pair_baseline = {**baseline, "values": baseline["by_group"].get(name, {})}
+            found, why = paired_differences(pair_current, pair_baseline, self.metric)
+            if found is None:
+                return {}, why
+            out[name] = found
+        return out, None
+
+
+#: The name this gate had before it took decreases: ``--max-increase`` gates.
+IncreaseGate = ChangeGate
 
 
 def other_input(baseline: dict | None, current: dict | None) -> str | None:
@@ -137,32 +396,57 @@ def parse_gate(expr: str) -> Gate:
         raise UsageError(f"gate {expr!r}: {number!r} is not a number", cli_hint="--fail-if") from None
 
 
-def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bool = False) -> list[IncreaseGate]:
+def parse_allowance(spec: str, direction: str) -> tuple[str, float, bool]:
+    """``cmce=0.001`` -> ("cmce", 0.001, False); ``cmce=10%`` -> ("cmce", 0.1, True). The amount is
+    a non-negative number; a metric whose direction does not match is refused."""
+    flag = f"--max-{direction}"
+    metric, sep, number = (part.strip() for part in spec.partition("="))
+    relative = number.endswith("%")
+    try:
+        allowed = float(number[:-1]) / 100.0 if relative else float(number)
+    except ValueError:
+        allowed = None
+    if not sep or allowed is None or not math.isfinite(allowed):
+        raise UsageError(
+            f"{direction} gate {spec!r}: expected METRIC=NUMBER or METRIC=PERCENT%, e.g. cmce=0.001 or cmce=10%", cli_hint=flag
+        )
+    check_metric_keys([metric])
+    if direction == "increase" and higher_is_better(metric):
+        raise UsageError(
+            f"{metric}: higher is better, so an increase is an improvement; gate a drop instead",
+            cli_hint=f"--max-decrease {metric}=...",
+        )
+    if direction == "decrease" and not higher_is_better(metric):
+        raise UsageError(
+            f"{metric}: lower is better, so a decrease is an improvement; gate a rise instead",
+            cli_hint=f"--max-increase {metric}=...",
+        )
+    return metric, allowed, relative
+
+
+def parse_change_gates(
+    increases: list[str], baseline_path: str | None, paired: bool = False, decreases: list[str] = ()
+) -> list[ChangeGate]:
+    """Change gates from ``METRIC=AMOUNT`` specs (increases for lower-is-better metrics, decreases
+    for higher-is-better ones) against the report at ``baseline_path``."""
+    specs = [(spec, "increase") for spec in increases] + [(spec, "decrease") for spec in decreases]
     if not specs:
         if paired:
             raise UsageError(
-                "a paired comparison applies to increase gates against a baseline; none given",
+                "a paired comparison applies to change gates against a baseline; none given",
                 cli_hint="--paired with --max-increase",
             )
         return []
     if baseline_path is None:
-        raise UsageError("an increase gate needs a baseline report", cli_hint="--baseline REPORT.json")
+        raise UsageError("a change gate needs a baseline report", cli_hint="--baseline REPORT.json")
     baseline = read_report(baseline_path)
     gates = []
-    for spec in specs:
-        metric, sep, number = spec.partition("=")
-        metric = metric.strip()
-        try:
-            allowed = float(number)
-        except ValueError:
-            allowed = None
-        if not sep or allowed is None:
-            raise UsageError(f"increase gate {spec!r}: expected METRIC=NUMBER, e.g. cmce=0.001", cli_hint="--max-increase")
-        check_metric_keys([metric])
+    for spec, direction in specs:
+        metric, allowed, relative = parse_allowance(spec, direction)
         if metric not in baseline.get("metrics", {}):
             raise InputError(f"{baseline_path}: the baseline report has no metric {metric!r}")
         gates.append(
-            IncreaseGate(
+            ChangeGate(
                 metric,
                 allowed,
                 baseline["metrics"][metric],
@@ -170,9 +454,16 @@ def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bo
                 paired,
                 baseline.get("input"),
                 gated_groups(baseline) or None,
+                relative,
+                direction,
             )
         )
     return gates
+
+
+def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bool = False) -> list[ChangeGate]:
+    """``--max-increase`` gates alone (:func:`parse_change_gates` without decreases)."""
+    return parse_change_gates(specs, baseline_path, paired)
 
 
 def read_report(path: str) -> dict:
@@ -188,11 +479,24 @@ def read_report(path: str) -> dict:
     return report
 
 
-def check_gates(report: dict, gates=(), increase_gates=()) -> tuple[list[dict], bool]:
+def check_gates(
+    report: dict, gates=(), change_gates=(), *, ignore_noise: bool = False, inconclusive: str = "pass"
+) -> tuple[list[dict], bool]:
     """Every gate checked against a report (its metrics, groups, bootstrap and input sections):
-    (the gate entries, all passed). Increase gates also check every group gated in both reports."""
-    checked = [gate.check(report["metrics"], report) for gate in gates]
-    for gate in increase_gates:
-        checked.append(gate.check(report["metrics"], report.get("bootstrap"), report.get("input")))
-        checked += gate.check_groups(report)
+    (the gate entries, all passed). Change gates also check every group gated in both reports.
+    ``inconclusive`` ("pass" or "fail") is what an inconclusive gate counts as."""
+    if inconclusive not in INCONCLUSIVE_POLICIES:
+        raise UsageError(f"an inconclusive gate counts as one of {', '.join(INCONCLUSIVE_POLICIES)}; got {inconclusive!r}")
+    checked = [gate.check(report["metrics"], report, ignore_noise=ignore_noise, inconclusive=inconclusive) for gate in gates]
+    for gate in change_gates:
+        checked.append(
+            gate.check(
+                report["metrics"],
+                report.get("bootstrap"),
+                report.get("input"),
+                ignore_noise=ignore_noise,
+                inconclusive=inconclusive,
+            )
+        )
+        checked += gate.check_groups(report, inconclusive, ignore_noise=ignore_noise)
     return checked, all(entry["passed"] for entry in checked)

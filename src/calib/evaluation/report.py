@@ -12,7 +12,7 @@ from ..errors import InputError, UsageError
 from ..estimators import SAMPLE_METRICS, VECE_METRICS
 from ..io.predictions import Predictions
 from ..metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, MetricConfig
-from .gates import Gate, IncreaseGate, check_gates
+from .gates import ChangeGate, Gate, check_gates
 from .groups import Groups, group_section
 from .sample import VeceConfig, vece_results
 from .states import write_metric_state
@@ -27,7 +27,7 @@ def evaluate(
     calibrator: Calibrator | None = None,
     bundle_path: str | None = None,
     gates: list[Gate] = (),
-    increase_gates: list[IncreaseGate] = (),
+    increase_gates: list[ChangeGate] = (),
     features: np.ndarray | None = None,
     vece: VeceConfig = VeceConfig(),
     include_vece: bool = True,
@@ -36,11 +36,15 @@ def evaluate(
     bootstrap: BootstrapConfig | None = None,
     groups: Groups | None = None,
     min_group_rows: int = 100,
+    ignore_noise: bool = False,
+    inconclusive: str = "pass",
 ) -> dict:
     """The JSON report of docs/cli.md. Gate metrics are computed even when not asked for; V-ECE keys
     (computed with ``vece``'s settings) are in the default list when ``include_vece``. ``groups``
     adds each group's streamed metrics (``groups``) and the worst group per metric (``group_by``);
-    groups with fewer than ``min_group_rows`` rows are listed but not gated."""
+    groups with fewer than ``min_group_rows`` rows are listed but not gated. Gates read the
+    bootstrap replicates when there are some (three outcomes, :mod:`calib.evaluation.gates`) unless
+    ``ignore_noise``; ``inconclusive`` ("pass" or "fail") is what an inconclusive gate counts as."""
     if groups is None and any(gate.aggregate is not None for gate in gates):
         raise UsageError(
             "a gate on the worst group needs the rows' groups; none given", cli_hint="--group-by COLUMN or --groups FILE"
@@ -86,6 +90,9 @@ def evaluate(
             "not_bootstrapped": vece_keys + [key for key in values if key.startswith("set_")],
             "values": replicates["values"],
         }
+        if "by_group" in replicates:  # each group's replicates, for gates on groups
+            bootstrap_section["by_group"] = replicates["by_group"]
+            bootstrap_section["groups_sha256"] = labels_fingerprint(groups.codes)
     inputs = {
         "path": preds.name,
         "kind": preds.kind,
@@ -108,5 +115,9 @@ def evaluate(
     absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
     if absent_rows is not None:
         report["warnings"] = [absent_rows]
-    report["gates"], report["passed"] = check_gates(report, gates, increase_gates)
+    report["gates"], report["passed"] = check_gates(
+        report, gates, increase_gates, ignore_noise=ignore_noise, inconclusive=inconclusive
+    )
+    if report["gates"]:
+        report["inconclusive_counts_as"] = inconclusive
     return report

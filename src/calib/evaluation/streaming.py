@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bootstrap import BootstrapConfig, BootstrapStates, intervals
+from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
 from ..calibrators.base import Calibrator, calibrator_inputs
 from ..errors import InputError, UsageError
 from ..estimators import SAMPLE_METRICS
@@ -105,7 +105,8 @@ def compute_metrics(
     a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty, set_full).
     ``state_out``, if given, receives the MetricSet behind the first dict (for --emit-state).
     ``bootstrap`` adds a percentile interval "ci" to every entry (:mod:`calib.bootstrap`) and puts the
-    first dict's replicate values into ``replicates_out``. ``groups`` fills ``groups_out`` with
+    first dict's replicate values into ``replicates_out`` (and, with at most
+    MAX_GROUPS_WITH_REPLICATES ``groups``, each group's under "by_group"). ``groups`` fills ``groups_out`` with
     {side: [each group's metrics]} and {"states": the first side's per-group MetricSets}; the rows
     are then read in group order when the scores allow random access (calib.evaluation.groups).
     """
@@ -123,7 +124,11 @@ def compute_metrics(
     grouped = {}
     if bootstrap is not None:
         sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
-        grouped = {side: BootstrapStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed) for side in sides}
+        stratified = groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES
+        strata = {"strata": groups.codes, "n_strata": len(groups.names)} if stratified else {}
+        grouped = {
+            side: BootstrapStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed, **strata) for side in sides
+        }
 
     # Each chunk's accumulator states (per slice when grouped by a column) are filled on the worker
     # thread that computed its probabilities and added here in row order: the same sums, in the same
@@ -198,7 +203,12 @@ def compute_metrics(
         for key, interval in intervals(replicates, bootstrap.level).items():
             results[side][key]["ci"] = interval
         if replicates_out is not None and side == main_side:
-            replicates_out.update({"groups": states.groups, "values": {k: v.tolist() for k, v in replicates.items()}})
+            replicates_out.update({"groups": states.clusters, "values": {k: v.tolist() for k, v in replicates.items()}})
+            if states.n_strata > 1:
+                replicates_out["by_group"] = {
+                    name: {k: v.tolist() for k, v in states.stratum_replicate_values(bootstrap, i).items()}
+                    for i, name in enumerate(groups.names)
+                }
     if calibrated is None:
         return results["uncalibrated"], None
     values = results["calibrated"]

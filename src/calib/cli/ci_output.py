@@ -1,0 +1,58 @@
+"""What `calib evaluate` hands to a CI system besides its exit code: a JUnit XML file of the gates
+(``--junit``), and on GitHub Actions a markdown summary appended to ``$GITHUB_STEP_SUMMARY`` and the
+gate results appended to ``$GITHUB_OUTPUT`` (docs/ci-gates.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..io.atomic import write_bytes_atomic
+from ..report_junit import junit_xml
+from ..report_text import gate_outcome, report_lines
+
+
+def overall_outcome(report: dict) -> str:
+    """fail when a gate counts as failed, else inconclusive when one is, else pass."""
+    if not report["passed"]:
+        return "fail"
+    if any(gate_outcome(gate) == "inconclusive" for gate in report["gates"]):
+        return "inconclusive"
+    return "pass"
+
+
+def github_outputs(report: dict) -> dict[str, str]:
+    """The step outputs: ``passed`` (true/false), ``outcome`` (pass/fail/inconclusive), the counts
+    of gates by outcome, and ``gates``: every gate entry's expression, outcome and value as one
+    line of JSON."""
+    outcomes = [gate_outcome(gate) for gate in report["gates"]]
+    summary = [
+        {"expr": g["expr"], "outcome": gate_outcome(g), "passed": g["passed"], "value": g["value"]} for g in report["gates"]
+    ]
+    return {
+        "passed": "true" if report["passed"] else "false",
+        "outcome": overall_outcome(report),
+        "failed": str(sum(not g["passed"] for g in report["gates"])),
+        "inconclusive": str(outcomes.count("inconclusive")),
+        "gates": json.dumps(summary, separators=(",", ":")),
+    }
+
+
+def _append(path: str, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def write_ci_outputs(report: dict, junit_path: str | None) -> None:
+    """The JUnit file (written atomically) and, when GitHub Actions' files are set, the job
+    summary and step outputs (appended, as GitHub expects)."""
+    if junit_path is not None:
+        write_bytes_atomic(junit_path, junit_xml(report))
+    if not report["gates"]:
+        return
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        _append(summary, "\n".join(report_lines(report, "md")) + "\n\n")
+    outputs = os.environ.get("GITHUB_OUTPUT")
+    if outputs:
+        _append(outputs, "".join(f"{key}={value}\n" for key, value in github_outputs(report).items()))

@@ -1,0 +1,358 @@
+"""CI gates with three outcomes: the decision rule at its edges (from the rule's definition:
+fail when the optimistic one-sided bound is past the threshold, pass when the pessimistic one
+is not), the bounds, the minimum detectable change, relative and decreasing change gates, the
+default replicates, JUnit XML read by a real parser, GitHub's summary and outputs, and the
+false-alarm rate of the README's gate on equally calibrated models."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+from conftest import SAMPLE, needs
+
+from calib.bootstrap import CHEAP_SCORES, DEFAULT_REPLICATES, default_config
+from calib.errors import UsageError
+from calib.evaluation.gates import ChangeGate, Gate, Spread, outcome, parse_allowance
+
+TEST = SAMPLE / "cifar10_test.npz"
+
+
+def spread(lower, upper, sd=1.0, rows=100, level=0.95):
+    return Spread(lower, upper, sd, rows, level, "bootstrap")
+
+
+# the decision rule -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "op, lower, upper, expected",
+    [
+        # fails when value > 0.5: fail iff lower > 0.5, pass iff upper <= 0.5
+        (">", 0.5, 0.75, "inconclusive"),  # lower exactly on the threshold: not past it
+        (">", float(np.nextafter(0.5, 1)), 0.75, "fail"),
+        (">", 0.25, 0.5, "pass"),  # upper exactly on the threshold: 0.5 > 0.5 does not hold
+        (">", 0.25, float(np.nextafter(0.5, 1)), "inconclusive"),
+        # fails when value >= 0.5: the threshold itself is failing
+        (">=", 0.5, 0.75, "fail"),
+        (">=", 0.25, 0.5, "inconclusive"),
+        (">=", 0.25, float(np.nextafter(0.5, 0)), "pass"),
+        # fails when value < 0.5 (higher is better): fail iff upper < 0.5, pass iff lower >= 0.5
+        ("<", 0.25, 0.5, "inconclusive"),
+        ("<", 0.25, float(np.nextafter(0.5, 0)), "fail"),
+        ("<", 0.5, 0.75, "pass"),
+        # fails when value <= 0.5
+        ("<=", 0.25, 0.5, "fail"),
+        ("<=", 0.5, 0.75, "inconclusive"),
+        ("<=", float(np.nextafter(0.5, 1)), 0.75, "pass"),
+    ],
+)
+def test_the_three_outcomes_at_their_edges(op, lower, upper, expected):
+    assert outcome(0.5, spread(lower, upper), op, 0.5) == expected
+
+
+def test_without_replicates_the_value_decides_and_undefined_fails():
+    assert outcome(0.5, None, ">", 0.5) == "pass" and outcome(float(np.nextafter(0.5, 1)), None, ">", 0.5) == "fail"
+    assert outcome(None, spread(0.0, 0.1), ">", 0.5) == "fail"
+
+
+def test_bounds_are_the_one_sided_quantiles_centred_on_the_estimate():
+    """Replicates 0..100: the 5% and 95% quantiles are 5 and 95; centred on an estimate of 60
+    (their mean is 50) every replicate moves up by 10; sd with n - 1."""
+    values = np.arange(101.0)
+    found = Spread.of(values, 0.95, 1000, "bootstrap")
+    assert (found.lower, found.upper) == (5.0, 95.0)
+    assert found.sd == pytest.approx(math.sqrt(sum((v - 50) ** 2 for v in range(101)) / 100), rel=1e-12)
+    centred = Spread.of(values, 0.95, 1000, "bootstrap", estimate=60.0)
+    assert (centred.lower, centred.upper) == (15.0, 105.0)
+    assert Spread.of([1.0, float("nan")], 0.95, 10, "bootstrap") is None  # one value left: no spread
+
+
+def test_minimum_detectable_change_and_rows_to_settle():
+    """(z_0.95 + z_0.8) sd = (1.6448536 + 0.8416212) x 0.01; n (that / d)^2 rows settle d."""
+    found = spread(0.0, 1.0, sd=0.01, rows=300)
+    z = NormalDist().inv_cdf(0.95) + NormalDist().inv_cdf(0.8)
+    assert found.detectable() == pytest.approx(2.4864748 * 0.01, rel=1e-7) == pytest.approx(z * 0.01)
+    assert found.rows_to_settle(0.005) == math.ceil(300 * (z * 0.01 / 0.005) ** 2)
+    assert found.rows_to_settle(0.0) is None
+
+
+# change gates --------------------------------------------------------------------------------------------
+
+
+def test_a_relative_allowance_is_a_share_of_the_baseline_and_passes_on_its_edge():
+    """10%-style gates: 50% of a baseline 0.25 allows 0.125 (exact in binary): 0.375 passes, the
+    next float fails."""
+    gate = ChangeGate("cmce", 0.5, {"value": 0.25}, relative=True)
+    entry = gate.check({"cmce": {"value": 0.375}})
+    assert entry["allowed"] == 0.125 and entry["allowed_relative"] == 0.5 and entry["outcome"] == "pass"
+    assert entry["relative_change"] == 0.5 and entry["expr"] == "cmce - baseline <= 50% of |baseline|"
+    assert gate.check({"cmce": {"value": float(np.nextafter(0.375, 1))}})["outcome"] == "fail"
+
+
+def test_a_decrease_gate_fails_on_a_drop_beyond_the_allowance():
+    """accuracy 0.5 -> 0.375 is a worsening of 0.125 = allowed: passes; one float lower fails; a
+    rise never fails."""
+    gate = ChangeGate("accuracy", 0.125, {"value": 0.5}, direction="decrease")
+    entry = gate.check({"accuracy": {"value": 0.375}})
+    assert entry["worsening"] == 0.125 and entry["increase"] == -0.125 and entry["outcome"] == "pass"
+    assert entry["expr"] == "baseline - accuracy <= 0.125"
+    assert gate.check({"accuracy": {"value": float(np.nextafter(0.375, 0))}})["outcome"] == "fail"
+    assert gate.check({"accuracy": {"value": 1.0}})["outcome"] == "pass"
+
+
+def test_a_paired_decrease_reads_the_negated_differences():
+    """Differences new - old of 0..100 (in units of 0.001) for accuracy: the decrease is their
+    negation, -100..0, whose 5% and 95% quantiles are -95 and -5 (x 0.001) around the estimate."""
+    section = {"replicates": 101, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x", "level": 0.95}
+    baseline = {**section, "values": {"accuracy": [0.5] * 101}}
+    current = {**section, "values": {"accuracy": [0.5 + i / 1000 for i in range(101)]}}
+    gate = ChangeGate("accuracy", 0.0, {"value": 0.5}, baseline_bootstrap=baseline, direction="decrease")
+    entry = gate.check({"accuracy": {"value": 0.55}}, current)
+    assert entry["bounds"] == pytest.approx([-0.095, -0.005], abs=1e-12) and entry["outcome"] == "pass"
+    assert entry["increase_lower_bound"] == pytest.approx(0.005) and entry["noise"] == "paired bootstrap, 0.95 one-sided"
+
+
+@pytest.mark.parametrize(
+    "spec, direction, expected",
+    [("cmce=0.001", "increase", ("cmce", 0.001, False)), ("cmce=10%", "increase", ("cmce", 0.1, True))],
+)
+def test_allowances_parse(spec, direction, expected):
+    assert parse_allowance(spec, direction) == expected
+
+
+@pytest.mark.parametrize(
+    "spec, direction, message",
+    [
+        ("accuracy=0.01", "increase", "higher is better"),
+        ("cmce=0.01", "decrease", "lower is better"),
+        ("cmce", "increase", "expected METRIC=NUMBER"),
+        ("cmce=ten%", "increase", "expected METRIC=NUMBER"),
+        ("cmce=nan", "increase", "expected METRIC=NUMBER"),
+    ],
+)
+def test_allowances_that_cannot_be_read_are_refused(spec, direction, message):
+    with pytest.raises(UsageError, match=message):
+        parse_allowance(spec, direction)
+
+
+def test_default_replicates_follow_the_baseline_else_the_input_size():
+    config = default_config(1000, 10, 0.9, {"replicates": 50, "seed": 3})
+    assert (config.replicates, config.seed, config.level) == (50, 3, 0.9)
+    config = default_config(CHEAP_SCORES // 10, 10, 0.95)  # exactly the cheap limit
+    assert (config.replicates, config.seed) == (DEFAULT_REPLICATES, 0)
+    assert default_config(CHEAP_SCORES // 10 + 1, 10, 0.95) is None
+
+
+# the command ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_pair(tmp_path):
+    """300 rows of the CIFAR-10 test logits and the same rows with a little noise added."""
+    data = np.load(TEST)
+    logits, labels = data["logits"][:300], data["labels"][:300]
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "base.npz", logits=logits, labels=labels)
+    np.savez(tmp_path / "new.npz", logits=logits + rng.normal(size=logits.shape) * 0.3, labels=labels)
+    return tmp_path
+
+
+def test_an_inconclusive_gate_at_300_rows_says_what_would_settle_it(run, small_pair):
+    common = ["--no-vece", "--metrics", "cmce"]
+    assert run("evaluate", small_pair / "base.npz", *common, "--json", small_pair / "base.json")[0] == 0
+    gate = ["--baseline", small_pair / "base.json", "--max-increase", "cmce=0"]
+    code, out, _ = run("evaluate", small_pair / "new.npz", *common, *gate)
+    line = next(line for line in out.splitlines() if line.startswith("gate "))
+    assert code == 0 and line.startswith("gate INCONCLUSIVE (counts as a pass): cmce ")
+    found = re.search(r"at n = 300 the gate detects an increase ([0-9.e-]+) beyond the threshold \(80% power\)", line)
+    assert found and float(found.group(1)) > 0
+    assert re.search(r"about [0-9,]+ rows would settle the observed distance", line)
+    code, out, err = run("evaluate", small_pair / "new.npz", *common, *gate, "--inconclusive", "fail", "--json", "-")
+    entry = json.loads(out)["gates"][0]
+    assert code == 1 and entry["outcome"] == "inconclusive" and entry["passed"] is False
+    assert entry["min_detectable"] == pytest.approx(float(found.group(1)), rel=1e-3)
+    lower, upper = entry["bounds"]
+    assert lower <= 0 < upper  # straddles the allowed 0
+    code, out, _ = run("evaluate", small_pair / "new.npz", *common, *gate, "--ignore-noise", "--json", "-")
+    assert json.loads(out)["gates"][0]["noise"] == "ignored" and json.loads(out)["gates"][0]["outcome"] in ("pass", "fail")
+
+
+def test_a_baseline_without_replicates_is_compared_raw_and_says_so(run, small_pair):
+    common = ["--no-vece", "--metrics", "cmce"]
+    assert run("evaluate", small_pair / "base.npz", *common, "--bootstrap", "0", "--json", small_pair / "base.json")[0] == 0
+    code, _, err = run(
+        "evaluate", small_pair / "new.npz", *common, "--baseline", small_pair / "base.json", "--max-increase", "cmce=1"
+    )
+    assert code == 0 and err.count("ignore noise") == 1 and "records bootstrap replicates" in err
+
+
+def test_usage_errors_of_the_gate_options(run, small_pair):
+    code, _, err = run("evaluate", small_pair / "new.npz", "--no-vece", "--inconclusive", "maybe")
+    assert code == 2 and "--inconclusive must be one of pass, fail" in err
+    code, _, err = run("evaluate", small_pair / "new.npz", "--no-vece", "--paired", "--ignore-noise")
+    assert code == 2 and "drop one of the two" in err
+
+
+def _gated_run(run, tmp_path, *extra):
+    data = np.load(TEST)
+    groups = np.arange(len(data["labels"])) % 3
+    np.savez(tmp_path / "g.npz", logits=data["logits"], labels=data["labels"])
+    np.save(tmp_path / "groups.npy", groups)
+    return run(
+        "evaluate",
+        tmp_path / "g.npz",
+        "--no-vece",
+        "--metrics",
+        "cmce,accuracy",
+        "--groups",
+        tmp_path / "groups.npy",
+        "--fail-if",
+        "cmce>0.0001",  # fails
+        "--fail-if",
+        "accuracy<0.5",  # passes
+        "--fail-if",
+        "cmce>0.00269",  # the value itself: inconclusive
+        "--fail-if",
+        "max_group:cmce>0.005",
+        *extra,
+    )
+
+
+def test_junit_has_one_case_per_gate_and_gated_group_and_a_real_parser_reads_it(run, tmp_path):
+    junitparser = needs("junitparser")
+    code, _, _ = _gated_run(run, tmp_path, "--junit", tmp_path / "gates.xml")
+    assert code == 1
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "gates.xml"))
+    (suite,) = list(xml)
+    cases = list(suite)
+    assert [case.classname for case in cases] == ["calib.gates"] * 4 + ["calib.gates.groups"] * 3
+    assert cases[4].name == "max_group:cmce>0.005 [group 0]"
+    results = [type(case.result[0]).__name__ if case.result else "passed" for case in cases]
+    assert results[:3] == ["Failure", "passed", "Skipped"]
+    assert (suite.tests, suite.failures, suite.errors) == (7, results.count("Failure"), 0)
+    assert suite.skipped == results.count("Skipped") >= 1
+    assert "bounds" in cases[2].result[0].message and "straddle" in cases[2].result[0].message
+    # the attributes Jenkins' and GitLab's readers require: name/tests/failures/errors on the
+    # suite, name on every case; the same report gives the same bytes
+    root = __import__("xml.etree.ElementTree", fromlist=["x"]).parse(tmp_path / "gates.xml").getroot()
+    assert root.tag == "testsuites" and all(k in root[0].attrib for k in ("name", "tests", "failures", "errors"))
+    first = (tmp_path / "gates.xml").read_bytes()
+    _gated_run(run, tmp_path, "--junit", tmp_path / "gates.xml")
+    assert (tmp_path / "gates.xml").read_bytes() == first
+
+
+def test_github_summary_and_outputs(run, tmp_path, monkeypatch):
+    summary, outputs = tmp_path / "summary.md", tmp_path / "outputs.txt"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
+    code, _, _ = _gated_run(run, tmp_path, "--inconclusive", "pass")
+    assert code == 1
+    pairs = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
+    gates = json.loads(pairs["gates"])
+    assert pairs["passed"] == "false" and pairs["outcome"] == "fail"
+    assert pairs["inconclusive"] == str([g["outcome"] for g in gates].count("inconclusive"))
+    assert [g["outcome"] for g in gates][:3] == ["fail", "pass", "inconclusive"] and int(pairs["failed"]) >= 1
+    text = summary.read_text()
+    assert text.startswith("**calib evaluate**") and "- gate FAIL: cmce = 0.00269" in text
+
+
+def test_reports_without_gates_leave_github_files_alone(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "outputs.txt"))
+    assert run("evaluate", TEST, "--no-vece", "--metrics", "ece")[0] == 0
+    assert not (tmp_path / "outputs.txt").exists()
+
+
+# the guarantee -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_readme_gate_rarely_fails_between_equally_calibrated_models():
+    """40 pairs of equally calibrated models on 2,000 shared rows (benchmarks.gate_noise's world):
+    `--max-increase cmce=0.001` with the default replicates fails at most 2 times (5%); raw, it
+    fails far more often."""
+    from benchmarks import gate_noise
+
+    rng = np.random.default_rng(5)
+    fails = raw_fails = 0
+    for _ in range(40):
+        z, labels = gate_noise.world(rng, 2000)
+        base = gate_noise.report(gate_noise.model(rng, z), labels, ["cmce"])
+        current = gate_noise.report(gate_noise.model(rng, z), labels, ["cmce"])
+        ((default, _, raw),) = gate_noise.outcomes([], [gate_noise.change("cmce", 0.001, base)], current)
+        fails, raw_fails = fails + default, raw_fails + raw
+    assert fails <= 2 and raw_fails >= 8
+
+
+# gates on groups ----------------------------------------------------------------------------------------
+
+
+def _grouped_report(values_by_group, replicates_by_group, level=0.95):
+    return {
+        "metrics": {},
+        "groups": {name: {"n": 100, "metrics": {"cmce": value}} for name, value in values_by_group.items()},
+        "group_by": {"min_rows": 1},
+        "bootstrap": {"level": level, "by_group": {name: {"cmce": reps} for name, reps in replicates_by_group.items()}},
+    }
+
+
+def test_a_worst_group_gate_reads_each_group_at_the_bonferroni_level():
+    """4 groups at 0.95: each group's bounds are its 1.25% and 98.75% quantiles (1 - 0.05 / 4),
+    of replicates centred on its value; 0..400 puts them at 5 and 395 before centring."""
+    reps = [float(i) for i in range(401)]  # mean 200
+    values = {"a": 200.0, "b": 210.0, "c": 150.0, "d": 100.0}
+    report = _grouped_report(values, {name: reps for name in values})
+    entry = Gate("max_group:cmce>500", "cmce", ">", 500.0, "max_group").check({}, report)
+    bounds = {g["group"]: g["bounds"] for g in entry["per_group"]}
+    assert bounds["a"] == [5.0, 395.0] and bounds["b"] == [15.0, 405.0] and bounds["d"] == [-95.0, 295.0]
+    assert {g["level"] for g in entry["per_group"]} == {0.9875} and entry["outcome"] == "pass"
+    assert entry["group"] == "b" and entry["value"] == 210.0  # all pass: the worst group is named
+
+
+@pytest.mark.parametrize(
+    "threshold, per_group, expected",
+    [
+        (400.0, {"a": "pass", "b": "pass"}, "pass"),  # b's upper bound is on it
+        (395.0, {"a": "pass", "b": "inconclusive"}, "inconclusive"),
+        (19.0, {"a": "inconclusive", "b": "fail"}, "fail"),  # b's lower bound 20 > 19
+        (4.0, {"a": "fail", "b": "fail"}, "fail"),
+    ],
+)
+def test_a_worst_group_gate_fails_on_any_group_and_passes_only_on_all(threshold, per_group, expected):
+    """Two groups at the Bonferroni level 1 - 0.05 / 2 = 0.975: the quantiles of 0..400 are 10 and
+    390; centred on the values 200 and 210 the bounds are a [10, 390] and b [20, 400]."""
+    reps = [float(i) for i in range(401)]
+    report = _grouped_report({"a": 200.0, "b": 210.0}, {"a": reps, "b": reps})
+    entry = Gate("max_group:cmce>t", "cmce", ">", threshold, "max_group").check({}, report)
+    assert {g["group"]: g["outcome"] for g in entry["per_group"]} == per_group and entry["outcome"] == expected
+    assert entry["group"] == "b"  # the worst group among those that decide
+
+
+def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts():
+    """Accuracy of group s in replicate r from the definition: sum_g c_rg hits_sg / sum_g c_rg n_sg,
+    clusters g of row i drawn by default_rng([seed, 1]) and counts c by default_rng([seed, 2]); the
+    whole sample's replicates equal those of a run without groups."""
+    import calib
+    from calib.bootstrap import BootstrapConfig
+
+    rng = np.random.default_rng(3)
+    n, k = 600, 4
+    logits, labels = rng.normal(size=(n, k)) * 2, rng.integers(0, k, n)
+    strata = rng.integers(0, 3, n)
+    config = BootstrapConfig(30, 7, 0.95)
+    grouped = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config, groups=strata, min_group_rows=1).to_dict()
+    plain = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config).to_dict()
+    np.testing.assert_allclose(grouped["bootstrap"]["values"]["accuracy"], plain["bootstrap"]["values"]["accuracy"], rtol=1e-12)
+    cluster = np.random.default_rng([7, 1]).integers(200, size=n)
+    counts = np.random.default_rng([7, 2]).multinomial(200, np.full(200, 1 / 200), size=30)
+    hits = (logits.argmax(axis=1) == labels).astype(float)
+    for s in range(3):
+        rows = strata == s
+        per_cluster_hits = np.bincount(cluster[rows], weights=hits[rows], minlength=200)
+        per_cluster_rows = np.bincount(cluster[rows], minlength=200)
+        expected = (counts @ per_cluster_hits) / (counts @ per_cluster_rows)
+        np.testing.assert_allclose(grouped["bootstrap"]["by_group"][str(s)]["accuracy"], expected, rtol=1e-12)
