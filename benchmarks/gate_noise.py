@@ -196,6 +196,36 @@ def power(n, pairs, truths, seed, vece_pairs):
     return rows
 
 
+def readme_gate_through_the_command(n, pairs, seed, workdir):
+    """The README's two commands on equally calibrated pairs, as a user runs them:
+    `calib evaluate base.npz --no-vece --json main.json`, then `calib evaluate test.npz --baseline
+    main.json --max-increase cmce=0.001 --no-vece`; counts exit codes."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng([seed, n, 2])
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    codes = []
+    for _ in range(pairs):
+        z, labels = world(rng, n)
+        np.savez(workdir / "base.npz", logits=model(rng, z), labels=labels)
+        np.savez(workdir / "test.npz", logits=model(rng, z), labels=labels)
+        command = [sys.executable, "-m", "calib", "evaluate"]
+        subprocess.run(
+            [*command, workdir / "base.npz", "--no-vece", "--json", workdir / "main.json"], check=True, capture_output=True
+        )
+        gate = [workdir / "test.npz", "--baseline", workdir / "main.json", "--max-increase", "cmce=0.001", "--no-vece"]
+        codes.append(subprocess.run([*command, *gate], capture_output=True).returncode)
+    return {
+        "n": n,
+        "pairs": pairs,
+        "exit 0": codes.count(0),
+        "exit 1 (false alarm)": codes.count(1),
+        "other": len(codes) - codes.count(0) - codes.count(1),
+    }
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=200)
@@ -203,8 +233,19 @@ def main(argv=None) -> None:
     parser.add_argument("--vece-pairs", type=int, default=20)
     parser.add_argument("--rows", type=int, nargs="+", default=[500, 2000, 10000])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--readme-pairs",
+        type=int,
+        default=0,
+        help="also run the README's gate through the command on this many pairs (n = 2,000)",
+    )
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
+    if args.readme_pairs:
+        row = readme_gate_through_the_command(2000, args.readme_pairs, args.seed, args.out / "readme_gate")
+        write_results(args.out, "gate_readme", [row])
+        print(row, flush=True)
+        return
     truths = {scale: truth(scale, ["ece", "cmce"]) for scale in SCALES}
     print("true values:", {s: {m: round(v, 5) for m, v in t.items()} for s, t in truths.items()}, flush=True)
     alarms, curves = [], []

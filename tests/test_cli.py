@@ -103,10 +103,12 @@ def test_gates_and_exit_codes(tmp_path, run):
     code, out, err = run("evaluate", "--no-vece", test, *gates, "--ignore-noise", "--json", tmp_path / "r2.json")
     assert code == 1 and "gate failed: cmce = 0.00269 > 0.0001 (the gate fails when cmce > 0.0001)" in err
     assert "gate pass: accuracy = 0.9452 >= 0.5 (fails when < 0.5)" in out
-    # by default the gates read the bootstrap's one-sided bounds, and say which bound decided
+    # by default the gates read the ends of the bootstrap's 95% interval, and say which end decided
     code, out, err = run("evaluate", "--no-vece", test, *gates)
-    assert code == 1 and re.search(r"gate FAIL: cmce = 0.00269, its 95% lower bound 0.00[0-9]+ > 0.0001 \(the gate", out)
-    assert re.search(r"gate pass: accuracy = 0.9452, its 95% lower bound 0.9[0-9]+ >= 0.5 \(fails when < 0.5\)", out)
+    assert code == 1 and re.search(r"gate FAIL: cmce = 0.00269, the lower end of its 95% interval 0.00[0-9]+ > 0.0001 \(", out)
+    assert re.search(
+        r"gate pass: accuracy = 0.9452, the lower end of its 95% interval 0.9[0-9]+ >= 0.5 \(fails when < 0.5\)", out
+    )
     report = json.loads((tmp_path / "r2.json").read_text())  # written even when a gate fails
     assert report["passed"] is False and [g["passed"] for g in report["gates"]] == [False, True]
     # a gate on a metric not in --metrics is computed anyway

@@ -1,6 +1,6 @@
 """CI gates with three outcomes: the decision rule at its edges (from the rule's definition:
-fail when the optimistic one-sided bound is past the threshold, pass when the pessimistic one
-is not), the bounds, the minimum detectable change, relative and decreasing change gates, the
+fail when the whole confidence interval is past the threshold, pass when none of it is), the
+interval's ends, the minimum detectable change, relative and decreasing change gates, the
 default replicates, JUnit XML read by a real parser, GitHub's summary and outputs, and the
 false-alarm rate of the README's gate on equally calibrated models."""
 
@@ -60,23 +60,24 @@ def test_without_replicates_the_value_decides_and_undefined_fails():
     assert outcome(None, spread(0.0, 0.1), ">", 0.5) == "fail"
 
 
-def test_bounds_are_the_one_sided_quantiles_centred_on_the_estimate():
-    """Replicates 0..100: the 5% and 95% quantiles are 5 and 95; centred on an estimate of 60
-    (their mean is 50) every replicate moves up by 10; sd with n - 1."""
+def test_the_interval_is_the_quantiles_centred_on_the_estimate():
+    """Replicates 0..100: the 95% interval's ends are the 2.5% and 97.5% quantiles, 2.5 and 97.5;
+    centred on an estimate of 60 (their mean is 50) every replicate moves up by 10; sd with n - 1."""
     values = np.arange(101.0)
     found = Spread.of(values, 0.95, 1000, "bootstrap")
-    assert (found.lower, found.upper) == (5.0, 95.0)
+    assert (found.lower, found.upper) == (2.5, 97.5)
     assert found.sd == pytest.approx(math.sqrt(sum((v - 50) ** 2 for v in range(101)) / 100), rel=1e-12)
     centred = Spread.of(values, 0.95, 1000, "bootstrap", estimate=60.0)
-    assert (centred.lower, centred.upper) == (15.0, 105.0)
+    assert (centred.lower, centred.upper) == (12.5, 107.5)
     assert Spread.of([1.0, float("nan")], 0.95, 10, "bootstrap") is None  # one value left: no spread
 
 
 def test_minimum_detectable_change_and_rows_to_settle():
-    """(z_0.95 + z_0.8) sd = (1.6448536 + 0.8416212) x 0.01; n (that / d)^2 rows settle d."""
+    """(z_0.975 + z_0.8) sd = (1.9599640 + 0.8416212) x 0.01 for a 95% interval; n (that / d)^2
+    rows settle d."""
     found = spread(0.0, 1.0, sd=0.01, rows=300)
-    z = NormalDist().inv_cdf(0.95) + NormalDist().inv_cdf(0.8)
-    assert found.detectable() == pytest.approx(2.4864748 * 0.01, rel=1e-7) == pytest.approx(z * 0.01)
+    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)
+    assert found.detectable() == pytest.approx(2.8015852 * 0.01, rel=1e-7) == pytest.approx(z * 0.01)
     assert found.rows_to_settle(0.005) == math.ceil(300 * (z * 0.01 / 0.005) ** 2)
     assert found.rows_to_settle(0.0) is None
 
@@ -107,14 +108,14 @@ def test_a_decrease_gate_fails_on_a_drop_beyond_the_allowance():
 
 def test_a_paired_decrease_reads_the_negated_differences():
     """Differences new - old of 0..100 (in units of 0.001) for accuracy: the decrease is their
-    negation, -100..0, whose 5% and 95% quantiles are -95 and -5 (x 0.001) around the estimate."""
+    negation, -100..0, whose 95% interval is [-97.5, -2.5] (x 0.001), centred on the estimate -50."""
     section = {"replicates": 101, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x", "level": 0.95}
     baseline = {**section, "values": {"accuracy": [0.5] * 101}}
     current = {**section, "values": {"accuracy": [0.5 + i / 1000 for i in range(101)]}}
     gate = ChangeGate("accuracy", 0.0, {"value": 0.5}, baseline_bootstrap=baseline, direction="decrease")
     entry = gate.check({"accuracy": {"value": 0.55}}, current)
-    assert entry["bounds"] == pytest.approx([-0.095, -0.005], abs=1e-12) and entry["outcome"] == "pass"
-    assert entry["increase_lower_bound"] == pytest.approx(0.005) and entry["noise"] == "paired bootstrap, 0.95 one-sided"
+    assert entry["bounds"] == pytest.approx([-0.0975, -0.0025], abs=1e-12) and entry["outcome"] == "pass"
+    assert entry["increase_lower_bound"] == pytest.approx(0.0025) and entry["noise"] == "paired bootstrap, 0.95 interval"
 
 
 @pytest.mark.parametrize(
@@ -236,7 +237,7 @@ def test_junit_has_one_case_per_gate_and_gated_group_and_a_real_parser_reads_it(
     assert results[:3] == ["Failure", "passed", "Skipped"]
     assert (suite.tests, suite.failures, suite.errors) == (7, results.count("Failure"), 0)
     assert suite.skipped == results.count("Skipped") >= 1
-    assert "bounds" in cases[2].result[0].message and "straddle" in cases[2].result[0].message
+    assert "interval" in cases[2].result[0].message and "straddles" in cases[2].result[0].message
     # the attributes Jenkins' and GitLab's readers require: name/tests/failures/errors on the
     # suite, name on every case; the same report gives the same bytes
     root = __import__("xml.etree.ElementTree", fromlist=["x"]).parse(tmp_path / "gates.xml").getroot()
@@ -301,14 +302,15 @@ def _grouped_report(values_by_group, replicates_by_group, level=0.95):
 
 
 def test_a_worst_group_gate_reads_each_group_at_the_bonferroni_level():
-    """4 groups at 0.95: each group's bounds are its 1.25% and 98.75% quantiles (1 - 0.05 / 4),
-    of replicates centred on its value; 0..400 puts them at 5 and 395 before centring."""
+    """4 groups at 0.95: each group's interval is at 1 - 0.05 / 4 = 0.9875, its ends the 0.625% and
+    99.375% quantiles of the replicates centred on its value; 0..400 puts them at 2.5 and 397.5
+    before centring."""
     reps = [float(i) for i in range(401)]  # mean 200
     values = {"a": 200.0, "b": 210.0, "c": 150.0, "d": 100.0}
     report = _grouped_report(values, {name: reps for name in values})
     entry = Gate("max_group:cmce>500", "cmce", ">", 500.0, "max_group").check({}, report)
     bounds = {g["group"]: g["bounds"] for g in entry["per_group"]}
-    assert bounds["a"] == [5.0, 395.0] and bounds["b"] == [15.0, 405.0] and bounds["d"] == [-95.0, 295.0]
+    assert bounds["a"] == [2.5, 397.5] and bounds["b"] == [12.5, 407.5] and bounds["d"] == [-97.5, 297.5]
     assert {g["level"] for g in entry["per_group"]} == {0.9875} and entry["outcome"] == "pass"
     assert entry["group"] == "b" and entry["value"] == 210.0  # all pass: the worst group is named
 
@@ -316,15 +318,16 @@ def test_a_worst_group_gate_reads_each_group_at_the_bonferroni_level():
 @pytest.mark.parametrize(
     "threshold, per_group, expected",
     [
-        (400.0, {"a": "pass", "b": "pass"}, "pass"),  # b's upper bound is on it
-        (395.0, {"a": "pass", "b": "inconclusive"}, "inconclusive"),
-        (19.0, {"a": "inconclusive", "b": "fail"}, "fail"),  # b's lower bound 20 > 19
+        (405.0, {"a": "pass", "b": "pass"}, "pass"),  # b's upper end is on it
+        (395.0, {"a": "pass", "b": "inconclusive"}, "inconclusive"),  # a's upper end is on it
+        (14.0, {"a": "inconclusive", "b": "fail"}, "fail"),  # b's lower end 15 > 14
         (4.0, {"a": "fail", "b": "fail"}, "fail"),
     ],
 )
 def test_a_worst_group_gate_fails_on_any_group_and_passes_only_on_all(threshold, per_group, expected):
-    """Two groups at the Bonferroni level 1 - 0.05 / 2 = 0.975: the quantiles of 0..400 are 10 and
-    390; centred on the values 200 and 210 the bounds are a [10, 390] and b [20, 400]."""
+    """Two groups at the Bonferroni level 1 - 0.05 / 2 = 0.975: the interval's ends are the 1.25%
+    and 98.75% quantiles of 0..400, 5 and 395; centred on the values 200 and 210 the intervals are
+    a [5, 395] and b [15, 405]."""
     reps = [float(i) for i in range(401)]
     report = _grouped_report({"a": 200.0, "b": 210.0}, {"a": reps, "b": reps})
     entry = Gate("max_group:cmce>t", "cmce", ">", threshold, "max_group").check({}, report)

@@ -116,7 +116,7 @@ def test_cli_group_by_a_parquet_column_and_gates_on_the_worst_group(run, grouped
     )
     assert (
         code == 1
-        and "gate FAIL: accuracy of group rare (the min group) = 0, its 98.33% (Bonferroni over 3 groups) upper bound 0 < 0.5"
+        and "accuracy of group rare (the min group) = 0, the upper end of its 98.33% (Bonferroni over 3 groups) interval 0 < 0.5"
         in out
     )
     code, _, err = run("evaluate", path, "--no-vece", "--fail-if", "max_group:ece>0.03")

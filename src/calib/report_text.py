@@ -142,7 +142,7 @@ def gate_mark(gate: dict) -> str:
 
 
 def _level(gate: dict) -> str:
-    """The one-sided level of a gate's bounds, e.g. ``95%`` or ``98.75% (Bonferroni over 4 groups)``."""
+    """The level of a gate's interval, e.g. ``95%`` or ``98.75% (Bonferroni over 4 groups)``."""
     text = f"{100 * gate['level']:.4g}%"
     found = [part for part in gate["noise"].split(", ") if part.startswith("Bonferroni")]
     return text + (f" ({found[0]})" if found else "")
@@ -166,7 +166,10 @@ def _unsettled(gate: dict, change: str) -> str:
         distance = format_value(
             abs(gate["value"] - gate["threshold"]) if "threshold" in gate else abs(gate["worsening"] - gate["allowed"])
         )
-        text += f"; about {_rows(gate['rows_to_settle'])} rows would settle the observed distance {distance}"
+        if gate["rows_to_settle"] > 1000 * gate["rows"]:  # the value is a hair from the threshold
+            text += f"; the observed distance {distance} is too small for any realistic test set to settle"
+        else:
+            text += f"; about {_rows(gate['rows_to_settle'])} rows would settle the observed distance {distance}"
     return text
 
 
@@ -183,12 +186,21 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
     level = _level(gate)
     high = op in (">", ">=")
     if outcome == "fail":
-        name, bound = ("lower", lower) if high else ("upper", upper)
-        return f"{metric} = {format_value(value)}, its {level} {name} bound {format_exact(bound, threshold)} {op} {limit} (the gate fails when {gate['metric']} {op} {limit})"
+        name, end = ("lower", lower) if high else ("upper", upper)
+        return (
+            f"{metric} = {format_value(value)}, the {name} end of its {level} interval {format_exact(end, threshold)} "
+            f"{op} {limit} (the gate fails when {gate['metric']} {op} {limit})"
+        )
     if outcome == "pass":
-        name, bound = ("upper", upper) if high else ("lower", lower)
-        return f"{metric} = {format_value(value)}, its {level} {name} bound {format_exact(bound, threshold)} {_NEGATED[op]} {limit} (fails when {op} {limit})"
-    text = f"{metric} = {format_value(value)}: its {level} bounds [{format_value(lower)}, {format_value(upper)}] straddle {limit} (fails when {op} {limit})"
+        name, end = ("upper", upper) if high else ("lower", lower)
+        return (
+            f"{metric} = {format_value(value)}, the {name} end of its {level} interval {format_exact(end, threshold)} "
+            f"{_NEGATED[op]} {limit} (fails when {op} {limit})"
+        )
+    text = (
+        f"{metric} = {format_value(value)}: its {level} interval [{format_value(lower)}, {format_value(upper)}] "
+        f"straddles {limit} (fails when {op} {limit})"
+    )
     return text + _unsettled(gate, "a value")
 
 
@@ -213,11 +225,11 @@ def _change_text(gate: dict, metric: str, value: float) -> str:
         lower, upper = gate["bounds"]
         level = _level(gate)
         if outcome == "fail":
-            text += f"; the paired {level} lower bound of the {what}, {format_exact(lower, allowed)}, is above the allowed {allowed_text}"
+            text += f"; the lower end of the paired {level} interval of the {what}, {format_exact(lower, allowed)}, is above the allowed {allowed_text}"
         elif outcome == "pass":
-            text += f"; the paired {level} upper bound of the {what}, {format_exact(upper, allowed)}, is within the allowed {allowed_text}"
+            text += f"; the upper end of the paired {level} interval of the {what}, {format_exact(upper, allowed)}, is within the allowed {allowed_text}"
         else:
-            text += f"; the paired {level} bounds of the {what} [{format_value(lower)}, {format_value(upper)}] straddle the allowed {allowed_text}"
+            text += f"; the paired {level} interval of the {what} [{format_value(lower)}, {format_value(upper)}] straddles the allowed {allowed_text}"
             text += _unsettled(gate, f"an {what}")
     elif worsening > allowed:
         text += f", more than the allowed {allowed_text}"
@@ -232,7 +244,7 @@ def gate_text(gate: dict) -> str:
     """A gate's outcome after its mark, with the value, the threshold and what decided it:
     ``cmce = 0.003919 > 0.001`` (an absolute gate whose failing condition holds), ``cmce rose by
     0.001229 (0.00269 -> 0.003919), more than the allowed 0.001`` (against a baseline); with
-    bootstrap replicates, the bound that decided it, or for an inconclusive gate the bounds, the
+    bootstrap replicates, the end of the interval that decided it, or for an inconclusive gate the interval, the
     minimum detectable change and the rows that would settle it."""
     metric, value = gate.get("metric", gate["expr"]), gate["value"]
     if value is None:

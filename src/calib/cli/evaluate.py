@@ -66,14 +66,14 @@ def evaluate(
         bool,
         typer.Option(
             "--ignore-noise",
-            help="Gates compare the values themselves (pass or fail), not their bootstrap bounds (pass, fail or inconclusive).",
+            help="Gates compare the values themselves (pass or fail), not their bootstrap intervals (pass, fail or inconclusive).",
         ),
     ] = False,
     inconclusive: Annotated[
         str,
         typer.Option(
             "--inconclusive",
-            help="What a gate whose bootstrap bounds straddle its threshold counts as: pass (exit 0) | fail (exit 1).",
+            help="What a gate whose bootstrap interval straddles its threshold counts as: pass (exit 0) | fail (exit 1).",
         ),
     ] = "pass",
     junit: Annotated[
@@ -119,7 +119,7 @@ def evaluate(
     confidence: Annotated[
         float,
         typer.Option(
-            "--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of the gates' one-sided bounds."
+            "--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of the intervals the gates read."
         ),
     ] = 0.95,
     engine: Annotated[
@@ -176,7 +176,7 @@ def evaluate(
     if inconclusive not in INCONCLUSIVE_POLICIES:
         raise UsageError(f"--inconclusive must be one of {', '.join(INCONCLUSIVE_POLICIES)}; got {inconclusive!r}")
     if paired and ignore_noise:
-        raise UsageError("--paired asks for the bootstrap's bounds and --ignore-noise for the raw values; drop one of the two")
+        raise UsageError("--paired asks for the bootstrap's intervals and --ignore-noise for the raw values; drop one of the two")
     gates = [parse_gate(expr) for expr in fail_if or []]
     increase_gates = parse_change_gates(max_increase or [], baseline, paired, max_decrease or [])
     keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
