@@ -240,7 +240,7 @@ NEAR_LINES = 15
 
 #: The suite's edge tests (hand arithmetic at each edge, documented defaults, both kernel paths
 #: against independent formulations): tried first on every mutant they run.
-EDGE_TEST_FILES = re.compile(r"tests/test_(boundaries|documented_defaults|kernels|\w+_details)\.py::")
+EDGE_TEST_FILES = re.compile(r"tests/test_(boundaries|documented_defaults|kernels|gates|\w+_details)\.py::")
 
 
 def ranked_tests(tests, line: int, by_line: dict[int, set], seconds: dict[str, float], names: set, sources: dict) -> list[str]:

@@ -359,3 +359,187 @@ def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts()
         per_cluster_rows = np.bincount(cluster[rows], minlength=200)
         expected = (counts @ per_cluster_hits) / (counts @ per_cluster_rows)
         np.testing.assert_allclose(grouped["bootstrap"]["by_group"][str(s)]["accuracy"], expected, rtol=1e-12)
+
+
+# the parts the mutation run found untested -------------------------------------------------------------
+
+
+def _section(values, **extra):
+    base = {"replicates": len(values), "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x", "level": 0.95}
+    return {**base, "values": {"cmce": list(values)}, **extra}
+
+
+def test_paired_differences_need_both_sections_from_the_same_draw():
+    from calib.bootstrap import paired_differences
+
+    current = _section([1.0, 2.0, None])
+    found, why = paired_differences(current, _section([0.5, 0.5, 0.5]), "cmce")
+    assert why is None and found[:2].tolist() == [0.5, 1.5] and np.isnan(found[2])  # None is no value
+    for baseline in ({}, _section([0.0] * 3, seed=1), _section([0.0] * 3, labels_sha256="y")):
+        found, why = paired_differences(current, baseline, "cmce")
+        assert found is None and "same rows, seed and count" in why
+    assert paired_differences({}, _section([0.0] * 3), "cmce")[0] is None
+    found, why = paired_differences(current, _section([0.0] * 3), "ece")
+    assert found is None and why == "no bootstrap replicates of ece in both reports"
+    assert paired_differences({**current, "values": {}}, _section([0.0] * 3), "cmce")[1] == why.replace("ece", "cmce")
+
+
+def test_the_table_interval_is_the_two_sided_percentile_interval():
+    from calib.bootstrap import intervals
+
+    found = intervals({"m": np.arange(101.0), "none": np.array([np.nan, np.nan])}, 0.95)
+    assert found["m"] == pytest.approx([2.5, 97.5], rel=1e-12) and found["none"] is None
+
+
+def test_two_replicates_are_enough_for_an_interval():
+    """np.percentile of [1, 3] at 2.5% and 97.5%: 1 + 0.025 x 2 = 1.05 and 2.95."""
+    found = Spread.of([1.0, 3.0], 0.95, 10, "bootstrap")
+    assert found is not None and (found.lower, found.upper) == pytest.approx((1.05, 2.95), abs=1e-12)
+
+
+def test_spreads_and_configs_are_immutable():
+    from dataclasses import FrozenInstanceError
+
+    from calib.bootstrap import BootstrapConfig
+
+    for frozen, field in ((spread(0.0, 1.0), "lower"), (BootstrapConfig(10, 0), "seed")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(frozen, field, 1)
+
+
+def test_a_threshold_entry_states_the_rows_that_would_settle_it():
+    """Replicates 0..100 around a value 50.5 against the threshold 50: sd and the rows by hand."""
+    report = {"bootstrap": _section(np.arange(101.0), rows=400)}
+    entry = Gate("cmce>50", "cmce", ">", 50.0).check({"cmce": {"value": 50.5}}, report)
+    sd = np.std(np.arange(101.0), ddof=1)
+    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)
+    assert entry["outcome"] == "inconclusive" and entry["min_detectable"] == pytest.approx(z * sd)
+    assert entry["rows_to_settle"] == math.ceil(400 * (z * sd / 0.5) ** 2) and entry["rows"] == 400
+    assert Gate("cmce>50", "cmce", ">", 50.0).check({"cmce": {"value": 50.5}}, report, ignore_noise=True)["noise"] == "ignored"
+
+
+def test_why_a_gate_has_no_interval():
+    from calib.evaluation.gates import group_spreads, replicate_spread
+
+    assert replicate_spread(None, "cmce", 0.1) == (None, "the report has no bootstrap replicates")
+    assert replicate_spread(_section([1.0, 2.0]), "ece", 0.1) == (None, "no bootstrap replicates of ece")
+    values = {"a": 0.1}
+    assert group_spreads({}, "cmce", values) == ({}, "the report has no bootstrap replicates")
+    assert group_spreads({"bootstrap": _section([1.0])}, "cmce", values) == (
+        {},
+        "the report has no bootstrap replicates per group",
+    )
+    report = {"bootstrap": _section([1.0], by_group={"a": {"ece": [1.0, 2.0]}}), "groups": {"a": {"n": 10}}}
+    assert group_spreads(report, "cmce", values) == ({}, "no bootstrap replicates of cmce per group")
+    entry = ChangeGate("cmce", 0.0, {"value": 0.0}, baseline_bootstrap=_section([0.0, 0.0])).check(
+        {"cmce": {"value": 0.1}}, _section([None, None])
+    )
+    assert entry["noise"] == "ignored" and entry["noise_reason"] == "no paired replicates of cmce with a value"
+
+
+def test_a_paired_increase_states_its_interval_as_increase_bounds():
+    """An increase gate's interval is the increase's; a decrease gate's bounds are negated back."""
+    current, baseline = _section([float(i) for i in range(101)]), _section([0.0] * 101)
+    entry = ChangeGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline).check({"cmce": {"value": 50.0}}, current)
+    assert entry["bounds"] == [2.5, 97.5] and (entry["increase_lower_bound"], entry["increase_upper_bound"]) == (2.5, 97.5)
+    current = {**current, "values": {"accuracy": current["values"]["cmce"]}}
+    baseline = {**baseline, "values": {"accuracy": baseline["values"]["cmce"]}}
+    entry = ChangeGate("accuracy", 0.0, {"value": 0.0}, baseline_bootstrap=baseline, direction="decrease").check(
+        {"accuracy": {"value": 50.0}}, current
+    )
+    assert entry["bounds"] == [-97.5, -2.5] and (entry["increase_lower_bound"], entry["increase_upper_bound"]) == (2.5, 97.5)
+
+
+def _group_reports(current_values, baseline_values, current_reps, baseline_reps, **extra):
+    digest = extra.pop("groups_sha256", "g")
+    current = {
+        "groups": {name: {"n": 500, "metrics": {"cmce": v}} for name, v in current_values.items()},
+        "group_by": {"min_rows": 1},
+        "bootstrap": _section([0.0], by_group={g: {"cmce": r} for g, r in current_reps.items()}, groups_sha256=digest, **extra),
+    }
+    baseline_groups = {name: {"n": 500, "metrics": {"cmce": v}} for name, v in baseline_values.items()}
+    baseline = _section([0.0], by_group={g: {"cmce": r} for g, r in baseline_reps.items()}, groups_sha256="g")
+    return current, baseline_groups, baseline
+
+
+def test_change_gates_on_groups_pair_each_groups_replicates_at_the_bonferroni_level():
+    """Two groups: each group's paired differences 0..400 centred on its change, at 1 - 0.05 / 2:
+    the 1.25% and 98.75% quantiles, 5 and 395 before centring (mean 200)."""
+    reps = [float(i) for i in range(401)]
+    zeros = [0.0] * 401
+    current, groups, baseline = _group_reports(
+        {"a": 200.0, "b": 210.0}, {"a": 0.0, "b": 0.0}, {"a": reps, "b": reps}, {"a": zeros, "b": zeros}
+    )
+    gate = ChangeGate("cmce", 400.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups)
+    entries = {e["group"]: e for e in gate.check_groups(current)}
+    assert entries["a"]["bounds"] == [5.0, 395.0] and entries["b"]["bounds"] == [15.0, 405.0]
+    assert entries["a"]["level"] == 0.975 and entries["a"]["outcome"] == "pass" and entries["b"]["outcome"] == "inconclusive"
+    assert entries["a"]["noise"] == "paired bootstrap, Bonferroni over 2 groups, 0.975 interval"
+    raw = {e["group"]: e for e in gate.check_groups(current, ignore_noise=True)}
+    assert raw["a"]["noise_reason"] == "noise ignored on request" and raw["b"]["outcome"] == "pass"
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"groups_sha256": "other"}, "the baseline report's rows fall into other groups"),
+        ({"seed": 3}, "same rows, seed and count"),
+    ],
+)
+def test_change_gates_on_groups_say_why_they_cannot_pair(change, reason):
+    reps = [1.0, 2.0]
+    current, groups, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": reps}, {"a": reps}, **change)
+    (entry,) = ChangeGate("cmce", 1.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups).check_groups(current)
+    assert entry["noise"] == "ignored" and reason in entry["noise_reason"] and entry["outcome"] == "pass"
+    del current["bootstrap"]["by_group"]
+    (entry,) = ChangeGate("cmce", 1.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups).check_groups(current)
+    assert entry["noise_reason"] == "the reports have no bootstrap replicates per group"
+
+
+def test_overall_outcome_of_a_run():
+    from calib.cli.ci_output import overall_outcome
+
+    gate = {"outcome": "pass", "passed": True}
+    assert overall_outcome({"passed": True, "gates": [gate]}) == "pass"
+    assert overall_outcome({"passed": True, "gates": [gate, {"outcome": "inconclusive", "passed": True}]}) == "inconclusive"
+    assert overall_outcome({"passed": False, "gates": [gate, {"outcome": "inconclusive", "passed": False}]}) == "fail"
+
+
+def test_junit_marks_an_inconclusive_gate_counted_as_failed_as_a_failure():
+    from calib.report_junit import junit_xml
+
+    report = {
+        "input": {"path": "p", "n": 1, "k": 2, "kind": "logits"},
+        "gates": [
+            {
+                "expr": "cmce>0.1",
+                "metric": "cmce",
+                "op": ">",
+                "threshold": 0.1,
+                "value": 0.05,
+                "outcome": "inconclusive",
+                "passed": False,
+            }
+        ],
+    }
+    xml = junit_xml(report)
+    assert xml.startswith(b"<?xml version='1.0' encoding='utf-8'?>\n<testsuites")
+    assert b'<failure type="inconclusive"' in xml and b"<skipped" not in xml and b'failures="1"' in xml
+
+
+def test_the_documented_defaults_of_replicates():
+    text = open(__import__("conftest").ROOT / "docs" / "ci-gates.md").read()
+    assert f"**{DEFAULT_REPLICATES} bootstrap replicates**" in text and "above 10^7 scores" in text
+    assert CHEAP_SCORES == 10**7 and "at most 50 groups" in text
+    from calib.bootstrap import MAX_GROUPS_WITH_REPLICATES
+
+    assert MAX_GROUPS_WITH_REPLICATES == 50
+
+
+def test_the_python_api_draws_replicates_at_95_percent_by_default():
+    import calib
+
+    data = np.load(TEST)
+    report = calib.evaluate(data["logits"][:500], data["labels"][:500], metrics=["ece"], bootstrap=20, seed=4).to_dict()
+    assert (report["bootstrap"]["replicates"], report["bootstrap"]["seed"], report["bootstrap"]["level"]) == (20, 4, 0.95)
+    assert "bootstrap" not in calib.evaluate(data["logits"][:500], data["labels"][:500], metrics=["ece"], bootstrap=0).to_dict()

@@ -37,8 +37,8 @@ CHEAP_SCORES = 10_000_000
 
 @dataclass(frozen=True)
 class BootstrapConfig:
-    replicates: int = 1000
-    seed: int = 0
+    replicates: int
+    seed: int
     level: float = 0.95
 
 

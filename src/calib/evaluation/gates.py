@@ -119,7 +119,7 @@ def outcome(value: float | None, spread: Spread | None, op: str, limit: float) -
     return INCONCLUSIVE
 
 
-def noise_fields(spread: Spread | None, value: float | None, limit: float, why_not: str | None) -> dict:
+def noise_fields(spread: Spread | None, value: float | None, limit: float | None, why_not: str | None) -> dict:
     """The gate entry's account of noise: how it was read, the bounds, the minimum detectable change
     and the rows that would settle the observed distance; or why noise was ignored."""
     if spread is None:
@@ -132,7 +132,7 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float, why_n
         "min_detectable": spread.detectable(),
         "rows": spread.rows,
     }
-    if value is not None:
+    if value is not None and limit is not None:
         fields["rows_to_settle"] = spread.rows_to_settle(abs(value - limit))
     return fields
 
@@ -182,7 +182,7 @@ class Gate:
             per_group[name] = _decided(fields, outcome(value, spread, self.op, self.threshold), inconclusive)
         results = [item["outcome"] for item in per_group.values()]
         overall = FAIL if FAIL in results or not results else INCONCLUSIVE if INCONCLUSIVE in results else PASS
-        deciding = {name: group for name, group in groups.items() if per_group[name]["outcome"] == overall} or groups
+        deciding = {name: group for name, group in groups.items() if per_group[name]["outcome"] == overall}
         found = worst_group(deciding, self.metric, self.aggregate)
         name = None if found is None else found[0]
         entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1])
@@ -203,14 +203,14 @@ def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | 
         return {}, why
     valued = [name for name, value in values.items() if value is not None]
     level = 1.0 - (1.0 - bootstrap["level"]) / max(1, len(valued))
-    rows = {name: entry["n"] for name, entry in (report.get("groups") or {}).items()}
+    rows = {name: entry["n"] for name, entry in report["groups"].items()}
     spreads = {}
     for name in valued:
         replicates = by_group.get(name, {}).get(metric)
         found = (
             None
             if replicates is None
-            else Spread.of(replicates, level, rows.get(name, 0), f"bootstrap, Bonferroni over {len(valued)} groups", values[name])
+            else Spread.of(replicates, level, rows[name], f"bootstrap, Bonferroni over {len(valued)} groups", values[name])
         )
         if found is not None:
             spreads[name] = found
@@ -304,7 +304,7 @@ class ChangeGate:
             result = FAIL
         else:
             result = outcome(entry["worsening"], spread, ">", limit)
-        entry.update(noise_fields(spread, entry["worsening"], limit if limit is not None else 0.0, why))
+        entry.update(noise_fields(spread, entry["worsening"], limit, why))
         if spread is not None:
             entry["increase_lower_bound"] = spread.lower if self.sign > 0 else -spread.upper
             entry["increase_upper_bound"] = spread.upper if self.sign > 0 else -spread.lower
@@ -318,9 +318,9 @@ class ChangeGate:
         differences, reason = paired_differences(bootstrap or {}, self.baseline_bootstrap or {}, self.metric)
         spread = None
         if differences is not None:
-            level = bootstrap.get("level", 0.95)
-            spread = Spread.of(self.sign * differences, level, bootstrap["rows"], "paired bootstrap", worsening)
-            reason = reason or (None if spread is not None else f"no paired replicates of {self.metric} with a value")
+            spread = Spread.of(self.sign * differences, bootstrap["level"], bootstrap["rows"], "paired bootstrap", worsening)
+            if spread is None:
+                reason = f"no paired replicates of {self.metric} with a value"
         if spread is None and self.paired:
             raise InputError(f"paired gate: {reason}")
         return spread, reason
@@ -332,19 +332,17 @@ class ChangeGate:
         current = gated_groups(report)
         names = [name for name in (self.baseline_groups or {}) if name in current]
         differences, why = ({}, "noise ignored on request") if ignore_noise else self._group_differences(report, names)
-        level = 1.0 - (1.0 - (report.get("bootstrap") or {}).get("level", 0.95)) / max(1, len(names))
         entries = []
         for name in names:
-            gate = self._entry(
-                current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name
-            )
-            limit = gate["allowed"]
-            spread = None
-            if name in differences and gate["worsening"] is not None:
+            gate = self._entry(current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name)
+            limit, spread, reason = gate["allowed"], None, why
+            if name in differences:
+                level = 1.0 - (1.0 - report["bootstrap"]["level"]) / len(names)
                 how = f"paired bootstrap, Bonferroni over {len(names)} groups"
                 spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, gate["worsening"])
+                reason = None if spread is not None else f"no paired replicates of {self.metric} with a value"
             result = FAIL if limit is None else outcome(gate["worsening"], spread, ">", limit)
-            gate.update(noise_fields(spread, gate["worsening"], 0.0 if limit is None else limit, why or "no paired replicates"))
+            gate.update(noise_fields(spread, gate["worsening"], limit, reason))
             entries.append(_decided(gate, result, inconclusive))
         return entries
 
