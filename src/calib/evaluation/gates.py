@@ -334,7 +334,9 @@ class ChangeGate:
         differences, why = ({}, "noise ignored on request") if ignore_noise else self._group_differences(report, names)
         entries = []
         for name in names:
-            gate = self._entry(current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name)
+            gate = self._entry(
+                current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name
+            )
             limit, spread, reason = gate["allowed"], None, why
             if name in differences:
                 level = 1.0 - (1.0 - report["bootstrap"]["level"]) / len(names)
