@@ -80,6 +80,8 @@ def test_minimum_detectable_change_and_rows_to_settle():
     assert found.detectable() == pytest.approx(2.8015852 * 0.01, rel=1e-7) == pytest.approx(z * 0.01)
     assert found.rows_to_settle(0.005) == math.ceil(300 * (z * 0.01 / 0.005) ** 2)
     assert found.rows_to_settle(0.0) is None
+    assert spread(0.0, 0.0, sd=0.0).rows_to_settle(0.5) is None  # no spread: nothing to settle
+    assert spread(0.0, 1.0, sd=1.0, rows=100).rows_to_settle(2.0) == math.ceil(100 * (z / 2.0) ** 2)
 
 
 # change gates --------------------------------------------------------------------------------------------
@@ -335,7 +337,8 @@ def test_a_worst_group_gate_fails_on_any_group_and_passes_only_on_all(threshold,
     assert entry["group"] == "b"  # the worst group among those that decide
 
 
-def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts():
+@pytest.mark.parametrize("n_groups", [2, 3])
+def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts(n_groups):
     """Accuracy of group s in replicate r from the definition: sum_g c_rg hits_sg / sum_g c_rg n_sg,
     clusters g of row i drawn by default_rng([seed, 1]) and counts c by default_rng([seed, 2]); the
     whole sample's replicates equal those of a run without groups."""
@@ -345,7 +348,7 @@ def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts()
     rng = np.random.default_rng(3)
     n, k = 600, 4
     logits, labels = rng.normal(size=(n, k)) * 2, rng.integers(0, k, n)
-    strata = rng.integers(0, 3, n)
+    strata = rng.integers(0, n_groups, n)
     config = BootstrapConfig(30, 7, 0.95)
     grouped = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config, groups=strata, min_group_rows=1).to_dict()
     plain = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config).to_dict()
@@ -353,7 +356,7 @@ def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts()
     cluster = np.random.default_rng([7, 1]).integers(200, size=n)
     counts = np.random.default_rng([7, 2]).multinomial(200, np.full(200, 1 / 200), size=30)
     hits = (logits.argmax(axis=1) == labels).astype(float)
-    for s in range(3):
+    for s in range(n_groups):
         rows = strata == s
         per_cluster_hits = np.bincount(cluster[rows], weights=hits[rows], minlength=200)
         per_cluster_rows = np.bincount(cluster[rows], minlength=200)
@@ -378,7 +381,8 @@ def test_paired_differences_need_both_sections_from_the_same_draw():
     for baseline in ({}, _section([0.0] * 3, seed=1), _section([0.0] * 3, labels_sha256="y")):
         found, why = paired_differences(current, baseline, "cmce")
         assert found is None and "same rows, seed and count" in why
-    assert paired_differences({}, _section([0.0] * 3), "cmce")[0] is None
+    found, why = paired_differences({}, _section([0.0] * 3), "cmce")
+    assert found is None and "same rows, seed and count" in why
     found, why = paired_differences(current, _section([0.0] * 3), "ece")
     assert found is None and why == "no bootstrap replicates of ece in both reports"
     assert paired_differences({**current, "values": {}}, _section([0.0] * 3), "cmce")[1] == why.replace("ece", "cmce")
@@ -543,3 +547,16 @@ def test_the_python_api_draws_replicates_at_95_percent_by_default():
     report = calib.evaluate(data["logits"][:500], data["labels"][:500], metrics=["ece"], bootstrap=20, seed=4).to_dict()
     assert (report["bootstrap"]["replicates"], report["bootstrap"]["seed"], report["bootstrap"]["level"]) == (20, 4, 0.95)
     assert "bootstrap" not in calib.evaluate(data["logits"][:500], data["labels"][:500], metrics=["ece"], bootstrap=0).to_dict()
+
+
+def test_an_undefined_value_with_replicates_fails_without_a_distance():
+    entry = Gate("cmce>0.1", "cmce", ">", 0.1).check({"cmce": {"value": None}}, {"bootstrap": _section([1.0, 2.0])})
+    assert entry["outcome"] == "fail" and "rows_to_settle" not in entry
+
+
+def test_one_group_is_read_at_the_runs_own_level():
+    """Bonferroni over one group is no correction: 0.95 stays 0.95."""
+    reps = [float(i) for i in range(101)]
+    report = _grouped_report({"a": 50.0}, {"a": reps})
+    entry = Gate("max_group:cmce>t", "cmce", ">", 1000.0, "max_group").check({}, report)
+    assert entry["per_group"][0]["level"] == 0.95 and entry["per_group"][0]["bounds"] == [2.5, 97.5]
