@@ -560,3 +560,9 @@ def test_one_group_is_read_at_the_runs_own_level():
     report = _grouped_report({"a": 50.0}, {"a": reps})
     entry = Gate("max_group:cmce>t", "cmce", ">", 1000.0, "max_group").check({}, report)
     assert entry["per_group"][0]["level"] == 0.95 and entry["per_group"][0]["bounds"] == [2.5, 97.5]
+
+
+def test_a_group_whose_paired_replicates_have_no_value_says_so():
+    current, groups, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": [None, None]}, {"a": [0.0, 0.0]})
+    (entry,) = ChangeGate("cmce", 1.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups).check_groups(current)
+    assert entry["noise"] == "ignored" and entry["noise_reason"] == "no paired replicates of cmce with a value"
