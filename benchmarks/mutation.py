@@ -125,14 +125,14 @@ PLANTED = (
     ),
     (
         "calib/evaluation/gates.py",
-        '"passed": increase is not None and increase <= self.allowed,',
-        '"passed": increase is not None and increase < self.allowed,',
+        'result = outcome(entry["worsening"], spread, ">", limit)',
+        'result = outcome(entry["worsening"], spread, ">=", limit)',
         "increase gate: <= allowed -> < allowed",
     ),
     (
         "calib/evaluation/gates.py",
-        "failed = value is None or _OPERATORS",
-        "failed = value is not None and _OPERATORS",
+        "    if value is None:\n        return FAIL",
+        "    if value is None:\n        return PASS",
         "an undefined value passes a threshold gate",
     ),
     ("calib/validation.py", "EXACT_SUM_TOLERANCE = 1e-9", "EXACT_SUM_TOLERANCE = 1e-6", "exactness tolerance 1e-9 -> 1e-6"),
