@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import calib
 from calib import CALIBRATORS, BundleError, read_bundle
 from calib.calibrators.conformal import in_conformal_set, scores_at_most
-from calib.evaluation.gates import Gate, IncreaseGate
+from calib.evaluation.gates import ChangeGate, Gate
 from calib.io import predictions_from_arrays
 from calib.metrics import METRICS, MetricConfig
 from calib.metrics.batch import model_batch
@@ -188,7 +188,7 @@ def test_a_modified_array_file_is_refused_on_load(tmp_path):
 
 def test_an_increase_exactly_at_the_allowance_passes_and_the_next_float_fails():
     """new - old <= allowed passes: 0.375 - 0.25 = 0.125 (exact in binary) with allowed 0.125."""
-    gate = IncreaseGate("cmce", 0.125, {"value": 0.25, "settings": {}})
+    gate = ChangeGate("cmce", 0.125, {"value": 0.25, "settings": {}})
     assert bool(gate.check({"cmce": {"value": 0.375}})["passed"]) is True
     assert bool(gate.check({"cmce": {"value": float(np.nextafter(0.375, 1.0))}})["passed"]) is False
 
@@ -199,9 +199,9 @@ def test_an_undefined_value_fails_every_gate():
         Gate("coverage_0.9_0.92<0.5", "coverage_0.9_0.92", "<", 0.5).check({"coverage_0.9_0.92": {"value": None}})["passed"]
         is False
     )
-    increase = IncreaseGate("coverage_0.9_0.92", 1.0, {"value": 0.9, "settings": {}})
+    increase = ChangeGate("coverage_0.9_0.92", 1.0, {"value": 0.9, "settings": {}})
     assert increase.check({"coverage_0.9_0.92": {"value": None}})["passed"] is False
-    assert IncreaseGate("cmce", 1.0, {"value": None, "settings": {}}).check({"cmce": {"value": 0.1}})["passed"] is False
+    assert ChangeGate("cmce", 1.0, {"value": None, "settings": {}}).check({"cmce": {"value": 0.1}})["passed"] is False
 
 
 def test_a_threshold_gate_at_its_edge():
@@ -353,7 +353,7 @@ def test_options_gates_and_penalties_are_immutable():
 
     from calib.calibrators.matrix_scaling import Penalties
 
-    records = [Penalties(1.0, 0.0, 2.0), Gate("cmce>0.1", "cmce", ">", 0.1), IncreaseGate("cmce", 0.1, {"value": 0.0})]
+    records = [Penalties(1.0, 0.0, 2.0), Gate("cmce>0.1", "cmce", ">", 0.1), ChangeGate("cmce", 0.1, {"value": 0.0})]
     records += [cls.Options() for cls in CALIBRATORS.values()]
     for record in records:
         field = dataclasses.fields(record)[0].name if dataclasses.fields(record) else None
@@ -419,23 +419,23 @@ def test_baseline_rows_are_compared_by_count_then_labels():
 
 def test_gate_and_increase_specs_are_parsed_or_refused(tmp_path):
     from calib.errors import InputError, UsageError
-    from calib.evaluation.gates import parse_gate, parse_increase_gates, read_report
+    from calib.evaluation.gates import parse_change_gates, parse_gate, read_report
 
     assert parse_gate("max_group:cmce>=0.02") == Gate("max_group:cmce>=0.02", "cmce", ">=", 0.02, "max_group")
     with pytest.raises(UsageError, match="per group"):
         parse_gate("max_group:vece_l1>0.1")
     assert parse_gate("vece_l1>0.1").metric == "vece_l1"
     with pytest.raises(UsageError, match="a paired comparison"):
-        parse_increase_gates([], None, paired=True)
-    assert parse_increase_gates([], None) == []
+        parse_change_gates([], None, paired=True)
+    assert parse_change_gates([], None) == []
     with pytest.raises(UsageError, match="needs a baseline"):
-        parse_increase_gates(["cmce=0.1"], None)
+        parse_change_gates(["cmce=0.1"], None)
     report = tmp_path / "base.json"
     report.write_text(json.dumps({"metrics": {"cmce": {"value": 0.1}}, "groups": {}}))
     for spec in ("cmce", "cmce=", "cmce=x"):
         with pytest.raises(UsageError, match="expected METRIC=NUMBER"):
-            parse_increase_gates([spec], str(report))
-    (gate,) = parse_increase_gates(["cmce=0.5"], str(report), paired=False)
+            parse_change_gates([spec], str(report))
+    (gate,) = parse_change_gates(["cmce=0.5"], str(report), paired=False)
     assert (gate.metric, gate.allowed, gate.baseline_groups, gate.paired) == ("cmce", 0.5, None, False)
     for text, message in (("[1, 2]", "no 'metrics'"), ('{"metrics": 1}', "no 'metrics'"), ("{", "not a JSON report")):
         report.write_text(text)

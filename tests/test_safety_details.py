@@ -172,22 +172,22 @@ def test_merged_groups_under_100_rows_are_listed_not_gated(tmp_path):
 
 
 def test_an_increase_gate_on_an_undefined_value_fails_either_side():
-    from calib.evaluation.gates import IncreaseGate
+    from calib.evaluation.gates import ChangeGate
 
     for new, old in ((None, 0.1), (0.1, None), (None, None)):
-        gate = IncreaseGate("cmce", 0.5, {"value": old})
+        gate = ChangeGate("cmce", 0.5, {"value": old})
         entry = gate.check({"cmce": {"value": new}})
         assert entry["increase"] is None and entry["passed"] is False
-    entry = IncreaseGate("cmce", 0.05, {"value": 0.25}).check({"cmce": {"value": 0.375}})
+    entry = ChangeGate("cmce", 0.05, {"value": 0.25}).check({"cmce": {"value": 0.375}})
     assert entry["increase"] == 0.125 and entry["passed"] is False
 
 
 def test_a_group_increase_gate_passes_exactly_at_its_allowance():
     """Group a: 0.375 - 0.25 = 0.125 = allowed (passes); group b: 0.5 - 0.25 = 0.25 (fails)."""
-    from calib.evaluation.gates import IncreaseGate
+    from calib.evaluation.gates import ChangeGate
 
     baseline_groups = {"a": {"metrics": {"cmce": 0.25}}, "b": {"metrics": {"cmce": 0.25}}}
-    gate = IncreaseGate("cmce", 0.125, {"value": 0.1}, baseline_groups=baseline_groups)
+    gate = ChangeGate("cmce", 0.125, {"value": 0.1}, baseline_groups=baseline_groups)
     report = {"groups": {"a": {"n": 200, "metrics": {"cmce": 0.375}}, "b": {"n": 200, "metrics": {"cmce": 0.5}}}}
     entries = {e["group"]: e for e in gate.check_groups(report)}
     assert entries["a"]["passed"] is True and entries["b"]["passed"] is False
@@ -204,7 +204,7 @@ def test_a_paired_gate_reads_the_bounds_at_the_runs_level():
     baseline = {**section, "values": {"cmce": [0.0] * 101}}
     for level, bounds in ((0.95, [2.5, 97.5]), (0.9, [5.0, 95.0])):
         current = {**section, "level": level, "values": {"cmce": [float(i) for i in range(101)]}}
-        gate = gates.IncreaseGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline, paired=True)
+        gate = gates.ChangeGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline, paired=True)
         entry = gate.check({"cmce": {"value": 50.0}}, current)
         assert entry["bounds"] == bounds and entry["level"] == level and entry["outcome"] == "pass"
 
@@ -212,10 +212,10 @@ def test_a_paired_gate_reads_the_bounds_at_the_runs_level():
 def test_gates_are_immutable():
     from dataclasses import FrozenInstanceError
 
-    from calib.evaluation.gates import Gate, IncreaseGate
+    from calib.evaluation.gates import ChangeGate, Gate
     from calib.metrics import METRICS, MetricConfig
 
-    for frozen in (Gate("x>1", "x", ">", 1.0), IncreaseGate("x", 0.1, {}), MetricConfig(), METRICS["ece"]):
+    for frozen in (Gate("x>1", "x", ">", 1.0), ChangeGate("x", 0.1, {}), MetricConfig(), METRICS["ece"]):
         with pytest.raises(FrozenInstanceError):
             frozen.__setattr__("x_changed", 1)
 

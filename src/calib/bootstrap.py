@@ -140,6 +140,5 @@ def paired_differences(current: dict, baseline: dict, metric: str) -> tuple[np.n
         )
     if metric not in baseline.get("values", {}) or metric not in current.get("values", {}):
         return None, f"no bootstrap replicates of {metric} in both reports"
-    current_values = np.array([np.nan if v is None else v for v in current["values"][metric]], dtype=float)
-    baseline_values = np.array([np.nan if v is None else v for v in baseline["values"][metric]], dtype=float)
-    return current_values - baseline_values, None
+    # dtype float reads a JSON null (a replicate without a value) as NaN
+    return np.array(current["values"][metric], dtype=float) - np.array(baseline["values"][metric], dtype=float), None

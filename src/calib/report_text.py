@@ -163,9 +163,7 @@ def _unsettled(gate: dict, change: str) -> str:
         f"threshold ({gate['power']:.0%} power)"
     )
     if gate.get("rows_to_settle"):
-        distance = format_value(
-            abs(gate["value"] - gate["threshold"]) if "threshold" in gate else abs(gate["worsening"] - gate["allowed"])
-        )
+        distance = format_value(gate["distance"])
         if gate["rows_to_settle"] > 1000 * gate["rows"]:  # the value is a hair from the threshold
             text += f"; the observed distance {distance} is too small for any realistic test set to settle"
         else:

@@ -11,7 +11,7 @@ Levels:
   scores, F(v) = #{V_i <= v} / n; C = {y' : V(x, y') <= V(x, y)}.
 - ``ats-maq --model flow``: the same with a conditional CDF from the gauss flow b(v, x) =
   log(v / (gamma + w(x))). calib takes F(v | x) = the empirical CDF of b over the conformalising
-  half, evaluated at b(v, x): Phi(.) of the spec composed with the conformal recalibration of b,
+  half, evaluated at b(v, x): Phi(.) of the ATS-CP paper's flow composed with the conformal recalibration of b,
   so that its threshold F^{-1}(1 - a | x) is exactly the conformal gauss-flow threshold at level a
   (without the recalibration, Phi(b) is not a CDF: the flow's loss only centres b).
 - ``ats-maq --model multiqr``: one conformalised quantile threshold t_a(x) per alpha of the grid

@@ -4,7 +4,7 @@ metrics, CI gates) and the metric state files that shards merge. One module per 
 :mod:`.states`, :mod:`.report` (all of them together)."""
 
 from ..metrics.metric_set import MetricSet
-from .gates import ChangeGate, Gate, IncreaseGate, check_gates, parse_change_gates, parse_gate, parse_increase_gates, read_report
+from .gates import ChangeGate, Gate, check_gates, parse_change_gates, parse_gate, read_report
 from .report import evaluate
 from .sample import VeceConfig, vece_results
 from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
@@ -13,7 +13,6 @@ from .streaming import SetStats, check_metric_keys, compute_metrics, uncalibrate
 __all__ = [
     "ChangeGate",
     "Gate",
-    "IncreaseGate",
     "MetricSet",
     "SetStats",
     "VeceConfig",
@@ -24,7 +23,6 @@ __all__ = [
     "merge_metric_states",
     "parse_change_gates",
     "parse_gate",
-    "parse_increase_gates",
     "read_metric_state",
     "read_report",
     "state_header",

@@ -133,8 +133,15 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
         "rows": spread.rows,
     }
     if value is not None and limit is not None:
-        fields["rows_to_settle"] = spread.rows_to_settle(abs(value - limit))
+        fields["distance"] = abs(value - limit)
+        fields["rows_to_settle"] = spread.rows_to_settle(fields["distance"])
     return fields
+
+
+def bonferroni_level(level: float, count: int) -> float:
+    """The level of each of ``count`` intervals whose family keeps the false alarms of one interval
+    at ``level``: 1 - (1 - level) / count."""
+    return 1.0 - (1.0 - level) / max(1, count)
 
 
 def _decided(entry: dict, result: str, inconclusive: str) -> dict:
@@ -202,7 +209,7 @@ def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | 
         why = "the report has no bootstrap replicates" if not bootstrap else "the report has no bootstrap replicates per group"
         return {}, why
     valued = [name for name, value in values.items() if value is not None]
-    level = 1.0 - (1.0 - bootstrap["level"]) / max(1, len(valued))
+    level = bonferroni_level(bootstrap["level"], len(valued))
     rows = {name: entry["n"] for name, entry in report["groups"].items()}
     spreads = {}
     for name in valued:
@@ -339,7 +346,7 @@ class ChangeGate:
             )
             limit, spread, reason = gate["allowed"], None, why
             if name in differences:
-                level = 1.0 - (1.0 - report["bootstrap"]["level"]) / len(names)
+                level = bonferroni_level(report["bootstrap"]["level"], len(names))
                 how = f"paired bootstrap, Bonferroni over {len(names)} groups"
                 spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, gate["worsening"])
                 reason = None if spread is not None else f"no paired replicates of {self.metric} with a value"
@@ -364,10 +371,6 @@ class ChangeGate:
                 return {}, why
             out[name] = found
         return out, None
-
-
-#: The name this gate had before it took decreases: ``--max-increase`` gates.
-IncreaseGate = ChangeGate
 
 
 def other_input(baseline: dict | None, current: dict | None) -> str | None:
@@ -404,7 +407,8 @@ def parse_gate(expr: str) -> Gate:
 
 def parse_allowance(spec: str, direction: str) -> tuple[str, float, bool]:
     """``cmce=0.001`` -> ("cmce", 0.001, False); ``cmce=10%`` -> ("cmce", 0.1, True). The amount is
-    a non-negative number; a metric whose direction does not match is refused."""
+    a finite number (a negative one demands an improvement); a metric whose direction does not
+    match is refused."""
     flag = f"--max-{direction}"
     metric, sep, number = (part.strip() for part in spec.partition("="))
     relative = number.endswith("%")
@@ -465,11 +469,6 @@ def parse_change_gates(
             )
         )
     return gates
-
-
-def parse_increase_gates(specs: list[str], baseline_path: str | None, paired: bool = False) -> list[ChangeGate]:
-    """``--max-increase`` gates alone (:func:`parse_change_gates` without decreases)."""
-    return parse_change_gates(specs, baseline_path, paired)
 
 
 def read_report(path: str) -> dict:
