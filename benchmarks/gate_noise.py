@@ -70,9 +70,9 @@ def report(logits, labels, metrics, groups=None, vece=None):
     keys = metrics + ([] if vece is None else ["vece_l1"])
     kwargs = {}
     if vece is not None:
-        from calib.evaluation import VeceConfig
+        from calib.evaluation import SampleConfig
 
-        kwargs = {"vece": VeceConfig("ts", 0, 20000, "compact")}
+        kwargs = {"vece": SampleConfig("ts", 0, 20000, "compact")}
     return build_report(
         preds, metrics=keys, bootstrap=BootstrapConfig(REPLICATES, 0, 0.95), groups=groups, min_group_rows=1, **kwargs
     )

@@ -51,7 +51,7 @@ MODULES = (
     "calib/numerics.py",
     "calib/kernels.py",
     "calib/metrics/accumulators.py",
-    "calib/metrics/binning.py",
+    "calib/binning.py",
     "calib/metrics/definitions.py",
     "calib/metrics/batch.py",
     "calib/metrics/metric_set.py",

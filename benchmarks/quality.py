@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from calib import calibrator_class
-from calib.evaluation import VeceConfig, compute_metrics, vece_results
+from calib.evaluation import SampleConfig, compute_metrics, sample_results
 from calib.io import Predictions
 from calib.metrics import DEFAULT_METRICS, MetricConfig
 
@@ -121,7 +121,7 @@ def run_dataset(dataset: str, splits: int, out: Path) -> list[dict]:
                 calibrator = cls(cls.parse_options(options)).fit(cal.all_logits(), cal.labels, seed=seed)
             values, _ = compute_metrics(test, metrics, MetricConfig(), calibrator)
             if (method, tuple(options.items())) in VECE_ROWS and seed < VECE_SPLITS:
-                values.update(vece_results(test, VECE, VeceConfig(seed=seed), calibrator))
+                values.update(sample_results(test, VECE, SampleConfig(seed=seed), calibrator))
             row["seconds"] = round(time.perf_counter() - began, 2)
             row.update({key: entry["value"] for key, entry in values.items()})
             rows.append(row)

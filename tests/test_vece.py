@@ -265,17 +265,22 @@ def test_in_sample_isotonic_squared_error_is_corps_miscalibration():
 
 def test_each_recipe_fits_its_number_of_inner_models_per_outer_fold():
     """compact: 5 outer folds x 4 inner models; paper: 5 x 8 (the count of progress ticks)."""
-    from calib.estimators import RECIPES, boosted_fit_count
+    from calib.estimators import RECIPES
+    from calib.metrics import METRICS
+    from calib.metrics.sample import SampleConfig, boosted_fit_count
+
+    def fit_count(keys, recalibrator, recipe="compact"):
+        return boosted_fit_count([METRICS[key] for key in keys], SampleConfig(recalibrator, recipe=recipe))
 
     probs, labels, _ = known_ce_data(300, 3, 0.5, np.random.default_rng(0))
     for recipe, inner in (("compact", 4), ("paper", 8)):
         assert RECIPES[recipe].inner_folds == inner
         ticks = []
         variational_calibration_error(probs, labels, seed=0, recipe=recipe, progress=lambda ticks=ticks: ticks.append(1))
-        assert len(ticks) == 5 * inner == boosted_fit_count(["vece_l1"], "ws-catboost", recipe)
+        assert len(ticks) == 5 * inner == fit_count(["vece_l1"], "ws-catboost", recipe)
     assert (RECIPES["compact"].depth, RECIPES["paper"].depth) == (4, 6)
-    assert boosted_fit_count(["vece_l1", "vece_is_sq"], "ws-catboost") == 5 * 4 + 4
-    assert boosted_fit_count(["vece_l1"], "ts") == 0
+    assert fit_count(["vece_l1", "vece_is_sq"], "ws-catboost") == 5 * 4 + 4
+    assert fit_count(["vece_l1"], "ts") == 0
 
 
 def test_the_default_recipe_is_compact_and_the_report_names_it():

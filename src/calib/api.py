@@ -259,7 +259,7 @@ def evaluate(
     (0.9452, 0.0256)
     """
     from .bootstrap import BootstrapConfig
-    from .evaluation import VeceConfig, parse_gate
+    from .evaluation import SampleConfig, parse_gate
     from .evaluation import evaluate as build_report
     from .evaluation.groups import Groups, groups_from_values
     from .metrics import MetricConfig
@@ -287,7 +287,7 @@ def evaluate(
         gates=gates,
         increase_gates=increase_gates,
         features=features,
-        vece=VeceConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
+        vece=SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
         include_vece=vece,
         progress=progress,
         emit_state=emit_state,
@@ -298,32 +298,3 @@ def evaluate(
         inconclusive=inconclusive,
     )
     return Report(report)
-
-
-def vece_values(
-    scores,
-    labels,
-    *,
-    recalibrator: str = "ws-catboost",
-    seed: int = 0,
-    kind: str = "auto",
-    max_rows: int = 20_000,
-    recipe: str = "compact",
-) -> dict[str, float]:
-    """The V-ECE family of ``scores`` (the V-ECE paper) as {"l1", "l2", "sq", "top_l1", "over",
-    "under"}: what ``calib.metrics.vece`` returns. ``recipe``: WS-CatBoost's, ``compact`` (4 inner
-    folds of depth-4 trees) or ``paper`` (the V-ECE paper's 8 of depth 6)."""
-    from .estimators import VECE_METRICS
-
-    report = evaluate(
-        scores,
-        labels,
-        metrics=list(VECE_METRICS),
-        vece=True,
-        vece_recalibrator=recalibrator,
-        seed=seed,
-        vece_max_rows=max_rows,
-        vece_recipe=recipe,
-        kind=kind,
-    )
-    return {VECE_METRICS[key]: value for key, value in report.values.items()}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .calibrators.base import calibrator_inputs
 from .calibrators.conformal import conformal_quantile, min_calibration_size, nonconformity
 from .evaluation import check_metric_keys, uncalibrated_batch
@@ -20,7 +20,7 @@ from .evaluation.groups import Groups
 from .io.predictions import Predictions
 from .metrics import DEFAULT_METRICS, Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
-from .metrics.binning import BinCounter
+from .binning import BinCounter
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
 from .numerics import softmax

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .bundle import Bundle, read_bundle, write_bundle
 from .calibrators.base import Calibrator, TrainingRows, absent_classes, add_counts, calibrator_inputs, warning_entries
 from .errors import InputError, UsageError

@@ -131,7 +131,7 @@ def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: n
     ties to the lower index) and its labels' ranks computed once; each T then costs one softmax and
     cumsum per chunk, added to that T's bin counter. Memory is bounded by the chunk size.
     """
-    from ..metrics.binning import BinCounter
+    from ..binning import BinCounter
     from ..numerics import label_rank, row_chunks
 
     logits = np.asarray(logits, dtype=np.float64)

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from .. import __version__
+from .._version import __version__
 from ..errors import CalibError
 from . import render
 from .allocator import keep_freed_memory

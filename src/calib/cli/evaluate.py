@@ -163,8 +163,9 @@ def evaluate(
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
     from ..bootstrap import BootstrapConfig, default_config
-    from ..estimators import SAMPLE_METRICS, VECE_METRICS, boosted_fit_count
-    from ..evaluation import check_metric_keys, parse_change_gates, parse_gate
+    from ..evaluation import parse_change_gates, parse_gate
+    from ..metrics import METRICS, VECE_METRICS, check_metric_keys
+    from ..metrics.sample import SampleConfig, boosted_fit_count
     from ..evaluation.gates import INCONCLUSIVE_POLICIES
     from ..evaluation.groups import read_groups
 
@@ -236,10 +237,11 @@ def evaluate(
     else:
         replicates = BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None
     wanted = [*(keys or ([] if no_vece else VECE_METRICS)), *(g.metric for g in (*gates, *increase_gates))]
-    if any(key in SAMPLE_METRICS for key in wanted) and preds.n > vece_max_rows:
+    if any(not METRICS[key].streamed for key in wanted) and preds.n > vece_max_rows:
         render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
     # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
-    fits = boosted_fit_count(wanted, vece_recalibrator, vece_recipe) * (2 if bundle is not None else 1)
+    sample_config = SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe)
+    fits = boosted_fit_count([METRICS[key] for key in wanted], sample_config) * (2 if bundle is not None else 1)
     with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if keys is None else "") as advance:
         report = api.evaluate(
             preds,
@@ -346,9 +348,8 @@ def _evaluate_directory(
     refused,
 ) -> None:
     """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
-    from ..estimators import SAMPLE_METRICS
-    from ..evaluation import check_gates, check_metric_keys
-    from ..metrics import DEFAULT_METRICS, MetricConfig
+    from ..evaluation import check_gates
+    from ..metrics import DEFAULT_METRICS, METRICS, MetricConfig, check_metric_keys
     from ..shards import ENGINES, evaluate_shards
 
     if engine not in ENGINES:
@@ -358,7 +359,7 @@ def _evaluate_directory(
         raise UsageError(f"{given[0]} does not apply to a directory of shards")
     keys = list(keys or DEFAULT_METRICS)
     keys = check_metric_keys(keys + [g.metric for g in (*gates, *increase_gates)])
-    additive = [key for key in keys if key in SAMPLE_METRICS]
+    additive = [key for key in keys if not METRICS[key].streamed]
     if additive:
         raise UsageError(
             f"{additive[0]} needs every row at once and cannot be merged from shards; pick streamed metrics with --metrics"

@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import __version__, api, pipeline
+from .. import api, pipeline
+from .._version import __version__
 from ..errors import UsageError
 from ..io import check_not_an_input, read_features
 from ..io.atomic import write_bytes_atomic

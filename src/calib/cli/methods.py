@@ -12,7 +12,6 @@ def methods() -> None:
 
     Example: calib methods
     """
-    from ..estimators import SAMPLE_SUMMARIES
     from ..metrics import METRICS
 
-    render.methods_table(CALIBRATORS, METRICS, SAMPLE_SUMMARIES, FLAG_OPTIONS)
+    render.methods_table(CALIBRATORS, METRICS, FLAG_OPTIONS)

@@ -223,7 +223,7 @@ def report_table(report: dict, style: str = "auto") -> None:
         _line("gate ", (gate_mark(gate), colours[gate_outcome(gate)]), f": {gate_text(gate)}")
 
 
-def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_options) -> None:
+def methods_table(calibrators: dict, metrics: dict, flag_options) -> None:
     import dataclasses
 
     rows = []
@@ -240,7 +240,7 @@ def methods_table(calibrators: dict, metrics: dict, vece_summaries: dict, flag_o
         [False, False, False],
         prose=2,
     )
-    rows = [[key, metric.summary] for key, metric in metrics.items()] + [[k, v] for k, v in vece_summaries.items()]
+    rows = [[key, metric.summary] for key, metric in metrics.items()]
     table("metrics (calib evaluate --metrics KEY,...)", ["metric", "what it measures"], rows, [False, False])
 
 

@@ -23,12 +23,6 @@ from ..numerics import PROB_FLOOR
 
 BANDWIDTHS = np.concatenate([np.logspace(-5, -1, 15), np.linspace(0.2, 1.0, 5)])
 BLOCK_ROWS = 1024
-KDE_METRICS = {"kde_ece_l1": "l1", "kde_ece_l2": "l2", "kde_ece_sq": "sq"}
-KDE_SUMMARIES = {
-    "kde_ece_l1": "KDE-ECE: Dirichlet-kernel plug-in L1 canonical calibration error (Popordanoska et al. 2022)",
-    "kde_ece_l2": "KDE-ECE: Dirichlet-kernel plug-in L2 canonical calibration error",
-    "kde_ece_sq": "KDE-ECE: Dirichlet-kernel plug-in squared canonical calibration error",
-}
 
 
 def _log_kernels(probs: np.ndarray, bandwidths: np.ndarray):

@@ -154,29 +154,3 @@ def variational_calibration_error(
     boosted = recalibrator == "ws-catboost"
     coarsened = boosted and probs.shape[1] > max_classes
     return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed, recipe if boosted else None)
-
-
-#: ``calib evaluate`` keys of the V-ECE family (docs/metrics.md) and the estimate each reports.
-VECE_METRICS = {
-    "vece_l1": "l1",
-    "vece_l2": "l2",
-    "vece_sq": "sq",
-    "vece_top_l1": "top_l1",
-    "vece_over": "over",
-    "vece_under": "under",
-}
-#: The in-sample variants (V-ECE paper, estimator family (ii)): g fitted and scored on the same rows,
-#: so they can overfit upwards; with --vece-recalibrator isotonic, vece_is_sq is the calibration
-#: component of the CORP decomposition.
-IN_SAMPLE_METRICS = {"vece_is_l1": "l1", "vece_is_l2": "l2", "vece_is_sq": "sq"}
-VECE_SUMMARIES = {
-    "vece_l1": "V-ECE: cross-validated variational L1 calibration error (V-ECE paper)",
-    "vece_l2": "V-ECE: variational L2 calibration error",
-    "vece_sq": "V-ECE: variational squared (Brier) calibration error",
-    "vece_top_l1": "V-ECE: top-class L1 calibration error = over + under",
-    "vece_over": "V-ECE: over-confidence E[(F - C)+] of the top class",
-    "vece_under": "V-ECE: under-confidence E[(C - F)+] of the top class",
-    "vece_is_l1": "in-sample variational L1 error (g fitted on the evaluated rows; may overestimate)",
-    "vece_is_l2": "in-sample variational L2 error",
-    "vece_is_sq": "in-sample variational squared error (isotonic g: CORP's miscalibration component)",
-}

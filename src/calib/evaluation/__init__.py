@@ -6,16 +6,18 @@ metrics, CI gates) and the metric state files that shards merge. One module per 
 from ..metrics.metric_set import MetricSet
 from .gates import ChangeGate, Gate, check_gates, parse_change_gates, parse_gate, read_report
 from .report import evaluate
-from .sample import VeceConfig, vece_results
+from ..metrics.sample import SampleConfig
+from .sample import sample_results
 from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
-from .streaming import SetStats, check_metric_keys, compute_metrics, uncalibrated_batch
+from ..metrics import check_metric_keys
+from .streaming import SetStats, compute_metrics, uncalibrated_batch
 
 __all__ = [
     "ChangeGate",
     "Gate",
     "MetricSet",
     "SetStats",
-    "VeceConfig",
+    "SampleConfig",
     "check_gates",
     "check_metric_keys",
     "compute_metrics",
@@ -27,6 +29,6 @@ __all__ = [
     "read_report",
     "state_header",
     "uncalibrated_batch",
-    "vece_results",
+    "sample_results",
     "write_metric_state",
 ]

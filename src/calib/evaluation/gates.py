@@ -45,10 +45,8 @@ import numpy as np
 
 from ..bootstrap import paired_differences
 from ..errors import InputError, UsageError
-from ..estimators import SAMPLE_METRICS
-from ..metrics.definitions import higher_is_better
+from ..metrics.definitions import METRICS, check_metric_keys, higher_is_better
 from .groups import gated_groups, worst_group
-from .streaming import check_metric_keys
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 #: What an inconclusive gate counts as: ``pass`` (the default: a gate fails a build only on evidence)
@@ -397,7 +395,7 @@ def parse_gate(expr: str) -> Gate:
         )
     aggregate, metric, op, number = match.groups()
     check_metric_keys([metric])
-    if aggregate is not None and metric in SAMPLE_METRICS:
+    if aggregate is not None and not METRICS[metric].streamed:
         raise UsageError(f"gate {expr!r}: {metric} is computed on all rows only, not per group", cli_hint="--fail-if")
     try:
         return Gate(expr, metric, op, float(number), aggregate)

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..bootstrap import BootstrapConfig, labels_fingerprint
 from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
-from ..estimators import SAMPLE_METRICS, VECE_METRICS
 from ..io.predictions import Predictions
-from ..metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, MetricConfig
+from ..metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, VECE_METRICS, MetricConfig, check_metric_keys
 from .gates import ChangeGate, Gate, check_gates
 from .groups import Groups, group_section
-from .sample import VeceConfig, vece_results
+from ..metrics.sample import SampleConfig
+from .sample import sample_results
 from .states import write_metric_state
-from .streaming import check_metric_keys, compute_metrics
+from .streaming import compute_metrics
 
 
 def evaluate(
@@ -29,7 +29,7 @@ def evaluate(
     gates: list[Gate] = (),
     increase_gates: list[ChangeGate] = (),
     features: np.ndarray | None = None,
-    vece: VeceConfig = VeceConfig(),
+    vece: SampleConfig = SampleConfig(),
     include_vece: bool = True,
     progress=None,
     emit_state: str | None = None,
@@ -50,10 +50,10 @@ def evaluate(
             "a gate on the worst group needs the rows' groups; none given", cli_hint="--group-by COLUMN or --groups FILE"
         )
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
-    default += tuple(VECE_METRICS) if include_vece else ()
+    default += VECE_METRICS if include_vece else ()
     keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
-    vece_keys = [key for key in keys if key in SAMPLE_METRICS]
-    keys = [key for key in keys if key not in SAMPLE_METRICS]
+    vece_keys = [key for key in keys if not METRICS[key].streamed]
+    keys = [key for key in keys if METRICS[key].streamed]
     if preds.true_probs is None:
         needing = [key for key in keys if METRICS[key].needs_truth]
         if needing:
@@ -69,9 +69,9 @@ def evaluate(
     if emit_state is not None:
         write_metric_state(emit_state, streamed[0], keys, config, preds, bundle_path, groups, by_group.get("states"))
     if vece_keys:
-        values.update(vece_results(preds, vece_keys, vece, calibrator, features, progress))
+        values.update(sample_results(preds, vece_keys, vece, calibrator, features, progress))
         if before is not None:
-            before.update(vece_results(preds, vece_keys, vece, None, None, progress))
+            before.update(sample_results(preds, vece_keys, vece, None, None, progress))
     for gate in increase_gates:
         if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:
             raise InputError(

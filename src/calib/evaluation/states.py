@@ -8,13 +8,13 @@ import zipfile
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import MetricConfig
 from ..metrics.metric_set import MetricSet
 from .groups import Groups, group_section, group_sort_key
-from .streaming import check_metric_keys
+from ..metrics import check_metric_keys
 
 #: Metric state files: an .npz of numeric arrays, the header as JSON bytes (no pickle anywhere).
 STATE_FORMAT = "calib-metric-state"

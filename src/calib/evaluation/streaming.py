@@ -8,20 +8,12 @@ import numpy as np
 from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
 from ..calibrators.base import Calibrator, calibrator_inputs
 from ..errors import InputError, UsageError
-from ..estimators import SAMPLE_METRICS
 from ..io.predictions import Predictions
 from ..metrics import METRICS, Batch, MetricConfig
 from ..metrics.batch import model_batch as uncalibrated_batch
 from ..metrics.metric_set import GroupedMetricSets, MetricSet
 from ..numerics import map_in_order
 from .groups import Groups
-
-
-def check_metric_keys(keys) -> list[str]:
-    unknown = [k for k in keys if k not in METRICS and k not in SAMPLE_METRICS]
-    if unknown:
-        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join([*METRICS, *SAMPLE_METRICS])}")
-    return list(dict.fromkeys(keys))
 
 
 #: Upper ends of the set-size strata of SSCV (Angelopoulos et al. 2021): 0-1, 2-3, 4-10, 11-100, 101-1000, > 1000.

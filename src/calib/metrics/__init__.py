@@ -1,29 +1,21 @@
-"""Metrics: mergeable accumulators over chunks of rows (definitions, batch, metric_set) and one
-function per metric key on arrays (functional: ``calib.metrics.ece(scores, labels)``)."""
+"""Metrics: the registry of metric keys (definitions: streamed ones read mergeable accumulators over
+chunks of rows, whole-sample ones an estimate on one sample, sample) and one function per metric key
+on arrays, generated from it (functional: ``calib.metrics.ece(scores, labels)``)."""
 
 from .batch import Batch
-from .definitions import DEFAULT_METRICS, METRICS, TRUTH_METRICS, Metric, MetricConfig, compute_value
-from .functional import (
-    FUNCTIONS,
-    accuracy,
-    brier,
-    brier_true,
-    cmce,
-    coverage,
-    cpsme,
-    cpsme_avg,
-    cw_ece,
-    debiased_ece_sq,
-    ece,
-    ece_quantile,
-    isotonic_ece,
-    mce,
-    metric_value,
-    nll,
-    nll_true,
-    smece,
-    vece,
+from .definitions import (
+    DEFAULT_METRICS,
+    METRICS,
+    TRUTH_METRICS,
+    VECE_METRICS,
+    Metric,
+    MetricConfig,
+    check_metric_keys,
+    compute_value,
 )
+from .functional import FUNCTIONS, KEYED, coverage, cpsme, metric_value, vece
+
+globals().update(KEYED)
 
 __all__ = [
     "Batch",
@@ -31,25 +23,14 @@ __all__ = [
     "FUNCTIONS",
     "METRICS",
     "TRUTH_METRICS",
+    "VECE_METRICS",
     "Metric",
     "MetricConfig",
-    "accuracy",
-    "brier",
-    "brier_true",
-    "cmce",
+    "check_metric_keys",
     "compute_value",
     "coverage",
     "cpsme",
-    "cpsme_avg",
-    "cw_ece",
-    "debiased_ece_sq",
-    "ece",
-    "ece_quantile",
-    "isotonic_ece",
-    "mce",
     "metric_value",
-    "nll",
-    "nll_true",
-    "smece",
     "vece",
+    *KEYED,
 ]

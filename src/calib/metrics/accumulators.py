@@ -7,7 +7,7 @@ import numpy as np
 
 from ..numerics import EDGE_TOLERANCE
 from .batch import Batch
-from .binning import BinCounter
+from ..binning import BinCounter
 
 
 class Additive:

@@ -1,7 +1,12 @@
-"""Metric keys of docs/metrics.md: what each accumulates, how it is computed, and its settings.
+"""The metric registry: every metric key of docs/metrics.md, one :class:`Metric` entry each.
 
-Metrics that share an accumulator (ece, mce and debiased_ece_sq share one set of top-label bins)
-share one instance: the accumulator's identity is ``(class, settings)``.
+A streamed metric names the accumulator it reads (merged over chunks of rows), how its value is
+computed from it, and its settings; metrics that share an accumulator (ece, mce and debiased_ece_sq
+share one set of top-label bins) share one instance: the accumulator's identity is
+``(class, settings)``. A whole-sample metric (V-ECE, KDE-ECE) names its family
+(:mod:`calib.metrics.sample`) and the field of the family's estimate it reports. Each entry says
+which way is better (``direction``). A new metric is one entry here; its functional form
+(``calib.metrics.KEY``) is generated from it.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import UsageError
 from ..numerics import PROB_FLOOR, edge_index, isotonic_fit
 from . import accumulators as acc
+from .sample import IN_SAMPLE, KDE, VARIATIONAL, SampleFamily
 from .smooth import GRID, smooth_ece
 
 
@@ -26,14 +33,24 @@ class MetricConfig:
 class Metric:
     key: str
     summary: str
-    #: (config, K) -> (identity, factory) of the accumulator it reads.
-    accumulator: Callable[[MetricConfig, int], tuple[tuple, Callable[[], object]]]
-    #: (accumulator, config) -> value (None when undefined, e.g. no pair in a coverage band).
-    compute: Callable[[object, MetricConfig], float | None]
-    #: (config, accumulator) -> the settings reported beside the value.
-    settings: Callable[[MetricConfig, object], dict]
-    #: True when the metric needs the true conditional probabilities (--true-probs).
+    #: Streamed: (config, K) -> (identity, factory) of the accumulator it reads.
+    accumulator: Callable[[MetricConfig, int], tuple[tuple, Callable[[], object]]] | None = None
+    #: Streamed: (accumulator, config) -> value (None when undefined, e.g. no pair in a coverage band).
+    compute: Callable[[object, MetricConfig], float | None] | None = None
+    #: Streamed: (config, accumulator) -> the settings reported beside the value.
+    settings: Callable[[MetricConfig, object], dict] | None = None
+    #: True when the metric needs the true conditional probabilities.
     needs_truth: bool = False
+    #: "lower" is better (errors, losses), "higher" (accuracy), or "band": ideally inside the
+    #: [lo, hi] its key names (coverage_LO_HI), counted as higher-is-better when gated.
+    direction: str = "lower"
+    #: Whole-sample: the family whose estimate holds the value, and the estimate's field.
+    family: SampleFamily | None = None
+    field: str | None = None
+
+    @property
+    def streamed(self) -> bool:
+        return self.family is None
 
 
 def _proper(config, k):
@@ -106,7 +123,14 @@ def _coverage_value(state: acc.CumulativeMassRange, config: MetricConfig) -> flo
 
 
 _METRICS = [
-    Metric("accuracy", "share of rows whose argmax is the label", _proper, lambda s, c: s.n_correct / s.n, lambda c, s: {}),
+    Metric(
+        "accuracy",
+        "share of rows whose argmax is the label",
+        _proper,
+        lambda s, c: s.n_correct / s.n,
+        lambda c, s: {},
+        direction="higher",
+    ),
     Metric("nll", "negative log-likelihood of the label", _proper, lambda s, c: s.nll_sum / s.n, _clip_settings),
     Metric(
         "brier",
@@ -173,6 +197,7 @@ _METRICS = [
         _coverage(0.9, 0.92),
         _coverage_value,
         lambda c, s: {"range": [0.9, 0.92]},
+        direction="band",
     ),
     Metric(
         "coverage_0.99_0.995",
@@ -180,6 +205,7 @@ _METRICS = [
         _coverage(0.99, 0.995),
         _coverage_value,
         lambda c, s: {"range": [0.99, 0.995]},
+        direction="band",
     ),
 ]
 
@@ -229,11 +255,51 @@ _TRUTH_METRICS = [
     for i, alpha in enumerate(acc.CPSME_ALPHAS)
 ]
 
-METRICS: dict[str, Metric] = {m.key: m for m in _METRICS + _TRUTH_METRICS}
+_SAMPLE_METRICS = [
+    Metric("vece_l1", "V-ECE: cross-validated variational L1 calibration error (V-ECE paper)", family=VARIATIONAL, field="l1"),
+    Metric("vece_l2", "V-ECE: variational L2 calibration error", family=VARIATIONAL, field="l2"),
+    Metric("vece_sq", "V-ECE: variational squared (Brier) calibration error", family=VARIATIONAL, field="sq"),
+    Metric("vece_top_l1", "V-ECE: top-class L1 calibration error = over + under", family=VARIATIONAL, field="top_l1"),
+    Metric("vece_over", "V-ECE: over-confidence E[(F - C)+] of the top class", family=VARIATIONAL, field="over"),
+    Metric("vece_under", "V-ECE: under-confidence E[(C - F)+] of the top class", family=VARIATIONAL, field="under"),
+    Metric(
+        "vece_is_l1",
+        "in-sample variational L1 error (g fitted on the evaluated rows; may overestimate)",
+        family=IN_SAMPLE,
+        field="l1",
+    ),
+    Metric("vece_is_l2", "in-sample variational L2 error", family=IN_SAMPLE, field="l2"),
+    Metric(
+        "vece_is_sq",
+        "in-sample variational squared error (isotonic g: CORP's miscalibration component)",
+        family=IN_SAMPLE,
+        field="sq",
+    ),
+    Metric(
+        "kde_ece_l1",
+        "KDE-ECE: Dirichlet-kernel plug-in L1 canonical calibration error (Popordanoska et al. 2022)",
+        family=KDE,
+        field="l1",
+    ),
+    Metric("kde_ece_l2", "KDE-ECE: Dirichlet-kernel plug-in L2 canonical calibration error", family=KDE, field="l2"),
+    Metric("kde_ece_sq", "KDE-ECE: Dirichlet-kernel plug-in squared canonical calibration error", family=KDE, field="sq"),
+]
+
+METRICS: dict[str, Metric] = {m.key: m for m in _METRICS + _TRUTH_METRICS + _SAMPLE_METRICS}
 #: Added to the default table when the true probabilities are given.
 TRUTH_METRICS = tuple(m.key for m in _TRUTH_METRICS)
 #: The default table of `calib evaluate` (docs/metrics.md keys; V-ECE joins when it exists).
 DEFAULT_METRICS = ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995")
+#: The V-ECE keys, in the default table unless V-ECE is switched off.
+VECE_METRICS = tuple(m.key for m in _SAMPLE_METRICS if m.family is VARIATIONAL)
+
+
+def check_metric_keys(keys) -> list[str]:
+    """``keys`` without repeats, in order; an unknown key is refused, listing the known ones."""
+    unknown = [k for k in keys if k not in METRICS]
+    if unknown:
+        raise UsageError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+    return list(dict.fromkeys(keys))
 
 
 def compute_value(metric: Metric, state, config: MetricConfig) -> float | None:
@@ -242,13 +308,14 @@ def compute_value(metric: Metric, state, config: MetricConfig) -> float | None:
     return None if value is None or not np.isfinite(value) else float(value)
 
 
-#: Metrics where a higher value is better (a name ending in "_" covers its family): the worst group
-#: of one is its lowest.
-HIGHER_IS_BETTER = ("accuracy", "coverage_", "set_coverage")
+#: Report values that are not metric keys (a conformal calibrator's set statistics) and their direction.
+OTHER_DIRECTIONS = {"set_coverage": "higher", "set_size": "lower", "set_empty": "lower", "set_full": "lower"}
 
 
 def higher_is_better(key: str) -> bool:
-    return any(key == name or (name.endswith("_") and key.startswith(name)) for name in HIGHER_IS_BETTER)
+    """Whether a larger value of ``key`` is better (the worst group of such a metric is its lowest)."""
+    direction = METRICS[key].direction if key in METRICS else OTHER_DIRECTIONS.get(key, "lower")
+    return direction != "lower"
 
 
 def metric_badness(key: str, value: float | None) -> float:
@@ -257,7 +324,7 @@ def metric_badness(key: str, value: float | None) -> float:
     middle for a coverage band (coverage_0.9_0.92 ideally lies in [0.9, 0.92])."""
     if value is None:
         return np.inf
-    if key.startswith("coverage_"):
+    if key in METRICS and METRICS[key].direction == "band":
         lo, hi = (float(x) for x in key.split("_")[1:3])
         return abs(value - (lo + hi) / 2)
     return -value if higher_is_better(key) else value

@@ -1,8 +1,10 @@
-"""One function per metric key: ``calib.metrics.ece(scores, labels)`` and so on, on arrays.
+"""One function per metric key: ``calib.metrics.ece(scores, labels)`` and so on, on arrays,
+generated from the metric registry (:data:`calib.metrics.METRICS`).
 
 ``scores`` is (N, K) logits, probabilities or log-probabilities (``kind``, or detected as the
-command line detects it), ``labels`` (N,) integers; both are checked as a file would be. Each
-function streams the rows through the same accumulators as ``calib evaluate``, so its value is the
+command line detects it), ``labels`` (N,) integers; both are checked as a file would be. A streamed
+metric's function streams the rows through the same accumulators as ``calib evaluate``, and a
+whole-sample metric's (V-ECE, KDE-ECE) scores the same seeded (sub)sample, so each value is the
 report's to the last bit. Keys with numbers take them as arguments: ``coverage(lo=0.9, hi=0.92)``,
 ``cpsme(alpha=0.1)``.
 
@@ -23,19 +25,33 @@ from ..errors import UsageError
 from ..io.readers import predictions_from_arrays
 from ..validation import check_true_probs
 from .batch import model_batch
-from .definitions import METRICS, MetricConfig
+from .definitions import METRICS, Metric, MetricConfig
 from .metric_set import MetricSet
+from .sample import VARIATIONAL, SampleConfig, model_probs, sample_entries, sample_rows
 
 
 def metric_value(
-    key: str, scores, labels, *, kind: str = "auto", bins: int = 15, cmce_bins: int = 25, true_probs=None
+    key: str,
+    scores,
+    labels,
+    *,
+    kind: str = "auto",
+    bins: int = 15,
+    cmce_bins: int = 25,
+    true_probs=None,
+    sample: SampleConfig = SampleConfig(),
 ) -> float | None:
-    """The value of metric ``key`` (a key of ``calib methods``); None where it is undefined."""
+    """The value of metric ``key`` (a key of ``calib methods``); None where it is undefined.
+    ``bins``/``cmce_bins`` set the streamed metrics' bins, ``sample`` the whole-sample metrics'
+    settings (recalibrator, seed, rows, recipe)."""
     if key not in METRICS:
         raise UsageError(f"unknown metric {key!r}; choose from {', '.join(METRICS)}")
     preds = predictions_from_arrays(scores, labels, kind=kind)
     if preds.labels is None:
         raise UsageError("metrics need labels")
+    if not METRICS[key].streamed:
+        rows = sample_rows(preds.n, sample)
+        return sample_entries([METRICS[key]], model_probs(preds, rows), preds.labels[rows], sample, n_total=preds.n)[key]["value"]
     if true_probs is not None:
         preds.true_probs = check_true_probs(true_probs, preds.n, preds.k, "true probabilities")
     elif METRICS[key].needs_truth:
@@ -46,29 +62,26 @@ def metric_value(
     return metric_set.results()[key]["value"]
 
 
-def _keyed(key: str, doc: str):
-    def metric(scores, labels, *, kind: str = "auto", bins: int = 15, cmce_bins: int = 25, true_probs=None):
-        return metric_value(key, scores, labels, kind=kind, bins=bins, cmce_bins=cmce_bins, true_probs=true_probs)
+def _keyed(metric: Metric):
+    key = metric.key
+    if metric.streamed:
 
-    metric.__name__ = metric.__qualname__ = key
-    metric.__doc__ = f"{doc} (metric key ``{key}``; arguments as :func:`metric_value`)."
-    return metric
+        def function(scores, labels, *, kind: str = "auto", bins: int = 15, cmce_bins: int = 25, true_probs=None):
+            return metric_value(key, scores, labels, kind=kind, bins=bins, cmce_bins=cmce_bins, true_probs=true_probs)
+
+    else:
+
+        def function(scores, labels, *, kind: str = "auto", **sample):
+            return metric_value(key, scores, labels, kind=kind, sample=SampleConfig(**sample))
+
+    function.__name__ = function.__qualname__ = key
+    function.__doc__ = f"{metric.summary[0].upper()}{metric.summary[1:]} (metric key ``{key}``; arguments as :func:`metric_value`)."
+    return function
 
 
-accuracy = _keyed("accuracy", "Top-1 accuracy")
-nll = _keyed("nll", "Mean negative log-likelihood, p clipped at 1e-12")
-brier = _keyed("brier", "Brier score summed over classes")
-ece = _keyed("ece", "Top-label ECE with equal-width bins")
-mce = _keyed("mce", "Top-label maximum calibration error over non-empty bins")
-ece_quantile = _keyed("ece_quantile", "Top-label ECE with equal-mass bins")
-smece = _keyed("smece", "Smooth ECE (Blasiok & Nakkiran 2024)")
-isotonic_ece = _keyed("isotonic_ece", "Top-label plug-in ECE with isotonic-regression bins")
-debiased_ece_sq = _keyed("debiased_ece_sq", "Debiased squared top-label ECE (Kumar et al. 2019)")
-cw_ece = _keyed("cw_ece", "Classwise ECE averaged over the K classes")
-cmce = _keyed("cmce", "Cumulative mass calibration error, weighted over N x K pairs")
-nll_true = _keyed("nll_true", "Expected NLL under the true probabilities")
-brier_true = _keyed("brier_true", "Squared distance to the true probabilities")
-cpsme_avg = _keyed("cpsme_avg", "CPSME averaged over alpha = 0.05..0.5")
+#: metric key -> its function of (scores, labels, **options), for the keys that are Python names
+KEYED = {key: _keyed(metric) for key, metric in METRICS.items() if key.isidentifier()}
+globals().update(KEYED)
 
 
 def coverage(scores, labels, *, lo: float = 0.9, hi: float = 0.92, kind: str = "auto") -> float | None:
@@ -91,12 +104,17 @@ def vece(
     max_rows: int = 20_000,
     recipe: str = "compact",
 ) -> dict[str, float]:
-    """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"}; ``recipe``
-    WS-CatBoost's (``compact`` or the paper's, ``paper``)."""
-    from ..api import vece_values  # the estimators sit above the metrics: imported on use
-
-    return vece_values(scores, labels, recalibrator=recalibrator, seed=seed, kind=kind, max_rows=max_rows, recipe=recipe)
+    """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"} from one
+    recalibration; ``recipe`` WS-CatBoost's (``compact`` or the paper's, ``paper``)."""
+    config = SampleConfig(recalibrator, seed, max_rows, recipe)
+    preds = predictions_from_arrays(scores, labels, kind=kind)
+    if preds.labels is None:
+        raise UsageError("metrics need labels")
+    rows = sample_rows(preds.n, config)
+    family = [metric for metric in METRICS.values() if metric.family is VARIATIONAL]
+    entries = sample_entries(family, model_probs(preds, rows), preds.labels[rows], config, n_total=preds.n)
+    return {metric.field: entries[metric.key]["value"] for metric in family}
 
 
 #: metric key -> its function of (scores, labels, **options), for every key of :data:`METRICS`
-FUNCTIONS = {key: globals().get(key, functools.partial(metric_value, key)) for key in METRICS}
+FUNCTIONS = {key: KEYED.get(key, functools.partial(metric_value, key)) for key in METRICS}

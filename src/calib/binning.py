@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import bin_index
+from .numerics import bin_index
 
 
 class BinCounter:

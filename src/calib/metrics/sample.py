@@ -1,0 +1,121 @@
+"""Whole-sample metrics: estimators that need every row at once, so they run on one seeded
+(sub)sample after the streaming pass, and one estimation serves every key of its family.
+
+Families (V-ECE paper): the cross-validated variational errors (``vece_*``), their in-sample variants
+(``vece_is_*``: g fitted and scored on the same rows, so they can overfit upwards) and KDE-ECE
+(``kde_ece_*``, Popordanoska, Sayer & Blaschko 2022). A metric key of a family is an ordinary entry of
+``calib.metrics.METRICS`` naming its family and the field of the estimate it reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..estimators import OUTER_FOLDS, RECIPES, kde_calibration_errors, variational_calibration_error
+from ..estimators.recalibrators import DEFAULT_RECIPE, check_recipe
+from ..numerics import softmax
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """Settings of the whole-sample metrics (docs/metrics.md); inputs with more than ``max_rows``
+    rows are subsampled (seeded) and the report says so. ``recipe``: WS-CatBoost's
+    (calib.estimators.RECIPES)."""
+
+    recalibrator: str = "ws-catboost"
+    seed: int = 0
+    max_rows: int = 20_000
+    recipe: str = DEFAULT_RECIPE
+
+    def __post_init__(self):
+        check_recipe(self.recipe)
+
+
+@dataclass(frozen=True)
+class SampleFamily:
+    """One estimation that yields several metric keys.
+
+    ``estimate(probs, labels, config, sample, progress)`` returns ({field: value}, {field: unclipped
+    value} or None, settings), the settings including ``sample`` (the rows scored and whether they
+    were subsampled); ``boosted_fits(config)`` is how many CatBoost models it trains."""
+
+    name: str
+    estimate: Callable[..., tuple[dict, dict | None, dict]]
+    boosted_fits: Callable[[SampleConfig], int]
+
+
+def _variational(folds: int):
+    def estimate(probs, labels, config: SampleConfig, sample: dict, progress):
+        result = variational_calibration_error(
+            probs, labels, config.recalibrator, folds=folds, seed=config.seed, progress=progress, recipe=config.recipe
+        )
+        settings = {
+            "recalibrator": config.recalibrator,
+            **({"recipe": result.recipe} if result.recipe else {}),
+            "folds": result.folds,
+            "seed": config.seed,
+            **sample,
+            "coarsened_boosting": result.coarsened,
+        }
+        return result.values, result.unclipped, settings
+
+    def boosted_fits(config: SampleConfig) -> int:
+        """folds x the recipe's inner folds (0 for recalibrators other than WS-CatBoost)."""
+        return 0 if config.recalibrator != "ws-catboost" else RECIPES[config.recipe].inner_folds * folds
+
+    return estimate, boosted_fits
+
+
+def _kde(probs, labels, config: SampleConfig, sample: dict, progress):
+    values, bandwidth = kde_calibration_errors(probs, labels)
+    return values, None, {"kernel": "dirichlet", "bandwidth": bandwidth, "bandwidth_choice": "leave-one-out likelihood", **sample}
+
+
+#: V-ECE: out-of-fold recalibration (OUTER_FOLDS folds)
+VARIATIONAL = SampleFamily("variational", *_variational(OUTER_FOLDS))
+#: The in-sample variants: the recalibrator fitted and scored on the same rows
+IN_SAMPLE = SampleFamily("in-sample variational", *_variational(1))
+KDE = SampleFamily("kde", _kde, lambda config: 0)
+#: The order the families run in
+FAMILIES = (VARIATIONAL, IN_SAMPLE, KDE)
+
+
+def sample_rows(n: int, config: SampleConfig) -> np.ndarray:
+    """The rows the whole-sample metrics score: all of them, or ``max_rows`` drawn without
+    replacement by ``seed`` (sorted)."""
+    if n <= config.max_rows:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(config.seed).choice(n, config.max_rows, replace=False))
+
+
+def model_probs(preds, rows: np.ndarray) -> np.ndarray:
+    """The model's own probabilities of ``rows`` of ``preds`` (calib.io.Predictions): as given, or
+    the softmax of the logits."""
+    logits, given = preds.logits_and_given(rows)
+    return given if given is not None else softmax(logits)
+
+
+def sample_entries(metrics: list, probs: np.ndarray, labels: np.ndarray, config: SampleConfig, *, n_total: int, progress=None) -> dict:
+    """Report entries {key: {"value", "settings"[, "unclipped"]}} of the whole-sample ``metrics``
+    (Metric entries) on ``probs``/``labels``, the rows :func:`sample_rows` chose of ``n_total``."""
+    out = {}
+    for family in FAMILIES:
+        wanted = [metric for metric in metrics if metric.family is family]
+        if not wanted:
+            continue
+        sample = {"rows": len(labels), "subsampled": len(labels) < n_total}
+        values, unclipped, settings = family.estimate(probs, labels, config, sample, progress)
+        for metric in wanted:
+            out[metric.key] = {"value": values[metric.field], "settings": settings}
+            if unclipped is not None:
+                out[metric.key]["unclipped"] = unclipped[metric.field]
+    return {metric.key: out[metric.key] for metric in metrics}
+
+
+def boosted_fit_count(metrics: list, config: SampleConfig) -> int:
+    """CatBoost models one whole-sample pass over ``metrics`` (Metric entries) trains."""
+    families = {metric.family for metric in metrics if metric.family is not None}
+    return sum(family.boosted_fits(config) for family in FAMILIES if family in families)
