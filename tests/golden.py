@@ -22,12 +22,16 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data"
+
+
 def golden_path() -> Path:
     """The golden file of the active kernels' path: the C extension and the pure NumPy path compute
     the same formulas but may differ in the last bits, so each has its own record."""
     from calib.kernels import BACKEND
 
     return Path(__file__).resolve().parent / "data" / f"golden_{BACKEND}.json"
+
+
 VAL = str(SAMPLE / "cifar10_val.npz")
 TEST = str(SAMPLE / "cifar10_test.npz")
 
@@ -45,10 +49,15 @@ def _arrays_digest(path: Path) -> dict[str, str]:
     """SHA-256 of each array (dtype, shape and bytes) of a .npz/.npy/.parquet output."""
     if path.suffix == ".parquet":
         table = pq.read_table(path)
-        return {name: hashlib.sha256(json.dumps(table.column(name).to_pylist()).encode()).hexdigest() for name in table.column_names}
+        return {
+            name: hashlib.sha256(json.dumps(table.column(name).to_pylist()).encode()).hexdigest() for name in table.column_names
+        }
     loaded = np.load(path)
     arrays = {path.stem: loaded} if isinstance(loaded, np.ndarray) else {name: loaded[name] for name in loaded.files}
-    return {name: hashlib.sha256(f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes()).hexdigest() for name, a in sorted(arrays.items())}
+    return {
+        name: hashlib.sha256(f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes()).hexdigest()
+        for name, a in sorted(arrays.items())
+    }
 
 
 def _json(work: Path, name: str) -> object:
@@ -62,11 +71,20 @@ def _json(work: Path, name: str) -> object:
 def run_all(work: Path) -> dict[str, object]:
     """Run each command in ``work`` and collect its JSON (or its arrays' digests) by a short name."""
     out: dict[str, object] = {}
-    fits = {"ts": ["--method", "ts"], "ats-gq": ["--method", "ats-gq", "--alpha", "0.1", "--score", "aps"], "mr": ["--method", "mr"], "isotonic": ["--method", "isotonic"], "venn-abers": ["--method", "venn-abers"]}
+    fits = {
+        "ts": ["--method", "ts"],
+        "ats-gq": ["--method", "ats-gq", "--alpha", "0.1", "--score", "aps"],
+        "mr": ["--method", "mr"],
+        "isotonic": ["--method", "isotonic"],
+        "venn-abers": ["--method", "venn-abers"],
+    }
     for name, options in fits.items():
         _calib(work, "fit", VAL, *options, "--out", f"b_{name}", "--json", f"fit_{name}.json")
         out[f"fit {name}"] = _json(work, f"fit_{name}.json")
-        out[f"bundle {name}"] = {p.name: _json(work, f"b_{name}/{p.name}") if p.suffix == ".json" else _arrays_digest(p) for p in sorted((work / f"b_{name}").iterdir())}
+        out[f"bundle {name}"] = {
+            p.name: _json(work, f"b_{name}/{p.name}") if p.suffix == ".json" else _arrays_digest(p)
+            for p in sorted((work / f"b_{name}").iterdir())
+        }
     _calib(work, "apply", "b_ts", TEST, "--out", "ts.npz")
     out["apply ts"] = _arrays_digest(work / "ts.npz")
     _calib(work, "apply", "b_ats-gq", TEST, "--out", "sets.parquet")
@@ -75,14 +93,58 @@ def run_all(work: Path) -> dict[str, object]:
     out["apply mr"] = _arrays_digest(work / "mr.npy")
     _calib(work, "evaluate", TEST, "--bundle", "b_ts", "--json", "ev_default.json")
     out["evaluate --bundle ts"] = _json(work, "ev_default.json")
-    _calib(work, "evaluate", TEST, "--no-vece", "--fail-if", "cmce>0.01", "--fail-if", "ece>0.0129", "--json", "ev_gates.json", "--junit", "gates.xml")
+    _calib(
+        work,
+        "evaluate",
+        TEST,
+        "--no-vece",
+        "--fail-if",
+        "cmce>0.01",
+        "--fail-if",
+        "ece>0.0129",
+        "--json",
+        "ev_gates.json",
+        "--junit",
+        "gates.xml",
+    )
     out["evaluate --fail-if"] = _json(work, "ev_gates.json")
     out["evaluate --junit"] = (work / "gates.xml").read_text().count("<testcase")
-    _calib(work, "evaluate", TEST, "--bundle", "b_isotonic", "--no-vece", "--baseline", "ev_gates.json", "--max-increase", "cmce=0.001", "--max-decrease", "accuracy=0.5%", "--json", "ev_baseline.json")
+    _calib(
+        work,
+        "evaluate",
+        TEST,
+        "--bundle",
+        "b_isotonic",
+        "--no-vece",
+        "--baseline",
+        "ev_gates.json",
+        "--max-increase",
+        "cmce=0.001",
+        "--max-decrease",
+        "accuracy=0.5%",
+        "--json",
+        "ev_baseline.json",
+    )
     out["evaluate --baseline"] = _json(work, "ev_baseline.json")
     labels = np.load(TEST)["labels"]
     np.save(work / "groups.npy", labels % 3)
-    _calib(work, "evaluate", TEST, "--groups", "groups.npy", "--fail-if", "max_group:ece>0.02", "--bins", "10", "--metrics", "ece,cmce,nll,brier,accuracy,smece,isotonic_ece,debiased_ece_sq,ece_quantile,kde_ece_l1,vece_is_l1", "--bootstrap", "50", "--json", "ev_groups.json")
+    _calib(
+        work,
+        "evaluate",
+        TEST,
+        "--groups",
+        "groups.npy",
+        "--fail-if",
+        "max_group:ece>0.02",
+        "--bins",
+        "10",
+        "--metrics",
+        "ece,cmce,nll,brier,accuracy,smece,isotonic_ece,debiased_ece_sq,ece_quantile,kde_ece_l1,vece_is_l1",
+        "--bootstrap",
+        "50",
+        "--json",
+        "ev_groups.json",
+    )
     out["evaluate --groups"] = _json(work, "ev_groups.json")
     _calib(work, "evaluate", TEST, "--vece-recalibrator", "ts", "--bootstrap", "0", "--seed", "3", "--json", "ev_vece_ts.json")
     out["evaluate --vece-recalibrator ts"] = _json(work, "ev_vece_ts.json")

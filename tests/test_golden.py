@@ -4,7 +4,6 @@ structure moves no number, key or array bit."""
 import json
 
 import pytest
-
 from golden import golden_path, run_all
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import calib
+from calib.binning import BinCounter
 from calib.metrics import METRICS, MetricConfig
 from calib.metrics.accumulators import CPSME_ALPHAS, CumulativeMassRange, ProperScores, TrueProbScores
 from calib.metrics.batch import Batch
-from calib.binning import BinCounter
 from calib.metrics.definitions import DEFAULT_METRICS, metric_badness
 from calib.metrics.metric_set import GroupedMetricSets
 from calib.metrics.smooth import GRID, SIGMA_MIN, _smooth, grid_mass, smooth_ece, smooth_ece_at

@@ -9,7 +9,7 @@ and ``calib.InputError`` (a ValueError). The public names load on first use (PEP
 
 import importlib
 
-from ._version import __version__
+from ._version import __version__ as __version__
 
 #: public name -> the module that defines it
 _PUBLIC = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._version import __version__
+from .binning import BinCounter
 from .calibrators.base import calibrator_inputs
 from .calibrators.conformal import conformal_quantile, min_calibration_size, nonconformity
 from .evaluation import check_metric_keys, uncalibrated_batch
@@ -20,7 +21,6 @@ from .evaluation.groups import Groups
 from .io.predictions import Predictions
 from .metrics import DEFAULT_METRICS, Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
-from .binning import BinCounter
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
 from .numerics import softmax

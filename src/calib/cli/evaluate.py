@@ -164,10 +164,10 @@ def evaluate(
     """
     from ..bootstrap import BootstrapConfig, default_config
     from ..evaluation import parse_change_gates, parse_gate
-    from ..metrics import METRICS, VECE_METRICS, check_metric_keys
-    from ..metrics.sample import SampleConfig, boosted_fit_count
     from ..evaluation.gates import INCONCLUSIVE_POLICIES
     from ..evaluation.groups import read_groups
+    from ..metrics import METRICS, VECE_METRICS, check_metric_keys
+    from ..metrics.sample import SampleConfig, boosted_fit_count
 
     render.resolve_format(table_format)
     if vece_recalibrator not in RECALIBRATORS:

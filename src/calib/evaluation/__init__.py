@@ -3,13 +3,13 @@ metrics, CI gates) and the metric state files that shards merge. One module per 
 :mod:`.streaming` (the streaming pass), :mod:`.sample` (V-ECE and KDE-ECE), :mod:`.gates`,
 :mod:`.states`, :mod:`.report` (all of them together)."""
 
+from ..metrics import check_metric_keys
 from ..metrics.metric_set import MetricSet
+from ..metrics.sample import SampleConfig
 from .gates import ChangeGate, Gate, check_gates, parse_change_gates, parse_gate, read_report
 from .report import evaluate
-from ..metrics.sample import SampleConfig
 from .sample import sample_results
 from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
-from ..metrics import check_metric_keys
 from .streaming import SetStats, compute_metrics, uncalibrated_batch
 
 __all__ = [

@@ -11,9 +11,9 @@ from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
 from ..io.predictions import Predictions
 from ..metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, VECE_METRICS, MetricConfig, check_metric_keys
+from ..metrics.sample import SampleConfig
 from .gates import ChangeGate, Gate, check_gates
 from .groups import Groups, group_section
-from ..metrics.sample import SampleConfig
 from .sample import sample_results
 from .states import write_metric_state
 from .streaming import compute_metrics

@@ -11,10 +11,9 @@ import numpy as np
 from .._version import __version__
 from ..errors import InputError
 from ..io.predictions import Predictions
-from ..metrics import MetricConfig
+from ..metrics import MetricConfig, check_metric_keys
 from ..metrics.metric_set import MetricSet
 from .groups import Groups, group_section, group_sort_key
-from ..metrics import check_metric_keys
 
 #: Metric state files: an .npz of numeric arrays, the header as JSON bytes (no pickle anywhere).
 STATE_FORMAT = "calib-metric-state"

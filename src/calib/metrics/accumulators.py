@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..binning import BinCounter
 from ..numerics import EDGE_TOLERANCE
 from .batch import Batch
-from ..binning import BinCounter
 
 
 class Additive:

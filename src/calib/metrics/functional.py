@@ -75,7 +75,9 @@ def _keyed(metric: Metric):
             return metric_value(key, scores, labels, kind=kind, sample=SampleConfig(**sample))
 
     function.__name__ = function.__qualname__ = key
-    function.__doc__ = f"{metric.summary[0].upper()}{metric.summary[1:]} (metric key ``{key}``; arguments as :func:`metric_value`)."
+    function.__doc__ = (
+        f"{metric.summary[0].upper()}{metric.summary[1:]} (metric key ``{key}``; arguments as :func:`metric_value`)."
+    )
     return function
 
 

@@ -98,7 +98,9 @@ def model_probs(preds, rows: np.ndarray) -> np.ndarray:
     return given if given is not None else softmax(logits)
 
 
-def sample_entries(metrics: list, probs: np.ndarray, labels: np.ndarray, config: SampleConfig, *, n_total: int, progress=None) -> dict:
+def sample_entries(
+    metrics: list, probs: np.ndarray, labels: np.ndarray, config: SampleConfig, *, n_total: int, progress=None
+) -> dict:
     """Report entries {key: {"value", "settings"[, "unclipped"]}} of the whole-sample ``metrics``
     (Metric entries) on ``probs``/``labels``, the rows :func:`sample_rows` chose of ``n_total``."""
     out = {}
