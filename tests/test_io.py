@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from calib.io import read_predictions, write_matrix
-from calib.io.writers import npz_bytes
+from calib.io.formats.npz import npz_bytes
 
 
 @pytest.fixture

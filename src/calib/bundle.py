@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import BundleError
 from .io.atomic import atomic_directory
-from .io.writers import npy_bytes
+from .io.formats.npy import npy_bytes
 
 FORMAT = "calib-bundle"
 FORMAT_VERSION = 1

@@ -16,15 +16,18 @@ from . import extras, pipeline
 from .errors import InputError
 from .evaluation import compute_metrics, merge_metric_states, state_header
 from .evaluation.states import state_arrays
+from .io.formats import listed, shard_formats
 from .metrics import MetricConfig
 
 ENGINES = ("local", "dask")
 
 
 def shard_files(directory: str) -> list[str]:
-    files = sorted(os.path.join(directory, name) for name in os.listdir(directory) if name.endswith(".parquet"))
+    """The files of ``directory`` in a format that can be evaluated shard by shard, in name order."""
+    suffixes = tuple(suffix for fmt in shard_formats() for suffix in fmt.suffixes)
+    files = sorted(os.path.join(directory, name) for name in os.listdir(directory) if name.lower().endswith(suffixes))
     if not files:
-        raise InputError(f"{directory}: a directory input needs .parquet files in it; found none")
+        raise InputError(f"{directory}: a directory input needs {listed(shard_formats())} files in it; found none")
     return files
 
 

@@ -12,6 +12,8 @@ from .. import pipeline
 from ..calibrators.base import absent_class_rows
 from ..errors import UsageError
 from ..io import check_output_path, read_features, write_matrix, write_npy_stream, write_sets
+from ..io.formats import listed
+from ..io.writers import WRITERS
 from . import options, render
 
 WHAT = ("probs", "log-probs", "sets")
@@ -21,7 +23,10 @@ def apply(
     bundle: Annotated[str, typer.Argument(metavar="BUNDLE", help="Bundle directory written by `calib fit`.", show_default=False)],
     pred: options.Pred,
     out: Annotated[
-        str, typer.Option("--out", "-o", help="Output file (.npy, .npz, .parquet); - writes .npy to stdout.", show_default=False)
+        str,
+        typer.Option(
+            "--out", "-o", help=f"Output file ({listed(WRITERS.values())}); - writes .npy to stdout.", show_default=False
+        ),
     ],
     what: Annotated[str, typer.Option("--what", help="probs | log-probs | sets (conformal methods: the sets C(x)).")] = "probs",
     labels: options.Labels = None,

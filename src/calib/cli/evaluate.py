@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..estimators.recalibrators import RECALIBRATORS, RECIPES
 from ..io import check_not_an_input, read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
+from ..io.formats import listed, shard_formats
 from ..report_text import gate_text
 from . import options, render
 
@@ -126,7 +127,7 @@ def evaluate(
         str,
         typer.Option(
             "--engine",
-            help="For a directory of .parquet files: local (in this process) or dask (one task per file on a cluster); metric states are merged in file order.",
+            help=f"For a directory of {listed(shard_formats())} files: local (in this process) or dask (one task per file on a cluster); metric states are merged in file order.",
         ),
     ] = "local",
     scheduler: Annotated[
@@ -222,7 +223,7 @@ def evaluate(
         )
         return
     if engine != "local" or scheduler is not None:
-        raise UsageError("--engine dask and --scheduler take a directory of .parquet files as PRED")
+        raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
     preds, calibrator = options.read_inputs(
         pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
     )
@@ -347,7 +348,7 @@ def _evaluate_directory(
     min_group_rows,
     refused,
 ) -> None:
-    """``calib evaluate DIR``: streamed metrics of every .parquet shard, merged (calib.shards)."""
+    """``calib evaluate DIR``: streamed metrics of every shard, merged (calib.shards)."""
     from ..evaluation import check_gates
     from ..metrics import DEFAULT_METRICS, METRICS, MetricConfig, check_metric_keys
     from ..shards import ENGINES, evaluate_shards

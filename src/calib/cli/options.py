@@ -8,12 +8,14 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperCommand
 
+from ..io.formats import listed
+
 Labels = Annotated[
     Optional[str],
     typer.Option(
         "--labels",
         "-l",
-        help="Labels file: .npy, .npz or .parquet (the label/labels array or column, or the only one), or .txt/.csv (one label a line, optional header); overrides labels in PRED.",
+        help=f"Labels file: {listed()} (the label/labels array or column, or the only one), or .txt/.csv (one label a line, optional header); overrides labels in PRED.",
         show_default=False,
     ),
 ]
@@ -46,9 +48,7 @@ ScorePrefix = Annotated[
 ]
 Pred = Annotated[
     str,
-    typer.Argument(
-        metavar="PRED", help="Predictions: .npy, .npz or .parquet; - reads any of them from stdin.", show_default=False
-    ),
+    typer.Argument(metavar="PRED", help=f"Predictions: {listed()}; - reads any of them from stdin.", show_default=False),
 ]
 GroupBy = Annotated[
     Optional[str],
@@ -62,7 +62,7 @@ GroupsFile = Annotated[
     Optional[str],
     typer.Option(
         "--groups",
-        help="One group value per row: .npy, .txt (one a line), .csv (header, then --group-by or the only column), .npz/.parquet.",
+        help=f"One group value per row: {listed()} (--group-by or the only array or column), .txt (one a line), .csv (header, then --group-by or the only column).",
         show_default=False,
     ),
 ]

@@ -13,7 +13,8 @@ from ..bundle import dumps
 from ..errors import UsageError
 from ..io import check_output_path, read_predictions
 from ..io.atomic import atomic_directory, write_bytes_atomic
-from ..io.writers import npz_bytes, write_matrix
+from ..io.formats.npz import npz_bytes
+from ..io.writers import write_matrix
 from ..synth import contaminate as contaminate_logits
 from ..synth import contamination_temperatures, known_ce_data, true_calibration_errors
 from ..synth.gaussian_grid import CIRCLE_RADIUS, SIGMA, make_gaussian_grid

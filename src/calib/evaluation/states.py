@@ -69,7 +69,7 @@ def write_metric_state(
     """The additive state behind this evaluation's streamed metrics (V-ECE is not additive: left
     out), with one state per group when the rows were grouped."""
     from ..io.atomic import write_bytes_atomic
-    from ..io.writers import npz_bytes
+    from ..io.formats.npz import npz_bytes
 
     header = state_header(keys, config, preds, bundle_path, groups)
     arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **state_arrays(metric_set, group_sets)}

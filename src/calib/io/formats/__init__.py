@@ -1,0 +1,99 @@
+"""The input and output formats, one module each: a format is one :class:`~.base.Format` object
+(suffixes, magic bytes, how to list its arrays or columns, read scores, read one named column,
+write). Readers, writers, stdin detection, directories of shards, error messages and help texts are
+built from :data:`FORMATS`; a new format is one module and one entry here.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ...errors import InputError
+from .base import Contents, Format
+from .npy import NPY
+from .npz import NPZ
+from .parquet import PARQUET
+
+#: Every format, in the order help texts list them
+FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET)
+#: suffix -> format
+BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
+
+
+def listed(formats=FORMATS, last: str = "or") -> str:
+    """The formats' suffixes as prose: ".npy, .npz or .parquet"."""
+    suffixes = [suffix for fmt in formats for suffix in fmt.suffixes]
+    return suffixes[0] if len(suffixes) == 1 else f"{', '.join(suffixes[:-1])} {last} {suffixes[-1]}"
+
+
+def shard_formats() -> list[Format]:
+    """The formats a directory of shards may hold."""
+    return [fmt for fmt in FORMATS if fmt.shards]
+
+
+def suffix_of(path: str) -> str:
+    return os.path.splitext(path)[1].lower()
+
+
+def format_of(path: str) -> Format:
+    """The format of predictions file ``path`` by its suffix; an existing file must also start with
+    that format's magic number (a text file named .npz is refused as such, before any reader sees it)."""
+    suffix = suffix_of(path)
+    fmt = BY_SUFFIX.get(suffix)
+    if fmt is None or not fmt.holds_predictions:
+        raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected {', '.join(BY_SUFFIX)}")
+    if fmt.magic is not None and os.path.isfile(path):
+        with open(path, "rb") as handle:
+            start = handle.read(8)
+        if not start.startswith(fmt.magic):
+            if not start:
+                raise InputError(f"{path}: empty file")
+            actual = format_by_magic(start)
+            what = (
+                f"{actual.suffixes[0]} data; rename it to {actual.suffixes[0]}"
+                if actual
+                else ("text" if _looks_like_text(start) else f"bytes {start!r}")
+            )
+            raise InputError(f"{path}: not a {suffix} file (a {suffix} file starts with {fmt.magic!r}; this one holds {what})")
+    return fmt
+
+
+def _looks_like_text(start: bytes) -> bool:
+    try:
+        text = start.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c.isspace() for c in text)
+
+
+#: The most bytes a format's magic number takes (how much of stdin is read to tell the format)
+MAGIC_LENGTH = max(len(fmt.magic) for fmt in FORMATS if fmt.magic is not None)
+
+
+def format_by_magic(start: bytes) -> Format | None:
+    """The format whose magic number ``start`` begins with, or None."""
+    return next((fmt for fmt in FORMATS if fmt.magic is not None and start.startswith(fmt.magic)), None)
+
+
+def format_of_bytes(data: bytes, name: str) -> Format:
+    """The format of a byte stream by its magic number."""
+    fmt = format_by_magic(data)
+    if fmt is not None:
+        return fmt
+    if not data:
+        raise InputError(f"{name}: empty input")
+    with_magic = [fmt for fmt in FORMATS if fmt.magic is not None]
+    raise InputError(f"{name}: not {listed(with_magic)} bytes (the stream starts {data[:8]!r})")
+
+
+__all__ = [
+    "BY_SUFFIX",
+    "FORMATS",
+    "MAGIC_LENGTH",
+    "Contents",
+    "Format",
+    "format_by_magic",
+    "format_of",
+    "format_of_bytes",
+    "listed",
+]

@@ -1,0 +1,139 @@
+"""What every input format shares: the :class:`Format` interface a format module implements, the
+:class:`Contents` of a predictions file, how an array or column is picked by name, and the errors a
+parser of an untrusted file may raise."""
+
+from __future__ import annotations
+
+import dataclasses
+import tokenize
+import zipfile
+
+import numpy as np
+
+from ...errors import InputError
+
+#: Array / column names and the kind of scores they hold (docs/cli.md).
+SCORE_NAMES = {"logits": "logits", "log_probs": "log-probs", "probs": "probs"}
+#: Where labels are found inside a predictions file (array of a .npz, column of a .parquet) when no
+#: name is given.
+LABEL_NAMES = ("label", "labels")
+
+#: What a parser of an untrusted file may raise besides ValueError / OSError: numpy parses .npy
+#: headers with ast and tokenize, so a corrupted header surfaces as SyntaxError or TokenError.
+PARSE_ERRORS = (
+    ValueError,
+    OSError,
+    EOFError,
+    SyntaxError,
+    tokenize.TokenError,
+    TypeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    UnicodeDecodeError,
+    zipfile.BadZipFile,
+)
+
+
+@dataclasses.dataclass
+class Contents:
+    """What a predictions file holds: the scores (maybe memory-mapped or read on demand), the
+    labels if found, the kind the score array's name says, columns to carry through, and the names
+    of every array or column (for error messages)."""
+
+    scores: object
+    labels: np.ndarray | None
+    kind: str | None
+    passthrough: object | None
+    names: tuple[str, ...]
+
+
+class Format:
+    """One input/output format: a module of ``calib.io.formats`` defines a subclass and one
+    instance, listed in ``calib.io.formats.FORMATS``. What a format cannot do it leaves to these
+    defaults, which refuse in one line."""
+
+    #: Short name and what the help texts call it
+    name: str = ""
+    #: File name endings, lower case, with the dot
+    suffixes: tuple[str, ...] = ()
+    #: The first bytes of every file of the format (how stdin is told apart); None: no magic
+    magic: bytes | None = None
+    #: Whether a directory of such files can be evaluated shard by shard
+    shards: bool = False
+    #: Whether it holds predictions (scores), or only labels or group values
+    holds_predictions: bool = True
+    #: Whether ``apply`` can write it
+    writable: bool = True
+    #: Whether columns beside the scores and labels travel with the rows (to outputs, to groups)
+    carries_columns: bool = False
+
+    def read_predictions(self, path: str, name: str, score_prefix: str | None, label_column: str | None) -> Contents:
+        """The scores, labels and carried columns of a predictions file."""
+        raise InputError(f"{name}: a {self.name} file holds no predictions")
+
+    def names(self, path: str) -> tuple[str, ...] | None:
+        """The names of the file's arrays or columns; None for a file of one unnamed array."""
+        return None
+
+    def read_named(self, path: str, key: str, *, labels: bool = False) -> np.ndarray:
+        """The array or column ``key`` as a 1-D array (``labels``: missing entries become NaN,
+        which the label check refuses naming the row); a file of one unnamed array returns it."""
+        raise InputError(f"{path}: a {self.name} file has no named arrays")
+
+    def read_matrix(self, path: str, names: tuple[str, ...]) -> np.ndarray:
+        """The first of ``names`` the file holds, as an (N, K) matrix (true probabilities, features)."""
+        raise InputError(f"{path}: a {self.name} file holds no matrix")
+
+    def write(self, path: str, name: str, matrix: np.ndarray, labels, passthrough) -> None:
+        """Write ``matrix`` (under ``name`` where the format names arrays), ``labels`` if known and
+        carried columns, atomically."""
+        raise InputError(f"{path}: calib does not write {self.name} files")
+
+
+def pick_name(
+    names, wanted: str | None, path: str, *, preferred=(), sole: bool = False, what: str | None = None, hint: str | None = None
+) -> str | None:
+    """Which of ``names`` (a file's arrays or columns) holds something: ``wanted`` when given (an
+    error listing ``names`` when absent), else the one of ``preferred`` present (an error when
+    several are), else, with ``sole``, the file's only one. None when nothing fits, or with
+    ``what`` an error asking which (``hint`` names the option that says it)."""
+    found = ", ".join(names) or "none"
+    if wanted is not None:
+        if wanted not in names:
+            raise InputError(f"{path}: no array or column named {wanted!r} (found {found})")
+        return wanted
+    present = [n for n in preferred if n in names]
+    if len(present) > 1:
+        raise InputError(f"{path}: both {' and '.join(map(repr, present))} are present; name the one to use", cli_hint=hint)
+    if present:
+        return present[0]
+    if sole and len(names) == 1:
+        return names[0]
+    if what is not None:
+        raise InputError(f"{path}: which array or column holds the {what}? (found {found})", cli_hint=hint)
+    return None
+
+
+def label_name(names, wanted: str | None, path: str) -> str | None:
+    """The array or column of a predictions file holding the labels: ``wanted``, else ``label`` or
+    ``labels``, else None."""
+    return pick_name(names, wanted, path, preferred=LABEL_NAMES, hint="--label-column NAME")
+
+
+def labels_key(names, column: str | None, path: str) -> str:
+    """The array or column of a labels file that holds them: ``column``, else ``label`` or
+    ``labels``, else the file's only one."""
+    return pick_name(names, column, path, preferred=LABEL_NAMES, sole=True, what="labels", hint="--label-column NAME")
+
+
+def group_key(names, column: str | None, path: str) -> str:
+    """The array or column of a values file that holds the group values: ``column``, else the only one."""
+    return pick_name(names, column, path, sole=True, what="group values", hint="--group-by COLUMN")
+
+
+def unreadable(path: str, suffix: str, exc: Exception) -> InputError:
+    """The error for a file its reader could not parse; numpy's advice to unpickle is never passed on."""
+    if "pickle" in str(exc).lower():
+        return InputError(f"{path}: not a readable {suffix} file (not a zip archive of arrays; pickled data is never loaded)")
+    return InputError(f"{path}: not a readable {suffix} file ({exc})")
