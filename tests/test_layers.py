@@ -1,0 +1,109 @@
+"""The package's layers (docs/architecture.md): every import, at module level or inside a function,
+points down or sideways within its layer, and the modules have no import cycle."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: Layers, bottom first: a module may import its own layer's modules and those below.
+LAYERS = [
+    [
+        "calib._version",
+        "calib._kernels",
+        "calib.errors",
+        "calib.extras",
+        "calib.kernels",
+        "calib.numerics",
+        "calib.binning",
+        "calib.validation",
+    ],
+    ["calib.io"],
+    ["calib.bundle"],
+    ["calib.calibrators"],
+    ["calib.registry", "calib.estimators"],
+    ["calib.metrics"],
+    ["calib.bootstrap", "calib.pipeline"],
+    ["calib.evaluation", "calib.shards"],
+    ["calib.report_text", "calib.report_junit", "calib.report_html", "calib.plots", "calib.synth"],
+    ["calib.diagnose"],
+    ["calib.api", "calib"],
+    ["calib.cli", "calib.__main__"],
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every calib module ``path`` imports, lazily or not (``from . import x`` counts as module ``x``)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "calib"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "calib":
+                continue
+            modules = {f"{target}.{alias.name}" for alias in node.names}
+            submodules = {m for m in modules if _is_module(m)}
+            found |= submodules or {target}
+    return found - {name}
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is a module or package (a .py file, a compiled extension, a folder)."""
+    path = SRC / name.replace(".", "/")
+    return path.is_dir() or any(path.parent.glob(path.name + ".*"))
+
+
+def layer_of(module: str) -> int:
+    best = None
+    for index, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if module == prefix or (prefix != "calib" and module.startswith(prefix + ".")):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    assert best is not None, f"{module} is in no layer of tests/test_layers.py"
+    return best[0]
+
+
+GRAPH = {module_name(p): imports(p) for p in (SRC / "calib").rglob("*.py")}
+
+
+def test_no_import_points_up_a_layer():
+    upward = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets if layer_of(b) > layer_of(a))
+    assert upward == []
+
+
+def test_no_import_cycle():
+    """Between modules (a package's __init__ re-exporting its modules is not a cycle of them)."""
+    edges = {
+        a: {b for b in targets if b in GRAPH and not (GRAPH.get(b) and a.startswith(b + "."))} for a, targets in GRAPH.items()
+    }
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [])
+    assert cycles == []
