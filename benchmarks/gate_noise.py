@@ -60,7 +60,7 @@ def expected_at(n, draws=200, seed=7):
     for _ in range(draws):
         z, labels = world(rng, n)
         preds = Predictions("draw", model(rng, z), "logits", "draw", labels, "draw")
-        found = build_report(preds, metrics=["ece", "cmce"])["metrics"]
+        found = build_report(preds, metrics=["ece", "cmce"]).to_json()["metrics"]
         values.append([found["ece"]["value"], found["cmce"]["value"]])
     return dict(zip(["ece", "cmce"], np.mean(values, axis=0)))
 
@@ -75,7 +75,7 @@ def report(logits, labels, metrics, groups=None, vece=None):
         kwargs = {"vece": SampleConfig("ts", 0, 20000, "compact")}
     return build_report(
         preds, metrics=keys, bootstrap=BootstrapConfig(REPLICATES, 0, 0.95), groups=groups, min_group_rows=1, **kwargs
-    )
+    ).to_json()
 
 
 def truth(scale, metrics, draws=20, rows=50_000):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from calib.bootstrap import BootstrapConfig
-from calib.evaluation import compute_metrics
+from calib.evaluation import stream_metrics
 from calib.io import Predictions
 from calib.metrics import MetricConfig
 
@@ -21,9 +21,8 @@ def cifar10_test():
 
 def _values(logits, labels, keys, bootstrap=None):
     preds = Predictions("t", logits, "logits", "t", labels, "t")
-    replicates = {}
-    values, _ = compute_metrics(preds, keys, MetricConfig(), bootstrap=bootstrap, replicates_out=replicates)
-    return values, replicates
+    streamed = stream_metrics(preds, keys, MetricConfig(), bootstrap=bootstrap)
+    return streamed.values, streamed.replicates
 
 
 @pytest.mark.slow

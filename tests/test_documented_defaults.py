@@ -67,7 +67,7 @@ def test_metric_settings_are_the_documented_ones():
     assert int(re.search(r"on a (\d+)-point grid", table_row("metrics.md", "smece")).group(1)) == GRID
     report = calib.evaluate(np.array([[0.5, 0.5]]), np.array([0]), metrics=["nll"], kind="probs")
     clip = float(re.search(r"prob_clip: (\S+)`", table_row("metrics.md", "nll")).group(1))
-    assert report.report["metrics"]["nll"]["settings"]["prob_clip"] == clip
+    assert report.entries.metrics["nll"].settings["prob_clip"] == clip
 
 
 def test_adaptive_ts_fits_a_temperature_per_row_that_lowers_the_nll():

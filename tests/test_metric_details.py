@@ -72,9 +72,9 @@ def test_a_fresh_proper_score_state_has_nothing_clipped_and_reports_its_clip_onl
     assert state["prob_clipped"] == 0 and state["n"] == 0
     logits = np.log(np.array([[0.5, 0.5], [0.25, 0.75]]))
     report = calib.evaluate(logits, np.array([0, 1]), metrics=["nll"], kind="logits")
-    assert "prob_clip" not in report.report["metrics"]["nll"]
+    assert "prob_clip" not in report.to_dict()["metrics"]["nll"]
     report = calib.evaluate(np.exp(logits), np.array([0, 1]), metrics=["nll"], kind="probs")
-    assert report.report["metrics"]["nll"]["settings"]["prob_clip"] == 1e-12
+    assert report.entries.metrics["nll"].settings["prob_clip"] == 1e-12
 
 
 def test_batch_counts_rows_not_classes_and_needs_some_probabilities():
@@ -110,8 +110,8 @@ def test_every_band_of_the_default_table_is_the_one_its_name_says():
     probs = np.vstack([probs, [[0.89, 0.11, 0, 0], [0.93, 0.07, 0, 0]]])
     labels = np.zeros(6, dtype=int)
     report = calib.evaluate(probs, labels, metrics=["coverage_0.9_0.92", "coverage_0.99_0.995"], kind="probs")
-    assert report.report["metrics"]["coverage_0.9_0.92"]["settings"]["range"] == [0.9, 0.92]
-    assert report.report["metrics"]["coverage_0.99_0.995"]["settings"]["range"] == [0.99, 0.995]
+    assert report.entries.metrics["coverage_0.9_0.92"].settings["range"] == [0.9, 0.92]
+    assert report.entries.metrics["coverage_0.99_0.995"].settings["range"] == [0.99, 0.995]
     for key in ("coverage_0.9_0.92", "coverage_0.99_0.995"):
         state = METRICS[key].accumulator(MetricConfig(), 4)[1]()
         state.update(Batch(labels, probs=probs))
@@ -123,10 +123,8 @@ def test_default_table_and_settings_documented_in_the_metrics_reference():
         "accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995",
     )  # fmt: skip
     report = calib.evaluate(np.array([[0.6, 0.4], [0.3, 0.7]]), np.array([0, 0]), kind="probs")
-    assert report.report["metrics"]["brier"]["settings"] == {"sum_over_classes": True}
-    assert (
-        report.report["metrics"]["ece"]["settings"]["bins"] == 15 and report.report["metrics"]["cmce"]["settings"]["bins"] == 25
-    )
+    assert report.entries.metrics["brier"].settings == {"sum_over_classes": True}
+    assert report.entries.metrics["ece"].settings["bins"] == 15 and report.entries.metrics["cmce"].settings["bins"] == 25
 
 
 def test_brier_sums_over_classes_and_nll_and_accuracy_average_over_rows_by_hand():

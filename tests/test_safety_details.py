@@ -146,7 +146,7 @@ def test_merged_states_pass_without_gates_and_name_the_first_file_when_they_diff
     from calib.evaluation.states import merge_metric_states, read_metric_state
 
     first, second = state_file(tmp_path, "a.npz"), state_file(tmp_path, "b.npz")
-    report = merge_metric_states([read_metric_state(first), read_metric_state(second)], ["a.npz", "b.npz"])
+    report = merge_metric_states([read_metric_state(first), read_metric_state(second)], ["a.npz", "b.npz"]).to_json()
     assert report["passed"] is True and report["gates"] == [] and report["input"]["n"] == 600
     data = np.load(calib.sample_path("cifar10_test.npz"))
     other = str(tmp_path / "c.npz")
@@ -163,7 +163,7 @@ def test_merged_groups_under_100_rows_are_listed_not_gated(tmp_path):
     path = str(tmp_path / "g.npz")
     groups = np.repeat(["big", "small"], [150, 50])
     calib.evaluate(data["logits"][:200], data["labels"][:200], metrics=["ece"], emit_state=path, groups=groups)
-    report = merge_metric_states([read_metric_state(path)], ["g.npz"])
+    report = merge_metric_states([read_metric_state(path)], ["g.npz"]).to_json()
     assert report["group_by"]["min_rows"] == 100 and report["group_by"]["below_min_rows"] == ["small"]
     assert report["group_by"]["worst"]["ece"]["group"] == "big"
 

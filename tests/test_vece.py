@@ -289,14 +289,14 @@ def test_the_default_recipe_is_compact_and_the_report_names_it():
 
     probs, labels, _ = known_ce_data(300, 3, 0.5, np.random.default_rng(1))
     report = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs")
-    assert report.report["metrics"]["vece_l1"]["settings"]["recipe"] == "compact"
+    assert report.entries.metrics["vece_l1"].settings["recipe"] == "compact"
     paper = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="paper")
-    assert paper.report["metrics"]["vece_l1"]["settings"]["recipe"] == "paper"
+    assert paper.entries.metrics["vece_l1"].settings["recipe"] == "paper"
     assert "ws-catboost (paper), 5 folds" in paper.table() and "ws-catboost, 5 folds" in report.table()
     assert paper.values["vece_l1"] != report.values["vece_l1"]
     assert calib.metrics.vece(probs, labels, kind="probs")["l1"] == report.values["vece_l1"]
     ts = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recalibrator="ts")
-    assert "recipe" not in ts.report["metrics"]["vece_l1"]["settings"]
+    assert "recipe" not in ts.entries.metrics["vece_l1"].settings
     with pytest.raises(UsageError, match="recipe must be one of compact, paper; got 'fast'") as refused:
         calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="fast")
     assert "--" not in str(refused.value)

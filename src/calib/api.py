@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import pipeline
 from .calibrators.base import Calibrator
-from .errors import UsageError
+from .errors import NotFittedError
 from .io.predictions import Predictions
 from .io.readers import predictions_from_arrays
 from .validation import check_true_probs
+
+if TYPE_CHECKING:
+    from .evaluation import EvaluationReport
 
 
 def sample_path(name: str) -> str:
@@ -126,7 +130,7 @@ class Calibration:
         """Refuse inputs this calibrator cannot apply to: it is not fitted, or ``preds`` has another
         class count or input kind than it was fitted on."""
         if self.input_kind is None:
-            raise UsageError(f"calibrator {self.method!r} is not fitted yet")
+            raise NotFittedError(f"calibrator {self.method!r} is not fitted yet: fit it (or load a bundle) first")
         pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator")
 
     def predict_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
@@ -149,7 +153,7 @@ class Calibration:
         """Write the bundle directory (manifest, arrays, hashes; no pickle); returns the manifest.
         An existing non-empty directory is replaced only with ``force``."""
         if self.input_kind is None:
-            raise UsageError(f"calibrator {self.method!r} is not fitted yet; nothing to save")
+            raise NotFittedError(f"calibrator {self.method!r} is not fitted yet; nothing to save")
         return pipeline.save_calibrator(
             self.fitted,
             path,
@@ -180,37 +184,38 @@ def load(path: str) -> Calibration:
 @dataclasses.dataclass
 class Report:
     """An evaluation: ``values`` {metric key: value}, ``uncalibrated_values`` when a calibrator
-    was applied, ``passed`` (the gates), ``to_dict()`` the JSON report of ``calib evaluate``,
-    ``table()`` the same as text."""
+    was applied, ``passed`` (the gates), ``entries`` the typed report
+    (calib.evaluation.EvaluationReport: metric entries with their settings and intervals, groups,
+    gate results), ``to_dict()`` the JSON report of ``calib evaluate``, ``table()`` the same as text."""
 
-    report: dict
+    entries: EvaluationReport
 
     @property
     def values(self) -> dict[str, float | None]:
-        return {key: entry["value"] for key, entry in self.report["metrics"].items()}
+        return self.entries.values
 
     @property
     def uncalibrated_values(self) -> dict[str, float | None] | None:
-        before = self.report.get("uncalibrated_metrics")
-        return None if before is None else {key: entry["value"] for key, entry in before.items()}
+        before = self.entries.uncalibrated
+        return None if before is None else {key: entry.value for key, entry in before.items()}
 
     @property
     def passed(self) -> bool:
-        return bool(self.report["passed"])
+        return self.entries.passed
 
     @property
     def group_values(self) -> dict[str, dict[str, float | None]] | None:
         """{group: {metric key: value}} when the rows were grouped, else None."""
-        groups = self.report.get("groups")
-        return None if groups is None else {name: dict(entry["metrics"]) for name, entry in groups.items()}
+        groups = self.entries.groups
+        return None if groups is None else {name: dict(entry.metrics) for name, entry in groups.groups.items()}
 
     def to_dict(self) -> dict:
-        return self.report
+        return self.entries.to_json()
 
     def table(self) -> str:
         from .report_text import report_lines
 
-        return "\n".join(report_lines(self.report))
+        return "\n".join(report_lines(self.to_dict()))
 
     def __repr__(self) -> str:
         return self.table()
@@ -290,11 +295,17 @@ def evaluate(
         vece=SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
         include_vece=vece,
         progress=progress,
-        emit_state=emit_state,
         bootstrap=bootstrap,
         groups=groups,
         min_group_rows=min_group_rows,
         ignore_noise=ignore_noise,
         inconclusive=inconclusive,
     )
+    if emit_state is not None:  # the accumulators behind the streamed metrics, for merge-states
+        from .evaluation import write_metric_state
+
+        streamed = report.streamed
+        write_metric_state(
+            emit_state, streamed.state, streamed.keys, streamed.config, preds, bundle_path, groups, streamed.group_states
+        )
     return Report(report)

@@ -15,14 +15,15 @@ import numpy as np
 from ._version import __version__
 from .binning import BinCounter
 from .calibrators.base import calibrator_inputs
-from .calibrators.conformal import conformal_quantile, min_calibration_size, nonconformity
-from .evaluation import check_metric_keys, uncalibrated_batch
+from .calibrators.conformal import SCORE_PARAMETERS, conformal_quantile, min_calibration_size, nonconformity
+from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups
 from .io.predictions import Predictions
 from .metrics import DEFAULT_METRICS, Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
+from .metrics.sample import SampleConfig
 from .numerics import softmax
 from .registry import calibrator_class
 from .report_text import format_change, format_value
@@ -53,7 +54,8 @@ class Diagnosis:
     groups: dict | None = None  # top-label calibration per group: the spread and the worst groups' curves
     tradeoffs: list[str] = field(default_factory=list)  # per compared method, its changes beyond fold noise
     source: dict = field(default_factory=dict)  # what was diagnosed: input path, bundle and its method
-    report: dict | None = None  # the metric table (calib evaluate's JSON report, streamed metrics)
+    #: The metric table: calib evaluate's report (calib.evaluation.EvaluationReport), V-ECE included
+    report: EvaluationReport | None = None
 
     def note(self, severity: str, text: str) -> None:
         self.findings.append({"severity": severity, "text": text})
@@ -62,7 +64,10 @@ class Diagnosis:
         return [finding["text"] for finding in self.findings]
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if self.report is not None:
+            out["report"] = self.report.to_json()
+        return out
 
 
 def _batch(calibrator, preds: Predictions, rows: slice) -> Batch:
@@ -121,10 +126,13 @@ def diagnose(
     min_group_rows: int = 100,
     bundle_path: str | None = None,
     bootstrap=None,
+    vece: SampleConfig | None = SampleConfig(),
+    progress=None,
 ) -> Diagnosis:
-    """Findings, curves, worst classes, (with ``groups``) the spread of top-label ECE over the
-    groups and the worst groups' reliability curves, and (with ``compare``) a cross-validated
-    ranking of methods."""
+    """Findings, curves, worst classes, the metric table of ``calib evaluate`` (with the V-ECE
+    family and its over/under-confidence split, computed with ``vece``'s settings; None leaves it
+    out), (with ``groups``) the spread of top-label ECE over the groups and the worst groups'
+    reliability curves, and (with ``compare``) a cross-validated ranking of methods."""
     from .evaluation import evaluate as evaluation_report
 
     result = Diagnosis(preds.n, preds.k, preds.kind)
@@ -132,17 +140,64 @@ def diagnose(
     if calibrator is not None:
         options = dataclasses.asdict(calibrator.options)
         if hasattr(calibrator.options, "score_settings"):  # only the parameters of the score in use
-            unused = {"raps_lambda", "raps_kreg", "saps_lambda", "randomize"} - set(calibrator.options.score_settings())
+            unused = set(SCORE_PARAMETERS) - set(calibrator.options.score_settings())
             options = {key: value for key, value in options.items() if key not in unused}
         result.source.update(bundle=bundle_path, method=calibrator.name, options=options)
     result.report = evaluation_report(
-        preds, calibrator=calibrator, bundle_path=bundle_path, include_vece=False, bootstrap=bootstrap
+        preds,
+        calibrator=calibrator,
+        bundle_path=bundle_path,
+        include_vece=vece is not None,
+        vece=vece or SampleConfig(),
+        bootstrap=bootstrap,
+        progress=progress,
     )
     result.note("info", f"input kind: {preds.kind} ({preds.kind_reason})")
     if calibrator is not None:
         for warning in calibrator.fit_warnings():
             result.note("warning", f"bundle ({calibrator.name}): {warning}")
     top, cumulative, classwise, support, saturated, by_group = _curves(preds, calibrator, groups=groups)
+    _input_findings(result, preds, support, saturated)
+    result.reliability = _bin_rows(top, "confidence")
+    result.cumulative_mass = _bin_rows(cumulative, "mass")
+    if calibrator is not None:
+        result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
+        if calibrator.builds_sets:
+            _conformal_findings(result, preds, calibrator, seed)
+    per_class = classwise.weighted_error()
+    order = np.argsort(-per_class, kind="stable")[:worst]
+    result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
+    over = sum(r["over"] for r in result.reliability)
+    under = sum(r["under"] for r in result.reliability)
+    result.metrics = {
+        "ece": float(top.weighted_error()[0]),
+        "cmce": float(cumulative.weighted_error()[0]),
+        "ece_over": over,
+        "ece_under": under,
+    }
+    direction = "over-confident" if over > 2 * under else "under-confident" if under > 2 * over else "mixed"
+    result.note(
+        "info" if over + under < 0.01 else "warning" if over + under < 0.05 else "problem",
+        f"top-label calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
+        f"{under:.4f} from under-confidence ({direction})",
+    )
+    if by_group is not None:
+        result.groups = _group_calibration(by_group, groups, min_group_rows)
+        for text in result.groups.pop("findings"):
+            result.note("warning", text)
+    if compare:
+        result.comparison, result.recommendation, result.tradeoffs = compare_methods(
+            preds, list(compare), folds=folds, seed=seed, rank_by=rank_by
+        )
+        for row in result.comparison:
+            for warning in row["warnings"]:
+                result.note("warning", f"compared method {row['method']} (in some folds): {warning}")
+    return result
+
+
+def _input_findings(result: Diagnosis, preds: Predictions, support: np.ndarray, saturated: int) -> None:
+    """Findings about the input itself: saturated probabilities or logits, classes without labels,
+    labels that stop short of K, probabilities read as logits, too few rows for conformal alphas."""
     if saturated:
         result.note(
             "warning",
@@ -178,51 +233,21 @@ def diagnose(
                 f"{preds.n} rows are too few to calibrate a conformal method at alpha = {alpha:g} "
                 f"(needs {min_calibration_size(alpha)})",
             )
-    result.reliability = _bin_rows(top, "confidence")
-    result.cumulative_mass = _bin_rows(cumulative, "mass")
-    if calibrator is not None:
-        result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
-        if calibrator.builds_sets:
-            result.conformal = conformal_curve(preds, calibrator, seed)
-            own = result.conformal["bundle"]
-            seen = [(c, k) for k, c in enumerate(own["class_coverage"]) if c is not None]
-            below = [(c, k) for c, k in seen if c < 1.0 - own["alpha"]]
-            if seen:
-                lowest = ", ".join(f"{k} ({c:.3g})" for c, k in sorted(seen)[:3])
-                result.note(
-                    "warning" if len(below) > len(seen) / 2 else "info",
-                    f"the bundle's sets cover {len(below)} of {len(seen)} classes below 1 - alpha = {1 - own['alpha']:g} "
-                    f"on these rows; lowest: {lowest}",
-                )
-    per_class = classwise.weighted_error()
-    order = np.argsort(-per_class, kind="stable")[:worst]
-    result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
-    over = sum(r["over"] for r in result.reliability)
-    under = sum(r["under"] for r in result.reliability)
-    result.metrics = {
-        "ece": float(top.weighted_error()[0]),
-        "cmce": float(cumulative.weighted_error()[0]),
-        "ece_over": over,
-        "ece_under": under,
-    }
-    direction = "over-confident" if over > 2 * under else "under-confident" if under > 2 * over else "mixed"
-    result.note(
-        "info" if over + under < 0.01 else "warning" if over + under < 0.05 else "problem",
-        f"top-label calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
-        f"{under:.4f} from under-confidence ({direction})",
-    )
-    if by_group is not None:
-        result.groups = _group_calibration(by_group, groups, min_group_rows)
-        for text in result.groups.pop("findings"):
-            result.note("warning", text)
-    if compare:
-        result.comparison, result.recommendation, result.tradeoffs = compare_methods(
-            preds, list(compare), folds=folds, seed=seed, rank_by=rank_by
+
+
+def _conformal_findings(result: Diagnosis, preds: Predictions, calibrator, seed: int) -> None:
+    """The conformal bundle's coverage curve, and a finding on the classes its sets cover below 1 - alpha."""
+    result.conformal = conformal_curve(preds, calibrator, seed)
+    own = result.conformal["bundle"]
+    seen = [(c, k) for k, c in enumerate(own["class_coverage"]) if c is not None]
+    below = [(c, k) for c, k in seen if c < 1.0 - own["alpha"]]
+    if seen:
+        lowest = ", ".join(f"{k} ({c:.3g})" for c, k in sorted(seen)[:3])
+        result.note(
+            "warning" if len(below) > len(seen) / 2 else "info",
+            f"the bundle's sets cover {len(below)} of {len(seen)} classes below 1 - alpha = {1 - own['alpha']:g} "
+            f"on these rows; lowest: {lowest}",
         )
-        for row in result.comparison:
-            for warning in row["warnings"]:
-                result.note("warning", f"compared method {row['method']} (in some folds): {warning}")
-    return result
 
 
 #: Groups whose reliability curves diagnose shows.
@@ -350,24 +375,7 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
     keys = list(dict.fromkeys([rank_by, *DEFAULT_METRICS]))
     for method in methods:
         calibrator_class(method)  # unknown names fail before any fitting
-    parts = np.array_split(np.random.default_rng(seed).permutation(preds.n), folds)
-    scores: dict[str, list[dict]] = {"uncalibrated": [], **{method: [] for method in methods}}
-    warnings: dict[str, list[str]] = {method: [] for method in methods}
-    for held_out in parts:
-        train = np.setdiff1d(np.arange(preds.n), held_out)
-        train_preds, test_preds = preds.take(train), preds.take(held_out)
-        for name in scores:
-            metric_set = MetricSet(keys, MetricConfig(), preds.k)
-            calibrator = None
-            if name != "uncalibrated":
-                cls = calibrator_class(name)
-                calibrator = cls(cls.parse_options({}))
-                logits, given = calibrator_inputs(calibrator, train_preds, slice(None))
-                calibrator.fit(logits, train_preds.labels, seed=seed, **given)
-                warnings[name].extend(w for w in calibrator.warnings() if w not in warnings[name])
-            for rows in test_preds.chunks():
-                metric_set.update(_batch(calibrator, test_preds, rows))
-            scores[name].append({k: v["value"] for k, v in metric_set.results().items()})
+    scores, warnings = _fold_scores(preds, methods, keys, folds, seed)
     critical = float(student_t.ppf(0.975, folds - 1))
     table = []
     for name, runs in scores.items():
@@ -376,17 +384,7 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
             values = np.array([r[key] for r in runs if r[key] is not None], dtype=float)
             row[key] = [float(values.mean()), float(values.std())] if len(values) else None
         if name != "uncalibrated":
-            row["change"] = {}
-            for key in keys:
-                pairs = [
-                    (r[key], b[key]) for r, b in zip(runs, scores["uncalibrated"]) if r[key] is not None and b[key] is not None
-                ]
-                if len(pairs) < 2:
-                    continue
-                diff = np.array([a - b for a, b in pairs])
-                spread = float(diff.std(ddof=1))
-                beyond = bool(abs(diff.mean()) > critical * spread / np.sqrt(len(diff))) if spread > 0 else bool(diff.mean() != 0)
-                row["change"][key] = {"mean": float(diff.mean()), "std": spread, "beyond_noise": beyond}
+            row["change"] = _fold_changes(runs, scores["uncalibrated"], keys, critical)
         table.append(row)
     table.sort(key=lambda row: metric_badness(rank_by, None if row[rank_by] is None else row[rank_by][0]))
     base = next(r for r in table if r["method"] == "uncalibrated")
@@ -417,3 +415,42 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
             + ": keep the model's own probabilities, or choose by the trade-offs on the other metrics"
         )
     return table, advice, tradeoffs
+
+
+def _fold_scores(preds: Predictions, methods: list[str], keys: list[str], folds: int, seed: int):
+    """({name: [each held-out fold's {key: value}]}, {method: its fits' warnings}) of the model's own
+    probabilities ("uncalibrated") and of each method fitted on the other folds (seeded split)."""
+    parts = np.array_split(np.random.default_rng(seed).permutation(preds.n), folds)
+    scores: dict[str, list[dict]] = {"uncalibrated": [], **{method: [] for method in methods}}
+    warnings: dict[str, list[str]] = {method: [] for method in methods}
+    for held_out in parts:
+        train = np.setdiff1d(np.arange(preds.n), held_out)
+        train_preds, test_preds = preds.take(train), preds.take(held_out)
+        for name in scores:
+            metric_set = MetricSet(keys, MetricConfig(), preds.k)
+            calibrator = None
+            if name != "uncalibrated":
+                cls = calibrator_class(name)
+                calibrator = cls(cls.parse_options({}))
+                logits, given = calibrator_inputs(calibrator, train_preds, slice(None))
+                calibrator.fit(logits, train_preds.labels, seed=seed, **given)
+                warnings[name].extend(w for w in calibrator.warnings() if w not in warnings[name])
+            for rows in test_preds.chunks():
+                metric_set.update(_batch(calibrator, test_preds, rows))
+            scores[name].append({k: v["value"] for k, v in metric_set.results().items()})
+    return scores, warnings
+
+
+def _fold_changes(runs: list[dict], base: list[dict], keys: list[str], critical: float) -> dict:
+    """Per key, the per-fold changes d_f = method - uncalibrated: mean, std and whether beyond the
+    fold noise (|mean d| > critical std(d) / sqrt(k); with no spread, any change)."""
+    change = {}
+    for key in keys:
+        pairs = [(r[key], b[key]) for r, b in zip(runs, base) if r[key] is not None and b[key] is not None]
+        if len(pairs) < 2:
+            continue
+        diff = np.array([a - b for a, b in pairs])
+        spread = float(diff.std(ddof=1))
+        beyond = bool(abs(diff.mean()) > critical * spread / np.sqrt(len(diff))) if spread > 0 else bool(diff.mean() != 0)
+        change[key] = {"mean": float(diff.mean()), "std": spread, "beyond_noise": beyond}
+    return change

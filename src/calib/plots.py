@@ -39,12 +39,23 @@ def _figures(result):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator
 
     plt.rcParams.update({"svg.hashsalt": "calib", "figure.facecolor": "white", "axes.facecolor": "white"})
-    figures = {}
-    conf = [r["confidence"] for r in result.reliability]
+    figures = {
+        "reliability": _reliability_figure(plt, result),
+        "cumulative_mass": _cumulative_mass_figure(plt, result),
+        "over_under": _over_under_figure(plt, result),
+    }
+    if result.groups is not None and result.groups["worst"]:
+        figures["reliability_groups"] = _groups_figure(plt, result)
+    if result.conformal is not None:
+        figures["conformal_sets"] = _conformal_figure(plt, result)
+    return figures, plt
 
+
+def _reliability_figure(plt, result):
+    """Top-label reliability diagram with the over/under gaps, and the rows per bin under it."""
+    conf = [r["confidence"] for r in result.reliability]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(5.5, 6.2), gridspec_kw={"height_ratios": [3, 1]}, sharex=True)
     top.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     for r in result.reliability:
@@ -61,8 +72,11 @@ def _figures(result):
     bottom.set_xlabel("confidence")
     bottom.set_ylabel("rows")
     _legend_below(bottom, source=top)
-    figures["reliability"] = fig
+    return fig
 
+
+def _cumulative_mass_figure(plt, result):
+    """The cumulative mass calibration curve (before and after a bundle)."""
     fig, ax = plt.subplots(figsize=(5.5, 5.5))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
     calibrated = bool(result.cumulative_mass_uncalibrated)
@@ -82,8 +96,12 @@ def _figures(result):
     ax.set_ylim(0, 1.02)
     ax.set_title("Cumulative mass calibration curve")
     _legend_below(ax)
-    figures["cumulative_mass"] = fig
+    return fig
 
+
+def _over_under_figure(plt, result):
+    """Each confidence bin's over- and under-confidence share of the top-label ECE."""
+    conf = [r["confidence"] for r in result.reliability]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     ax.bar(conf, [r["over"] for r in result.reliability], width=0.05, color=OVER_COLOUR, label="over-confidence")
     ax.bar(conf, [-r["under"] for r in result.reliability], width=0.05, color=UNDER_COLOUR, label="under-confidence")
@@ -93,53 +111,59 @@ def _figures(result):
     ax.set_ylabel("share of the top-label ECE")
     ax.set_title("Over- and under-confidence by confidence bin")
     _legend_below(ax)
-    figures["over_under"] = fig
+    return fig
 
-    if result.groups is not None and result.groups["worst"]:
-        fig, ax = plt.subplots(figsize=(5.5, 5.5))
-        ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
-        ax.plot(conf, [r["observed"] for r in result.reliability], "o-", color=MODEL_COLOUR, label="all rows")
-        for curve in result.groups["worst"]:
-            points = curve["reliability"]
-            label = f"{curve['group']} ({curve['n']} rows, ECE {curve['ece']:.3g})"
-            ax.plot([r["confidence"] for r in points], [r["observed"] for r in points], "o-", alpha=0.8, label=label)
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accuracy")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.02)
-        ax.set_title(f"Reliability of the worst groups of {result.groups['source']}")
-        _legend_below(ax, 1)
-        figures["reliability_groups"] = fig
 
-    if result.conformal is not None:
-        curve, own = result.conformal, result.conformal["bundle"]
-        fig, (left, right, classes) = plt.subplots(1, 3, figsize=(13.5, 4.2))
-        left.plot(curve["alphas"], [1 - a for a in curve["alphas"]], "k--", lw=1, label="target 1 - alpha")
-        left.plot(curve["alphas"], curve["coverage"], "o-", color=MODEL_COLOUR, label=f"split conformal ({curve['score']})")
-        left.plot([own["alpha"]], [own["coverage"]], "*", color=CALIBRATED_COLOUR, ms=13, label="this bundle")
-        left.set_xlabel("alpha")
-        left.set_ylabel("coverage of the label")
-        _legend_below(left, 1)
-        right.plot(curve["alphas"], curve["set_size"], "o-", color=MODEL_COLOUR)
-        right.plot([own["alpha"]], [own["set_size"]], "*", color=CALIBRATED_COLOUR, ms=13)
-        right.set_xlabel("alpha")
-        right.set_ylabel("mean set size (classes)")
-        right.set_yscale("log")
-        right.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        right.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        right.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
-        per_class = sorted(c for c in own["class_coverage"] if c is not None)
-        classes.plot(range(1, len(per_class) + 1), per_class, ".-", color=MODEL_COLOUR, label="the bundle's sets, per class")
-        classes.axhline(1 - own["alpha"], color="k", ls="--", lw=1, label=f"1 - alpha = {1 - own['alpha']:g}")
-        classes.set_xlabel("classes, lowest coverage first")
-        classes.set_ylabel("coverage of the class's rows")
-        _legend_below(classes, 1)
-        fig.suptitle(
-            "Conformal sets: coverage and size against alpha (constant threshold refitted per alpha, two-fold), per-class coverage"
-        )
-        fig.tight_layout()
-        figures["conformal_sets"] = fig
-    return figures, plt
+def _groups_figure(plt, result):
+    """The worst groups' reliability curves beside all rows'."""
+    conf = [r["confidence"] for r in result.reliability]
+    fig, ax = plt.subplots(figsize=(5.5, 5.5))
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+    ax.plot(conf, [r["observed"] for r in result.reliability], "o-", color=MODEL_COLOUR, label="all rows")
+    for curve in result.groups["worst"]:
+        points = curve["reliability"]
+        label = f"{curve['group']} ({curve['n']} rows, ECE {curve['ece']:.3g})"
+        ax.plot([r["confidence"] for r in points], [r["observed"] for r in points], "o-", alpha=0.8, label=label)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("accuracy")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"Reliability of the worst groups of {result.groups['source']}")
+    _legend_below(ax, 1)
+    return fig
+
+
+def _conformal_figure(plt, result):
+    """A conformal bundle's coverage and set size against alpha, and its per-class coverage."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    curve, own = result.conformal, result.conformal["bundle"]
+    fig, (left, right, classes) = plt.subplots(1, 3, figsize=(13.5, 4.2))
+    left.plot(curve["alphas"], [1 - a for a in curve["alphas"]], "k--", lw=1, label="target 1 - alpha")
+    left.plot(curve["alphas"], curve["coverage"], "o-", color=MODEL_COLOUR, label=f"split conformal ({curve['score']})")
+    left.plot([own["alpha"]], [own["coverage"]], "*", color=CALIBRATED_COLOUR, ms=13, label="this bundle")
+    left.set_xlabel("alpha")
+    left.set_ylabel("coverage of the label")
+    _legend_below(left, 1)
+    right.plot(curve["alphas"], curve["set_size"], "o-", color=MODEL_COLOUR)
+    right.plot([own["alpha"]], [own["set_size"]], "*", color=CALIBRATED_COLOUR, ms=13)
+    right.set_xlabel("alpha")
+    right.set_ylabel("mean set size (classes)")
+    right.set_yscale("log")
+    right.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    right.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    right.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    per_class = sorted(c for c in own["class_coverage"] if c is not None)
+    classes.plot(range(1, len(per_class) + 1), per_class, ".-", color=MODEL_COLOUR, label="the bundle's sets, per class")
+    classes.axhline(1 - own["alpha"], color="k", ls="--", lw=1, label=f"1 - alpha = {1 - own['alpha']:g}")
+    classes.set_xlabel("classes, lowest coverage first")
+    classes.set_ylabel("coverage of the class's rows")
+    _legend_below(classes, 1)
+    fig.suptitle(
+        "Conformal sets: coverage and size against alpha (constant threshold refitted per alpha, two-fold), per-class coverage"
+    )
+    fig.tight_layout()
+    return fig
 
 
 def write_report(result, directory: str, *, force: bool = False) -> list[str]:

@@ -101,18 +101,7 @@ def report_page(result, figures: dict[str, str]) -> str:
     parts = ["<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width'>"]
     parts.append(f"<title>calib diagnose: {title}</title><style>{STYLE}</style></head><body><main>")
     parts.append(f"<h1>calib diagnose</h1><p class=lead>{_escape(source.get('path', ''))}</p>")
-    described = {
-        "input": source.get("path"),
-        "rows x classes": f"{result.n} x {result.k}",
-        "input kind": result.kind,
-        "bundle": source.get("bundle") or "none (the model's own probabilities)",
-    }
-    if source.get("method"):
-        options = ", ".join(f"{k}={v}" for k, v in source.get("options", {}).items()) or "defaults"
-        described["method"] = f"{source['method']} ({options})"
-    described["calib"] = source.get("calib_version")
-    items = "".join(f"<dt>{_escape(k)}</dt><dd>{_escape(v)}</dd>" for k, v in described.items())
-    parts.append(f'<section id="input"><dl class="source">{items}</dl></section>')
+    parts.append(_source_section(result))
 
     findings = "".join(
         f"<li class={f['severity']}><span class='badge {f['severity']}'>{f['severity']}</span>{_escape(f['text'])}</li>"
@@ -127,9 +116,9 @@ def report_page(result, figures: dict[str, str]) -> str:
         )
 
     if result.report is not None:
-        header, rows = metric_table(result.report)
+        header, rows = metric_table(result.report.to_json())
         numeric = [False, *([True] * (len(header) - 2)), False]
-        notes = "".join(f"<p class=muted>{_escape(line)}</p>" for line in table_footnotes(result.report))
+        notes = "".join(f"<p class=muted>{_escape(line)}</p>" for line in table_footnotes(result.report.to_json()))
         parts.append(f'<section id="metric-section"><h2>Metrics</h2>{_table(header, rows, numeric, "metrics")}{notes}</section>')
 
     over = sum(r["over"] for r in result.reliability)
@@ -147,20 +136,7 @@ def report_page(result, figures: dict[str, str]) -> str:
     )
 
     if result.groups is not None:
-        spread = result.groups["spread"]
-        rows = [[c["group"], str(c["n"]), format_value(c["ece"])] for c in result.groups["worst"]]
-        summary = (
-            f"<p>Top-label ECE over {spread['groups']} groups: {format_value(spread['min'])} to {format_value(spread['max'])} "
-            f"(median {format_value(spread['median'])}).</p>"
-            if spread
-            else ""
-        )
-        parts.append(
-            f"<section id='groups'><h2>Groups of {_escape(result.groups['source'])}</h2>{summary}"
-            + _table(["worst group", "rows", "ECE"], rows, [False, True, True], "worst-groups")
-            + _figure(figures, "reliability_groups", "reliability of the worst groups")
-            + "</section>"
-        )
+        parts.append(_groups_section(result, figures))
 
     rows = [[str(r["class"]), format_value(r["cw_ece"]), str(r["support"])] for r in result.worst_classes]
     parts.append(
@@ -183,17 +159,55 @@ def report_page(result, figures: dict[str, str]) -> str:
         )
 
     if result.comparison:
-        header, rows, best, beyond = comparison_cells(result.comparison)
-        marked = [
-            [cell + (" ★" if b else "") + (" †" if m else "") for cell, b, m in zip(*row)] for row in zip(rows, best, beyond)
-        ]
-        classes = [["best" if b else "" for b in row] for row in best]
-        parts.append(
-            "<section id='comparison-section'><h2>Cross-validated comparison</h2>"
-            "<p class=muted>Mean ± standard deviation over the folds. ★ best in its column; † changed beyond the fold "
-            "noise from the model's own probabilities (paired t-test over the folds, 5%).</p>"
-            + _table(header, marked, [False, *([True] * (len(header) - 1))], "comparison", classes)
-            + "</section>"
-        )
+        parts.append(_comparison_section(result))
     parts.append("</main></body></html>\n")
     return "".join(parts)
+
+
+def _source_section(result) -> str:
+    """What was diagnosed: input, shape, kind, bundle and method, calib version."""
+    source = result.source
+    described = {
+        "input": source.get("path"),
+        "rows x classes": f"{result.n} x {result.k}",
+        "input kind": result.kind,
+        "bundle": source.get("bundle") or "none (the model's own probabilities)",
+    }
+    if source.get("method"):
+        options = ", ".join(f"{k}={v}" for k, v in source.get("options", {}).items()) or "defaults"
+        described["method"] = f"{source['method']} ({options})"
+    described["calib"] = source.get("calib_version")
+    items = "".join(f"<dt>{_escape(k)}</dt><dd>{_escape(v)}</dd>" for k, v in described.items())
+    return f'<section id="input"><dl class="source">{items}</dl></section>'
+
+
+def _groups_section(result, figures: dict[str, str]) -> str:
+    """Top-label ECE over the groups, the worst groups and their reliability curves."""
+    spread = result.groups["spread"]
+    rows = [[c["group"], str(c["n"]), format_value(c["ece"])] for c in result.groups["worst"]]
+    summary = (
+        f"<p>Top-label ECE over {spread['groups']} groups: {format_value(spread['min'])} to {format_value(spread['max'])} "
+        f"(median {format_value(spread['median'])}).</p>"
+        if spread
+        else ""
+    )
+    return (
+        f"<section id='groups'><h2>Groups of {_escape(result.groups['source'])}</h2>{summary}"
+        + _table(["worst group", "rows", "ECE"], rows, [False, True, True], "worst-groups")
+        + _figure(figures, "reliability_groups", "reliability of the worst groups")
+        + "</section>"
+    )
+
+
+def _comparison_section(result) -> str:
+    """The cross-validated comparison of methods, best and beyond-noise cells marked."""
+    header, rows, best, beyond = comparison_cells(result.comparison)
+    marked = [[cell + (" ★" if b else "") + (" †" if m else "") for cell, b, m in zip(*row)] for row in zip(rows, best, beyond)]
+    classes = [["best" if b else "" for b in row] for row in best]
+    return (
+        "<section id='comparison-section'><h2>Cross-validated comparison</h2>"
+        "<p class=muted>Mean ± standard deviation over the folds. ★ best in its column; † changed beyond the fold "
+        "noise from the model's own probabilities (paired t-test over the folds, 5%).</p>"
+        + _table(header, marked, [False, *([True] * (len(header) - 1))], "comparison", classes)
+        + "</section>"
+    )

@@ -10,11 +10,13 @@ whole-sample estimators (V-ECE, KDE-ECE) are not additive and are refused here.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from . import extras, pipeline
 from .errors import InputError
-from .evaluation import compute_metrics, merge_metric_states, state_header
+from .evaluation import merge_metric_states, state_header, stream_metrics
+from .evaluation.report_types import EvaluationReport
 from .evaluation.states import state_arrays
 from .io.formats import listed, shard_formats
 from .metrics import MetricConfig
@@ -51,10 +53,8 @@ def shard_state(
     )
     groups = read_groups(preds, path, group_by, None, label_column)
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
-    streamed: list = []
-    by_group: dict = {}
-    compute_metrics(preds, keys, config, calibrator, None, streamed, groups=groups, groups_out=by_group)
-    return state_header(keys, config, preds, bundle, groups), state_arrays(streamed[0], by_group.get("states"))
+    streamed = stream_metrics(preds, keys, config, calibrator, groups=groups)
+    return state_header(keys, config, preds, bundle, groups), state_arrays(streamed.state, streamed.group_states)
 
 
 def evaluate_shards(
@@ -70,7 +70,7 @@ def evaluate_shards(
     min_group_rows: int = 100,
     engine: str = "local",
     scheduler: str | None = None,
-) -> dict:
+) -> EvaluationReport:
     """The merged report of every .parquet file in ``directory`` (per group of the column
     ``group_by`` too, when given: each group's numbers are those of its rows in every file)."""
     files = shard_files(directory)
@@ -80,7 +80,7 @@ def evaluate_shards(
     else:
         states = _on_dask(files, args, scheduler)
     report = merge_metric_states(states, files, min_group_rows)
-    report["input"]["path"] = directory
+    report.input = dataclasses.replace(report.input, path=directory)
     return report
 
 

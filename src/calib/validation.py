@@ -175,6 +175,15 @@ def resolve_kind(
     )
     if requested != "auto":
         return requested, given_by + (repair_note if requested == "probs" else "")
+    sums = (lowest_sum, highest_sum, first_bad_sum)
+    return _detected_kind(name, tol, single, in_unit, sums_to_one, non_positive and lse_zero, sums, repair_note)
+
+
+def _detected_kind(name, tol, single, in_unit, sums_to_one, log_probs, sums, repair_note) -> tuple[str, str]:
+    """The auto-detected kind from what the pass over the rows found: a binary column by its range;
+    a matrix in [0, 1] summing to 1 is probs (not summing to 1: refused, saying whether mass is
+    missing); log-probs when every value is <= 0 with logsumexp 0; else logits."""
+    lowest_sum, highest_sum, first_bad_sum = sums
     if single:
         if in_unit:
             return "probs", "one column with values in [0, 1]: P(class 1) of a binary model" + repair_note
@@ -198,7 +207,7 @@ def resolve_kind(
             f"(logits, for scores such as multi-label sigmoid outputs)",
             cli_hint="--input-kind logits",
         )
-    if non_positive and lse_zero:
+    if log_probs:
         return "log-probs", f"every value is <= 0 and every row has logsumexp 0 within {tol:.2g}"
     return "logits", "rows are neither probabilities nor log-probabilities"
 

@@ -39,6 +39,9 @@ def diagnose(
         int, typer.Option("--bootstrap", min=0, help="Add 95% intervals from N bootstrap replicates to the metric table.")
     ] = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty report directory.")] = False,
+    no_vece: Annotated[
+        bool, typer.Option("--no-vece", help="Skip the V-ECE family (its boosted fits) in the metric table.")
+    ] = False,
 ) -> None:
     """Check the inputs, show where the probabilities are miscalibrated, and compare calibrators.
 
@@ -48,6 +51,8 @@ def diagnose(
     from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
     from ..evaluation.groups import read_groups
     from ..io.atomic import check_output_directory
+    from ..metrics import METRICS, VECE_METRICS
+    from ..metrics.sample import SampleConfig, boosted_fit_count
 
     if out is not None:  # refused before the work, not after it
         check_output_directory(out, force=force)
@@ -56,18 +61,23 @@ def diagnose(
     )
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     groups = read_groups(preds, pred, group_by, groups_file, label_column)
-    result = run_diagnosis(
-        preds,
-        calibrator=calibrator,
-        compare=methods,
-        folds=folds,
-        seed=seed,
-        rank_by=rank_by,
-        groups=groups,
-        min_group_rows=min_group_rows,
-        bundle_path=bundle,
-        bootstrap=BootstrapConfig(bootstrap, seed) if bootstrap else None,
-    )
+    vece = None if no_vece else SampleConfig(seed=seed)
+    fits = 0 if vece is None else boosted_fit_count([METRICS[key] for key in VECE_METRICS], vece) * (2 if bundle else 1)
+    with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE") as advance:
+        result = run_diagnosis(
+            preds,
+            calibrator=calibrator,
+            compare=methods,
+            folds=folds,
+            seed=seed,
+            rank_by=rank_by,
+            groups=groups,
+            min_group_rows=min_group_rows,
+            bundle_path=bundle,
+            bootstrap=BootstrapConfig(bootstrap, seed) if bootstrap else None,
+            vece=vece,
+            progress=advance,
+        )
     render.diagnosis(result)
     if out is not None:
         from ..plots import write_report

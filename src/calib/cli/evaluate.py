@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from types import SimpleNamespace
 from typing import Annotated, Optional
 
 import typer
@@ -101,7 +102,7 @@ def evaluate(
         str,
         typer.Option(
             "--vece-recipe",
-            help="WS-CatBoost recipe: compact (4 inner folds of depth-4 trees) | paper (the V-ECE paper's 8 of depth 6).",
+            help="WS-CatBoost recipe: compact (4 inner folds of depth-4 trees) | paper (Berta et al. 2026's 8 of depth 6).",
         ),
     ] = "compact",
     vece_max_rows: Annotated[
@@ -163,111 +164,109 @@ def evaluate(
     Exit code 1 when a gate fails (the report is still written). Example:
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
-    from ..bootstrap import BootstrapConfig, default_config
-    from ..evaluation import parse_change_gates, parse_gate
-    from ..evaluation.gates import INCONCLUSIVE_POLICIES
-    from ..evaluation.groups import read_groups
-    from ..metrics import METRICS, VECE_METRICS, check_metric_keys
-    from ..metrics.sample import SampleConfig, boosted_fit_count
-
+    given = SimpleNamespace(**locals())  # the command's options, read by the steps below
     render.resolve_format(table_format)
-    if vece_recalibrator not in RECALIBRATORS:
-        raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {vece_recalibrator!r}")
-    if vece_recipe not in RECIPES:
-        raise UsageError(f"--vece-recipe must be one of {', '.join(RECIPES)}; got {vece_recipe!r}")
-    if inconclusive not in INCONCLUSIVE_POLICIES:
-        raise UsageError(f"--inconclusive must be one of {', '.join(INCONCLUSIVE_POLICIES)}; got {inconclusive!r}")
-    if paired and ignore_noise:
-        raise UsageError("--paired asks for the bootstrap's intervals and --ignore-noise for the raw values; drop one of the two")
-    gates = [parse_gate(expr) for expr in fail_if or []]
-    increase_gates = parse_change_gates(max_increase or [], baseline, paired, max_decrease or [])
-    keys = check_metric_keys([k.strip() for k in metrics.split(",") if k.strip()]) if metrics else None
-    if no_vece:  # a V-ECE key asked for by name contradicts --no-vece
-        asked = [*(keys or []), *(g.metric for g in (*gates, *increase_gates))]
-        contradicting = next((key for key in asked if key in VECE_METRICS), None)
-        if contradicting is not None:
-            raise UsageError(f"{contradicting} is a V-ECE value, which --no-vece skips; drop one of the two")
+    _check_choices(given)
+    gates, increase_gates, keys = _gates_and_keys(given)
     for path in (json_path, junit):
         if path not in (None, "-"):
             check_not_an_input(path, [pred, labels, true_probs, features, baseline])
     if os.path.isdir(pred):
-        _evaluate_directory(
-            pred,
-            keys,
-            gates,
-            increase_gates,
-            bundle=bundle,
-            bins=bins,
-            cmce_bins=cmce_bins,
-            engine=engine,
-            scheduler=scheduler,
-            json_path=json_path,
-            junit=junit,
-            ignore_noise=ignore_noise,
-            inconclusive=inconclusive,
-            table_format=table_format,
-            input_kind=input_kind,
-            score_prefix=score_prefix,
-            label_column=label_column,
-            group_by=group_by,
-            min_group_rows=min_group_rows,
-            refused={
-                "--groups": groups_file,
-                "--renormalise": renormalise,
-                "--bootstrap": bootstrap,
-                "--true-probs": true_probs,
-                "--labels": labels,
-                "--features": features,
-                "--emit-state": emit_state,
-            },
-        )
-        return
-    if engine != "local" or scheduler is not None:
+        _evaluate_directory(given, keys, gates, increase_gates)
+    else:
+        _evaluate_file(given, keys, gates, increase_gates)
+
+
+def _check_choices(given) -> None:
+    """Options with a fixed set of values, and options that contradict each other."""
+    from ..evaluation.gates import INCONCLUSIVE_POLICIES
+
+    if given.vece_recalibrator not in RECALIBRATORS:
+        raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {given.vece_recalibrator!r}")
+    if given.vece_recipe not in RECIPES:
+        raise UsageError(f"--vece-recipe must be one of {', '.join(RECIPES)}; got {given.vece_recipe!r}")
+    if given.inconclusive not in INCONCLUSIVE_POLICIES:
+        raise UsageError(f"--inconclusive must be one of {', '.join(INCONCLUSIVE_POLICIES)}; got {given.inconclusive!r}")
+    if given.paired and given.ignore_noise:
+        raise UsageError("--paired asks for the bootstrap's intervals and --ignore-noise for the raw values; drop one of the two")
+
+
+def _gates_and_keys(given):
+    """(threshold gates, change gates, metric keys asked for or None)."""
+    from ..evaluation import parse_change_gates, parse_gate
+    from ..metrics import VECE_METRICS, check_metric_keys
+
+    gates = [parse_gate(expr) for expr in given.fail_if or []]
+    increase_gates = parse_change_gates(given.max_increase or [], given.baseline, given.paired, given.max_decrease or [])
+    keys = check_metric_keys([k.strip() for k in given.metrics.split(",") if k.strip()]) if given.metrics else None
+    if given.no_vece:  # a V-ECE key asked for by name contradicts --no-vece
+        asked = [*(keys or []), *(g.metric for g in (*gates, *increase_gates))]
+        contradicting = next((key for key in asked if key in VECE_METRICS), None)
+        if contradicting is not None:
+            raise UsageError(f"{contradicting} is a V-ECE value, which --no-vece skips; drop one of the two")
+    return gates, increase_gates, keys
+
+
+def _evaluate_file(given, keys, gates, increase_gates) -> None:
+    """``calib evaluate FILE``: read and validate once, stream the metrics, V-ECE on a sample, gates."""
+    from ..bootstrap import BootstrapConfig, default_config
+    from ..evaluation.groups import read_groups
+    from ..metrics import METRICS, VECE_METRICS
+    from ..metrics.sample import SampleConfig, boosted_fit_count
+
+    if given.engine != "local" or given.scheduler is not None:
         raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
     preds, calibrator = options.read_inputs(
-        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+        given.pred,
+        given.bundle,
+        given.labels,
+        given.label_column,
+        given.input_kind,
+        given.score_prefix,
+        require_labels=True,
+        renormalise=given.renormalise,
     )
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
-    groups = read_groups(preds, pred, group_by, groups_file, label_column)
-    if true_probs is not None:
-        preds.true_probs = read_true_probs(true_probs, preds)
+    groups = read_groups(preds, given.pred, given.group_by, given.groups_file, given.label_column)
+    if given.true_probs is not None:
+        preds.true_probs = read_true_probs(given.true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    if bootstrap is None and (gates or increase_gates or json_path is not None):  # replicates for noise-aware gates
+    if given.bootstrap is None and (gates or increase_gates or given.json_path is not None):  # for noise-aware gates
         baseline_section = increase_gates[0].baseline_bootstrap if increase_gates else None
-        replicates = default_config(preds.n, preds.k, confidence, baseline_section)
+        replicates = default_config(preds.n, preds.k, given.confidence, baseline_section)
     else:
-        replicates = BootstrapConfig(bootstrap, seed, confidence) if bootstrap else None
-    wanted = [*(keys or ([] if no_vece else VECE_METRICS)), *(g.metric for g in (*gates, *increase_gates))]
-    if any(not METRICS[key].streamed for key in wanted) and preds.n > vece_max_rows:
-        render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
+        replicates = BootstrapConfig(given.bootstrap, given.seed, given.confidence) if given.bootstrap else None
+    wanted = [*(keys or ([] if given.no_vece else VECE_METRICS)), *(g.metric for g in (*gates, *increase_gates))]
+    if any(not METRICS[key].streamed for key in wanted) and preds.n > given.vece_max_rows:
+        render.note(f"V-ECE and KDE-ECE on a seeded subsample of {given.vece_max_rows} of {preds.n} rows (--vece-max-rows)")
     # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
-    sample_config = SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe)
-    fits = boosted_fit_count([METRICS[key] for key in wanted], sample_config) * (2 if bundle is not None else 1)
+    sample_config = SampleConfig(given.vece_recalibrator, given.seed, given.vece_max_rows, given.vece_recipe)
+    fits = boosted_fit_count([METRICS[key] for key in wanted], sample_config) * (2 if given.bundle is not None else 1)
     with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if keys is None else "") as advance:
         report = api.evaluate(
             preds,
             metrics=keys,
             calibrator=calibrator,
-            vece=not no_vece,
-            bins=bins,
-            cmce_bins=cmce_bins,
-            vece_recalibrator=vece_recalibrator,
-            vece_recipe=vece_recipe,
-            seed=seed,
-            vece_max_rows=vece_max_rows,
-            features=read_features(features, preds.n),
+            vece=not given.no_vece,
+            bins=given.bins,
+            cmce_bins=given.cmce_bins,
+            vece_recalibrator=given.vece_recalibrator,
+            vece_recipe=given.vece_recipe,
+            seed=given.seed,
+            vece_max_rows=given.vece_max_rows,
+            features=read_features(given.features, preds.n),
             gates=gates,
             increase_gates=increase_gates,
             bootstrap=replicates,
-            bundle_path=bundle,
-            emit_state=emit_state,
+            bundle_path=given.bundle,
+            emit_state=given.emit_state,
             progress=advance,
             groups=groups,
-            min_group_rows=min_group_rows,
-            ignore_noise=ignore_noise,
-            inconclusive=inconclusive,
+            min_group_rows=given.min_group_rows,
+            ignore_noise=given.ignore_noise,
+            inconclusive=given.inconclusive,
         ).to_dict()
-    _emit(report, json_path, report, table_format, junit)
+    _emit(report, given.json_path, report, given.table_format, given.junit)
 
 
 def _noise_notes(report: dict, remedy: str) -> list[str]:
@@ -325,39 +324,26 @@ def _emit(
         raise typer.Exit(1)
 
 
-def _evaluate_directory(
-    directory,
-    keys,
-    gates,
-    increase_gates,
-    *,
-    bundle,
-    bins,
-    cmce_bins,
-    engine,
-    scheduler,
-    json_path,
-    junit,
-    ignore_noise,
-    inconclusive,
-    table_format,
-    input_kind,
-    score_prefix,
-    label_column,
-    group_by,
-    min_group_rows,
-    refused,
-) -> None:
+def _evaluate_directory(given, keys, gates, increase_gates) -> None:
     """``calib evaluate DIR``: streamed metrics of every shard, merged (calib.shards)."""
-    from ..evaluation import check_gates
+    from ..evaluation import apply_gates
     from ..metrics import DEFAULT_METRICS, METRICS, MetricConfig, check_metric_keys
     from ..shards import ENGINES, evaluate_shards
 
-    if engine not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {engine!r}")
-    given = [flag for flag, value in refused.items() if value]
-    if given:
-        raise UsageError(f"{given[0]} does not apply to a directory of shards")
+    if given.engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {given.engine!r}")
+    refused = {
+        "--groups": given.groups_file,
+        "--renormalise": given.renormalise,
+        "--bootstrap": given.bootstrap,
+        "--true-probs": given.true_probs,
+        "--labels": given.labels,
+        "--features": given.features,
+        "--emit-state": given.emit_state,
+    }
+    named = [flag for flag, value in refused.items() if value]
+    if named:
+        raise UsageError(f"{named[0]} does not apply to a directory of shards")
     keys = list(keys or DEFAULT_METRICS)
     keys = check_metric_keys(keys + [g.metric for g in (*gates, *increase_gates)])
     additive = [key for key in keys if not METRICS[key].streamed]
@@ -366,36 +352,36 @@ def _evaluate_directory(
             f"{additive[0]} needs every row at once and cannot be merged from shards; pick streamed metrics with --metrics"
         )
     report = evaluate_shards(
-        directory,
+        given.pred,
         keys,
-        MetricConfig(bins=bins, cmce_bins=cmce_bins),
-        bundle=bundle,
-        input_kind=input_kind,
-        score_prefix=score_prefix,
-        label_column=label_column,
-        group_by=group_by,
-        min_group_rows=min_group_rows,
-        engine=engine,
-        scheduler=scheduler,
+        MetricConfig(bins=given.bins, cmce_bins=given.cmce_bins),
+        bundle=given.bundle,
+        input_kind=given.input_kind,
+        score_prefix=given.score_prefix,
+        label_column=given.label_column,
+        group_by=given.group_by,
+        min_group_rows=given.min_group_rows,
+        engine=given.engine,
+        scheduler=given.scheduler,
     )
-    report["gates"], report["passed"] = check_gates(
-        report, gates, increase_gates, ignore_noise=ignore_noise, inconclusive=inconclusive
-    )
+    report = apply_gates(
+        report, gates, increase_gates, ignore_noise=given.ignore_noise, inconclusive=given.inconclusive
+    ).to_json()
     inputs = report["input"]
     _emit(
         report,
-        json_path,
+        given.json_path,
         {
             **report,
             "input": {
-                "path": f"{directory} ({len(inputs['merged_from'])} files, {engine})",
+                "path": f"{given.pred} ({len(inputs['merged_from'])} files, {given.engine})",
                 "n": inputs["n"],
                 "k": inputs["k"],
                 "kind": "shards",
             },
         },
-        table_format,
-        junit,
+        given.table_format,
+        given.junit,
         "a directory of shards is evaluated without replicates",
     )
 
@@ -419,7 +405,7 @@ def merge_states(
     """
     from ..evaluation import merge_metric_states, read_metric_state
 
-    report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows)
+    report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows).to_json()
     inputs = report["input"]
     _emit(
         report,

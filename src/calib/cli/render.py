@@ -265,7 +265,7 @@ def diagnosis(result) -> None:
         mark, style = SEVERITY_STYLE[finding["severity"]]
         _line(f"  {mark} ", (finding["severity"], style), f": {finding['text']}")
     if result.report is not None:
-        header, rows = metric_table(result.report)
+        header, rows = metric_table(result.report.to_json())
         table("metrics", header, rows, [False, *([True] * (len(header) - 2)), False])
     for title, rows, key in (
         ("reliability (top label)", result.reliability, "confidence"),

@@ -40,7 +40,7 @@ def gaussian_grid(
     n_train: Annotated[int, typer.Option("--n-train", min=1, help="Rows the classifier is trained on.")] = 50000,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Training epochs.")] = 15,
     sigma: Annotated[
-        float, typer.Option("--sigma", min=0.0, help="Class standard deviation (ATS-CP paper's circle: 0.75).")
+        float, typer.Option("--sigma", min=0.0, help="Class standard deviation (Kotelevskii et al. 2025's circle: 0.75).")
     ] = SIGMA,
     layout: Annotated[str, typer.Option("--layout", help="auto (circle for K < 10, else square grid) | grid | circle.")] = "auto",
     radius: Annotated[float, typer.Option("--radius", help="Circle radius.")] = CIRCLE_RADIUS,
@@ -50,10 +50,10 @@ def gaussian_grid(
     seed: Seed = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing non-empty directory.")] = False,
 ) -> None:
-    """Gaussian-grid task of the CMCE paper with a trained classifier, its logits, and the true p(y|x).
+    """Gaussian-grid task of Kazantsev et al. 2025 with a trained classifier, its logits, and the true p(y|x).
 
     Example: calib synth gaussian-grid --classes 100 --seed 0 --out grid100
-    the ATS-CP paper's task: calib synth gaussian-grid --classes 10 --layout circle --sigma 0.75 --model truth --out circle
+    Kotelevskii et al. 2025's task: calib synth gaussian-grid --classes 10 --layout circle --sigma 0.75 --model truth --out circle
     """
     if sigma <= 0:
         raise UsageError(f"--sigma must be > 0; got {sigma}")
@@ -94,7 +94,7 @@ def contaminate(
     seed: Seed = 0,
     input_kind: options.InputKind = "auto",
 ) -> None:
-    """the ATS-CP paper's class-group temperature contamination: same argmax, destroyed calibration.
+    """Kotelevskii et al. 2025's class-group temperature contamination: same argmax, destroyed calibration.
 
     Classes split by index in three groups; each row draws T from {2, 3, 5}, 1, or {0.25, 0.5, 0.75}
     by the group of its label, and p~ = softmax(log p / T). Other .npz arrays are carried over.

@@ -1,19 +1,28 @@
 """Evaluation: the report of ``calib evaluate`` (metrics streamed over chunks of rows, whole-sample
 metrics, CI gates) and the metric state files that shards merge. One module per job:
 :mod:`.streaming` (the streaming pass), :mod:`.sample` (V-ECE and KDE-ECE), :mod:`.gates`,
-:mod:`.states`, :mod:`.report` (all of them together)."""
+:mod:`.states`, :mod:`.report_types` (the report as data), :mod:`.report` (all of them together)."""
 
 from ..metrics import check_metric_keys
 from ..metrics.metric_set import MetricSet
 from ..metrics.sample import SampleConfig
 from .gates import ChangeGate, Gate, check_gates, parse_change_gates, parse_gate, read_report
-from .report import evaluate
+from .report import apply_gates, evaluate
+from .report_types import EvaluationReport, GateResult, GroupSection, InputSection, MetricEntry
 from .sample import sample_results
 from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
-from .streaming import SetStats, compute_metrics, uncalibrated_batch
+from .streaming import SetStats, StreamedMetrics, compute_metrics, stream_metrics, uncalibrated_batch
 
 __all__ = [
     "ChangeGate",
+    "EvaluationReport",
+    "GateResult",
+    "GroupSection",
+    "InputSection",
+    "MetricEntry",
+    "StreamedMetrics",
+    "apply_gates",
+    "stream_metrics",
     "Gate",
     "MetricSet",
     "SetStats",

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..metrics.definitions import higher_is_better
+from .report_types import GroupEntry, GroupSection
 
 #: Group values that are missing (NaN, null, empty text) form a group of this name.
 MISSING = "(missing)"
@@ -95,30 +96,21 @@ def group_sort_key(name: str):
 
 def group_section(
     names: list[str], counts, source: str, values: list[dict], before: list[dict] | None, min_rows: int
-) -> tuple[dict, dict]:
-    """(``groups`` of the JSON report: {name: {"n", "metrics": {key: value}} (and
-    "uncalibrated_metrics")} for groups ``names`` of ``counts`` rows, ``group_by``: the
-    ``source``, the minimum rows to be gated and the worst gated group per metric)."""
+) -> GroupSection:
+    """The groups ``names`` of ``counts`` rows with each one's metric values (``values``, and the
+    model's own ``before`` with a calibrator), where the group values came from (``source``), the
+    rows a group needs to be gated and the worst gated group per metric."""
     section = {}
     for i, name in enumerate(names):
-        entry = {"n": int(counts[i]), "metrics": {key: item["value"] for key, item in values[i].items()}}
-        if before is not None:
-            entry["uncalibrated_metrics"] = {key: item["value"] for key, item in before[i].items()}
-        section[name] = entry
-    gated = {name: entry for name, entry in section.items() if entry["n"] >= min_rows}
+        own = None if before is None else {key: item["value"] for key, item in before[i].items()}
+        section[name] = GroupEntry(int(counts[i]), {key: item["value"] for key, item in values[i].items()}, own)
+    gated = {name: entry.to_json() for name, entry in section.items() if entry.n >= min_rows}
     worst = {}
     for key in values[0] if values else []:
         found = worst_group(gated, key)
         if found is not None:
             worst[key] = {"group": found[0], "value": found[1]}
-    summary = {
-        "source": source,
-        "count": len(section),
-        "min_rows": min_rows,
-        "below_min_rows": [name for name, entry in section.items() if entry["n"] < min_rows],
-        "worst": worst,
-    }
-    return section, summary
+    return GroupSection(section, source, min_rows, worst)
 
 
 def worst_group(section: dict, key: str, aggregate: str | None = None) -> tuple[str, float] | None:

@@ -14,9 +14,9 @@ from ..metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, VECE_METRICS, Met
 from ..metrics.sample import SampleConfig
 from .gates import ChangeGate, Gate, check_gates
 from .groups import Groups, group_section
+from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
 from .sample import sample_results
-from .states import write_metric_state
-from .streaming import compute_metrics
+from .streaming import stream_metrics
 
 
 def evaluate(
@@ -32,19 +32,59 @@ def evaluate(
     vece: SampleConfig = SampleConfig(),
     include_vece: bool = True,
     progress=None,
-    emit_state: str | None = None,
     bootstrap: BootstrapConfig | None = None,
     groups: Groups | None = None,
     min_group_rows: int = 100,
     ignore_noise: bool = False,
     inconclusive: str = "pass",
-) -> dict:
-    """The JSON report of docs/cli.md. Gate metrics are computed even when not asked for; V-ECE keys
-    (computed with ``vece``'s settings) are in the default list when ``include_vece``. ``groups``
-    adds each group's streamed metrics (``groups``) and the worst group per metric (``group_by``);
-    groups with fewer than ``min_group_rows`` rows are listed but not gated. Gates read the
-    bootstrap replicates when there are some (three outcomes, :mod:`calib.evaluation.gates`) unless
-    ``ignore_noise``; ``inconclusive`` ("pass" or "fail") is what an inconclusive gate counts as."""
+) -> EvaluationReport:
+    """The report of ``calib evaluate`` (docs/cli.md) on validated ``preds``. Gate metrics are
+    computed even when not asked for; V-ECE keys (computed with ``vece``'s settings) are in the
+    default list when ``include_vece``. ``groups`` adds each group's streamed metrics and the worst
+    group per metric; groups with fewer than ``min_group_rows`` rows are listed but not gated.
+    Gates read the bootstrap replicates when there are some (three outcomes,
+    :mod:`calib.evaluation.gates`) unless ``ignore_noise``; ``inconclusive`` ("pass" or "fail") is
+    what an inconclusive gate counts as. The report's ``streamed`` holds the accumulators behind
+    it (what a metric state file holds)."""
+    keys, sample_keys = _metric_keys(preds, metrics, include_vece, gates, increase_gates, groups)
+    if any(gate.paired for gate in increase_gates) and bootstrap is None:
+        raise UsageError(
+            "a paired gate needs bootstrap replicates (the same number and seed as the baseline run)", cli_hint="--bootstrap N"
+        )
+    streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups)
+    values, before = streamed.values, streamed.uncalibrated
+    if sample_keys:
+        values.update(sample_results(preds, sample_keys, vece, calibrator, features, progress))
+        if before is not None:
+            before.update(sample_results(preds, sample_keys, vece, None, None, progress))
+    for gate in increase_gates:
+        if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:
+            raise InputError(
+                f"baseline {gate.metric} was computed with settings {gate.baseline.get('settings')}, "
+                f"this run with {values[gate.metric]['settings']}; the numbers are not comparable"
+            )
+    report = EvaluationReport(
+        __version__, input_section(preds), bundle_path, entries_from_json(values), entries_from_json(before)
+    )
+    report.streamed = streamed
+    if bootstrap is not None:
+        not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
+        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups)
+    if groups is not None:
+        side = "calibrated" if calibrator is not None else "uncalibrated"
+        before_groups = streamed.group_values["uncalibrated"] if calibrator is not None else None
+        report.groups = group_section(
+            groups.names, groups.counts, groups.source, streamed.group_values[side], before_groups, min_group_rows
+        )
+    absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
+    if absent_rows is not None:
+        report.warnings = [absent_rows]
+    return apply_gates(report, gates, increase_gates, ignore_noise=ignore_noise, inconclusive=inconclusive)
+
+
+def _metric_keys(preds: Predictions, metrics, include_vece: bool, gates, increase_gates, groups) -> tuple[list[str], list[str]]:
+    """(the streamed keys, the whole-sample keys) to compute: those asked for (or the default
+    table) and every gated one; refuses what the input cannot give."""
     if groups is None and any(gate.aggregate is not None for gate in gates):
         raise UsageError(
             "a gate on the worst group needs the rows' groups; none given", cli_hint="--group-by COLUMN or --groups FILE"
@@ -52,72 +92,42 @@ def evaluate(
     default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
     default += VECE_METRICS if include_vece else ()
     keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
-    vece_keys = [key for key in keys if not METRICS[key].streamed]
-    keys = [key for key in keys if METRICS[key].streamed]
+    streamed = [key for key in keys if METRICS[key].streamed]
     if preds.true_probs is None:
-        needing = [key for key in keys if METRICS[key].needs_truth]
+        needing = [key for key in streamed if METRICS[key].needs_truth]
         if needing:
             raise UsageError(f"metric {needing[0]!r} needs the true probabilities; none given", cli_hint="--true-probs FILE")
-    if any(gate.paired for gate in increase_gates) and bootstrap is None:
-        raise UsageError(
-            "a paired gate needs bootstrap replicates (the same number and seed as the baseline run)", cli_hint="--bootstrap N"
-        )
-    streamed: list = []
-    replicates: dict = {}
-    by_group: dict = {}
-    values, before = compute_metrics(preds, keys, config, calibrator, features, streamed, bootstrap, replicates, groups, by_group)
-    if emit_state is not None:
-        write_metric_state(emit_state, streamed[0], keys, config, preds, bundle_path, groups, by_group.get("states"))
-    if vece_keys:
-        values.update(sample_results(preds, vece_keys, vece, calibrator, features, progress))
-        if before is not None:
-            before.update(sample_results(preds, vece_keys, vece, None, None, progress))
-    for gate in increase_gates:
-        if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:
-            raise InputError(
-                f"baseline {gate.metric} was computed with settings {gate.baseline.get('settings')}, "
-                f"this run with {values[gate.metric]['settings']}; the numbers are not comparable"
-            )
-    bootstrap_section = None
-    if bootstrap is not None:
-        bootstrap_section = {
-            "replicates": bootstrap.replicates,
-            "seed": bootstrap.seed,
-            "level": bootstrap.level,
-            "rows": preds.n,
-            "groups": replicates["groups"],
-            "labels_sha256": labels_fingerprint(preds.labels),
-            "not_bootstrapped": vece_keys + [key for key in values if key.startswith("set_")],
-            "values": replicates["values"],
-        }
-        if "by_group" in replicates:  # each group's replicates, for gates on groups
-            bootstrap_section["by_group"] = replicates["by_group"]
-            bootstrap_section["groups_sha256"] = labels_fingerprint(groups.codes)
-    inputs = {
-        "path": preds.name,
-        "kind": preds.kind,
-        "n": preds.n,
-        "k": preds.k,
-        "sha256": preds.sha256,
-        "labels_sha256": labels_fingerprint(preds.labels),
-    }
-    report = {"calib_version": __version__, "input": inputs, "bundle": bundle_path, "metrics": values}
-    if before is not None:
-        report["uncalibrated_metrics"] = before
-    if bootstrap_section is not None:
-        report["bootstrap"] = bootstrap_section
-    if groups is not None:
-        side = "calibrated" if calibrator is not None else "uncalibrated"
-        before_groups = by_group["uncalibrated"] if calibrator is not None else None
-        report["groups"], report["group_by"] = group_section(
-            groups.names, groups.counts, groups.source, by_group[side], before_groups, min_group_rows
-        )
-    absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
-    if absent_rows is not None:
-        report["warnings"] = [absent_rows]
-    report["gates"], report["passed"] = check_gates(
-        report, gates, increase_gates, ignore_noise=ignore_noise, inconclusive=inconclusive
-    )
-    if report["gates"]:
-        report["inconclusive_counts_as"] = inconclusive
+    return streamed, [key for key in keys if not METRICS[key].streamed]
+
+
+def apply_gates(report: EvaluationReport, gates=(), change_gates=(), *, ignore_noise: bool = False, inconclusive: str = "pass"):
+    """``report`` with every gate checked against its serialised form (as a baseline is read): the
+    gate results, whether all passed, and what an inconclusive gate counted as."""
+    checked, passed = check_gates(report.to_json(), gates, change_gates, ignore_noise=ignore_noise, inconclusive=inconclusive)
+    report.gates, report.passed = [GateResult.from_json(entry) for entry in checked], passed
+    report.inconclusive_counts_as = inconclusive if checked else None
     return report
+
+
+def input_section(preds: Predictions) -> InputSection:
+    """What was evaluated: path, kind, shape and the digests of the scores and labels."""
+    return InputSection(preds.name, preds.kind, preds.n, preds.k, preds.sha256, labels_fingerprint(preds.labels))
+
+
+def _bootstrap_section(bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups) -> dict:
+    """The replicates' settings and values (and each group's, for gates on groups), which a later
+    run pairs with its own."""
+    section = {
+        "replicates": bootstrap.replicates,
+        "seed": bootstrap.seed,
+        "level": bootstrap.level,
+        "rows": preds.n,
+        "groups": replicates["groups"],
+        "labels_sha256": labels_fingerprint(preds.labels),
+        "not_bootstrapped": not_bootstrapped,
+        "values": replicates["values"],
+    }
+    if "by_group" in replicates:
+        section["by_group"] = replicates["by_group"]
+        section["groups_sha256"] = labels_fingerprint(groups.codes)
+    return section

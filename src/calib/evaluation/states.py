@@ -14,6 +14,7 @@ from ..io.predictions import Predictions
 from ..metrics import MetricConfig, check_metric_keys
 from ..metrics.metric_set import MetricSet
 from .groups import Groups, group_section, group_sort_key
+from .report_types import EvaluationReport, InputSection, entries_from_json
 
 #: Metric state files: an .npz of numeric arrays, the header as JSON bytes (no pickle anywhere).
 STATE_FORMAT = "calib-metric-state"
@@ -89,7 +90,7 @@ def read_metric_state(path: str) -> tuple[dict, dict]:
     return header, arrays
 
 
-def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_group_rows: int = 100) -> dict:
+def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_group_rows: int = 100) -> EvaluationReport:
     """Add up metric states (same metrics, settings and K) in the given order and compute the
     metrics of all their rows together: the same numbers as one run over every row. Grouped states
     merge group by group (by name): a group's numbers are those of its rows in every state."""
@@ -121,15 +122,11 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
             group_rows[group] += int(header["groups"]["n"][i])
         if "groups" in header:
             sources.add(header["groups"]["source"])
-    report = {
-        "calib_version": __version__,
-        "input": {"merged_from": headers["inputs"], "n": headers["n"], "k": headers["k"]},
-        "bundle": headers["bundle"],
-        "metrics": merged.results(),
-    }
+    inputs = InputSection(None, None, headers["n"], headers["k"], merged_from=headers["inputs"])
+    report = EvaluationReport(__version__, inputs, headers["bundle"], entries_from_json(merged.results()))
     if group_sets:
         ordered = sorted(group_sets, key=group_sort_key)
-        report["groups"], report["group_by"] = group_section(
+        report.groups = group_section(
             ordered,
             [group_rows[g] for g in ordered],
             " / ".join(sorted(sources)),
@@ -137,5 +134,4 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
             None,
             min_group_rows,
         )
-    report["gates"], report["passed"] = [], True
     return report

@@ -3,6 +3,8 @@ probabilities into the metric accumulators, in row order, with optional bootstra
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
@@ -78,49 +80,57 @@ class SetStats:
         return out
 
 
+@dataclass
+class StreamedMetrics:
+    """What the streaming pass found: the entries of the main side (after the calibrator, or the
+    model's own without one) and of the model's own with a calibrator (``uncalibrated``); the
+    accumulators behind the main side (``state``, ``group_states``: what a metric state file
+    holds); the bootstrap replicates of the main side (``replicates``: "groups", "values" and, per
+    group, "by_group"); each group's entries per side (``group_values``)."""
+
+    keys: list[str]
+    config: MetricConfig
+    values: dict
+    uncalibrated: dict | None
+    state: MetricSet
+    replicates: dict = field(default_factory=dict)
+    group_values: dict = field(default_factory=dict)
+    group_states: list | None = None
+
+
 def compute_metrics(
+    preds: Predictions, keys: list[str], config: MetricConfig, calibrator: Calibrator | None = None, features=None
+):
+    """(metrics, the model's own metrics or None) of ``preds``: :func:`stream_metrics`'s entries."""
+    streamed = stream_metrics(preds, keys, config, calibrator, features)
+    return streamed.values, streamed.uncalibrated
+
+
+def stream_metrics(
     preds: Predictions,
     keys: list[str],
     config: MetricConfig,
     calibrator: Calibrator | None = None,
     features: np.ndarray | None = None,
-    state_out: list | None = None,
     bootstrap: BootstrapConfig | None = None,
-    replicates_out: dict | None = None,
     groups: Groups | None = None,
-    groups_out: dict | None = None,
-):
-    """Stream ``preds`` in chunks; returns (metrics, uncalibrated metrics or None).
+) -> StreamedMetrics:
+    """Stream ``preds`` in chunks through the accumulators of the streamed metric ``keys``.
 
-    With a calibrator, the first dict holds the calibrated metrics and the second the model's own;
-    a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty, set_full).
-    ``state_out``, if given, receives the MetricSet behind the first dict (for --emit-state).
-    ``bootstrap`` adds a percentile interval "ci" to every entry (:mod:`calib.bootstrap`) and puts the
-    first dict's replicate values into ``replicates_out`` (and, with at most
-    MAX_GROUPS_WITH_REPLICATES ``groups``, each group's under "by_group"). ``groups`` fills ``groups_out`` with
-    {side: [each group's metrics]} and {"states": the first side's per-group MetricSets}; the rows
-    are then read in group order when the scores allow random access (calib.evaluation.groups).
+    With a calibrator the main entries are the calibrated metrics and ``uncalibrated`` the model's
+    own; a conformal calibrator adds its set statistics (set_coverage, set_size, set_empty,
+    set_full). ``bootstrap`` adds a percentile interval "ci" to every entry (:mod:`calib.bootstrap`)
+    and keeps the main side's replicate values (and, with at most MAX_GROUPS_WITH_REPLICATES
+    ``groups``, each group's). ``groups`` adds each group's entries per side; the rows are then read
+    in group order when the scores allow random access (calib.evaluation.groups).
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
     sets = SetStats(calibrator, preds.k) if calibrator is not None and calibrator.builds_sets else None
     uncalibrated = MetricSet(keys, config, preds.k)
-    sliced = {}
-    if groups is not None:
-        sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
-        sliced = {
-            side: GroupedMetricSets(lambda: MetricSet(keys, config, preds.k), groups.codes, len(groups.names)) for side in sides
-        }
-    grouped = {}
-    if bootstrap is not None:
-        sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
-        stratified = groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES
-        strata = {"strata": groups.codes, "n_strata": len(groups.names)} if stratified else {}
-        grouped = {
-            side: BootstrapStates(lambda: MetricSet(keys, config, preds.k), preds.n, bootstrap.seed, **strata) for side in sides
-        }
-
+    sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
+    sliced, grouped = _side_accumulators(sides, lambda: MetricSet(keys, config, preds.k), preds.n, groups, bootstrap)
     # Each chunk's accumulator states (per slice when grouped by a column) are filled on the worker
     # thread that computed its probabilities and added here in row order: the same sums, in the same
     # order, as updating here, with the sort and bin counts of two chunks running on two cores. The
@@ -133,26 +143,14 @@ def compute_metrics(
         combined in row order on this thread (same result for any thread count)."""
         batch, after, in_set = uncalibrated_batch(preds, rows), None, None
         if calibrated is not None:
-            logits, given = calibrator_inputs(calibrator, preds, rows)
-            chunk_features = None if features is None else features[rows]
-            if sets is None:
-                log_probs = calibrator.transform(logits, chunk_features, **given)
-            else:
-                log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features, **given)
-            after = Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows))
+            after, in_set = calibrated_batch(calibrator, preds, rows, features, sets is not None)
         preds.release(rows)
         if not per_chunk:
             return rows, {"uncalibrated": batch, "calibrated": after}, in_set
         filled = {}
         for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
-            if side_batch is None:
-                continue
-            if side in sliced:
-                filled[side] = sliced[side].chunk_states(side_batch, rows)
-            else:
-                chunk_set = MetricSet(keys, config, preds.k)
-                chunk_set.update(side_batch)
-                filled[side] = chunk_set.state()
+            if side_batch is not None:
+                filled[side] = _filled_states(side_batch, rows, sliced.get(side), lambda: MetricSet(keys, config, preds.k))
         return rows, filled, in_set
 
     chunks = preds.chunks()
@@ -163,46 +161,98 @@ def compute_metrics(
     overall = {"uncalibrated": uncalibrated, "calibrated": calibrated}
     for rows, by_side, in_set in map_in_order(batches, chunks):
         for side, side_batch in by_side.items():
-            if side_batch is None:
-                continue
-            if per_chunk and side in sliced:
-                sliced[side].absorb_chunk(side_batch)
-            elif per_chunk:
-                overall[side].absorb(side_batch)
-            elif side in sliced:
-                sliced[side].update(side_batch, rows)
-            else:
-                overall[side].update(side_batch)
-            if side in grouped:
-                grouped[side].update(side_batch, rows)
+            if side_batch is not None:
+                _add_chunk(side_batch, rows, per_chunk, sliced.get(side), overall[side], grouped.get(side))
         if in_set is not None:
             sets.update(in_set, preds.labels[rows])
     for side, states in sliced.items():
         for group_set in states.sets:
             overall[side].absorb(group_set.state())
     main_side = "calibrated" if calibrated is not None else "uncalibrated"
-    if state_out is not None:
-        state_out.append(calibrated if calibrated is not None else uncalibrated)
-    if groups_out is not None and sliced:
-        groups_out.update({side: [metric_set.results() for metric_set in states.sets] for side, states in sliced.items()})
-        groups_out["states"] = sliced[main_side].sets
     results = {"uncalibrated": uncalibrated.results()}
     if calibrated is not None:
         results["calibrated"] = calibrated.results()
+    replicates = _add_intervals(results, grouped, bootstrap, main_side, groups)
+    values = results[main_side]
+    if sets is not None:
+        values.update(sets.results())
+    return StreamedMetrics(
+        keys,
+        config,
+        values,
+        results["uncalibrated"] if calibrated is not None else None,
+        overall[main_side],
+        replicates,
+        {side: [metric_set.results() for metric_set in states.sets] for side, states in sliced.items()},
+        sliced[main_side].sets if sliced else None,
+    )
+
+
+def calibrated_batch(calibrator: Calibrator, preds: Predictions, rows, features, with_sets: bool):
+    """(the rows' batch after ``calibrator``, their conformal-set mask or None): the calibrator's
+    inputs as :func:`calib.calibrators.base.calibrator_inputs` gives them."""
+    logits, given = calibrator_inputs(calibrator, preds, rows)
+    chunk_features = None if features is None else features[rows]
+    in_set = None
+    if with_sets:
+        log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features, **given)
+    else:
+        log_probs = calibrator.transform(logits, chunk_features, **given)
+    return Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows)), in_set
+
+
+def _filled_states(batch: Batch, rows, sliced, new_set):
+    """A chunk's accumulator states: per group when grouped by a column, else one metric set's."""
+    if sliced is not None:
+        return sliced.chunk_states(batch, rows)
+    chunk_set = new_set()
+    chunk_set.update(batch)
+    return chunk_set.state()
+
+
+def _add_chunk(filled, rows, per_chunk: bool, sliced, overall, grouped) -> None:
+    """One side's chunk into its accumulators: its filled states (``per_chunk``) or its batch,
+    into the per-group sets when grouped by a column, else the overall set; the batch also into
+    the bootstrap states."""
+    if per_chunk and sliced is not None:
+        sliced.absorb_chunk(filled)
+    elif per_chunk:
+        overall.absorb(filled)
+    elif sliced is not None:
+        sliced.update(filled, rows)
+    else:
+        overall.update(filled)
+    if grouped is not None:
+        grouped.update(filled, rows)
+
+
+def _side_accumulators(sides: list[str], new_set, n: int, groups: Groups | None, bootstrap: BootstrapConfig | None):
+    """({side: per-group metric sets} with ``groups``, {side: bootstrap states} with ``bootstrap``):
+    the bootstrap stratified by group when there are at most MAX_GROUPS_WITH_REPLICATES groups."""
+    sliced = {}
+    if groups is not None:
+        sliced = {side: GroupedMetricSets(new_set, groups.codes, len(groups.names)) for side in sides}
+    grouped = {}
+    if bootstrap is not None:
+        stratified = groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES
+        strata = {"strata": groups.codes, "n_strata": len(groups.names)} if stratified else {}
+        grouped = {side: BootstrapStates(new_set, n, bootstrap.seed, **strata) for side in sides}
+    return sliced, grouped
+
+
+def _add_intervals(results: dict, grouped: dict, bootstrap, main_side: str, groups) -> dict:
+    """A percentile interval "ci" on every entry of each side from its bootstrap states; returns the
+    main side's replicate values (and each group's under "by_group")."""
+    kept = {}
     for side, states in grouped.items():
         replicates = states.replicate_values(bootstrap)
         for key, interval in intervals(replicates, bootstrap.level).items():
             results[side][key]["ci"] = interval
-        if replicates_out is not None and side == main_side:
-            replicates_out.update({"groups": states.clusters, "values": {k: v.tolist() for k, v in replicates.items()}})
+        if side == main_side:
+            kept = {"groups": states.clusters, "values": {k: v.tolist() for k, v in replicates.items()}}
             if states.n_strata > 1:
-                replicates_out["by_group"] = {
+                kept["by_group"] = {
                     name: {k: v.tolist() for k, v in states.stratum_replicate_values(bootstrap, i).items()}
                     for i, name in enumerate(groups.names)
                 }
-    if calibrated is None:
-        return results["uncalibrated"], None
-    values = results["calibrated"]
-    if sets is not None:
-        values.update(sets.results())
-    return values, results["uncalibrated"]
+    return kept
