@@ -375,3 +375,25 @@ def test_a_temperature_a_hair_from_an_end_is_on_it():
     """Within 1e-9 relative of an end counts as on it: 1e-10 off still warns."""
     assert bracket_end_warnings(0.01 * (1 + 1e-10), 0.01, 100.0, "CMCE")
     assert bracket_end_warnings(100.0 * (1 - 1e-10), 0.01, 100.0, "CMCE")
+
+
+def test_bcts_fits_the_nll_optimum_of_softmax_of_z_over_t_plus_b():
+    """bcts: log p = log_softmax(z / T + b); at the fit the NLL's gradient in (1/T, b) is 0, b has
+    mean 0, the NLL is at most the model's and at most temperature scaling's; the bundle round-trips."""
+    from calib.numerics import log_softmax as log_softmax_rows
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(3000, 4)) * 2.0
+    shifted = log_softmax_rows(z / 1.7 + np.array([0.6, 0.0, -0.2, -0.4]))
+    labels = (rng.random(3000)[:, None] < np.cumsum(np.exp(shifted), axis=1)).argmax(axis=1)
+    fitted = CALIBRATORS["bcts"]().fit(z, labels)
+    log_p = fitted.transform(z)
+    np.testing.assert_allclose(log_p, log_softmax(z / fitted.temperature_ + fitted.bias_), rtol=1e-13)
+    residual = (np.exp(log_p) - np.eye(4)[labels]) / len(z)
+    assert abs(np.sum(residual * z)) < 1e-7 and np.abs(residual.sum(axis=0)).max() < 1e-7
+    assert abs(fitted.bias_.mean()) < 1e-9 and fitted.temperature_ == pytest.approx(1.7, rel=0.1)
+    nll = -log_p[np.arange(len(z)), labels].mean()
+    ts = CALIBRATORS["ts"]().fit(z, labels).transform(z)
+    assert nll <= -log_softmax(z)[np.arange(len(z)), labels].mean() and nll <= -ts[np.arange(len(z)), labels].mean() + 1e-12
+    loaded = type(fitted).from_state(fitted.options, fitted.to_state())
+    np.testing.assert_array_equal(loaded.transform(z), log_p)

@@ -244,6 +244,7 @@ def test_public_api_is_pinned():
         "InputError",
         "METRICS",
         "MetricConfig",
+        "NotFittedError",
         "Predictions",
         "Report",
         "State",

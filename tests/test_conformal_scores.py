@@ -9,6 +9,7 @@ from conftest import SAMPLE, data_file, needs
 
 import calib
 from calib.calibrators.conformal import SCORES, ScoreOptions, conformal_quantile, label_scores, nonconformity
+from calib.calibrators.scores import SCORES as SCORE_CLASSES
 from calib.numerics import softmax
 
 # p = [0.5, 0.2, 0.2, 0.1]: ranks 1, 2, 3 (tie to the lower index), 4
@@ -42,7 +43,7 @@ def test_label_scores_are_the_test_rows_scores_to_the_bit_with_ties():
     labels = rng.integers(0, 6, size=500)
     logits = np.log(np.maximum(probs, 1e-300))
     for score in SCORES:
-        for randomize in (False, True) if score != "msp" else (False,):
+        for randomize in (False, True) if SCORE_CLASSES[score].randomizable else (False,):
             options = ScoreOptions(score, randomize=randomize)
             expected = nonconformity(probs, options, seed=7)[np.arange(500), labels]
             assert np.array_equal(label_scores(logits, labels, options, probs=probs, seed=7), expected), (score, randomize)
@@ -456,3 +457,19 @@ def test_per_class_thresholds_at_ten_thousand_classes():
         sets = fitted.predict_sets(logits[10_000:])
         assert time.perf_counter() - start < 120 and sets.shape == (2_000, k)
         assert fitted.fitted.threshold_["q"].shape == (k,)
+
+
+def test_margin_score_is_the_best_other_probability_minus_the_labels():
+    """V(x, y) = max_{y' != y} p_y' - p_y (Löfström et al. 2015), TorchCP's docstring rows: for
+    labels (2, 1) -0.1 and 0.1; a tie at the top scores 0 for both tied classes; not randomisable."""
+    probs = np.array([[0.1, 0.4, 0.5], [0.3, 0.3, 0.4], [0.45, 0.45, 0.1]])
+    np.testing.assert_allclose(
+        nonconformity(probs, "margin"), [[0.4, 0.1, -0.1], [0.1, 0.1, -0.1], [0.0, 0.0, 0.35]], rtol=0, atol=1e-15
+    )
+    assert label_scores(np.log(probs[:2]), np.array([2, 1]), "margin", probs=probs[:2]).tolist() == pytest.approx([-0.1, 0.1])
+    with pytest.raises(calib.UsageError, match="margin has nothing to randomise"):
+        ScoreOptions("margin", randomize=True)
+    fitted = calib.calibrator("conformal-ts", alpha=0.1, score="margin").fit(
+        np.log(probs.repeat(10, axis=0)), np.tile([2, 1, 0], 10)
+    )
+    assert fitted.fit_report()["score"] == "margin"

@@ -168,7 +168,7 @@ def test_truncated_stored_npz_member_is_one_clear_error(tmp_path):
         read_predictions(str(path))
 
 
-@pytest.mark.parametrize("suffix", [".npy", ".npz", ".parquet"])
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".parquet", ".arrow"])
 def test_stdin_takes_each_format_by_its_magic_number(tmp_path, suffix):
     """`cat test.npz | calib evaluate -`: the same numbers and sha256 as the file itself."""
     import json
@@ -182,8 +182,12 @@ def test_stdin_takes_each_format_by_its_magic_number(tmp_path, suffix):
         np.save(path, logits)
     elif suffix == ".npz":
         np.savez(path, logits=logits, labels=labels)
-    else:
+    elif suffix == ".parquet":
         pq.write_table(pa.table({"logits": list(logits), "label": labels}), path)
+    else:
+        import pyarrow.feather as feather
+
+        feather.write_feather(pa.table({"logits": list(logits), "label": labels}), str(path))
     np.save(tmp_path / "y.npy", labels)
 
     def evaluate(source, stdin=None):
@@ -219,3 +223,49 @@ def test_stdin_of_unknown_bytes_is_one_line_exit_2():
     )
     lines = done.stderr.decode().strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "not .npy, .npz or .parquet bytes" in lines[0]
+
+
+def test_feather_and_arrow_files_read_as_the_npz_does_and_round_trip(tmp_path):
+    """A Feather (Arrow IPC) file of the CIFAR-10 sample: wide or list columns, the labels beside
+    them, give the .npz's scores and labels to the bit; apply writes .arrow, read back the same."""
+    import pyarrow.feather as feather
+    from conftest import SAMPLE
+
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    logits, labels = data["logits"][:300], data["labels"][:300]
+    listed = tmp_path / "list.feather"
+    feather.write_feather(pa.table({"logits": list(logits), "label": labels, "id": np.arange(300)}), str(listed))
+    wide = tmp_path / "wide.arrow"
+    feather.write_feather(pa.table({**{f"logit_{k}": logits[:, k] for k in range(10)}, "labels": labels}), str(wide))
+    for path in (listed, wide):
+        preds = read_predictions(str(path))
+        assert preds.kind == "logits" and np.array_equal(np.asarray(preds.scores), logits)
+        assert np.array_equal(preds.labels, labels)
+    assert read_predictions(str(listed)).passthrough.column_names == ["id"]
+    out = tmp_path / "out.arrow"
+    write_matrix(
+        str(out), logits.astype(np.float64), "logits", labels=labels, passthrough=read_predictions(str(listed)).passthrough
+    )
+    back = read_predictions(str(out))
+    assert np.array_equal(np.asarray(back.scores), logits.astype(np.float64)) and np.array_equal(back.labels, labels)
+    assert back.passthrough.column("id").to_pylist() == list(range(300))
+
+
+def test_arrow_files_refuse_bad_input_in_one_line(tmp_path):
+    import pyarrow.feather as feather
+
+    from calib.errors import InputError
+
+    ragged = tmp_path / "ragged.feather"
+    feather.write_feather(pa.table({"probs": [[0.5, 0.5], [1.0]], "label": [0, 0]}), str(ragged))
+    with pytest.raises(InputError, match="ragged rows in column 'probs'"):
+        read_predictions(str(ragged))
+    cut = tmp_path / "cut.arrow"
+    feather.write_feather(pa.table({"logits": [[0.5, 0.5]] * 50, "label": [0] * 50}), str(cut))
+    cut.write_bytes(cut.read_bytes()[:-40])
+    with pytest.raises(InputError, match="not a readable .arrow file"):
+        read_predictions(str(cut))
+    text = tmp_path / "text.feather"
+    text.write_text("logits,label\n")
+    with pytest.raises(InputError, match="not a .feather file"):
+        read_predictions(str(text))

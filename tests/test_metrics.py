@@ -208,3 +208,21 @@ def test_smece_agrees_with_relplot(source):
         conf, correct = probs.max(1), probs.argmax(1) == labels
     got = metrics_of(scores, labels, kind=kind, keys=["smece"])["smece"]
     assert got == pytest.approx(relplot.smECE(conf, correct.astype(float)), abs=1e-3)
+
+
+def test_ece_l2_by_hand_and_against_torchmetrics(cifar100):
+    """ece_l2 = sqrt(sum_b (n_b/N)(f_b - y_b)^2). By hand: rows with confidence 0.5 (right) and 0.75
+    (wrong) fall in two bins, sqrt(0.5 * 0.5^2 + 0.5 * 0.75^2); torchmetrics' norm="l2" on CIFAR-100."""
+    probs = np.array([[0.5, 0.3, 0.2], [0.75, 0.1, 0.15]])
+    assert metrics_of(probs, [0, 2], keys=["ece_l2"])["ece_l2"] == pytest.approx(np.sqrt(0.5 * 0.25 + 0.5 * 0.5625), rel=1e-14)
+    one_bin = metrics_of(probs, [0, 2], keys=["ece_l2", "ece"], bins=1)  # one bin: |mean f - mean y| both ways
+    assert one_bin["ece_l2"] == pytest.approx(one_bin["ece"], rel=1e-14)
+    torch = needs("torch")
+    needs("torchmetrics")
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
+    logits, labels = cifar100["test_logits"], cifar100["test_labels"]
+    got = metrics_of(logits, labels, kind="logits", keys=["ece_l2"])["ece_l2"]
+    probs = torch.softmax(torch.as_tensor(logits, dtype=torch.float64), dim=1)
+    theirs = multiclass_calibration_error(probs, torch.as_tensor(labels), num_classes=100, n_bins=15, norm="l2").item()
+    assert got == pytest.approx(theirs, abs=1e-5)  # torchmetrics accumulates in float32

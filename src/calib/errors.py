@@ -26,5 +26,9 @@ class BundleError(CalibError):
     """A bundle directory cannot be written or fails verification on load."""
 
 
+class NotFittedError(CalibError):
+    """A calibrator asked to transform, build sets or save before it was fitted (or loaded)."""
+
+
 class UsageError(CalibError):
     """Options that do not fit together (unknown method, option the method does not take...)."""

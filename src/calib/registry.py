@@ -5,6 +5,7 @@ from __future__ import annotations
 from .calibrators.alpha_agnostic import ATSMultiAdaptive, ATSMultiGlobal
 from .calibrators.ats import ATSAdaptive, ATSGlobal, ConformalTS
 from .calibrators.base import Calibrator
+from .calibrators.bias_corrected import BiasCorrectedTemperatureScaling
 from .calibrators.conformal_mass import MassRescaling
 from .calibrators.matrix_scaling import Dirichlet, MatrixScaling, VectorScaling
 from .calibrators.onevsrest import Beta, HistogramBinning, Isotonic, Platt, Quadratic
@@ -16,6 +17,7 @@ CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls
     for cls in (
         TemperatureScaling,
+        BiasCorrectedTemperatureScaling,
         CMCETemperature,
         AdaptiveTemperature,
         MassRescaling,

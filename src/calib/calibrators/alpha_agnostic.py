@@ -252,7 +252,7 @@ def _pairs_from_levels(values: np.ndarray, level: np.ndarray, level_min: float, 
 
 class ATSMultiGlobal(AlphaAgnostic):
     name = "ats-mgq"
-    summary = "alpha-agnostic ATS-CP: a temperature per level a_y = 1 - F(V(x, y)), aggregated (ATS-CP paper)"
+    summary = "alpha-agnostic ATS-CP: a temperature per level a_y = 1 - F(V(x, y)), aggregated (Kotelevskii et al. 2025)"
 
     def fit_levels(self, scores, conditioning, seed, train):
         self.arrays_ = {"sorted_scores": np.sort(scores)}
@@ -266,7 +266,7 @@ class ATSMultiGlobal(AlphaAgnostic):
 class ATSMultiAdaptive(AlphaAgnostic):
     name = "ats-maq"
     requires = ("torch",)
-    summary = "alpha-agnostic ATS-CP with adaptive thresholds: multi-head QR or conditional flow (ATS-CP paper)"
+    summary = "alpha-agnostic ATS-CP with adaptive thresholds: multi-head QR or conditional flow (Kotelevskii et al. 2025)"
     Options = MAQOptions
 
     def trains_a_model(self) -> bool:

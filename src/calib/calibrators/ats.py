@@ -44,7 +44,7 @@ AQOptions = _with_variant(ConformalOptions)
 
 class ATSGlobal(SetCalibrator):
     name = "ats-gq"
-    summary = "ATS-CP, global quantile: per-row temperature giving the conformal set 1 - alpha mass (ATS-CP paper)"
+    summary = "ATS-CP, global quantile: per-row temperature giving the conformal set 1 - alpha mass (Kotelevskii et al. 2025)"
     Options = ATSOptions
 
     @property
@@ -79,7 +79,7 @@ class ATSGlobal(SetCalibrator):
 
 class ConformalTS(ATSGlobal):
     name = "conformal-ts"
-    summary = "conformal temperature scaling, the CMCE paper's TS (ours): ats-gq with the prob variant"
+    summary = "conformal temperature scaling, Kazantsev et al. 2025's TS (ours): ats-gq with the prob variant"
     Options = SetOptions
 
     @property
@@ -90,7 +90,7 @@ class ConformalTS(ATSGlobal):
 class ATSAdaptive(ATSGlobal):
     name = "ats-aq"
     requires = ("torch",)
-    summary = "ATS-CP, adaptive quantile: conformalised quantile-regression MLP threshold (ATS-CP paper)"
+    summary = "ATS-CP, adaptive quantile: conformalised quantile-regression MLP threshold (Kotelevskii et al. 2025)"
     Options = AQOptions
 
     @property

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from typing import ClassVar
 
 import numpy as np
 
 from ..bundle import State
-from ..errors import UsageError
+from ..errors import NotFittedError, UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +113,28 @@ class Calibrator(abc.ABC):
     def __init__(self, options=None):
         self.options = options if options is not None else self.Options()
 
+    #: Methods that need a fitted calibrator: before ``fit`` (or ``from_state``) they raise
+    #: :class:`~calib.errors.NotFittedError`, whichever subclass defines them.
+    NEEDS_FIT: ClassVar[tuple[str, ...]] = (
+        "transform",
+        "transform_with_info",
+        "transform_probs_with_info",
+        "sets",
+        "transform_and_sets",
+        "to_state",
+    )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for method in cls.NEEDS_FIT:
+            if method in cls.__dict__:
+                setattr(cls, method, _needs_fit(cls.__dict__[method]))
+
+    def is_fitted(self) -> bool:
+        """Whether the calibrator holds a fitted value: an attribute of its own ending in ``_``, set
+        by :meth:`fit` or :meth:`from_state` (scikit-learn's convention)."""
+        return any(key.endswith("_") and not key.startswith("__") for key in vars(self))
+
     def trains_a_model(self) -> bool:
         """Whether the method (with its options) fits a model of its own besides the calibration
         map, which :class:`TrainingRows` can train (``fit(..., train=...)``)."""
@@ -188,6 +211,18 @@ class Calibrator(abc.ABC):
         except (TypeError, ValueError) as exc:
             raise UsageError(f"method {cls.name!r}: {exc}") from None
         return options
+
+
+def _needs_fit(method):
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if not self.is_fitted():
+            raise NotFittedError(
+                f"calibrator {self.name!r} is not fitted yet: fit it (or load a bundle) before {method.__name__}"
+            )
+        return method(self, *args, **kwargs)
+
+    return guarded
 
 
 def _coerce(raw, kind: type, key: str):

@@ -1,7 +1,8 @@
 """The conformal core shared by MR, conformal TS and ATS-CP (docs/calibrators.md, "Conformal core").
 
 Nonconformity scores V(x, y) on p = softmax(z) (or the probabilities as given), with r(x, y) the
-1-based rank of y by non-increasing p (ties to the lower index), non-randomised:
+1-based rank of y by non-increasing p (ties to the lower index), one module each in
+:mod:`calib.calibrators.scores`:
   msp:  V = 1 - p_y  (MAPIE's LAC, TorchCP's THR);
   aps:  V = A(x, y) = sum of p over the classes ranked at or above y (Romano et al. 2020);
   raps: V = A(x, y) + lambda max(0, r(x, y) - k_reg)  (Angelopoulos et al. 2021);
@@ -28,8 +29,12 @@ from ..errors import InputError, UsageError
 from ..kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
 from ..kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
 from ..numerics import edge_slack, map_in_order, row_chunks, softmax
+from .scores import SCORES as SCORE_REGISTRY
 
-SCORES = ("msp", "aps", "raps", "saps", "topk")
+#: The scores' names (calib.calibrators.scores.SCORES holds the scores)
+SCORES = tuple(SCORE_REGISTRY)
+#: The options that belong to a score rather than to a method (reported only with the score using them)
+SCORE_PARAMETERS = (*dict.fromkeys(p for score in SCORE_REGISTRY.values() for p in score.parameters), "randomize")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +49,12 @@ class ScoreOptions:
 
     def __post_init__(self):
         check_choice("score", self.score, SCORES)
-        if self.randomize and self.score == "msp":
-            raise UsageError("'randomize' applies to the aps, raps, saps and topk scores; msp has nothing to randomise")
+        if self.randomize and not SCORE_REGISTRY[self.score].randomizable:
+            randomizable = [name for name, score in SCORE_REGISTRY.items() if score.randomizable]
+            raise UsageError(
+                f"'randomize' applies to the {', '.join(randomizable[:-1])} and {randomizable[-1]} scores; "
+                f"{self.score} has nothing to randomise"
+            )
         if self.raps_lambda < 0 or self.raps_kreg < 0:
             raise UsageError(f"'raps_lambda' and 'raps_kreg' must be >= 0; got {self.raps_lambda}, {self.raps_kreg}")
         if self.saps_lambda <= 0:
@@ -53,7 +62,7 @@ class ScoreOptions:
 
     def score_settings(self) -> dict:
         """The score and the parameters it uses (for fit reports)."""
-        used = {"raps": ("raps_lambda", "raps_kreg"), "saps": ("saps_lambda",)}.get(self.score, ())
+        used = SCORE_REGISTRY[self.score].parameters
         return {
             "score": self.score,
             **{name: getattr(self, name) for name in used},
@@ -116,10 +125,12 @@ def nonconformity(probs: np.ndarray, options: ScoreOptions | str, seed: int = 0)
     score's name alone takes its default parameters); randomised with :func:`row_uniforms` of
     ``seed`` when ``options.randomize``."""
     options = ScoreOptions(options) if isinstance(options, str) else options
-    if options.score == "msp":
-        return 1.0 - probs
+    score = SCORE_REGISTRY[options.score]
+    direct = score.direct(probs, options)
+    if direct is not None:
+        return direct
     probs = np.ascontiguousarray(probs, dtype=np.float64)
-    base, table = _rank_terms(options, probs.shape[1])
+    base, table = score.rank_terms(options, probs.shape[1])
     scores, misranked = np.empty_like(probs), np.empty(len(probs), dtype=np.uint8)
     kernels.rank_scores(probs, *_ranking(probs), base, table, scores, misranked)
     again = np.flatnonzero(misranked)
@@ -129,7 +140,7 @@ def nonconformity(probs: np.ndarray, options: ScoreOptions | str, seed: int = 0)
         kernels.rank_scores(probs[again], stable, ALL_BITS, base, table, rescored, np.empty(len(again), dtype=np.uint8))
         scores[again] = rescored
     if options.randomize:
-        return _randomised(scores, probs, row_uniforms(probs, seed)[:, None], options)
+        return score.randomised(scores, probs, row_uniforms(probs, seed)[:, None], options)
     return scores
 
 
@@ -153,34 +164,6 @@ def _ranking(probs: np.ndarray) -> tuple[np.ndarray, int]:
     keys |= np.arange(n_columns, dtype=np.uint64)
     keys.sort(axis=1)
     return keys, column_mask
-
-
-def _rank_terms(options: ScoreOptions, k: int) -> tuple:
-    """(base, table) of :func:`calib.kernels.rank_scores`, the score at rank r being base + table[r]:
-    the non-randomised score, or for randomised saps the rank r itself (:func:`_randomised` takes it)."""
-    rank = np.arange(1.0, k + 1.0)
-    if options.score == "aps":
-        return kernels.CUMULATIVE, None
-    if options.score == "raps":
-        return kernels.CUMULATIVE, options.raps_lambda * np.maximum(rank - options.raps_kreg, 0.0)
-    if options.score == "saps" and not options.randomize:
-        return kernels.TOP, (rank - 1.0) * options.saps_lambda
-    return kernels.NO_BASE, rank  # topk, randomised saps
-
-
-def _randomised(start: np.ndarray, probs: np.ndarray, u: np.ndarray, options: ScoreOptions) -> np.ndarray:
-    """Randomised scores from ``start`` (what :func:`_rank_terms` gives, in class order), the
-    probabilities and each row's u: aps, raps start - (1 - u) p; topk r - (1 - u); saps u p_(1)
-    at r = 1, else p_(1) + (r - 2 + u) lambda."""
-    if options.score in ("aps", "raps"):
-        start -= (1.0 - u) * probs
-        return start
-    if options.score == "topk":
-        return start - (1.0 - u)
-    top = probs.max(axis=1, keepdims=True)
-    scores = top + (start - 2.0 + u) * options.saps_lambda
-    np.copyto(scores, u * top, where=start == 1.0)
-    return scores
 
 
 def label_scores(

@@ -20,7 +20,7 @@ MIN_MASS = 1e-12
 
 class MassRescaling(SetCalibrator):
     name = "mr"
-    summary = "conformal mass rescaling: put exactly 1 - alpha of the mass on the conformal set (CMCE paper)"
+    summary = "conformal mass rescaling: put exactly 1 - alpha of the mass on the conformal set (Kazantsev et al. 2025)"
 
     def _factors(self, probs, in_set):
         """Per row: the factors (1 - alpha) / P_in and alpha / P_out (1 for rows left unchanged),

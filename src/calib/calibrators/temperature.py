@@ -151,7 +151,7 @@ class CMCETemperature(Calibrator):
     """``cmce-ts``: the CMCE paper's naive CMCE temperature, T = argmin CMCE on a grid (docs/calibrators.md)."""
 
     name = "cmce-ts"
-    summary = "naive CMCE temperature: T minimising CMCE (25 bins) on a 301-point log grid (CMCE paper)"
+    summary = "naive CMCE temperature: T minimising CMCE (25 bins) on a 301-point log grid (Kazantsev et al. 2025)"
     absent_class_effect = "one temperature serves every class, so their probabilities are scaled like the others'"
 
     def fit(self, logits, labels, *, seed=0, features=None):

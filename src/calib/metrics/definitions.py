@@ -95,6 +95,17 @@ def debiased_ece_sq(state: acc.TopLabelBins, config: MetricConfig) -> float:
     return float(np.sum(n_b / state.n * ((f_b - y_b) ** 2 - y_b * (1.0 - y_b) / (n_b - 1.0))))
 
 
+def ece_l2(state: acc.TopLabelBins, config: MetricConfig) -> float:
+    """Top-label L2 calibration error: sqrt(sum_b (n_b/N) (f_b - y_b)^2) over non-empty equal-width
+    bins, the root of the binned squared error (torchmetrics' ``norm="l2"``)."""
+    counter = state.counter
+    keep = counter.count > 0
+    n_b = counter.count[keep]
+    f_b = counter.sum_pred[keep] / n_b
+    y_b = counter.sum_true[keep] / n_b
+    return float(np.sqrt(np.sum(n_b / state.n * (f_b - y_b) ** 2)))
+
+
 def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
     """Top-label ECE with equal-mass bins: edges at the quantiles of the confidences, duplicate
     edges merged, bins [l, u) with the last one closed."""
@@ -106,7 +117,7 @@ def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
 
 
 def isotonic_ece(state: acc.TopLabelValues, config: MetricConfig) -> float:
-    """Plug-in top-label ECE with the binning chosen by isotonic regression (V-ECE paper, estimator
+    """Plug-in top-label ECE with the binning chosen by isotonic regression (Berta et al. 2026, estimator
     family (i)): mean |F_i - g(F_i)| with g the PAVA fit of correctness on confidence, ties in F
     pooled (the same g as the ``isotonic`` recalibrator, fitted on the evaluated rows)."""
     confidence = np.concatenate(state.confidence)
@@ -150,6 +161,13 @@ _METRICS = [
         "mce", "top-label maximum calibration error over non-empty bins", _top_bins, lambda s, c: s.counter.max_error(), _bins
     ),
     Metric(
+        "ece_l2",
+        "top-label L2 (root mean square) calibration error, equal-width bins",
+        _top_bins,
+        ece_l2,
+        lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l2", "label": "top"},
+    ),
+    Metric(
         "ece_quantile",
         "top-label ECE with equal-mass bins",
         _top_values,
@@ -165,7 +183,7 @@ _METRICS = [
     ),
     Metric(
         "isotonic_ece",
-        "top-label plug-in ECE with isotonic-regression bins (V-ECE paper)",
+        "top-label plug-in ECE with isotonic-regression bins (Berta et al. 2026)",
         _top_values,
         isotonic_ece,
         lambda c, s: {"scheme": "isotonic", "norm": "l1", "label": "top"},
@@ -237,7 +255,7 @@ _TRUTH_METRICS = [
     ),
     Metric(
         "cpsme_avg",
-        "CPSME averaged over alpha = 0.05..0.5 (ATS-CP paper)",
+        "CPSME averaged over alpha = 0.05..0.5 (Kotelevskii et al. 2025)",
         _truth,
         lambda s, c: float(s.cpsme_sum.mean() / s.n),
         lambda c, s: {"alphas": list(acc.CPSME_ALPHAS)},

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 
 from ...errors import InputError
+from .arrow import ARROW
 from .base import Contents, Format
 from .npy import NPY
 from .npz import NPZ
 from .parquet import PARQUET
 
 #: Every format, in the order help texts list them
-FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET)
+FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET, ARROW)
 #: suffix -> format
 BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 

@@ -3,17 +3,21 @@ a name prefix, decoded a row group at a time; other columns are carried through 
 
 from __future__ import annotations
 
-import re
 import threading
 
 import numpy as np
 
 from ...errors import InputError
 from ..atomic import atomic_path
-from .base import PARSE_ERRORS, SCORE_NAMES, Contents, Format, label_name, unreadable
-
-#: Wide parquet columns tried when no score prefix is given.
-WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}
+from .base import PARSE_ERRORS, Contents, Format, label_name, unreadable
+from .columns import (
+    label_column_values,
+    list_column_to_matrix,
+    matrix_columns,
+    output_table,
+    score_columns,
+    wide_columns_to_matrix,
+)
 
 
 def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: str | None) -> Contents:
@@ -26,42 +30,14 @@ def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: 
         parquet = pq.ParquetFile(path)
         columns = parquet.schema_arrow.names
         labels_key = label_name(columns, label_column, name)
-        labels = None if labels_key is None else _label_column(parquet.read(columns=[labels_key]).column(labels_key))
+        labels = None if labels_key is None else label_column_values(parquet.read(columns=[labels_key]).column(labels_key))
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{name}: not a readable parquet file ({exc})") from None
-    list_names = [c for c in SCORE_NAMES if c in columns]
-    if score_prefix is None and list_names:
-        if len(list_names) > 1:
-            raise InputError(f"{path}: several score columns ({', '.join(list_names)}); keep one")
-        used, kind = [list_names[0]], SCORE_NAMES[list_names[0]]
-    else:
-        prefixes = {score_prefix: None} if score_prefix is not None else WIDE_PREFIXES
-        used, kind = [], None
-        for prefix, prefix_kind in prefixes.items():
-            used = [c for c in columns if c.startswith(prefix)]
-            if used:
-                kind = prefix_kind
-                break
-        if not used:
-            raise InputError(
-                f"{path}: no score column; expected a list column logits, log_probs or probs, or wide columns by a name prefix",
-                cli_hint="--score-prefix PREFIX",
-            )
-        used = _order_wide(used)
-    scores = ParquetScores(parquet, used, wide=not (score_prefix is None and list_names), path=path)
+    used, kind, wide = score_columns(columns, score_prefix, path)
+    scores = ParquetScores(parquet, used, wide=wide, path=path)
     keep = [c for c in columns if c not in used and c != labels_key]
     passthrough = parquet.read(columns=keep) if keep else None
     return Contents(scores, labels, kind, passthrough, tuple(columns))
-
-
-def _label_column(column) -> np.ndarray:
-    """A parquet label column as an array; missing entries become NaN, which the label check
-    refuses naming the row."""
-    import pyarrow as pa
-
-    if column.null_count and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
-        column = column.cast(pa.float64())
-    return column.to_numpy(zero_copy_only=False)
 
 
 class ParquetScores:
@@ -86,8 +62,8 @@ class ParquetScores:
 
     def _decode(self, table) -> np.ndarray:
         if self.wide:
-            return _wide_columns_to_matrix(table, self.columns, self.path)
-        return _list_column_to_matrix(table.column(self.columns[0]), self.path, self.columns[0])
+            return wide_columns_to_matrix(table, self.columns, self.path)
+        return list_column_to_matrix(table.column(self.columns[0]), self.path, self.columns[0])
 
     def _group(self, index: int) -> np.ndarray:
         """Row group ``index`` decoded; one reader at a time (chunks are read from worker threads),
@@ -149,52 +125,6 @@ class ParquetScores:
         return out
 
 
-def _list_column_to_matrix(column, path: str, key: str) -> np.ndarray:
-    import pyarrow as pa
-
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type)):
-        raise InputError(f"{path}: column {key!r} must be a list of numbers per row; got {array.type}")
-    if array.null_count:
-        raise InputError(f"{path}: column {key!r} has {array.null_count} missing rows")
-    if len(array) == 0:
-        return np.zeros((0, 0), dtype=np.float64)
-    if pa.types.is_fixed_size_list(array.type):
-        width = array.type.list_size
-    else:
-        lengths = array.value_lengths().to_numpy()
-        width = int(lengths[0])
-        if (lengths != width).any():
-            row = int(np.argmax(lengths != width))
-            raise InputError(f"{path}: ragged rows in column {key!r}: row 0 has {width} scores, row {row} has {lengths[row]}")
-    values = array.flatten()
-    if values.null_count:
-        raise InputError(f"{path}: column {key!r} has {values.null_count} missing scores")
-    if not pa.types.is_floating(values.type):
-        raise InputError(f"{path}: column {key!r} must hold floating-point scores; got {values.type}")
-    return values.to_numpy(zero_copy_only=False).reshape(len(array), width)
-
-
-def _order_wide(names: list[str]) -> list[str]:
-    """Wide columns in the order of their numeric suffix when every suffix is an integer."""
-    suffixes = [re.search(r"(\d+)$", n) for n in names]
-    if all(suffixes):
-        return [n for _, n in sorted(zip((int(s.group(1)) for s in suffixes), names))]
-    return names
-
-
-def _wide_columns_to_matrix(table, names: list[str], path: str) -> np.ndarray:
-    import pyarrow as pa
-
-    for n in names:
-        col = table.column(n)
-        if not pa.types.is_floating(col.type):
-            raise InputError(f"{path}: score column {n!r} must be floating point; got {col.type}")
-        if col.null_count:
-            raise InputError(f"{path}: score column {n!r} has {col.null_count} missing values")
-    return np.stack([table.column(n).to_numpy() for n in names], axis=1)
-
-
 def parquet_array(path: str, names: tuple[str, ...]) -> np.ndarray:
     """The first of ``names`` that a parquet file holds as a list column, as an (N, K) matrix."""
     import pyarrow as pa
@@ -208,46 +138,15 @@ def parquet_array(path: str, names: tuple[str, ...]) -> np.ndarray:
         table = pq.read_table(path, columns=[key])
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{path}: not a readable parquet file ({exc})") from None
-    return _list_column_to_matrix(table.column(key), path, key)
+    return list_column_to_matrix(table.column(key), path, key)
 
 
 def write_parquet(path: str, list_columns: dict, *, labels=None, passthrough=None) -> None:
     """Parquet with one fixed-size-list (or list) column per entry, then ``label`` and pass-through."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    arrays, names = [], []
-    for column, values in list_columns.items():
-        arrays.append(values if isinstance(values, pa.Array) else _fixed_size_list(values))
-        names.append(column)
-    if labels is not None:
-        arrays.append(pa.array(np.asarray(labels, dtype=np.int64)))
-        names.append("label")
-    table = pa.Table.from_arrays(arrays, names=names)
-    if passthrough is not None:
-        for field_name, column in zip(passthrough.column_names, passthrough.columns):
-            table = table.append_column(field_name, column)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
-
-
-def _fixed_size_list(matrix: np.ndarray):
-    import pyarrow as pa
-
-    matrix = np.ascontiguousarray(matrix)
-    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), matrix.shape[1])
-
-
-def _write_parquet_matrix(path, name, matrix, labels, passthrough) -> None:
-    if matrix.dtype == bool:  # sets: each row's class indices
-        import pyarrow as pa
-
-        _, classes = np.nonzero(matrix)
-        offsets = np.concatenate([[0], np.cumsum(matrix.sum(axis=1))]).astype(np.int32)
-        columns = {"set": pa.ListArray.from_arrays(pa.array(offsets), pa.array(classes.astype(np.int32)))}
-    else:
-        columns = {name: matrix}
-    write_parquet(path, columns, labels=labels, passthrough=passthrough)
+        pq.write_table(output_table(list_columns, labels, passthrough), tmp)
 
 
 class Parquet(Format):
@@ -273,13 +172,13 @@ class Parquet(Format):
         import pyarrow.parquet as pq
 
         column = pq.read_table(path, columns=[key]).column(key)
-        return _label_column(column) if labels else column.to_numpy(zero_copy_only=False)
+        return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
 
     def read_matrix(self, path, names):
         return parquet_array(path, names)
 
     def write(self, path, name, matrix, labels, passthrough):
-        _write_parquet_matrix(path, name, matrix, labels, passthrough)
+        write_parquet(path, matrix_columns(name, matrix), labels=labels, passthrough=passthrough)
 
 
 PARQUET = Parquet()

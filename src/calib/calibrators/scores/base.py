@@ -1,0 +1,37 @@
+"""What a nonconformity score says about itself and how it is computed from the ranking of a
+row's probabilities (calib.calibrators.conformal.nonconformity does the ranking)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+
+class Score:
+    """A nonconformity score V(x, y). With r(x, y) the 1-based rank of y by non-increasing p (ties
+    to the lower index), a ranked score is ``base + table[r]`` (:meth:`rank_terms`, the base one of
+    calib.kernels' CUMULATIVE, TOP, NO_BASE); a score that needs no ranking overrides :meth:`direct`."""
+
+    #: The name ``score=`` takes
+    name: ClassVar[str] = ""
+    #: Where ``calib methods`` and the documentation list it
+    order: ClassVar[int] = 100
+    #: The fields of ScoreOptions it reads (reported beside it in fit reports)
+    parameters: ClassVar[tuple[str, ...]] = ()
+    #: Whether it has a randomised form (u in [0, 1) per row)
+    randomizable: ClassVar[bool] = True
+
+    def direct(self, probs: np.ndarray, options) -> np.ndarray | None:
+        """V for every class of every row without ranking, or None when the score needs ranks."""
+        return None
+
+    def rank_terms(self, options, k: int) -> tuple[int, np.ndarray | None]:
+        """(base, table) of calib.kernels.rank_scores for K = ``k`` classes: the non-randomised
+        score, or with ``options.randomize`` what :meth:`randomised` starts from."""
+        raise NotImplementedError
+
+    def randomised(self, start: np.ndarray, probs: np.ndarray, u: np.ndarray, options) -> np.ndarray:
+        """The randomised score from ``start`` (what :meth:`rank_terms` gives, in class order), the
+        probabilities and each row's u."""
+        raise NotImplementedError

@@ -1,0 +1,15 @@
+"""msp: V = 1 - p_y (MAPIE's LAC, TorchCP's THR)."""
+
+from .base import Score
+
+
+class MaxSoftmax(Score):
+    name = "msp"
+    order = 0
+    randomizable = False
+
+    def direct(self, probs, options):
+        return 1.0 - probs
+
+
+SCORE = MaxSoftmax()

@@ -1,0 +1,129 @@
+"""Scores and labels in a table of named columns (Parquet, Arrow IPC / Feather): a list column
+named for the kind of scores (``logits``, ``log_probs``, ``probs``) or wide columns by a name prefix
+(``logit_0``, ``logit_1``, ... ordered by their numeric suffix), the labels in a column of their own."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...errors import InputError
+from .base import SCORE_NAMES
+
+#: Wide columns tried when no score prefix is given.
+WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}
+
+
+def score_columns(columns, score_prefix: str | None, path: str) -> tuple[list[str], str | None, bool]:
+    """(the columns holding the scores, the kind their names say, whether they are wide columns):
+    the list column named for a kind unless a prefix is given, else the wide columns of
+    ``score_prefix`` (or of the first of WIDE_PREFIXES present)."""
+    list_names = [c for c in SCORE_NAMES if c in columns]
+    if score_prefix is None and list_names:
+        if len(list_names) > 1:
+            raise InputError(f"{path}: several score columns ({', '.join(list_names)}); keep one")
+        return [list_names[0]], SCORE_NAMES[list_names[0]], False
+    prefixes = {score_prefix: None} if score_prefix is not None else WIDE_PREFIXES
+    for prefix, prefix_kind in prefixes.items():
+        used = [c for c in columns if c.startswith(prefix)]
+        if used:
+            return _order_wide(used), prefix_kind, True
+    raise InputError(
+        f"{path}: no score column; expected a list column logits, log_probs or probs, or wide columns by a name prefix",
+        cli_hint="--score-prefix PREFIX",
+    )
+
+
+def label_column_values(column) -> np.ndarray:
+    """A label column as an array; missing entries become NaN, which the label check
+    refuses naming the row."""
+    import pyarrow as pa
+
+    if column.null_count and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        column = column.cast(pa.float64())
+    return column.to_numpy(zero_copy_only=False)
+
+
+def list_column_to_matrix(column, path: str, key: str) -> np.ndarray:
+    import pyarrow as pa
+
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type)):
+        raise InputError(f"{path}: column {key!r} must be a list of numbers per row; got {array.type}")
+    if array.null_count:
+        raise InputError(f"{path}: column {key!r} has {array.null_count} missing rows")
+    if len(array) == 0:
+        return np.zeros((0, 0), dtype=np.float64)
+    if pa.types.is_fixed_size_list(array.type):
+        width = array.type.list_size
+    else:
+        lengths = array.value_lengths().to_numpy()
+        width = int(lengths[0])
+        if (lengths != width).any():
+            row = int(np.argmax(lengths != width))
+            raise InputError(f"{path}: ragged rows in column {key!r}: row 0 has {width} scores, row {row} has {lengths[row]}")
+    values = array.flatten()
+    if values.null_count:
+        raise InputError(f"{path}: column {key!r} has {values.null_count} missing scores")
+    if not pa.types.is_floating(values.type):
+        raise InputError(f"{path}: column {key!r} must hold floating-point scores; got {values.type}")
+    return values.to_numpy(zero_copy_only=False).reshape(len(array), width)
+
+
+def _order_wide(names: list[str]) -> list[str]:
+    """Wide columns in the order of their numeric suffix when every suffix is an integer."""
+    suffixes = [re.search(r"(\d+)$", n) for n in names]
+    if all(suffixes):
+        return [n for _, n in sorted(zip((int(s.group(1)) for s in suffixes), names))]
+    return names
+
+
+def wide_columns_to_matrix(table, names: list[str], path: str) -> np.ndarray:
+    import pyarrow as pa
+
+    for n in names:
+        col = table.column(n)
+        if not pa.types.is_floating(col.type):
+            raise InputError(f"{path}: score column {n!r} must be floating point; got {col.type}")
+        if col.null_count:
+            raise InputError(f"{path}: score column {n!r} has {col.null_count} missing values")
+    return np.stack([table.column(n).to_numpy() for n in names], axis=1)
+
+
+def matrix_columns(name: str, matrix: np.ndarray) -> dict:
+    """The output columns of an (N, K) matrix: a fixed-size-list column ``name``, or for the boolean
+    conformal-set mask a list column ``set`` of each row's class indices, ascending."""
+    if matrix.dtype != bool:
+        return {name: matrix}
+    import pyarrow as pa
+
+    _, classes = np.nonzero(matrix)
+    offsets = np.concatenate([[0], np.cumsum(matrix.sum(axis=1))]).astype(np.int32)
+    return {"set": pa.ListArray.from_arrays(pa.array(offsets), pa.array(classes.astype(np.int32)))}
+
+
+def output_table(list_columns: dict, labels=None, passthrough=None):
+    """A table of one fixed-size-list (or list) column per entry, then ``label`` and the columns
+    carried through from the input."""
+    import pyarrow as pa
+
+    arrays, names = [], []
+    for column, values in list_columns.items():
+        arrays.append(values if isinstance(values, pa.Array) else _fixed_size_list(values))
+        names.append(column)
+    if labels is not None:
+        arrays.append(pa.array(np.asarray(labels, dtype=np.int64)))
+        names.append("label")
+    table = pa.Table.from_arrays(arrays, names=names)
+    if passthrough is not None:
+        for field_name, column in zip(passthrough.column_names, passthrough.columns):
+            table = table.append_column(field_name, column)
+    return table
+
+
+def _fixed_size_list(matrix: np.ndarray):
+    import pyarrow as pa
+
+    matrix = np.ascontiguousarray(matrix)
+    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), matrix.shape[1])
