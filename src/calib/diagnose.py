@@ -14,7 +14,7 @@ import numpy as np
 
 from ._version import __version__
 from .binning import BinCounter
-from .calibrators.base import calibrator_inputs
+from .calibrators.base import builds_sets, calibrator_inputs
 from .calibrators.conformal import SCORE_PARAMETERS, conformal_quantile, min_calibration_size, nonconformity
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups
@@ -162,7 +162,7 @@ def diagnose(
     result.cumulative_mass = _bin_rows(cumulative, "mass")
     if calibrator is not None:
         result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
-        if calibrator.builds_sets:
+        if builds_sets(calibrator):
             _conformal_findings(result, preds, calibrator, seed)
     per_class = classwise.weighted_error()
     order = np.argsort(-per_class, kind="stable")[:worst]

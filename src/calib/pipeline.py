@@ -9,7 +9,15 @@ import numpy as np
 
 from ._version import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.base import Calibrator, TrainingRows, absent_classes, add_counts, calibrator_inputs, warning_entries
+from .calibrators.base import (
+    Calibrator,
+    TrainingRows,
+    absent_classes,
+    add_counts,
+    builds_sets,
+    calibrator_inputs,
+    warning_entries,
+)
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .numerics import map_in_order
@@ -143,7 +151,7 @@ def calibrated_blocks(
 ) -> Iterator[tuple[slice, np.ndarray, dict]]:
     """Yield (rows, block, counts) chunk by chunk: calibrated probabilities (``what="probs"``),
     log-probabilities, or the boolean conformal-set mask (``what="sets"``), with the method's row counts."""
-    if what == "sets" and not calibrator.builds_sets:
+    if what == "sets" and not builds_sets(calibrator):
         raise UsageError(f"method {calibrator.name!r} builds no conformal sets; only conformal methods do")
 
     def block(rows: slice):

@@ -97,9 +97,6 @@ class Calibrator(abc.ABC):
     summary: ClassVar[str]
     #: A frozen dataclass of the method's options with their defaults.
     Options: ClassVar[type] = NoOptions
-    #: The method builds conformal sets of its own: ``sets(logits, features, probs)`` gives the
-    #: (N, K) mask and ``transform_and_sets`` the calibrated log-probabilities with it.
-    builds_sets: ClassVar[bool] = False
     #: The method is built on conformal scores V(x, y) of the model's probabilities: its ``fit`` and
     #: transforms take ``probs=``, the probabilities as the input gives them, and score those
     #: instead of softmax(logits), so that equal probabilities give equal scores (logits of
@@ -238,3 +235,21 @@ def _coerce(raw, kind: type, key: str):
         return kind(raw)
     except ValueError:
         raise UsageError(f"option --{key.replace('_', '-')} must be {kind.__name__}; got {raw!r}") from None
+
+
+class SetBuilder(Calibrator):
+    """A calibrator that builds conformal sets of its own: :meth:`sets` gives the (N, K) mask C(x)
+    and :meth:`transform_and_sets` the calibrated log-probabilities with it, from one pass."""
+
+    @abc.abstractmethod
+    def sets(self, logits: np.ndarray, features: np.ndarray | None = None, **given) -> np.ndarray:
+        """The (N, K) boolean mask of the conformal sets of ``logits``."""
+
+    @abc.abstractmethod
+    def transform_and_sets(self, logits: np.ndarray, features: np.ndarray | None = None, **given):
+        """(calibrated log-probabilities (N, K), the (N, K) set mask)."""
+
+
+def builds_sets(calibrator) -> bool:
+    """Whether ``calibrator`` builds conformal sets (is a :class:`SetBuilder`)."""
+    return isinstance(calibrator, SetBuilder)

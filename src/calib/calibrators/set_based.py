@@ -17,7 +17,7 @@ from ..bundle import State
 from ..errors import InputError, UsageError
 from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from . import mlp
-from .base import Calibrator, add_counts
+from .base import SetBuilder, add_counts
 from .conformal import (
     CATEGORY_NAMES,
     ScoreOptions,
@@ -65,9 +65,8 @@ class SetOptions(ConformalOptions):
             raise UsageError(f"'min_class_rows' must be >= 0; got {self.min_class_rows}")
 
 
-class SetCalibrator(Calibrator):
+class SetCalibrator(SetBuilder):
     Options = SetOptions
-    builds_sets = True
     absent_class_effect = (
         "the set threshold is fitted on the other classes' rows alone, so the coverage guarantee does not extend to them"
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
-from ..calibrators.base import Calibrator, calibrator_inputs
+from ..calibrators.base import Calibrator, builds_sets, calibrator_inputs
 from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import Batch, MetricConfig
@@ -127,7 +127,7 @@ def stream_metrics(
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
-    sets = SetStats(calibrator, preds.k) if calibrator is not None and calibrator.builds_sets else None
+    sets = SetStats(calibrator, preds.k) if calibrator is not None and builds_sets(calibrator) else None
     uncalibrated = MetricSet(keys, config, preds.k)
     sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
     sliced, grouped = _side_accumulators(sides, lambda: MetricSet(keys, config, preds.k), preds.n, groups, bootstrap)
