@@ -67,3 +67,16 @@ def test_library_messages_name_no_command_line_flag():
             if re.search(r"(Error|Extra)\(f?[\"'][^\"']*--[a-z]", line):
                 offenders.append(f"{path.name}:{number}")
     assert offenders == []
+
+
+def test_the_readme_and_the_cli_page_list_every_input_format():
+    """Each suffix of the format table (calib.io.formats.FORMATS) is named in the README's input
+    paragraph and in docs/cli.md's Inputs, so a new format is documented where users look."""
+    from calib.io.formats import BY_SUFFIX
+
+    readme = (ROOT / "README.md").read_text()
+    paragraph = readme[readme.index("Inputs: ") :].split("\n\n")[0]
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    inputs = cli[cli.index("## Inputs") :].split("\n## ")[0]
+    missing = [suffix for suffix in BY_SUFFIX if f"`{suffix}`" not in paragraph or f"`{suffix}`" not in inputs]
+    assert missing == []
