@@ -36,9 +36,19 @@ if TYPE_CHECKING:
 
 
 def sample_path(name: str) -> str:
-    """Path of a file of the bundled sample data (``cifar10_val.npz``, ``cifar10_test.npz``), for
-    examples: ``sample_data/`` of the source checkout the package runs from, else of the current
-    folder (a checkout with calib installed from it)."""
+    """Path of a file of the bundled sample data, for examples.
+
+    Parameters
+    ----------
+    name : str
+        ``cifar10_val.npz`` or ``cifar10_test.npz``.
+
+    Returns
+    -------
+    str
+        The file in ``sample_data/`` of the source checkout the package runs from, else of the
+        current folder (a checkout with calib installed from it).
+    """
     here = os.path.dirname(os.path.abspath(__file__))
     for root in (os.path.join(here, "..", "..", "sample_data"), os.path.join(os.getcwd(), "sample_data")):
         path = os.path.normpath(os.path.join(root, name))
@@ -104,12 +114,33 @@ class Calibration:
         train=None,
         train_features: np.ndarray | None = None,
     ) -> "Calibration":
-        """Fit on (N, K) ``scores`` and (N,) ``labels`` (checked as the command line checks a file);
-        ``features`` (N, d) for the methods with an adaptive threshold. ``train``: separate
-        labelled rows, (scores, labels) or Predictions, on which ats-aq, ats-maq and the adaptive
-        threshold fit their model (``train_features`` with ``features``), every calibration row
-        then conformalising it; without them those methods split the calibration rows in seeded
-        halves. Returns self."""
+        """Fit the method on calibration rows (checked as the command line checks a file).
+
+        Parameters
+        ----------
+        scores : array_like, (N, K)
+            Logits, probabilities or log-probabilities (``kind``, detected when "auto"), or
+            validated :class:`calib.io.Predictions`.
+        labels : array_like, (N,)
+            Integer labels in [0, K).
+        seed : int
+            Seed of every random choice of the fit.
+        features : ndarray (N, d), optional
+            Per-row features the methods with an adaptive threshold condition on.
+        kind : str
+            "auto", "logits", "probs" or "log-probs".
+        train : (scores, labels) or Predictions, optional
+            Separate labelled rows on which ats-aq, ats-maq and the adaptive threshold fit their
+            model, every calibration row then conformalising it; without them those methods split
+            the calibration rows in seeded halves.
+        train_features : ndarray, optional
+            The features of ``train``'s rows (with ``features``).
+
+        Returns
+        -------
+        Calibration
+            self, fitted.
+        """
         preds = as_predictions(scores, labels, kind=kind)
         if train is not None and not isinstance(train, Predictions):
             train_scores, train_labels = train
@@ -134,15 +165,42 @@ class Calibration:
         pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator")
 
     def predict_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
-        """(N, K) calibrated probabilities of new scores (of the kind it was fitted on)."""
+        """Calibrated probabilities of new scores.
+
+        Parameters
+        ----------
+        scores : array_like, (N, K)
+            Scores of the kind the calibrator was fitted on.
+        features : ndarray (N, d), optional
+            Per-row features, for a method fitted with them.
+        kind : str
+            The kind of ``scores``; "auto" takes the fitted one.
+
+        Returns
+        -------
+        ndarray, (N, K)
+            Each row sums to 1.
+        """
         return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "probs", features)[0]
 
     def predict_log_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
-        """(N, K) calibrated log-probabilities."""
+        """Calibrated log-probabilities of new scores; parameters as :meth:`predict_proba`.
+
+        Returns
+        -------
+        ndarray, (N, K)
+        """
         return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "log-probs", features)[0]
 
     def predict_sets(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
-        """(N, K) boolean mask of the conformal sets C(x) (methods that build sets)."""
+        """The conformal sets C(x) of new scores (methods that build sets); parameters as
+        :meth:`predict_proba`.
+
+        Returns
+        -------
+        ndarray of bool, (N, K)
+            True where the class is in the row's set.
+        """
         return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "sets", features)[0]
 
     def fit_report(self) -> dict:
@@ -150,8 +208,19 @@ class Calibration:
         return pipeline.full_fit_report(self.fitted)
 
     def save(self, path: str, *, force: bool = False) -> dict:
-        """Write the bundle directory (manifest, arrays, hashes; no pickle); returns the manifest.
-        An existing non-empty directory is replaced only with ``force``."""
+        """Write the bundle directory (manifest, arrays, hashes; no pickle).
+
+        Parameters
+        ----------
+        path : str
+            The directory; an existing non-empty one is replaced only with ``force``.
+        force : bool
+
+        Returns
+        -------
+        dict
+            The manifest written.
+        """
         if self.input_kind is None:
             raise NotFittedError(f"calibrator {self.method!r} is not fitted yet; nothing to save")
         return pipeline.save_calibrator(
@@ -166,13 +235,36 @@ class Calibration:
 
 
 def calibrator(name: str, **options) -> Calibration:
-    """A calibration method by its name (``calib methods`` lists them) with keyword options, the
-    same as the command line's (``alpha=0.1, score="aps"``)."""
+    """A calibration method by its name, not yet fitted.
+
+    Parameters
+    ----------
+    name : str
+        A method of ``calib methods`` (``ts``, ``mr``, ``ats-gq``, ...).
+    **options
+        The method's options, as the command line's (``alpha=0.1, score="aps"``); checked now.
+
+    Returns
+    -------
+    Calibration
+    """
     return Calibration(name, **options)
 
 
 def load(path: str) -> Calibration:
-    """A fitted calibrator from a bundle directory (every file's hash verified)."""
+    """A fitted calibrator from a bundle directory.
+
+    Parameters
+    ----------
+    path : str
+        A directory written by ``calib fit`` or :meth:`Calibration.save`; every file's hash is
+        verified.
+
+    Returns
+    -------
+    Calibration
+        Fitted, ready to ``predict_proba``.
+    """
     fitted, bundle = pipeline.load_calibrator(path)
     options = {k: v for k, v in bundle.manifest["options"].items() if k != "seed"}
     result = Calibration(bundle.method, **options)
@@ -248,14 +340,55 @@ def evaluate(
     ignore_noise: bool = False,
     inconclusive: str = "pass",
 ) -> Report:
-    """Evaluate (N, K) ``scores`` against ``labels`` (after ``calibrator``, when given): the
-    metrics of ``metrics`` (keys of ``calib methods``; the default table when None), with the
-    V-ECE family when ``vece``. ``groups`` (one value per row: a source, a language, a
-    demographic group) adds every group's streamed metrics (``Report.group_values``) and the worst
-    group per metric; groups under ``min_group_rows`` rows are listed but not gated. ``gates``
-    takes threshold gates as text (``"cmce>0.01"``); ``bootstrap=200`` draws 200 replicates
-    (seed ``seed``), which the gates read: pass, fail or inconclusive (docs/ci-gates.md), an
-    inconclusive one counting as ``inconclusive`` ("pass" or "fail") says, unless ``ignore_noise``.
+    """Evaluate scores against labels, after a calibrator when one is given.
+
+    Parameters
+    ----------
+    scores : array_like (N, K), or Predictions
+        Logits, probabilities or log-probabilities (``kind``; detected when "auto").
+    labels : array_like, (N,)
+        Integer labels in [0, K).
+    metrics : list of str, optional
+        Metric keys (``calib methods``); the default table when None.
+    calibrator : Calibration or Calibrator, optional
+        Applied first; the report then also holds the model's own metrics.
+    vece : bool
+        Add the V-ECE family (its settings: ``vece_recalibrator``, ``vece_recipe``,
+        ``vece_max_rows``, ``seed``) to the default table.
+    kind : str
+        "auto", "logits", "probs" or "log-probs".
+    bins, cmce_bins : int
+        Equal-width bins of the binned metrics and of CMCE.
+    true_probs : ndarray (N, K), optional
+        The true conditional probabilities (synthetic data): adds nll_true, brier_true, CPSME.
+    features : ndarray (N, d), optional
+        Per-row features for a calibrator with an adaptive threshold.
+    gates, increase_gates : sequence
+        Threshold gates as text (``"cmce>0.01"``) or Gate objects; change gates against a baseline.
+    bootstrap : int or BootstrapConfig, optional
+        Replicates (seed ``seed``) that give each metric an interval and the gates their noise:
+        pass, fail or inconclusive (docs/ci-gates.md).
+    bundle_path : str, optional
+        Where the calibrator came from, for the report.
+    emit_state : str, optional
+        Also write the additive metric state file there (for merging shards).
+    progress : callable, optional
+        Called once per boosted fit of V-ECE.
+    groups : array_like (N,), optional
+        One group value per row (a source, a language): adds every group's streamed metrics
+        (``Report.group_values``) and the worst group per metric.
+    min_group_rows : int
+        Groups with fewer rows are listed but not gated.
+    ignore_noise : bool
+        Gates compare raw values.
+    inconclusive : str
+        What an inconclusive gate counts as: "pass" or "fail".
+
+    Returns
+    -------
+    Report
+        ``values``, ``uncalibrated_values``, ``group_values``, ``passed``, the typed
+        ``entries`` and ``to_dict()`` (the JSON report of ``calib evaluate``).
 
     >>> import numpy as np, calib
     >>> test = np.load(calib.sample_path("cifar10_test.npz"))
@@ -264,8 +397,7 @@ def evaluate(
     (0.9452, 0.0256)
     """
     from .bootstrap import BootstrapConfig
-    from .evaluation import SampleConfig, parse_gate
-    from .evaluation import evaluate as build_report
+    from .evaluation import SampleConfig, build_report, parse_gate
     from .evaluation.groups import Groups, groups_from_values
     from .metrics import MetricConfig
 

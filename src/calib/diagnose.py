@@ -14,7 +14,7 @@ import numpy as np
 
 from ._version import __version__
 from .binning import BinCounter
-from .calibrators.base import builds_sets, calibrator_inputs
+from .calibrators.base import CalibrationInputs, builds_sets
 from .calibrators.conformal import SCORE_PARAMETERS, conformal_quantile, min_calibration_size, nonconformity
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups
@@ -74,8 +74,7 @@ def _batch(calibrator, preds: Predictions, rows: slice) -> Batch:
     """The rows' probabilities: the model's own (no calibrator), or after ``calibrator``."""
     if calibrator is None:
         return uncalibrated_batch(preds, rows)
-    logits, given = calibrator_inputs(calibrator, preds, rows)
-    return Batch(preds.labels[rows], log_probs=calibrator.transform(logits, None, **given))
+    return Batch(preds.labels[rows], log_probs=calibrator.apply(CalibrationInputs.of(preds, rows), counts=False)[0])
 
 
 def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int = 25, groups: Groups | None = None):
@@ -133,7 +132,7 @@ def diagnose(
     family and its over/under-confidence split, computed with ``vece``'s settings; None leaves it
     out), (with ``groups``) the spread of top-label ECE over the groups and the worst groups'
     reliability curves, and (with ``compare``) a cross-validated ranking of methods."""
-    from .evaluation import evaluate as evaluation_report
+    from .evaluation import build_report
 
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.source = {"path": preds.name, "n": preds.n, "k": preds.k, "kind": preds.kind, "calib_version": __version__}
@@ -143,7 +142,7 @@ def diagnose(
             unused = set(SCORE_PARAMETERS) - set(calibrator.options.score_settings())
             options = {key: value for key, value in options.items() if key not in unused}
         result.source.update(bundle=bundle_path, method=calibrator.name, options=options)
-    result.report = evaluation_report(
+    result.report = build_report(
         preds,
         calibrator=calibrator,
         bundle_path=bundle_path,
@@ -338,7 +337,7 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
             q = np.where(side, thresholds[False][i], thresholds[True][i])
             covered[i] += np.sum(own <= q)
             sizes[i] += np.sum(values <= q[:, None])
-        in_set = calibrator.sets(logits, None, probs=given)
+        in_set = calibrator.apply(CalibrationInputs(logits, given), "sets")[0]
         hit = in_set[np.arange(len(labels)), labels]
         own_covered += int(hit.sum())
         own_size += int(in_set.sum())
@@ -432,8 +431,7 @@ def _fold_scores(preds: Predictions, methods: list[str], keys: list[str], folds:
             if name != "uncalibrated":
                 cls = calibrator_class(name)
                 calibrator = cls(cls.parse_options({}))
-                logits, given = calibrator_inputs(calibrator, train_preds, slice(None))
-                calibrator.fit(logits, train_preds.labels, seed=seed, **given)
+                calibrator.fit_inputs(CalibrationInputs.of(train_preds), train_preds.labels, seed=seed)
                 warnings[name].extend(w for w in calibrator.warnings() if w not in warnings[name])
             for rows in test_preds.chunks():
                 metric_set.update(_batch(calibrator, test_preds, rows))

@@ -10,12 +10,12 @@ import numpy as np
 from ._version import __version__
 from .bundle import Bundle, read_bundle, write_bundle
 from .calibrators.base import (
+    CalibrationInputs,
     Calibrator,
     TrainingRows,
     absent_classes,
     add_counts,
     builds_sets,
-    calibrator_inputs,
     warning_entries,
 )
 from .errors import InputError, UsageError
@@ -44,10 +44,8 @@ def fit_calibrator(
     calibrator = cls(parsed)
     if train is None and train_features is not None:
         raise UsageError("features of training rows were given without the training rows", cli_hint="--train FILE")
-    logits, given = calibrator_inputs(calibrator, preds, slice(None))
-    if train is not None:
-        given["train"] = training_rows(calibrator, preds, train, train_features)
-    fitted = calibrator.fit(logits, preds.labels, seed=seed, features=features, **given)
+    rows = None if train is None else training_rows(calibrator, preds, train, train_features)
+    fitted = calibrator.fit_inputs(CalibrationInputs.of(preds, features=features, train=rows), preds.labels, seed=seed)
     fitted.absent_classes_ = absent_classes(preds.labels, preds.k)
     return fitted
 
@@ -81,8 +79,10 @@ def training_rows(calibrator: Calibrator, preds: Predictions, train: Predictions
             f"{train.name}: the training rows are {train.k} classes of {train.kind}; the calibration rows are "
             f"{preds.k} classes of {preds.kind}"
         )
-    logits, given = calibrator_inputs(calibrator, train, slice(None))
-    return TrainingRows(logits, train.labels, features=features, probs=given.get("probs"))
+    inputs = CalibrationInputs.of(train)
+    return TrainingRows(
+        inputs.logits, train.labels, features=features, probs=inputs.probs if calibrator.scores_given_probs else None
+    )
 
 
 def save_calibrator(
@@ -155,13 +155,7 @@ def calibrated_blocks(
         raise UsageError(f"method {calibrator.name!r} builds no conformal sets; only conformal methods do")
 
     def block(rows: slice):
-        logits, given = calibrator_inputs(calibrator, preds, rows)
-        chunk_features = None if features is None else features[rows]
-        if what == "sets":
-            return rows, calibrator.sets(logits, chunk_features, **given), {}
-        if what == "probs":
-            return rows, *calibrator.transform_probs_with_info(logits, chunk_features, **given)
-        return rows, *calibrator.transform_with_info(logits, chunk_features, **given)
+        return rows, *calibrator.apply(CalibrationInputs.of(preds, rows, features), what)
 
     yield from map_in_order(block, preds.chunks())
 

@@ -81,13 +81,25 @@ def add_counts(total: dict, more: dict) -> None:
         total[key] = total.get(key, 0) + value
 
 
-def calibrator_inputs(calibrator: "Calibrator", preds, rows) -> tuple[np.ndarray, dict]:
-    """What ``calibrator``'s ``fit`` and transforms take for ``rows`` of ``preds`` (a
-    :class:`calib.io.Predictions`): the log-space scores, and the keyword arguments
-    ``{"probs": the probabilities as given}`` for a method that scores them
-    (:attr:`Calibrator.scores_given_probs`) on a probability input, else ``{}``."""
-    logits, given = preds.logits_and_given(rows)
-    return logits, ({"probs": given} if calibrator.scores_given_probs and given is not None else {})
+@dataclasses.dataclass(frozen=True)
+class CalibrationInputs:
+    """What a calibrator reads for some rows: the log-space scores (the logits, or the log of the
+    probabilities given), the probabilities as given (probability inputs only: methods built on
+    conformal scores score those, so equal probabilities give equal scores), per-row features
+    (what adaptive thresholds condition on) and, for a fit, the labelled rows the method's own
+    model trains on."""
+
+    logits: np.ndarray
+    probs: np.ndarray | None = None
+    features: np.ndarray | None = None
+    train: TrainingRows | None = None
+
+    @classmethod
+    def of(cls, preds, rows=slice(None), features: np.ndarray | None = None, train: TrainingRows | None = None):
+        """The inputs of ``rows`` of ``preds`` (a :class:`calib.io.Predictions`), ``features`` of
+        every row sliced alike."""
+        logits, given = preds.logits_and_given(rows)
+        return cls(logits, given, None if features is None else features[rows], train)
 
 
 class Calibrator(abc.ABC):
@@ -101,7 +113,7 @@ class Calibrator(abc.ABC):
     #: transforms take ``probs=``, the probabilities as the input gives them, and score those
     #: instead of softmax(logits), so that equal probabilities give equal scores (logits of
     #: probabilities are log(max(p, 1e-12)), whose softmax moves ties by an ulp). See
-    #: :func:`calibrator_inputs`.
+    #: :class:`CalibrationInputs`.
     scores_given_probs: ClassVar[bool] = False
     #: Optional packages the method's fit needs (an extra of calib-cli, e.g. ``("torch",)``);
     #: applying a fitted bundle never needs them.
@@ -148,6 +160,37 @@ class Calibrator(abc.ABC):
     @abc.abstractmethod
     def transform(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
         """Calibrated log-probabilities (N, K) for ``logits`` (N, K); rows are independent."""
+
+    #: What :meth:`apply` gives: calibrated log-probabilities or probabilities (N, K), the
+    #: conformal-set mask (N, K) of a :class:`SetBuilder`, or log-probabilities and the mask at once.
+    OUTPUTS: ClassVar[tuple[str, ...]] = ("log-probs", "probs", "sets", "log-probs and sets")
+
+    def fit_inputs(self, inputs: CalibrationInputs, labels: np.ndarray, *, seed: int = 0) -> "Calibrator":
+        """:meth:`fit` on an inputs record: the probabilities as given for a method that scores
+        them, the training rows for a method that trains a model of its own."""
+        extra = {"probs": inputs.probs} if self.scores_given_probs and inputs.probs is not None else {}
+        if inputs.train is not None:
+            extra["train"] = inputs.train
+        return self.fit(inputs.logits, labels, seed=seed, features=inputs.features, **extra)
+
+    def apply(self, inputs: CalibrationInputs, output: str = "log-probs", *, counts: bool = True):
+        """The one way to apply a fitted calibrator: (``output`` of ``inputs``, row counts worth
+        reporting); ``output`` one of :data:`OUTPUTS`. ``counts=False`` skips counting (an empty
+        dict), for callers that report none."""
+        given = {"probs": inputs.probs} if self.scores_given_probs and inputs.probs is not None else {}
+        if output in ("sets", "log-probs and sets"):
+            if not builds_sets(self):
+                raise UsageError(f"method {self.name!r} builds no conformal sets; only conformal methods do")
+            if output == "sets":
+                return self.sets(inputs.logits, inputs.features, **given), {}
+            return self.transform_and_sets(inputs.logits, inputs.features, **given), {}
+        if output == "probs":
+            return self.transform_probs_with_info(inputs.logits, inputs.features, **given)
+        if output != "log-probs":
+            raise UsageError(f"a calibrator gives one of {', '.join(self.OUTPUTS)}; got {output!r}")
+        if counts:
+            return self.transform_with_info(inputs.logits, inputs.features, **given)
+        return self.transform(inputs.logits, inputs.features, **given), {}
 
     def transform_with_info(self, logits: np.ndarray, features: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """:meth:`transform` plus counts of rows worth reporting (e.g. infeasible rows)."""

@@ -7,7 +7,7 @@ from ..metrics import check_metric_keys
 from ..metrics.metric_set import MetricSet
 from ..metrics.sample import SampleConfig
 from .gates import ChangeGate, Gate, check_gates, parse_change_gates, parse_gate, read_report
-from .report import apply_gates, evaluate
+from .report import apply_gates, build_report
 from .report_types import EvaluationReport, GateResult, GroupSection, InputSection, MetricEntry
 from .sample import sample_results
 from .states import merge_metric_states, read_metric_state, state_header, write_metric_state
@@ -30,7 +30,7 @@ __all__ = [
     "check_gates",
     "check_metric_keys",
     "compute_metrics",
-    "evaluate",
+    "build_report",
     "merge_metric_states",
     "parse_change_gates",
     "parse_gate",

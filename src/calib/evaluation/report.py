@@ -19,7 +19,7 @@ from .sample import sample_results
 from .streaming import stream_metrics
 
 
-def evaluate(
+def build_report(
     preds: Predictions,
     *,
     metrics: list[str] | None = None,

@@ -1,4 +1,4 @@
-"""The evaluation report as data: typed sections built by :func:`calib.evaluation.evaluate`,
+"""The evaluation report as data: typed sections built by :func:`calib.evaluation.build_report`,
 serialised to the JSON report of ``calib evaluate`` at the edge (:meth:`EvaluationReport.to_json`)
 and read back from it (:meth:`EvaluationReport.from_json`: a baseline, merged shard states).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..calibrators.base import Calibrator, calibrator_inputs
+from ..calibrators.base import CalibrationInputs, Calibrator
 from ..io.predictions import Predictions
 from ..metrics import METRICS
 from ..metrics.sample import SampleConfig, model_probs, sample_entries, sample_rows
@@ -22,7 +22,7 @@ def sample_results(
     """Report entries of the whole-sample ``keys`` on one (sub)sample of rows of ``preds`` (after
     ``calibrator`` when given): one estimation serves every key of a family."""
     rows = sample_rows(preds.n, config)
-    probs = _sample_probs(preds, rows, calibrator, None if features is None else features[rows])
+    probs = _sample_probs(preds, rows, calibrator, features)
     metrics = [METRICS[key] for key in keys]
     return sample_entries(metrics, probs, preds.labels[rows], config, n_total=preds.n, progress=progress)
 
@@ -31,6 +31,5 @@ def _sample_probs(preds: Predictions, rows: np.ndarray, calibrator: Calibrator |
     """The probabilities V-ECE and KDE-ECE score on ``rows`` (the float64 logits are freed on return,
     before the estimators' own copies)."""
     if calibrator is not None:
-        logits, given = calibrator_inputs(calibrator, preds, rows)
-        return calibrator.transform_probs_with_info(logits, features, **given)[0]
+        return calibrator.apply(CalibrationInputs.of(preds, rows, features), "probs")[0]
     return model_probs(preds, rows)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
-from ..calibrators.base import Calibrator, builds_sets, calibrator_inputs
+from ..calibrators.base import CalibrationInputs, Calibrator, builds_sets
 from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import Batch, MetricConfig
@@ -189,15 +189,13 @@ def stream_metrics(
 
 
 def calibrated_batch(calibrator: Calibrator, preds: Predictions, rows, features, with_sets: bool):
-    """(the rows' batch after ``calibrator``, their conformal-set mask or None): the calibrator's
-    inputs as :func:`calib.calibrators.base.calibrator_inputs` gives them."""
-    logits, given = calibrator_inputs(calibrator, preds, rows)
-    chunk_features = None if features is None else features[rows]
+    """(the rows' batch after ``calibrator``, their conformal-set mask or None)."""
+    inputs = CalibrationInputs.of(preds, rows, features)
     in_set = None
     if with_sets:
-        log_probs, in_set = calibrator.transform_and_sets(logits, chunk_features, **given)
+        log_probs, in_set = calibrator.apply(inputs, "log-probs and sets")[0]
     else:
-        log_probs = calibrator.transform(logits, chunk_features, **given)
+        log_probs = calibrator.apply(inputs, counts=False)[0]
     return Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows)), in_set
 
 

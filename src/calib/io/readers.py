@@ -39,12 +39,31 @@ def read_predictions(
     require_labels: bool = False,
     renormalise: bool = False,
 ) -> Predictions:
-    """Read and validate a predictions file; ``path == "-"`` reads stdin, whose format (.npy, .npz
-    or .parquet bytes) is told by its magic number.
+    """Read and validate a predictions file, once: everything after takes the result as it is.
 
-    Labels come from ``labels_path`` when given (its array or column ``label_column``), else from
-    the file: the array or column ``label_column``, by default ``label`` or ``labels``. ``renormalise``
-    reads probabilities whose rows sum to less than 1 (top-k truncated), each row divided by its sum."""
+    Parameters
+    ----------
+    path : str
+        A file in a format of :data:`calib.io.formats.FORMATS`, or "-" for stdin (its format told
+        by its magic number).
+    labels_path : str, optional
+        A labels file (its array or column ``label_column``); else the labels come from ``path``.
+    input_kind : str
+        "auto", "logits", "probs" or "log-probs".
+    score_prefix : str, optional
+        Wide score columns by this name prefix (column formats).
+    label_column : str, optional
+        The array or column holding the labels; by default ``label`` or ``labels``.
+    require_labels : bool
+        Refuse a file without labels.
+    renormalise : bool
+        Read probabilities whose rows sum to less than 1 (top-k truncated), each row divided by its sum.
+
+    Returns
+    -------
+    Predictions
+        Scores (memory-mapped or read on demand where the format allows), labels, the kind and why.
+    """
     name = "<stdin>" if path == "-" else path
     in_file = None if labels_path is not None else label_column  # names the labels file's column otherwise
     if path == "-":

@@ -41,9 +41,28 @@ def metric_value(
     true_probs=None,
     sample: SampleConfig = SampleConfig(),
 ) -> float | None:
-    """The value of metric ``key`` (a key of ``calib methods``); None where it is undefined.
-    ``bins``/``cmce_bins`` set the streamed metrics' bins, ``sample`` the whole-sample metrics'
-    settings (recalibrator, seed, rows, recipe)."""
+    """The value of one metric on arrays, as ``calib evaluate`` computes it.
+
+    Parameters
+    ----------
+    key : str
+        A metric key of ``calib methods``.
+    scores : array_like, (N, K)
+        Logits, probabilities or log-probabilities (``kind``; detected when "auto").
+    labels : array_like, (N,)
+        Integer labels in [0, K).
+    bins, cmce_bins : int
+        Equal-width bins of the binned metrics and of CMCE.
+    true_probs : ndarray (N, K), optional
+        The true probabilities, for the keys that need them.
+    sample : SampleConfig
+        The whole-sample metrics' settings (recalibrator, seed, rows, recipe).
+
+    Returns
+    -------
+    float or None
+        None where the metric is undefined (never NaN).
+    """
     if key not in METRICS:
         raise UsageError(f"unknown metric {key!r}; choose from {', '.join(METRICS)}")
     preds = predictions_from_arrays(scores, labels, kind=kind)
