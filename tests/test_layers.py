@@ -107,3 +107,17 @@ def test_no_import_cycle():
         if node not in state:
             visit(node, [])
     assert cycles == []
+
+
+def test_no_function_is_longer_than_80_lines():
+    """Counted from the first statement of the body: a command's typer option declarations (its
+    signature) and a docstring's parameter list aside."""
+    long = []
+    for path in (SRC / "calib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = node.body[1:] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body
+                lines = node.end_lineno - body[0].lineno + 1
+                if lines > 80:
+                    long.append(f"{module_name(path)}.{node.name}: {lines} lines")
+    assert long == []
