@@ -272,3 +272,59 @@ def test_arrow_files_refuse_bad_input_in_one_line(tmp_path):
     text.write_text("logits,label\n")
     with pytest.raises(InputError, match="not a .feather file"):
         read_predictions(str(text))
+
+
+def test_netcal_records_read_by_name_and_by_the_one_matrix_one_vector_rule(tmp_path):
+    """netcal's example records (`predictions` (N, K) float32 softmax, `ground_truth` (N,) int64):
+    with --scores/--label-column, and without them by the rule, the same predictions as a .npz
+    following the naming convention, the rule said in the input-kind line."""
+    from conftest import SAMPLE
+
+    from calib.errors import InputError
+    from calib.numerics import softmax
+
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    probs = softmax(data["logits"][:400].astype(np.float64)).astype(np.float32)
+    labels = data["labels"][:400].astype(np.int64)
+    netcal, named = tmp_path / "netcal.npz", tmp_path / "named.npz"
+    np.savez(netcal, predictions=probs, ground_truth=labels)
+    np.savez(named, probs=probs, labels=labels)
+    reference = read_predictions(str(named))
+    by_name = read_predictions(str(netcal), scores="predictions", label_column="ground_truth")
+    by_rule = read_predictions(str(netcal))
+    for preds in (by_name, by_rule):
+        assert preds.kind == "probs" and np.array_equal(np.asarray(preds.scores), probs)
+        assert np.array_equal(preds.labels, reference.labels)
+    assert "scores: the only 2-D floating array, 'predictions'" in by_rule.kind_reason
+    assert "labels: the only 1-D integer array, 'ground_truth'" in by_rule.kind_reason
+    assert "only" not in by_name.kind_reason
+    two = tmp_path / "two.npz"
+    np.savez(two, a=probs, b=probs, y=labels)
+    with pytest.raises(InputError, match=r"found a \(400, 10\) float32, b \(400, 10\) float32, y \(400,\) int64") as caught:
+        read_predictions(str(two))
+    assert caught.value.cli_hint == "--scores NAME"
+    conventional = tmp_path / "conventional.npz"
+    np.savez(conventional, logits=data["logits"][:400], ids=np.arange(400))
+    assert read_predictions(str(conventional)).labels is None  # the convention's files name their labels
+    with pytest.raises(InputError, match="no array named 'nope'"):
+        read_predictions(str(netcal), scores="nope")
+    with pytest.raises(InputError, match="no array 'x' to pick"):
+        np.save(tmp_path / "m.npy", probs)
+        read_predictions(str(tmp_path / "m.npy"), scores="x")
+
+
+def test_scores_name_a_list_column_of_parquet_and_arrow(tmp_path):
+    import pyarrow.feather as feather
+
+    from calib.errors import InputError
+
+    rng = np.random.default_rng(1)
+    logits, labels = rng.normal(size=(50, 3)), rng.integers(0, 3, 50)
+    table = pa.table({"model_output": list(logits), "target": labels})
+    pq.write_table(table, tmp_path / "t.parquet")
+    feather.write_feather(table, str(tmp_path / "t.feather"))
+    for path in (tmp_path / "t.parquet", tmp_path / "t.feather"):
+        preds = read_predictions(str(path), scores="model_output", label_column="target", input_kind="logits")
+        assert np.array_equal(np.asarray(preds.scores), logits) and np.array_equal(preds.labels, labels)
+        with pytest.raises(InputError, match="named twice"):
+            read_predictions(str(path), scores="model_output", score_prefix="x")

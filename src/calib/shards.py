@@ -43,13 +43,20 @@ def shard_state(
     score_prefix: str | None,
     label_column: str | None = None,
     group_by: str | None = None,
+    scores: str | None = None,
 ) -> tuple[dict, dict]:
     """(header, additive state) of one file's streamed metrics (after ``bundle`` if given), with a
     state per group of the column ``group_by`` when given."""
     from .evaluation.groups import read_groups
 
     preds, calibrator = pipeline.read_with_bundle(
-        path, bundle, input_kind=input_kind, score_prefix=score_prefix, label_column=label_column, require_labels=True
+        path,
+        bundle,
+        input_kind=input_kind,
+        score_prefix=score_prefix,
+        label_column=label_column,
+        require_labels=True,
+        scores=scores,
     )
     groups = read_groups(preds, path, group_by, None, label_column)
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
@@ -65,6 +72,7 @@ def evaluate_shards(
     bundle: str | None = None,
     input_kind: str = "auto",
     score_prefix: str | None = None,
+    scores: str | None = None,
     label_column: str | None = None,
     group_by: str | None = None,
     min_group_rows: int = 100,
@@ -74,7 +82,7 @@ def evaluate_shards(
     """The merged report of every .parquet file in ``directory`` (per group of the column
     ``group_by`` too, when given: each group's numbers are those of its rows in every file)."""
     files = shard_files(directory)
-    args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix, label_column, group_by)
+    args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix, label_column, group_by, scores)
     if engine == "local":
         states = [shard_state(path, *args) for path in files]
     else:

@@ -35,6 +35,7 @@ def apply(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    scores: options.Scores = None,
 ) -> None:
     """Apply a fitted bundle to PRED and write calibrated probabilities.
 
@@ -50,7 +51,7 @@ def apply(
     if out != "-":
         check_output_path(out, [pred, labels or "-", features or "-"])
     preds, calibrator = options.read_inputs(
-        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=False, renormalise=renormalise
+        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=False, renormalise=renormalise, scores=scores
     )
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n)

@@ -32,6 +32,7 @@ def diagnose(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    scores: options.Scores = None,
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
     min_group_rows: options.MinGroupRows = 100,
@@ -57,7 +58,7 @@ def diagnose(
     if out is not None:  # refused before the work, not after it
         check_output_directory(out, force=force)
     preds, calibrator = options.read_inputs(
-        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise, scores=scores
     )
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     groups = read_groups(preds, pred, group_by, groups_file, label_column)

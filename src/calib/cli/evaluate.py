@@ -154,6 +154,7 @@ def evaluate(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    scores: options.Scores = None,
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
     min_group_rows: options.MinGroupRows = 100,
@@ -225,6 +226,7 @@ def _evaluate_file(given, keys, gates, increase_gates) -> None:
         given.score_prefix,
         require_labels=True,
         renormalise=given.renormalise,
+        scores=given.scores,
     )
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
     groups = read_groups(preds, given.pred, given.group_by, given.groups_file, given.label_column)
@@ -358,6 +360,7 @@ def _evaluate_directory(given, keys, gates, increase_gates) -> None:
         bundle=given.bundle,
         input_kind=given.input_kind,
         score_prefix=given.score_prefix,
+        scores=given.scores,
         label_column=given.label_column,
         group_by=given.group_by,
         min_group_rows=given.min_group_rows,

@@ -78,6 +78,7 @@ def fit(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    scores: options.Scores = None,
     json_path: Annotated[
         Optional[str],
         typer.Option(
@@ -104,12 +105,12 @@ def fit(
         raise UsageError("--train-features needs --train")
     start = time.perf_counter()
     preds, _ = options.read_inputs(
-        pred, None, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+        pred, None, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise, scores=scores
     )
     train_preds = train_x = None
     if train is not None:
         train_preds, _ = options.read_inputs(
-            train, None, None, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise
+            train, None, None, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise, scores=scores
         )
         train_x = read_features(train_features, train_preds.n)
     fitted = api.calibrator(method, **given).fit(

@@ -29,6 +29,16 @@ LabelColumn = Annotated[
 ]
 
 
+Scores = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scores",
+        help="The array (.npz) or list column (.parquet, .arrow) holding the scores (default: logits, log_probs or probs; in a .npz of one 2-D floating array, that one).",
+        show_default=False,
+    ),
+]
+
+
 InputKind = Annotated[
     str,
     typer.Option(
@@ -105,6 +115,7 @@ def read_inputs(
     *,
     require_labels: bool,
     renormalise: bool = False,
+    scores: str | None = None,
 ):
     """The predictions (and the bundle's calibrator, when ``bundle`` is given) as the shared input
     options ask: the start of fit, apply, evaluate and diagnose."""
@@ -119,4 +130,5 @@ def read_inputs(
         score_prefix=score_prefix,
         require_labels=require_labels,
         renormalise=renormalise,
+        scores=scores,
     )

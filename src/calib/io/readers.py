@@ -38,6 +38,7 @@ def read_predictions(
     label_column: str | None = None,
     require_labels: bool = False,
     renormalise: bool = False,
+    scores: str | None = None,
 ) -> Predictions:
     """Read and validate a predictions file, once: everything after takes the result as it is.
 
@@ -58,6 +59,9 @@ def read_predictions(
         Refuse a file without labels.
     renormalise : bool
         Read probabilities whose rows sum to less than 1 (top-k truncated), each row divided by its sum.
+    scores : str, optional
+        The array or column holding the scores; by default the one named logits, log_probs or
+        probs (or, in a .npz of one 2-D floating array, that one: the input-kind line says so).
 
     Returns
     -------
@@ -79,7 +83,7 @@ def read_predictions(
                     digest.update(block)
                     handle.write(block)
             sha = digest.hexdigest()
-            contents = fmt.read_predictions(staged, name, score_prefix, in_file)
+            contents = fmt.read_predictions(staged, name, score_prefix, in_file, scores)
             if not isinstance(contents.scores, np.ndarray):
                 contents.scores = contents.scores[:]
             elif isinstance(contents.scores, np.memmap) and os.name != "posix":
@@ -88,13 +92,15 @@ def read_predictions(
     else:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
-        contents = format_of(path).read_predictions(path, name, score_prefix, in_file)
+        contents = format_of(path).read_predictions(path, name, score_prefix, in_file, scores)
     labels, label_name = contents.labels, name
     if labels_path is not None:
         labels, label_name = read_labels(labels_path, label_column), labels_path
     preds = _validated(
         name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name, renormalise
     )
+    if contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
+        preds.kind_reason = f"{preds.kind_reason}; {contents.picked}"
     if preds.labels is None and require_labels:
         found = ", ".join(contents.names) or "none"
         raise InputError(

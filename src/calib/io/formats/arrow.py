@@ -34,18 +34,18 @@ class Arrow(Format):
     shards = True
     carries_columns = True
 
-    def read_predictions(self, path, name, score_prefix, label_column):
+    def read_predictions(self, path, name, score_prefix, label_column, scores=None):
         table = _table(path, name)
         columns = table.column_names
         labels_key = label_name(columns, label_column, name)
         labels = None if labels_key is None else label_column_values(table.column(labels_key))
-        used, kind, wide = score_columns(columns, score_prefix, path)
+        used, kind, wide = score_columns(columns, score_prefix, path, scores)
         if wide:
-            scores = wide_columns_to_matrix(table, used, path)
+            matrix = wide_columns_to_matrix(table, used, path)
         else:
-            scores = list_column_to_matrix(table.column(used[0]), path, used[0])
+            matrix = list_column_to_matrix(table.column(used[0]), path, used[0])
         keep = [c for c in columns if c not in used and c != labels_key]
-        return Contents(scores, labels, kind, table.select(keep) if keep else None, tuple(columns))
+        return Contents(matrix, labels, kind, table.select(keep) if keep else None, tuple(columns))
 
     def names(self, path):
         return tuple(_table(path, path).column_names)

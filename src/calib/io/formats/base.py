@@ -46,6 +46,8 @@ class Contents:
     kind: str | None
     passthrough: object | None
     names: tuple[str, ...]
+    #: How the scores and labels were picked when no name said it (for the input-kind line)
+    picked: str | None = None
 
 
 class Format:
@@ -68,8 +70,11 @@ class Format:
     #: Whether columns beside the scores and labels travel with the rows (to outputs, to groups)
     carries_columns: bool = False
 
-    def read_predictions(self, path: str, name: str, score_prefix: str | None, label_column: str | None) -> Contents:
-        """The scores, labels and carried columns of a predictions file."""
+    def read_predictions(
+        self, path: str, name: str, score_prefix: str | None, label_column: str | None, scores: str | None = None
+    ) -> Contents:
+        """The scores, labels and carried columns of a predictions file; ``scores`` names the array
+        or column holding the scores, ``label_column`` the labels'."""
         raise InputError(f"{name}: a {self.name} file holds no predictions")
 
     def names(self, path: str) -> tuple[str, ...] | None:

@@ -15,10 +15,18 @@ from .base import SCORE_NAMES
 WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}
 
 
-def score_columns(columns, score_prefix: str | None, path: str) -> tuple[list[str], str | None, bool]:
+def score_columns(columns, score_prefix: str | None, path: str, scores: str | None = None) -> tuple[list[str], str | None, bool]:
     """(the columns holding the scores, the kind their names say, whether they are wide columns):
-    the list column named for a kind unless a prefix is given, else the wide columns of
-    ``score_prefix`` (or of the first of WIDE_PREFIXES present)."""
+    the list column ``scores`` when named, else the list column named for a kind unless a prefix is
+    given, else the wide columns of ``score_prefix`` (or of the first of WIDE_PREFIXES present)."""
+    if scores is not None:
+        if score_prefix is not None:
+            raise InputError(
+                f"{path}: the scores are named twice, as the column {scores!r} and by the prefix {score_prefix!r}; keep one"
+            )
+        if scores not in columns:
+            raise InputError(f"{path}: no column named {scores!r} (found {', '.join(columns) or 'none'})")
+        return [scores], SCORE_NAMES.get(scores), False
     list_names = [c for c in SCORE_NAMES if c in columns]
     if score_prefix is None and list_names:
         if len(list_names) > 1:

@@ -33,7 +33,9 @@ class Npy(Format):
     suffixes = (".npy",)
     magic = b"\x93NUMPY"
 
-    def read_predictions(self, path, name, score_prefix, label_column):
+    def read_predictions(self, path, name, score_prefix, label_column, scores=None):
+        if scores is not None:
+            raise InputError(f"{name}: a .npy file holds one unnamed array; there is no array {scores!r} to pick")
         if label_column is not None:
             raise InputError(f"{name}: a .npy file holds one array and no labels; give the labels in a file of their own")
         return Contents(load_npy(path, name, mmap=True), None, None, None, ())

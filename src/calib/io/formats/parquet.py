@@ -20,7 +20,7 @@ from .columns import (
 )
 
 
-def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: str | None) -> Contents:
+def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: str | None, scores: str | None) -> Contents:
     """The scores stay in the file and are decoded a row group at a time (:class:`ParquetScores`);
     labels and pass-through columns are read whole."""
     import pyarrow as pa
@@ -33,7 +33,7 @@ def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: 
         labels = None if labels_key is None else label_column_values(parquet.read(columns=[labels_key]).column(labels_key))
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{name}: not a readable parquet file ({exc})") from None
-    used, kind, wide = score_columns(columns, score_prefix, path)
+    used, kind, wide = score_columns(columns, score_prefix, path, scores)
     scores = ParquetScores(parquet, used, wide=wide, path=path)
     keep = [c for c in columns if c not in used and c != labels_key]
     passthrough = parquet.read(columns=keep) if keep else None
@@ -156,8 +156,8 @@ class Parquet(Format):
     shards = True
     carries_columns = True
 
-    def read_predictions(self, path, name, score_prefix, label_column):
-        return _read_parquet(path, name, score_prefix, label_column)
+    def read_predictions(self, path, name, score_prefix, label_column, scores=None):
+        return _read_parquet(path, name, score_prefix, label_column, scores)
 
     def names(self, path):
         import pyarrow as pa
