@@ -328,3 +328,63 @@ def test_scores_name_a_list_column_of_parquet_and_arrow(tmp_path):
         assert np.array_equal(np.asarray(preds.scores), logits) and np.array_equal(preds.labels, labels)
         with pytest.raises(InputError, match="named twice"):
             read_predictions(str(path), scores="model_output", score_prefix="x")
+
+
+def _to_csv(path, probs, labels, delimiter=",", index=True):
+    """What pandas' DataFrame(probs).assign(target=labels).to_csv(path) writes: an unnamed index
+    column, one column per class named 0..K-1, the labels, floats as their shortest repr."""
+    head = ([""] if index else []) + [str(k) for k in range(probs.shape[1])] + ["target"]
+    lines = [delimiter.join(head)]
+    for i, (row, label) in enumerate(zip(probs, labels)):
+        lines.append(delimiter.join(([str(i)] if index else []) + [repr(float(v)) for v in row] + [str(int(label))]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_pandas_csv_export_gives_the_npz_report_to_the_bit(tmp_path):
+    import json
+
+    from conftest import SAMPLE
+
+    from calib.numerics import softmax
+
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    probs, labels = softmax(data["logits"][:1000].astype(np.float64)), data["labels"][:1000]
+    _to_csv(tmp_path / "p.csv", probs, labels)
+    _to_csv(tmp_path / "p.tsv", probs, labels, delimiter="\t", index=False)
+    np.savez(tmp_path / "p.npz", probs=probs, labels=labels)
+
+    def report(*args):
+        done = subprocess.run(
+            [sys.executable, "-m", "calib", "evaluate", *args, "--no-vece", "--bootstrap", "0", "--json", "-"],
+            capture_output=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["metrics"]
+
+    expected = report(str(tmp_path / "p.npz"))
+    assert report(str(tmp_path / "p.csv"), "--label-column", "target") == expected
+    assert report(str(tmp_path / "p.tsv"), "--label-column", "target") == expected
+    preds = read_predictions(str(tmp_path / "p.csv"), label_column="target")
+    assert preds.passthrough is None and np.array_equal(np.asarray(preds.scores), probs)
+
+
+def test_csv_scores_refuse_bad_cells_naming_the_line(tmp_path):
+    from calib.errors import InputError
+
+    cases = {
+        "empty.csv": ("a,b,label\n0.5,0.5,0\n0.2,,1\n", "line 3: score column 'b' is empty"),
+        "typo.csv": ("a,b,label\n0.5,0.5,0\n0.2,xx,1\n", "line 3: column 'b' holds numbers and 'xx'"),
+        "nohead.csv": ("0.5,0.5,0\n0.2,0.8,1\n", "the first line holds numbers, not column names"),
+        "prefix.csv": ("a,b,label\n0.5,0.5,0\n", "no column starts with 'p_'"),
+    }
+    for file, (text, message) in cases.items():
+        (tmp_path / file).write_text(text)
+        with pytest.raises(InputError, match=message):
+            read_predictions(str(tmp_path / file), score_prefix="p_" if file == "prefix.csv" else None)
+    (tmp_path / "meta.csv").write_text("id,source,p_0,p_1,label\n1,a,0.5,0.5,0\n2,b,0.2,0.8,1\n")
+    preds = read_predictions(str(tmp_path / "meta.csv"))
+    assert preds.k == 2 and preds.passthrough.column_names == ["id", "source"]
+    (tmp_path / "y.csv").write_text("1\n0\n")  # a labels file of its own is still one label a line
+    from calib.io import read_labels
+
+    assert read_labels(str(tmp_path / "y.csv")).tolist() == [1.0, 0.0]

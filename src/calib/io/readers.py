@@ -211,7 +211,7 @@ def read_labels(path: str, column: str | None = None) -> np.ndarray:
     scores."""
     _require_file(path)
     fmt = BY_SUFFIX.get(suffix_of(path))
-    if fmt is None:
+    if fmt is None or fmt.values_as_text:
         return text_labels(path, column)
     names = fmt.names(path)
     key = None if names is None else labels_key(names, column, path)
@@ -230,7 +230,7 @@ def read_group_values(
         _require_file(path)
         fmt = BY_SUFFIX.get(suffix_of(path))
         source = path if column is None else f"{path}:{column}"
-        if fmt is None:
+        if fmt is None or fmt.values_as_text:
             return text_values(path, column), source
         names = fmt.names(path)
         if names is None:

@@ -11,12 +11,13 @@ import os
 from ...errors import InputError
 from .arrow import ARROW
 from .base import Contents, Format
+from .delimited import DELIMITED
 from .npy import NPY
 from .npz import NPZ
 from .parquet import PARQUET
 
 #: Every format, in the order help texts list them
-FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET, ARROW)
+FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET, ARROW, DELIMITED)
 #: suffix -> format
 BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 

@@ -69,6 +69,9 @@ class Format:
     writable: bool = True
     #: Whether columns beside the scores and labels travel with the rows (to outputs, to groups)
     carries_columns: bool = False
+    #: Whether a labels or group-values file of this format is read as text (one value a line, an
+    #: optional header) rather than by its named columns
+    values_as_text: bool = False
 
     def read_predictions(
         self, path: str, name: str, score_prefix: str | None, label_column: str | None, scores: str | None = None

@@ -1,0 +1,191 @@
+"""CSV and TSV tables with a header line: the scores in wide numeric columns (a name prefix, or every
+floating-point column but the labels'), the labels in a column by name. What
+``pd.DataFrame(model.predict_proba(X)).assign(target=y).to_csv(path)`` writes reads with
+``--label-column target`` (the unnamed index column pandas writes is left out).
+
+The file is parsed a block at a time (pyarrow's streaming CSV reader) into a memory-mapped staging
+file, so a file of many gigabytes evaluates in bounded memory; errors name the line.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from ...errors import InputError
+from .base import LABEL_NAMES, Contents, Format, pick_name
+from .columns import label_column_values
+
+#: Names pandas gives its index column when it writes one.
+INDEX_NAMES = ("", "Unnamed: 0")
+#: Bytes parsed at a time.
+BLOCK_BYTES = 1 << 24
+
+
+def _reader(path: str, delimiter: str, column_types: dict | None = None):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        return pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter),
+            convert_options=pacsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=True),
+        )
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable {_what(delimiter)} file ({exc})") from None
+
+
+def _what(delimiter: str) -> str:
+    return "TSV" if delimiter == "\t" else "CSV"
+
+
+def _score_names(
+    schema, score_prefix: str | None, scores: str | None, label: str | None, path: str
+) -> tuple[list[str], str | None]:
+    """(the score columns, the kind the prefix says): the columns of ``score_prefix`` (or of a
+    prefix naming a kind: logit_, log_prob_, prob_), else every floating-point column but the
+    labels and pandas' index."""
+    import pyarrow as pa
+
+    from .columns import WIDE_PREFIXES, _order_wide
+
+    names = schema.names
+    if scores is not None:
+        raise InputError(f"{path}: a CSV holds one score per column; name them by their prefix, not as one column {scores!r}")
+    prefixes = {score_prefix: None} if score_prefix is not None else WIDE_PREFIXES
+    for prefix, kind in prefixes.items():
+        used = [n for n in names if n.startswith(prefix)]
+        if used:
+            return _order_wide(used), kind
+    if score_prefix is not None:
+        raise InputError(f"{path}: no column starts with {score_prefix!r} (found {', '.join(names)})")
+    used = [f.name for f in schema if pa.types.is_floating(f.type) and f.name != label and f.name not in INDEX_NAMES]
+    if not used:
+        raise InputError(f"{path}: no floating-point score columns (found {', '.join(names)})", cli_hint="--score-prefix PREFIX")
+    return used, None
+
+
+class Delimited(Format):
+    name = "csv"
+    suffixes = (".csv", ".tsv")
+    magic = None
+    shards = True
+    writable = False
+    carries_columns = True
+    values_as_text = True
+
+    def read_predictions(self, path, name, score_prefix, label_column, scores=None):
+        import pyarrow as pa
+
+        delimiter = "\t" if path.lower().endswith(".tsv") else ","
+        schema = _reader(path, delimiter).schema
+        if all(_is_number(n) for n in schema.names):
+            raise InputError(
+                f"{name}: the first line holds numbers, not column names; a {_what(delimiter)} of scores needs a header line"
+            )
+        label = pick_name(schema.names, label_column, name, preferred=LABEL_NAMES, hint="--label-column NAME")
+        if score_prefix is None:
+            _refuse_numbers_with_text(path, delimiter, schema, label, name)
+        used, kind = _score_names(schema, score_prefix, scores, label, name)
+        types = {n: pa.float64() for n in used}
+        staged, labels, carried = _stage(path, delimiter, types, used, label, name)
+        return Contents(staged, labels, kind, carried, tuple(schema.names))
+
+    def names(self, path):
+        return tuple(_reader(path, "\t" if path.lower().endswith(".tsv") else ",").schema.names)
+
+    def read_named(self, path, key, *, labels=False):
+        import pyarrow.csv as pacsv
+
+        delimiter = "\t" if path.lower().endswith(".tsv") else ","
+        table = pacsv.read_csv(
+            path,
+            parse_options=pacsv.ParseOptions(delimiter=delimiter),
+            convert_options=pacsv.ConvertOptions(include_columns=[key]),
+        )
+        column = table.column(key)
+        return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
+
+
+def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str | None, name: str):
+    """Parse the file a block at a time: the scores into a memory-mapped float64 staging file (the
+    file is removed at once; the mapping keeps it until released), the labels and the other
+    columns into memory. Missing or non-numeric scores are refused naming their line."""
+    import pyarrow as pa
+
+    reader = _reader(path, delimiter, types)
+    folder = tempfile.mkdtemp(prefix="calib-csv-")
+    staging = os.path.join(folder, "scores.f64")
+    rows, label_parts, carried = 0, [], []
+    try:
+        with open(staging, "wb") as handle:
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                except (pa.ArrowException, ValueError) as exc:
+                    raise InputError(f"{name}: near line {rows + 2}: {_short(exc)}") from None
+                block = np.column_stack([_scores_of(batch.column(n), n, rows, name) for n in used]) if used else None
+                handle.write(np.ascontiguousarray(block, dtype=np.float64).tobytes())
+                if label is not None:
+                    label_parts.append(label_column_values(batch.column(label)))
+                others = [n for n in batch.schema.names if n not in used and n != label and n not in INDEX_NAMES]
+                if others:
+                    carried.append(pa.Table.from_batches([batch]).select(others))
+                rows += batch.num_rows
+        scores = np.memmap(staging, dtype=np.float64, mode="r", shape=(rows, len(used))) if rows else np.zeros((0, len(used)))
+    finally:
+        if os.name == "posix":
+            os.unlink(staging)
+            os.rmdir(folder)
+    labels = np.concatenate(label_parts) if label_parts else (np.zeros(0) if label is not None else None)
+    return scores, labels, pa.concat_tables(carried) if carried else None
+
+
+def _scores_of(column, key: str, offset: int, name: str) -> np.ndarray:
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"{name}: line {offset + row + 2}: score column {key!r} is empty")
+    return column.to_numpy(zero_copy_only=False)
+
+
+def _refuse_numbers_with_text(path: str, delimiter: str, schema, label: str | None, name: str) -> None:
+    """A column of the first block that is mostly numbers but not all (a score with a typo, "nan"
+    spelt otherwise) would silently drop out of the scores: refused, naming its first bad line."""
+    import pyarrow as pa
+
+    text_columns = [f.name for f in schema if pa.types.is_string(f.type) and f.name != label and f.name not in INDEX_NAMES]
+    if not text_columns:
+        return
+    try:
+        batch = _reader(path, delimiter).read_next_batch()
+    except StopIteration:
+        return
+    for column in text_columns:
+        values = batch.column(column).to_pylist()
+        numeric = [value is not None and _is_number(value) for value in values]
+        if values and sum(numeric) >= len(values) / 2:
+            row = numeric.index(False)
+            raise InputError(
+                f"{name}: line {row + 2}: column {column!r} holds numbers and {values[row]!r}; fix the value or drop the column"
+            )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200]
+
+
+DELIMITED = Delimited()
