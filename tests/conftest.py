@@ -31,6 +31,7 @@ INSTALL = {
     "mapie": "pip install 'calib-cli[test-all]'",
     "venn_abers": "pip install venn-abers",
     "junitparser": "pip install 'calib-cli[test-all]'",
+    "safetensors": "pip install 'calib-cli[test-all]'",
 }
 
 

@@ -254,7 +254,7 @@ def test_coverage_band_counts_a_mass_a_rounding_below_its_edge():
 
 # 5. optional peers and extras: every test skips without them --------------------------------------
 
-OPTIONAL = {"torch", "torchmetrics", "netcal", "probmetrics", "mapie", "torchcp", "numba", "venn_abers", "relplot"}
+OPTIONAL = {"torch", "torchmetrics", "netcal", "probmetrics", "mapie", "torchcp", "numba", "venn_abers", "relplot", "safetensors"}
 
 
 def test_every_optional_import_in_a_test_goes_through_a_skip():

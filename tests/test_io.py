@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import needs
 
 from calib.io import read_predictions, write_matrix
 from calib.io.formats.npz import npz_bytes
@@ -388,3 +389,51 @@ def test_csv_scores_refuse_bad_cells_naming_the_line(tmp_path):
     from calib.io import read_labels
 
     assert read_labels(str(tmp_path / "y.csv")).tolist() == [1.0, 0.0]
+
+
+def test_safetensors_files_read_as_the_npz_does_and_interoperate_with_the_reference(tmp_path):
+    """A .safetensors file of the CIFAR-10 sample gives the .npz's arrays (memory-mapped, no extra
+    package); the reference implementation reads what calib writes and calib reads what it writes."""
+    from conftest import SAMPLE
+
+    from calib.io.formats.safetensors import safetensors_bytes
+
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    ours = tmp_path / "ours.safetensors"
+    ours.write_bytes(safetensors_bytes({"logits": data["logits"], "labels": data["labels"]}))
+    preds = read_predictions(str(ours))
+    assert preds.kind == "logits" and np.array_equal(np.asarray(preds.scores), data["logits"])
+    assert np.array_equal(preds.labels, data["labels"]) and isinstance(preds.scores, np.memmap)
+    write_matrix(str(tmp_path / "out.safetensors"), data["logits"][:5].astype(np.float64), "probs", labels=data["labels"][:5])
+    back = read_predictions(str(tmp_path / "out.safetensors"), input_kind="logits")
+    assert np.array_equal(np.asarray(back.scores), data["logits"][:5].astype(np.float64))
+    needs("safetensors")
+    from safetensors.numpy import load_file, save_file
+
+    theirs = tmp_path / "theirs.safetensors"
+    save_file({"predictions": data["logits"][:50], "ground_truth": data["labels"][:50]}, str(theirs))
+    picked = read_predictions(str(theirs))  # the one-matrix, one-vector rule
+    assert np.array_equal(np.asarray(picked.scores), data["logits"][:50]) and np.array_equal(picked.labels, data["labels"][:50])
+    loaded = load_file(str(ours))
+    assert np.array_equal(loaded["logits"], data["logits"]) and np.array_equal(loaded["labels"], data["labels"])
+
+
+def test_safetensors_refuse_bad_files_in_one_line(tmp_path):
+    import json
+    import struct
+
+    from calib.errors import InputError
+    from calib.io.formats.safetensors import safetensors_bytes
+
+    good = safetensors_bytes({"logits": np.ones((4, 3), dtype=np.float32)})
+    (tmp_path / "cut.safetensors").write_bytes(good[:-8])
+    header = json.dumps({"logits": {"dtype": "BF16", "shape": [4, 3], "data_offsets": [0, 24]}}).encode()
+    (tmp_path / "bf16.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(24))
+    (tmp_path / "text.safetensors").write_text("logits,label\n")
+    for file, message in (
+        ("cut.safetensors", "tensor 'logits' is truncated"),
+        ("bf16.safetensors", "tensor 'logits' is BF16, which NumPy cannot hold"),
+        ("text.safetensors", "not a .safetensors file"),
+    ):
+        with pytest.raises(InputError, match=message):
+            read_predictions(str(tmp_path / file))

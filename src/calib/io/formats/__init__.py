@@ -15,9 +15,10 @@ from .delimited import DELIMITED
 from .npy import NPY
 from .npz import NPZ
 from .parquet import PARQUET
+from .safetensors import SAFETENSORS
 
 #: Every format, in the order help texts list them
-FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET, ARROW, DELIMITED)
+FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET, ARROW, SAFETENSORS, DELIMITED)
 #: suffix -> format
 BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 
@@ -44,10 +45,10 @@ def format_of(path: str) -> Format:
     fmt = BY_SUFFIX.get(suffix)
     if fmt is None or not fmt.holds_predictions:
         raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected {', '.join(BY_SUFFIX)}")
-    if fmt.magic is not None and os.path.isfile(path):
+    if _sniffs(fmt) and os.path.isfile(path):
         with open(path, "rb") as handle:
-            start = handle.read(8)
-        if not start.startswith(fmt.magic):
+            start = handle.read(MAGIC_LENGTH)
+        if not fmt.sniff(start):
             if not start:
                 raise InputError(f"{path}: empty file")
             actual = format_by_magic(start)
@@ -56,8 +57,16 @@ def format_of(path: str) -> Format:
                 if actual
                 else ("text" if _looks_like_text(start) else f"bytes {start!r}")
             )
-            raise InputError(f"{path}: not a {suffix} file (a {suffix} file starts with {fmt.magic!r}; this one holds {what})")
+            expected = (
+                f"starts with {fmt.magic!r}" if fmt.magic is not None else "starts with its header length and a JSON header"
+            )
+            raise InputError(f"{path}: not a {suffix} file (a {suffix} file {expected}; this one holds {what})")
     return fmt
+
+
+def _sniffs(fmt: Format) -> bool:
+    """Whether the format can be told by its first bytes (a magic number, or a sniff of its own)."""
+    return fmt.magic is not None or type(fmt).sniff is not Format.sniff
 
 
 def _looks_like_text(start: bytes) -> bool:
@@ -68,13 +77,14 @@ def _looks_like_text(start: bytes) -> bool:
     return all(c.isprintable() or c.isspace() for c in text)
 
 
-#: The most bytes a format's magic number takes (how much of stdin is read to tell the format)
-MAGIC_LENGTH = max(len(fmt.magic) for fmt in FORMATS if fmt.magic is not None)
+#: How much of a stream is read to tell its format (the longest magic number; safetensors' 8-byte
+#: length and the brace after it)
+MAGIC_LENGTH = 16
 
 
 def format_by_magic(start: bytes) -> Format | None:
-    """The format whose magic number ``start`` begins with, or None."""
-    return next((fmt for fmt in FORMATS if fmt.magic is not None and start.startswith(fmt.magic)), None)
+    """The format whose first bytes ``start`` are, or None."""
+    return next((fmt for fmt in FORMATS if fmt.sniff(start)), None)
 
 
 def format_of_bytes(data: bytes, name: str) -> Format:
@@ -84,7 +94,7 @@ def format_of_bytes(data: bytes, name: str) -> Format:
         return fmt
     if not data:
         raise InputError(f"{name}: empty input")
-    with_magic = [fmt for fmt in FORMATS if fmt.magic is not None]
+    with_magic = [fmt for fmt in FORMATS if _sniffs(fmt)]
     raise InputError(f"{name}: not {listed(with_magic)} bytes (the stream starts {data[:8]!r})")
 
 

@@ -73,6 +73,11 @@ class Format:
     #: optional header) rather than by its named columns
     values_as_text: bool = False
 
+    def sniff(self, start: bytes) -> bool:
+        """Whether a stream starting with ``start`` (at least calib.io.formats.MAGIC_LENGTH bytes when the
+        stream has them) is of this format: by default, its magic number."""
+        return self.magic is not None and start.startswith(self.magic)
+
     def read_predictions(
         self, path: str, name: str, score_prefix: str | None, label_column: str | None, scores: str | None = None
     ) -> Contents:

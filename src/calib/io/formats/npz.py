@@ -11,6 +11,7 @@ import numpy as np
 from ...errors import InputError
 from ..atomic import write_bytes_atomic
 from .base import PARSE_ERRORS, SCORE_NAMES, Contents, Format, label_name, unreadable
+from .named_arrays import label_key, score_key
 from .npy import npy_bytes
 
 
@@ -52,53 +53,6 @@ def _member_headers(archive: zipfile.ZipFile) -> dict[str, tuple[tuple, np.dtype
             shape, _, dtype = read(handle)
         headers[info.filename[: -len(".npy")]] = (shape, dtype)
     return headers
-
-
-def _held(headers: dict) -> str:
-    """What a .npz holds, for an error: each array's name, shape and dtype."""
-    return ", ".join(f"{key} {shape} {dtype}" for key, (shape, dtype) in sorted(headers.items())) or "none"
-
-
-def _score_key(headers: dict, labels_key: str | None, name: str, scores: str | None) -> tuple[str, str | None, str | None]:
-    """(the score array, the kind its name says, how it was picked when no name said it):
-    ``scores`` when given; else one of SCORE_NAMES; else a lone unnamed ``arr_0``; else, when the
-    file holds one 2-D floating array and at most one 1-D integer array besides the named labels,
-    that matrix. Anything else is refused, listing what the file holds."""
-    if scores is not None:
-        if scores not in headers:
-            raise InputError(f"{name}: no array named {scores!r} (found {_held(headers)})")
-        return scores, SCORE_NAMES.get(scores), None
-    present = [key for key in SCORE_NAMES if key in headers]
-    if len(present) > 1:
-        raise InputError(f"{name}: several score arrays ({', '.join(present)}); keep one", cli_hint="--scores NAME")
-    if present:
-        return present[0], SCORE_NAMES[present[0]], None
-    if set(headers) - {labels_key} == {"arr_0"}:
-        return "arr_0", None, None
-    others = {k: v for k, v in headers.items() if k != labels_key}
-    matrices = [k for k, (shape, dtype) in others.items() if len(shape) == 2 and dtype.kind == "f"]
-    vectors = [k for k, (shape, dtype) in others.items() if len(shape) == 1 and dtype.kind in "iu"]
-    if len(matrices) == 1 and len(others) == 1 + (labels_key is None and len(vectors) == 1):
-        return matrices[0], None, f"scores: the only 2-D floating array, {matrices[0]!r}"
-    raise InputError(
-        f"{name}: no score array; expected one named logits, log_probs or probs, or a single 2-D floating array "
-        f"(found {_held(headers)}); name the one that holds the scores",
-        cli_hint="--scores NAME",
-    )
-
-
-def _label_key(headers: dict, score_key: str, wanted: str | None, name: str, conventional: bool) -> tuple[str | None, str | None]:
-    """(the labels array, how it was picked when no name said it): ``wanted``, else ``label`` or
-    ``labels``, else, in a file that does not follow the naming convention (``conventional``: the
-    scores named logits, log_probs or probs) and holds just the scores and one 1-D integer array,
-    that array."""
-    key = label_name(tuple(headers), wanted, name)
-    if key is not None or wanted is not None or conventional:
-        return key, None
-    others = [k for k in headers if k != score_key]
-    if len(others) == 1 and len(headers[others[0]][0]) == 1 and headers[others[0]][1].kind in "iu":
-        return others[0], f"labels: the only 1-D integer array, {others[0]!r}"
-    return None, None
 
 
 def _mapped_member(path: str, archive: zipfile.ZipFile, key: str) -> np.ndarray | None:
@@ -147,8 +101,8 @@ class Npz(Format):
                 raise unreadable(name, ".npz", exc) from None
             names = tuple(archive.files)
             named_labels = label_name(names, label_column, name)
-            key, kind, picked_scores = _score_key(headers, named_labels, name, scores)
-            labels_key, picked_labels = _label_key(headers, key, label_column, name, conventional=key in SCORE_NAMES)
+            key, kind, picked_scores = score_key(headers, named_labels, name, scores)
+            labels_key, picked_labels = label_key(headers, key, label_column, name, conventional=key in SCORE_NAMES)
             picked = "; ".join(p for p in (picked_scores, picked_labels) if p) or None
             try:
                 matrix = _mapped_member(path, archive.zip, key)
