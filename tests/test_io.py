@@ -437,3 +437,35 @@ def test_safetensors_refuse_bad_files_in_one_line(tmp_path):
     ):
         with pytest.raises(InputError, match=message):
             read_predictions(str(tmp_path / file))
+
+
+def test_json_lines_read_as_the_npz_does_and_refuse_bad_rows(tmp_path):
+    """One object per row (an evaluation harness's export): the same scores and labels as the
+    .npz; --scores/--label-column name other fields; ragged lists, a null label and a cut last
+    line are one-line errors."""
+    import json
+
+    from conftest import SAMPLE
+
+    from calib.errors import InputError
+
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    logits, labels = data["logits"][:200].astype(np.float64), data["labels"][:200]
+    rows = [{"question": i, "logits": row.tolist(), "label": int(y)} for i, (row, y) in enumerate(zip(logits, labels))]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    preds = read_predictions(str(tmp_path / "t.jsonl"))
+    assert preds.kind == "logits" and np.array_equal(np.asarray(preds.scores), logits) and np.array_equal(preds.labels, labels)
+    assert preds.passthrough.column_names == ["question"]
+    renamed = [{"option_loglik": r["logits"], "answer": r["label"]} for r in rows]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in renamed))
+    named = read_predictions(str(tmp_path / "r.jsonl"), scores="option_loglik", label_column="answer", input_kind="logits")
+    assert np.array_equal(np.asarray(named.scores), logits)
+    bad = {
+        "ragged.jsonl": ('{"probs":[0.5,0.5],"label":0}\n{"probs":[1.0],"label":0}\n', "ragged rows in column 'probs'"),
+        "null.jsonl": ('{"probs":[0.5,0.5],"label":0}\n{"probs":[0.2,0.8],"label":null}\n', "row 1 has no label"),
+        "cut.jsonl": ('{"probs":[0.5,0.5],"label":0}\n{"probs":[0.2,0.8],"lab', "not a readable JSON-lines file"),
+    }
+    for file, (text, message) in bad.items():
+        (tmp_path / file).write_text(text)
+        with pytest.raises(InputError, match=message):
+            read_predictions(str(tmp_path / file), require_labels=True)

@@ -12,13 +12,14 @@ from ...errors import InputError
 from .arrow import ARROW
 from .base import Contents, Format
 from .delimited import DELIMITED
+from .jsonl import JSON_LINES
 from .npy import NPY
 from .npz import NPZ
 from .parquet import PARQUET
 from .safetensors import SAFETENSORS
 
 #: Every format, in the order help texts list them
-FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET, ARROW, SAFETENSORS, DELIMITED)
+FORMATS: tuple[Format, ...] = (NPY, NPZ, PARQUET, ARROW, SAFETENSORS, DELIMITED, JSON_LINES)
 #: suffix -> format
 BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 

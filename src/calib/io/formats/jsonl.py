@@ -1,0 +1,68 @@
+"""JSON lines: one object per row, the scores a list of numbers and the label a number, named as
+the columns of a Parquet file (``logits``, ``log_probs`` or ``probs``; ``label`` or ``labels``;
+``--scores`` and ``--label-column`` name others), the way evaluation harnesses export per-question
+option log-likelihoods. Other fields are carried through."""
+
+from __future__ import annotations
+
+from ...errors import InputError
+from .base import Contents, Format, label_name
+from .columns import label_column_values, list_column_to_matrix, score_columns, wide_columns_to_matrix
+
+
+def _table(path: str, name: str):
+    import pyarrow as pa
+    import pyarrow.json as pajson
+
+    try:
+        return pajson.read_json(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{name}: not a readable JSON-lines file ({str(exc).splitlines()[0][:200]})") from None
+
+
+class JsonLines(Format):
+    name = "jsonl"
+    suffixes = (".jsonl",)
+    writable = False
+    carries_columns = True
+    shards = True
+
+    def read_predictions(self, path, name, score_prefix, label_column, scores=None):
+        table = _table(path, name)
+        columns = table.column_names
+        labels_key = label_name(columns, label_column, name)
+        labels = None if labels_key is None else label_column_values(table.column(labels_key))
+        used, kind, wide = score_columns(columns, score_prefix, path, scores)
+        if wide:
+            matrix = wide_columns_to_matrix(table, used, path)
+        else:
+            matrix = list_column_to_matrix(_as_floats(table.column(used[0])), path, used[0])
+        keep = [c for c in columns if c not in used and c != labels_key]
+        return Contents(matrix, labels, kind, table.select(keep) if keep else None, tuple(columns))
+
+    def names(self, path):
+        return tuple(_table(path, path).column_names)
+
+    def read_named(self, path, key, *, labels=False):
+        column = _table(path, path).column(key)
+        return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
+
+    def read_matrix(self, path, names):
+        table = _table(path, path)
+        key = next((k for k in names if k in table.column_names), None)
+        if key is None:
+            raise InputError(f"{path}: no field named {' or '.join(names)} (found {', '.join(table.column_names) or 'none'})")
+        return list_column_to_matrix(_as_floats(table.column(key)), path, key)
+
+
+def _as_floats(column):
+    """A list column of integers and floats (JSON does not tell 1 from 1.0) as floats; other types
+    are left for the matrix check to refuse."""
+    import pyarrow as pa
+
+    if pa.types.is_list(column.type) and pa.types.is_integer(column.type.value_type):
+        return column.cast(pa.list_(pa.float64()))
+    return column
+
+
+JSON_LINES = JsonLines()
