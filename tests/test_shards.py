@@ -1,4 +1,4 @@
-"""calib evaluate DIR: parquet shards merged in this process or on a local two-worker Dask cluster."""
+"""calib evaluate DIR: shards of each format merged in this process or on a local two-worker Dask cluster."""
 
 import json
 
@@ -64,3 +64,39 @@ def test_directory_inputs_refuse_what_cannot_be_merged(run, shards, tmp_path):
     assert code == 2 and "part9.parquet" in err
     code, out, _ = run("evaluate", directory.parent / "shards", "--metrics", "ece", "--fail-if", "ece>0.01")
     assert code == 2  # the broken shard is still there: refused before any gate
+
+
+@pytest.mark.parametrize("suffix", [".arrow", ".safetensors", ".csv", ".jsonl"])
+def test_a_directory_of_shards_of_each_format_equals_one_run_over_all_rows(run, tmp_path, suffix):
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    from calib.io.formats.safetensors import safetensors_bytes
+
+    rng = np.random.default_rng(5)
+    logits, labels = rng.normal(size=(600, 4)) * 2, rng.integers(0, 4, 600)
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for i, rows in enumerate((slice(0, 250), slice(250, 600))):
+        path = folder / f"part{i}{suffix}"
+        z, y = logits[rows], labels[rows]
+        if suffix == ".arrow":
+            feather.write_feather(pa.table({"logits": list(z), "label": y}), str(path))
+        elif suffix == ".safetensors":
+            path.write_bytes(safetensors_bytes({"logits": z, "labels": y}))
+        elif suffix == ".csv":
+            path.write_text(
+                "\n".join(
+                    [",".join([f"logit_{k}" for k in range(4)] + ["label"])]
+                    + [",".join([*map(repr, r.tolist()), str(int(t))]) for r, t in zip(z, y)]
+                )
+                + "\n"
+            )
+        else:
+            path.write_text("".join(json.dumps({"logits": r.tolist(), "label": int(t)}) + "\n" for r, t in zip(z, y)))
+    np.savez(tmp_path / "all.npz", logits=logits, labels=labels)
+    keys = "ece,cmce,nll,accuracy"
+    merged = _metrics(run, folder, "--metrics", keys)
+    whole = _metrics(run, tmp_path / "all.npz", "--metrics", keys, "--no-vece", "--bootstrap", "0")
+    for key in keys.split(","):
+        assert merged["metrics"][key]["value"] == pytest.approx(whole["metrics"][key]["value"], rel=1e-12)

@@ -93,6 +93,7 @@ def safetensors_bytes(arrays: dict) -> bytes:
 class Safetensors(Format):
     name = "safetensors"
     suffixes = (".safetensors",)
+    shards = True
 
     def sniff(self, start: bytes) -> bool:
         """An 8-byte length, then the JSON header's opening brace."""
