@@ -367,6 +367,17 @@ def test_a_pandas_csv_export_gives_the_npz_report_to_the_bit(tmp_path):
     assert report(str(tmp_path / "p.tsv"), "--label-column", "target") == expected
     preds = read_predictions(str(tmp_path / "p.csv"), label_column="target")
     assert preds.passthrough is None and np.array_equal(np.asarray(preds.scores), probs)
+    assert preds.scores.dtype == np.float64 and "float32" not in preds.kind_reason
+    # a float32 export (pandas writes float32's shortest decimals) reads back as those float32 values
+    logits = data["logits"][:1000]
+    lines = [",".join(["", *map(str, range(10)), "target"])]
+    lines += [",".join([str(i), *(str(v) for v in row), str(int(y))]) for i, (row, y) in enumerate(zip(logits, labels))]
+    (tmp_path / "f32.csv").write_text("\n".join(lines) + "\n")
+    np.savez(tmp_path / "f32.npz", logits=logits, labels=labels)
+    single = read_predictions(str(tmp_path / "f32.csv"), label_column="target")
+    assert single.scores.dtype == np.float32 and np.array_equal(np.asarray(single.scores), logits)
+    assert "scores read as float32" in single.kind_reason
+    assert report(str(tmp_path / "f32.csv"), "--label-column", "target") == report(str(tmp_path / "f32.npz"))
 
 
 def test_csv_scores_refuse_bad_cells_naming_the_line(tmp_path):

@@ -91,9 +91,10 @@ class Delimited(Format):
         if score_prefix is None:
             _refuse_numbers_with_text(path, delimiter, schema, label, name)
         used, kind = _score_names(schema, score_prefix, scores, label, name)
-        types = {n: pa.float64() for n in used}
-        staged, labels, carried = _stage(path, delimiter, types, used, label, name)
-        return Contents(staged, labels, kind, carried, tuple(schema.names))
+        dtype, said = _text_precision(path, delimiter, used)
+        types = {n: pa.from_numpy_dtype(dtype) for n in used}
+        staged, labels, carried = _stage(path, delimiter, types, used, label, name, dtype)
+        return Contents(staged, labels, kind, carried, tuple(schema.names), said)
 
     def names(self, path):
         return tuple(_reader(path, "\t" if path.lower().endswith(".tsv") else ",").schema.names)
@@ -111,15 +112,45 @@ class Delimited(Format):
         return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
 
 
-def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str | None, name: str):
-    """Parse the file a block at a time: the scores into a memory-mapped float64 staging file (the
+def _text_precision(path: str, delimiter: str, used: list[str]) -> tuple[np.dtype, str | None]:
+    """float32 when every score of the first block has at most 9 significant digits, as a float32
+    export writes its shortest decimals (read as float32, they are its values to the bit), else
+    float64; the first is said in the input-kind line."""
+    import pyarrow as pa
+
+    try:
+        batch = _reader(path, delimiter, {n: pa.string() for n in used}).read_next_batch()
+    except StopIteration:
+        return np.dtype(np.float64), None
+    texts = [text for n in used for text in batch.column(n).to_pylist()[:FLOAT32_SAMPLE] if text]
+    if texts and max(map(_significant_digits, texts)) <= FLOAT32_DIGITS:
+        return (
+            np.dtype(np.float32),
+            f"scores read as float32: every one of the first rows has at most {FLOAT32_DIGITS} significant digits, as a float32 export writes them",
+        )
+    return np.dtype(np.float64), None
+
+
+#: float32's shortest decimals have at most this many significant digits
+FLOAT32_DIGITS = 9
+#: Values of each score column looked at to tell a float32 export
+FLOAT32_SAMPLE = 10_000
+
+
+def _significant_digits(text: str) -> int:
+    mantissa = text.strip().lstrip("+-").split("e")[0].split("E")[0].replace(".", "")
+    return len(mantissa.lstrip("0")) or 1
+
+
+def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str | None, name: str, dtype=np.float64):
+    """Parse the file a block at a time: the scores into a memory-mapped ``dtype`` staging file (the
     file is removed at once; the mapping keeps it until released), the labels and the other
     columns into memory. Missing or non-numeric scores are refused naming their line."""
     import pyarrow as pa
 
     reader = _reader(path, delimiter, types)
     folder = tempfile.mkdtemp(prefix="calib-csv-")
-    staging = os.path.join(folder, "scores.f64")
+    staging = os.path.join(folder, "scores.bin")
     rows, label_parts, carried = 0, [], []
     try:
         with open(staging, "wb") as handle:
@@ -131,14 +162,14 @@ def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str |
                 except (pa.ArrowException, ValueError) as exc:
                     raise InputError(f"{name}: near line {rows + 2}: {_short(exc)}") from None
                 block = np.column_stack([_scores_of(batch.column(n), n, rows, name) for n in used]) if used else None
-                handle.write(np.ascontiguousarray(block, dtype=np.float64).tobytes())
+                handle.write(np.ascontiguousarray(block, dtype=dtype).tobytes())
                 if label is not None:
                     label_parts.append(label_column_values(batch.column(label)))
                 others = [n for n in batch.schema.names if n not in used and n != label and n not in INDEX_NAMES]
                 if others:
                     carried.append(pa.Table.from_batches([batch]).select(others))
                 rows += batch.num_rows
-        scores = np.memmap(staging, dtype=np.float64, mode="r", shape=(rows, len(used))) if rows else np.zeros((0, len(used)))
+        scores = np.memmap(staging, dtype=dtype, mode="r", shape=(rows, len(used))) if rows else np.zeros((0, len(used)), dtype)
     finally:
         if os.name == "posix":
             os.unlink(staging)
