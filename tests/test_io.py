@@ -480,3 +480,37 @@ def test_json_lines_read_as_the_npz_does_and_refuse_bad_rows(tmp_path):
         (tmp_path / file).write_text(text)
         with pytest.raises(InputError, match=message):
             read_predictions(str(tmp_path / file), require_labels=True)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])
+def test_text_outputs_round_trip_to_the_bit_with_their_carried_columns(tmp_path, suffix):
+    """apply's CSV, TSV and JSON-lines outputs: floats in their shortest round-trip decimals, so the
+    probabilities read back are the ones written; the kind prefix names the wide columns; carried
+    columns and labels follow; a set mask writes each row's classes."""
+    from calib.numerics import softmax
+
+    rng = np.random.default_rng(2)
+    probs, labels = softmax(rng.normal(size=(60, 5)) * 3), rng.integers(0, 5, 60)
+    carried = pa.table({"id": np.arange(60), "source": ["a", "b"] * 30})
+    path = tmp_path / f"out{suffix}"
+    write_matrix(str(path), probs, "probs", labels=labels, passthrough=carried)
+    back = read_predictions(str(path))
+    assert back.kind == "probs" and np.array_equal(np.asarray(back.scores), probs) and np.array_equal(back.labels, labels)
+    assert back.passthrough.column("source").to_pylist() == ["a", "b"] * 30
+    if suffix != ".jsonl":
+        assert path.read_text().splitlines()[0].replace('"', "").startswith("prob_0")
+    sets = tmp_path / f"sets{suffix}"
+    write_matrix(str(sets), probs > 0.2, "sets", labels=labels)
+    first = sets.read_text().splitlines()[0 if suffix == ".jsonl" else 1]  # CSV and TSV have a header line
+    expected = np.flatnonzero(probs[0] > 0.2).tolist()
+    if suffix == ".jsonl":
+        assert json_loads(first)["set"] == expected
+    else:
+        cells = first.split("\t" if suffix == ".tsv" else ",")[:5]
+        assert [k for k, cell in enumerate(cells) if cell == "1"] == expected
+
+
+def json_loads(text):
+    import json
+
+    return json.loads(text)

@@ -74,7 +74,6 @@ class Delimited(Format):
     suffixes = (".csv", ".tsv")
     magic = None
     shards = True
-    writable = False
     carries_columns = True
     values_as_text = True
 
@@ -98,6 +97,9 @@ class Delimited(Format):
 
     def names(self, path):
         return tuple(_reader(path, "\t" if path.lower().endswith(".tsv") else ",").schema.names)
+
+    def write(self, path, name, matrix, labels, passthrough):
+        write_delimited(path, name, matrix, labels, passthrough)
 
     def read_named(self, path, key, *, labels=False):
         import pyarrow.csv as pacsv
@@ -140,6 +142,28 @@ FLOAT32_SAMPLE = 10_000
 def _significant_digits(text: str) -> int:
     mantissa = text.strip().lstrip("+-").split("e")[0].split("E")[0].replace(".", "")
     return len(mantissa.lstrip("0")) or 1
+
+
+def write_delimited(path: str, name: str, matrix: np.ndarray, labels, passthrough) -> None:
+    """Wide columns prob_0 .. prob_{K-1} (logit_, log_prob_ by the kind; floats in their shortest round-trip decimals; for the set
+    mask 0/1 columns set_0 ..), then ``label`` and the carried columns; atomically."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from ..atomic import atomic_path
+
+    prefix = "set" if matrix.dtype == bool else name.removesuffix("s")  # prob_0, log_prob_0, logit_0: the kind prefixes
+    values = matrix.astype(np.int8) if matrix.dtype == bool else matrix
+    columns = {f"{prefix}_{k}": values[:, k] for k in range(matrix.shape[1])}
+    table = pa.table(columns)
+    if labels is not None:
+        table = table.append_column("label", pa.array(np.asarray(labels, dtype=np.int64)))
+    if passthrough is not None:
+        for field_name, column in zip(passthrough.column_names, passthrough.columns):
+            table = table.append_column(field_name, column)
+    delimiter = "\t" if path.lower().endswith(".tsv") else ","
+    with atomic_path(path) as tmp:
+        pacsv.write_csv(table, tmp, write_options=pacsv.WriteOptions(delimiter=delimiter, quoting_style="needed"))
 
 
 def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str | None, name: str, dtype=np.float64):

@@ -5,6 +5,8 @@ option log-likelihoods. Other fields are carried through."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...errors import InputError
 from .base import Contents, Format, label_name
 from .columns import label_column_values, list_column_to_matrix, score_columns, wide_columns_to_matrix
@@ -23,7 +25,6 @@ def _table(path: str, name: str):
 class JsonLines(Format):
     name = "jsonl"
     suffixes = (".jsonl",)
-    writable = False
     carries_columns = True
     shards = True
 
@@ -46,6 +47,24 @@ class JsonLines(Format):
     def read_named(self, path, key, *, labels=False):
         column = _table(path, path).column(key)
         return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
+
+    def write(self, path, name, matrix, labels, passthrough):
+        """One object per row: the row's scores under ``name`` (the set mask as the list of its
+        classes under ``set``), ``label``, the carried fields; floats in their shortest round-trip
+        decimals; atomically."""
+        import json
+
+        from ..atomic import atomic_path
+
+        carried = passthrough.to_pylist() if passthrough is not None else None
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+            for i, row in enumerate(matrix):
+                record = {"set": np.flatnonzero(row).tolist()} if matrix.dtype == bool else {name: row.tolist()}
+                if labels is not None:
+                    record["label"] = int(labels[i])
+                if carried is not None:
+                    record.update(carried[i])
+                handle.write(json.dumps(record) + "\n")
 
     def read_matrix(self, path, names):
         table = _table(path, path)
