@@ -54,6 +54,20 @@ def test_page_holds_everything_a_reader_needs(compare_report):
     assert "★" in page and "Recommendation:" in page
 
 
+def test_page_shows_every_metric_evaluate_shows_the_vece_split_included(compare_report):
+    """The metric table is calib evaluate's own report: its default keys, V-ECE and its
+    over/under-confidence split among them, each in the page and in report.json."""
+    from calib.metrics import DEFAULT_METRICS, VECE_METRICS
+
+    page = (compare_report / "report.html").read_text()
+    metrics = json.loads((compare_report / "report.json").read_text())["report"]["metrics"]
+    for key in (*DEFAULT_METRICS, *VECE_METRICS):
+        assert key in metrics and f"<td>{key}</td>" in page, key
+    assert metrics["vece_top_l1"]["value"] == pytest.approx(
+        metrics["vece_over"]["value"] + metrics["vece_under"]["value"], abs=1e-15
+    )
+
+
 def test_page_has_no_external_reference(compare_report):
     """No script, stylesheet, image, font or link to fetch: the page works offline and from an
     archive (the SVG namespace URI is a name, not a request)."""
