@@ -29,8 +29,7 @@ import numpy as np
 
 from benchmarks.results import write_results
 from calib.bootstrap import BootstrapConfig
-from calib.evaluation import ChangeGate, Gate, check_gates
-from calib.evaluation import build_report
+from calib.evaluation import ChangeGate, Gate, build_report, check_gates
 from calib.evaluation.groups import gated_groups, groups_from_values
 from calib.io import Predictions
 
