@@ -2,7 +2,7 @@
 
     python -m benchmarks.vece_recalibrators --draws 5 --out results/
 
-Data with known C: the spec's binary demo (p ~ Beta(0.5, 0.5), C = sigmoid(0.4 logit p + 0.3)) and
+Data with known C: the V-ECE paper's binary demo (p ~ Beta(0.5, 0.5), C = sigmoid(0.4 logit p + 0.3)) and
 the multiclass known-CE generator (C ~ Dirichlet(1), f = softmax(log C / T)). For each map: the
 median ratio estimate / truth over draws, the share of draws that overestimate, and the fit time.
 Writes results/vece_recalibrators.{json,md}.

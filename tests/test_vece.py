@@ -31,7 +31,7 @@ def test_ts_recalibrator_recovers_known_errors_over_seeds(temperature):
 
 
 def binary_demo(n=3000, seed=0):
-    """The spec's binary demo: p ~ Beta(0.5, 0.5), y ~ Bernoulli(sigmoid(0.4 logit p + 0.3)), with
+    """The V-ECE paper's binary demo: p ~ Beta(0.5, 0.5), y ~ Bernoulli(sigmoid(0.4 logit p + 0.3)), with
     the exact errors of p against that true C."""
     rng = np.random.default_rng(seed)
     p1 = np.clip(rng.beta(0.5, 0.5, n), 1e-6, 1 - 1e-6)
