@@ -30,7 +30,8 @@ def _bad_files(tmp_path, logits, labels):
     add("truncated npy", "trunc.npy", lambda p: p.write_bytes(_npy_bytes(logits)[:100]), ["truncated"])
     add("garbage npz", "garbage.npz", lambda p: p.write_bytes(b"PK\x03\x04 not really a zip"), ["not a readable .npz"])
     add("garbage parquet", "garbage.parquet", lambda p: p.write_bytes(b"PAR1 nonsense"), ["not a readable parquet"])
-    add("unknown type", "scores.csv", lambda p: p.write_text("1,2\n"), ["unknown file type"])
+    add("unknown type", "scores.xlsx", lambda p: p.write_text("1,2\n"), ["unknown file type"])
+    add("headerless csv", "scores.csv", lambda p: p.write_text("1,2\n"), ["needs a header line"])
     add("object dtype", "obj.npy", lambda p: np.save(p, np.array([[1, "a"]], dtype=object), allow_pickle=True), ["objects"])
     add(
         "integer scores",
