@@ -14,7 +14,8 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, row_chunks, softmax, worker_count
+from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, softmax, worker_count
+from .coarse import refine
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (docs/metrics.md, WS-CatBoost step 1).
 LOGIT_EPS = 1e-12
@@ -76,67 +77,19 @@ def temperature_scaling(probs, labels, rng):
     return lambda new: tempered(logits_of(new), beta)
 
 
-#: Above this many classes the boosting step of WS-CatBoost works on a coarsened problem (the
-#: TS warm start stays exact on all K classes): see :func:`coarsen` and docs/vece.md.
+#: Above this many classes WS-CatBoost boosts a coarse problem of the top (this - 1) classes and the
+#: rest (:mod:`calib.estimators.coarse`, docs/vece.md).
 MAX_BOOSTED_CLASSES = 10
 
 
-def coarsen(probs: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Each row's classes ``order`` (the top ones by f), in that order, plus one "rest" column."""
-    kept = np.take_along_axis(probs, order, axis=1)
-    return np.concatenate([kept, np.maximum(1.0 - kept.sum(axis=1, keepdims=True), 0.0)], axis=1)
-
-
-def refine(base: np.ndarray, coarse_g: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Back to K classes: the kept classes take the recalibrated coarse values; the others share the
-    recalibrated rest in proportion to ``base`` (the TS warm start). A function of f alone, so the
-    variational estimate keeps its lower-bound property."""
-    top = order.shape[1]
-    rest = np.maximum(1.0 - np.take_along_axis(base, order, axis=1).sum(axis=1), 0.0)
-    scale = np.where(rest > 0, coarse_g[:, top] / np.where(rest > 0, rest, 1.0), 0.0)
-    out = base * scale[:, None]
-    np.put_along_axis(out, order, coarse_g[:, :top], axis=1)
-    return out
-
-
-def top_classes(probs: np.ndarray, count: int) -> np.ndarray:
-    """Each row's ``count`` largest columns, largest first, ties to the lower column: exactly the
-    first ``count`` columns of ``np.argsort(-probs, axis=1, kind="stable")``.
-
-    A chunk of rows at a time: the count-th largest value v of each row by partition (linear), the
-    columns with p >= v in column order, stably sorted by -p. A row with more than ``count`` such
-    columns (a tie at v) takes the full stable sort instead. 25x faster than the full sort at
-    K = 2,000, and the (N, K) index array is never built.
-    """
-    n, k = probs.shape
-    if count >= k:
-        return np.argsort(-probs, axis=1, kind="stable")
-    out = np.empty((n, count), dtype=np.intp)
-    for rows in row_chunks(n, k):
-        block = probs[rows]
-        kth = np.partition(block, k - count, axis=1)[:, k - count, None]
-        candidates = block >= kth
-        exact = candidates.sum(axis=1) == count
-        columns = np.nonzero(candidates[exact])[1].reshape(-1, count)
-        ranked = np.argsort(-np.take_along_axis(block[exact], columns, axis=1), axis=1, kind="stable")
-        chosen = out[rows]
-        chosen[exact] = np.take_along_axis(columns, ranked, axis=1)
-        if not exact.all():
-            chosen[~exact] = np.argsort(-block[~exact], axis=1, kind="stable")[:, :count]
-    return out
-
-
-def ws_catboost(probs, labels, rng, progress=None, max_classes=MAX_BOOSTED_CLASSES, recipe=DEFAULT_RECIPE):
+def ws_catboost(probs, labels, rng, progress=None, recipe=DEFAULT_RECIPE):
     """WS-CatBoost (V-ECE paper, appendix E.2): TS warm start s(P), then one CatBoost model per inner
     fold of ``recipe`` (:data:`RECIPES`) with baseline s(P), features P (binary: P_1), early stopping
     on the held-out inner fold; g = mean over models of softmax(s(P) + h_j(P)) (a sigmoid in the
-    binary case).
-
-    K > ``max_classes``: TS stays on all K classes; the boosting runs on the coarsened problem of the
-    top (max_classes - 1) classes by f plus a rest class, with features and baseline coarsened alike,
-    and :func:`refine` maps its output back (docs/vece.md).
+    binary case). Every class of ``probs`` is boosted: the variational estimator gives it the coarse
+    problem of :mod:`calib.estimators.coarse` above :data:`MAX_BOOSTED_CLASSES` classes.
     """
-    plan = WarmStartBoosting(probs, labels, rng, max_classes, recipe)
+    plan = WarmStartBoosting(probs, labels, rng, recipe)
     return plan.recalibrator(fit_inner_folds([plan], progress))
 
 
@@ -164,32 +117,28 @@ CATBOOST_LOCK = threading.Lock()
 
 class WarmStartBoosting:
     """WS-CatBoost prepared on its training rows (see :func:`ws_catboost`): the TS warm start fitted,
-    the (possibly coarsened) features, baseline log s(P) and labels of the boosting, and the inner
-    folds of ``recipe`` (:data:`RECIPES`) and their seeds drawn from ``rng``, in fold order. The CatBoost
-    fits (:meth:`fit_fold` of each entry of :attr:`folds`) depend on nothing else, so they may run in
-    any order on any thread; :meth:`recalibrator` turns their models into g."""
+    the features, baseline log s(P) and labels of the boosting, and the inner folds of ``recipe``
+    (:data:`RECIPES`) and their seeds drawn from ``rng``, in fold order. The CatBoost fits
+    (:meth:`fit_fold` of each entry of :attr:`folds`) depend on nothing else, so they may run in any
+    order on any thread; :meth:`recalibrator` turns their models into g.
 
-    def __init__(self, probs, labels, rng, max_classes=MAX_BOOSTED_CLASSES, recipe=DEFAULT_RECIPE):
+    ``warm``: the warm start of these rows when it is not temperature scaling of ``probs`` itself
+    (above :data:`MAX_BOOSTED_CLASSES` classes, the coarsened warm start of all K classes:
+    :mod:`calib.estimators.coarse`); g is then :meth:`boosted`, given both."""
+
+    def __init__(self, probs, labels, rng, recipe=DEFAULT_RECIPE, warm=None):
         self.recipe = RECIPES[check_recipe(recipe)]
-        logits = logits_of(probs)
-        self.beta = fit_inverse_temperature(logits, labels, log_bound=TS_LOG_BOUND)
-        base = tempered(logits, self.beta)  # the warm start s(P) of the training rows
-        del logits
-        #: classes kept by the coarsening (None: the boosting sees all K classes)
-        self.kept = None if probs.shape[1] <= max_classes else max_classes - 1
-        if self.kept is None:
-            features, warm, self.labels = probs, base, labels
-        else:
-            order = top_classes(probs, self.kept)
-            hit = order == labels[:, None]
-            self.labels = np.where(hit.any(axis=1), hit.argmax(axis=1), self.kept)
-            features, warm = coarsen(probs, order), coarsen(base, order)
-        del base
-        self.n_boosted = features.shape[1]
+        if warm is None:
+            logits = logits_of(probs)
+            self.beta = fit_inverse_temperature(logits, labels, log_bound=TS_LOG_BOUND)
+            warm = tempered(logits, self.beta)  # the warm start s(P) of the training rows
+            del logits
+        self.labels = labels
+        self.n_boosted = probs.shape[1]
         self.binary = self.n_boosted == 2
-        self.features = self._features(features)
+        self.features = self._features(probs)
         self.start = self._baseline(warm)
-        n = len(features)
+        n = len(probs)
         self.folds = []
         for held_out in kfold(n, self.recipe.inner_folds, rng):
             train = np.setdiff1d(np.arange(n), held_out, assume_unique=True)
@@ -234,18 +183,10 @@ class WarmStartBoosting:
 
     def recalibrator(self, models):
         """g from the inner folds' ``models`` (:meth:`fit_fold`'s results, in fold order)."""
-        boost = self._boosted(models)
+        boost = self.boosted(models)
+        return lambda new: boost(new, tempered(logits_of(new), self.beta))
 
-        def g(new):
-            warm = tempered(logits_of(new), self.beta)
-            if self.kept is None:
-                return boost(new, warm)
-            order = top_classes(new, self.kept)
-            return refine(warm, boost(coarsen(new, order), coarsen(warm, order)), order)
-
-        return g
-
-    def _boosted(self, models):
+    def boosted(self, models):
         """predict(P, warm(P)) = mean_j softmax(log warm + h_j(P)) (binary: the sigmoid)."""
         from catboost import Pool
 
@@ -281,7 +222,7 @@ HIST_BINS = 10
 def _top_class_map(fit_binary):
     """A binary recalibrator as a multiclass one (docs/metrics.md): for K = 2 it maps P_1; otherwise it
     maps the top-class probability F to G (fitted on 1{y = argmax}) and the other classes share
-    1 - G in proportion to P, as :func:`refine` does for one kept class."""
+    1 - G in proportion to P (:func:`refine` with one kept class)."""
 
     def fit(probs, labels, rng):
         binary = probs.shape[1] == 2

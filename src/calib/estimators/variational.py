@@ -15,11 +15,24 @@ Top class j* = argmax f, F = f_j*, G = g_j*, Y = 1{y = j*}:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from ..numerics import PROB_FLOOR, row_chunks
-from .recalibrators import DEFAULT_RECIPE, MAX_BOOSTED_CLASSES, RECALIBRATORS, WarmStartBoosting, fit_inner_folds, kfold
+from ..calibrators.temperature import fit_inverse_temperature
+from ..numerics import CHUNK_ELEMENTS, PROB_FLOOR, row_chunks
+from .coarse import coarsen, refine, top_classes
+from .recalibrators import (
+    DEFAULT_RECIPE,
+    MAX_BOOSTED_CLASSES,
+    RECALIBRATORS,
+    TS_LOG_BOUND,
+    WarmStartBoosting,
+    fit_inner_folds,
+    kfold,
+    logits_of,
+    tempered,
+)
 
 OUTER_FOLDS = 5
 LOSSES = ("l1", "l2", "sq", "kl", "top_l1", "over", "under")
@@ -41,8 +54,103 @@ class VariationalEstimate:
     recipe: str | None = None
 
 
+class ProbabilityRows(Protocol):
+    """Probabilities of N rows, readable whole or some rows at a time (the large-K path reads rows
+    a chunk at a time and never holds the (N, K) matrix)."""
+
+    n_classes: int
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        """The float64 probabilities of rows ``indices``."""
+
+    def full(self) -> np.ndarray:
+        """The (N, K) float64 probabilities."""
+
+
+@dataclass(frozen=True)
+class ArrayRows:
+    """:class:`ProbabilityRows` of an array in memory."""
+
+    probs: np.ndarray
+
+    @property
+    def n_classes(self) -> int:
+        return self.probs.shape[1]
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        return self.probs[indices]
+
+    def full(self) -> np.ndarray:
+        return self.probs
+
+
+def as_rows(probs: np.ndarray | ProbabilityRows) -> ProbabilityRows:
+    """``probs`` as :class:`ProbabilityRows` (an array becomes float64 :class:`ArrayRows`)."""
+    return probs if hasattr(probs, "full") else ArrayRows(np.asarray(probs, dtype=np.float64))
+
+
+def mixture(probs: np.ndarray, lam: float) -> np.ndarray:
+    """(1 - lam) P + lam / K, in a new array."""
+    part = probs * (1.0 - lam)
+    part += lam / probs.shape[1]
+    return part
+
+
+#: Above this many numbers (training rows x K) the large-K warm start's temperature is fitted on a
+#: seeded subsample of the training rows (2^23 doubles: 64 MiB per copy).
+TS_SAMPLE_ELEMENTS = 1 << 23
+
+
+class CoarseBoosting:
+    """WS-CatBoost of one outer fold above MAX_BOOSTED_CLASSES classes (docs/vece.md, "Large K"): the
+    TS warm start on all K classes (its temperature fitted on the training rows, or on a seeded
+    subsample of TS_SAMPLE_ELEMENTS / K of them), the boosting on each row's top (max_classes - 1)
+    classes by P and the rest (:func:`calib.estimators.coarse.coarsen`, for both the features and the
+    warm start), and g mapped back to K classes by :func:`calib.estimators.coarse.refine` in
+    proportion to the warm start. Rows are read from ``source`` a chunk at a time, so no (N, K)
+    array is held."""
+
+    #: about how many numbers one chunk of rows holds
+    chunk_elements = CHUNK_ELEMENTS
+
+    def __init__(self, source: ProbabilityRows, labels, train, lam, kept, rng, recipe):
+        self.source, self.labels, self.lam, self.kept = source, labels, lam, kept
+        k = source.n_classes
+        fitted_on = (
+            train if len(train) * k <= TS_SAMPLE_ELEMENTS else np.sort(rng.choice(train, TS_SAMPLE_ELEMENTS // k, replace=False))
+        )
+        logits = logits_of(mixture(source.rows(fitted_on), lam))
+        self.beta = fit_inverse_temperature(logits, labels[fitted_on], log_bound=TS_LOG_BOUND)
+        del logits
+        parts = [self._coarse(chunk)[:3] for chunk in self._chunks(train)]  # the (chunk, K) arrays go at once
+        features, warm, fit_labels = (np.concatenate(part) for part in zip(*parts))
+        self.boosting = WarmStartBoosting(features, fit_labels, rng, recipe, warm=warm)
+
+    def _chunks(self, indices: np.ndarray):
+        return (indices[rows] for rows in row_chunks(len(indices), self.source.n_classes, self.chunk_elements))
+
+    def _coarse(self, indices: np.ndarray):
+        """(coarse P, coarse warm start, coarse labels, order, P, warm start) of rows ``indices``."""
+        new = mixture(self.source.rows(indices), self.lam)
+        warm = tempered(logits_of(new), self.beta)
+        order = top_classes(new, self.kept)
+        hit = order == self.labels[indices, None]
+        coarse_labels = np.where(hit.any(axis=1), hit.argmax(axis=1), self.kept)
+        return coarsen(new, order), coarsen(warm, order), coarse_labels, order, warm
+
+    def losses(self, held_out: np.ndarray, models: list) -> dict:
+        """The losses of rows ``held_out`` under g (the boosting's ``models``), a chunk at a time."""
+        boost = self.boosting.boosted(models)
+        parts = []
+        for chunk in self._chunks(held_out):
+            features, warm_coarse, _, order, warm = self._coarse(chunk)
+            recalibrated = refine(warm, boost(features, warm_coarse), order)
+            parts.append(per_sample_losses(self.source.rows(chunk), recalibrated, self.labels[chunk]))
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+
 def out_of_fold_losses(
-    probs: np.ndarray,
+    probs: np.ndarray | ProbabilityRows,
     labels: np.ndarray,
     recalibrator: str = "ws-catboost",
     *,
@@ -57,41 +165,43 @@ def out_of_fold_losses(
     V-ECE paper's "IS" estimators): g fitted on every row and applied to them.
 
     Memory: besides ``probs``, one training fold's mixed copy and what its fit needs (WS-CatBoost:
-    every fold's boosting inputs, at most 10 columns each, are kept until the fits of all folds,
-    fitted one after another); g(f) is never held for all rows (each fold's losses are taken
-    from its own rows), and the mixture is made per fold, not for all rows (the same values: lam
-    depends on the fold size only).
+    every fold's boosting inputs are kept until the fits of all folds, fitted one after another);
+    g(f) is never held for all rows (each fold's losses are taken from its own rows), and the
+    mixture is made per fold, not for all rows (the same values: lam depends on the fold size only).
+    WS-CatBoost above ``max_classes`` classes (:class:`CoarseBoosting`) reads ``probs`` a chunk of
+    rows at a time and holds no (N, K) array.
     """
-    n, n_classes = probs.shape
-    fit = RECALIBRATORS[recalibrator]
+    source = as_rows(probs)
+    n = len(labels)
     rng = np.random.default_rng(seed)
-    n_train = n if folds == 1 else (n * (folds - 1)) // folds
-    lam = 1.0 / (n_train + 1)
-    kwargs = {"progress": progress, "max_classes": max_classes, "recipe": recipe} if recalibrator == "ws-catboost" else {}
-
-    def mixed(rows: np.ndarray) -> np.ndarray:
-        """(1 - lam) P + lam / K of ``rows``, in a new array."""
-        part = probs[rows] * (1.0 - lam)
-        part += lam / n_classes
-        return part
-
+    lam = 1.0 / ((n if folds == 1 else (n * (folds - 1)) // folds) + 1)
     if folds == 1:
-        every = mixed(np.arange(n))
-        return per_sample_losses(probs, fit(every, labels, rng, **kwargs)(every), labels)
-    outer = [(held_out, np.setdiff1d(np.arange(n), held_out, assume_unique=True)) for held_out in kfold(n, folds, rng)]
-    if recalibrator == "ws-catboost":
+        outer = [(np.arange(n), np.arange(n))]
+    else:
+        outer = [(held_out, np.setdiff1d(np.arange(n), held_out, assume_unique=True)) for held_out in kfold(n, folds, rng)]
+    losses: dict = {}
+
+    def keep(held_out, part):
+        for key, values in part.items():
+            losses.setdefault(key, np.empty(n))[held_out] = values
+
+    if recalibrator == "ws-catboost" and source.n_classes > max_classes:
         # Every fold's warm start and inner folds first (the same random draws, in the same order, as
         # fitting fold by fold), then all folds' CatBoost fits one after another: the same g.
-        plans = [WarmStartBoosting(mixed(train), labels[train], rng, max_classes, recipe) for _, train in outer]
+        coarse = [CoarseBoosting(source, labels, train, lam, max_classes - 1, rng, recipe) for _, train in outer]
+        models = iter(fit_inner_folds([plan.boosting for plan in coarse], progress))
+        for (held_out, _), plan in zip(outer, coarse):
+            keep(held_out, plan.losses(held_out, [next(models) for _ in plan.boosting.folds]))
+        return losses
+    probs = source.full()
+    if recalibrator == "ws-catboost":
+        plans = [WarmStartBoosting(mixture(probs[train], lam), labels[train], rng, recipe) for _, train in outer]
         models = iter(fit_inner_folds(plans, progress))
         maps = [plan.recalibrator([next(models) for _ in plan.folds]) for plan in plans]
     else:
-        maps = [fit(mixed(train), labels[train], rng) for _, train in outer]
-    losses: dict = {}
+        maps = [RECALIBRATORS[recalibrator](mixture(probs[train], lam), labels[train], rng) for _, train in outer]
     for (held_out, _), g in zip(outer, maps):
-        part = per_sample_losses(probs[held_out], g(mixed(held_out)), labels[held_out])
-        for key, values in part.items():
-            losses.setdefault(key, np.empty(n))[held_out] = values
+        keep(held_out, per_sample_losses(probs[held_out], g(mixture(probs[held_out], lam)), labels[held_out]))
     return losses
 
 
@@ -133,7 +243,7 @@ def _chunk_losses(probs: np.ndarray, recalibrated: np.ndarray, labels: np.ndarra
 
 
 def variational_calibration_error(
-    probs: np.ndarray,
+    probs: np.ndarray | ProbabilityRows,
     labels: np.ndarray,
     recalibrator: str = "ws-catboost",
     *,
@@ -143,14 +253,14 @@ def variational_calibration_error(
     max_classes: int = MAX_BOOSTED_CLASSES,
     recipe: str = DEFAULT_RECIPE,
 ) -> VariationalEstimate:
-    """V-ECE of ``probs`` (N, K) against ``labels``: every loss from one out-of-fold recalibration
-    (WS-CatBoost's by ``recipe``)."""
-    probs = np.asarray(probs, dtype=np.float64)
+    """V-ECE of ``probs`` (N, K, or :class:`ProbabilityRows`) against ``labels``: every loss from one
+    out-of-fold recalibration (WS-CatBoost's by ``recipe``)."""
+    source = as_rows(probs)
     losses = out_of_fold_losses(
-        probs, labels, recalibrator, folds=folds, seed=seed, progress=progress, max_classes=max_classes, recipe=recipe
+        source, labels, recalibrator, folds=folds, seed=seed, progress=progress, max_classes=max_classes, recipe=recipe
     )
     raw = {key: float(-np.mean(value)) for key, value in losses.items()}
     values = {key: max(value, 0.0) + 0.0 for key, value in raw.items()}  # + 0.0: no -0.0
     boosted = recalibrator == "ws-catboost"
-    coarsened = boosted and probs.shape[1] > max_classes
+    coarsened = boosted and source.n_classes > max_classes
     return VariationalEstimate(values, raw, recalibrator, coarsened, folds, seed, recipe if boosted else None)

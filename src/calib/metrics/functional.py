@@ -27,7 +27,7 @@ from ..validation import check_true_probs
 from .batch import model_batch
 from .definitions import METRICS, Metric, MetricConfig
 from .metric_set import MetricSet
-from .sample import VARIATIONAL, SampleConfig, model_probs, sample_entries, sample_rows
+from .sample import VARIATIONAL, SampleConfig, SampledRows, sample_entries, sample_rows
 
 
 def metric_value(
@@ -70,7 +70,7 @@ def metric_value(
         raise UsageError("metrics need labels")
     if not METRICS[key].streamed:
         rows = sample_rows(preds.n, sample)
-        return sample_entries([METRICS[key]], model_probs(preds, rows), preds.labels[rows], sample, n_total=preds.n)[key]["value"]
+        return sample_entries([METRICS[key]], SampledRows(preds, rows), preds.labels[rows], sample, n_total=preds.n)[key]["value"]
     if true_probs is not None:
         preds.true_probs = check_true_probs(true_probs, preds.n, preds.k, "true probabilities")
     elif METRICS[key].needs_truth:
@@ -133,7 +133,7 @@ def vece(
         raise UsageError("metrics need labels")
     rows = sample_rows(preds.n, config)
     family = [metric for metric in METRICS.values() if metric.family is VARIATIONAL]
-    entries = sample_entries(family, model_probs(preds, rows), preds.labels[rows], config, n_total=preds.n)
+    entries = sample_entries(family, SampledRows(preds, rows), preds.labels[rows], config, n_total=preds.n)
     return {metric.field: entries[metric.key]["value"] for metric in family}
 
 

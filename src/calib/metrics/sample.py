@@ -16,6 +16,7 @@ import numpy as np
 
 from ..estimators import OUTER_FOLDS, RECIPES, kde_calibration_errors, variational_calibration_error
 from ..estimators.recalibrators import DEFAULT_RECIPE, check_recipe
+from ..estimators.variational import as_rows
 from ..numerics import softmax
 
 
@@ -70,7 +71,7 @@ def _variational(folds: int):
 
 
 def _kde(probs, labels, config: SampleConfig, sample: dict, progress):
-    values, bandwidth = kde_calibration_errors(probs, labels)
+    values, bandwidth = kde_calibration_errors(as_rows(probs).full(), labels)
     return values, None, {"kernel": "dirichlet", "bandwidth": bandwidth, "bandwidth_choice": "leave-one-out likelihood", **sample}
 
 
@@ -98,11 +99,30 @@ def model_probs(preds, rows: np.ndarray) -> np.ndarray:
     return given if given is not None else softmax(logits)
 
 
-def sample_entries(
-    metrics: list, probs: np.ndarray, labels: np.ndarray, config: SampleConfig, *, n_total: int, progress=None
-) -> dict:
+class SampledRows:
+    """The probabilities of the sampled rows ``selected`` of a predictions file, computed on demand by
+    ``probs_of(file rows)`` (the model's by default): whole, once, for the estimators that need every
+    row at once, or a few rows at a time for V-ECE's large-K path
+    (calib.estimators.variational.ProbabilityRows)."""
+
+    def __init__(self, preds, selected: np.ndarray, probs_of: Callable[[np.ndarray], np.ndarray] | None = None):
+        self.selected, self.n_classes = selected, preds.k
+        self.probs_of = probs_of or (lambda rows: model_probs(preds, rows))
+        self._full = None
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        return self.probs_of(self.selected[indices])
+
+    def full(self) -> np.ndarray:
+        if self._full is None:
+            self._full = self.probs_of(self.selected)
+        return self._full
+
+
+def sample_entries(metrics: list, probs, labels: np.ndarray, config: SampleConfig, *, n_total: int, progress=None) -> dict:
     """Report entries {key: {"value", "settings"[, "unclipped"]}} of the whole-sample ``metrics``
-    (Metric entries) on ``probs``/``labels``, the rows :func:`sample_rows` chose of ``n_total``."""
+    (Metric entries) on ``probs`` (an (n, K) array or :class:`SampledRows`) and ``labels``, the rows
+    :func:`sample_rows` chose of ``n_total``."""
     out = {}
     for family in FAMILIES:
         wanted = [metric for metric in metrics if metric.family is family]
