@@ -165,6 +165,60 @@ def test_large_k_holds_less_than_one_probability_matrix(monkeypatch):
     assert peak < 0.75 * probs.nbytes
 
 
+def test_coarsen_and_refine_by_hand_with_an_empty_rest():
+    """coarsen: the top classes in order and 1 - their sum (0 when they hold every bit of mass);
+    refine: the kept classes take g's values, the others share g's rest in proportion to the base,
+    and nothing where the base's rest is exactly 0 (no 0/0)."""
+    probs = np.array([[0.1, 0.4, 0.2, 0.3], [0.5, 0.5, 0.0, 0.0]])
+    order = np.array([[1, 3], [0, 1]])
+    assert np.allclose(coarsen(probs, order), [[0.4, 0.3, 0.3], [0.5, 0.5, 0.0]])
+    coarse_g = np.array([[0.5, 0.2, 0.3], [0.3, 0.3, 0.4]])
+    out = refine(probs, coarse_g, order)
+    # row 0: the rest 0.3 of the base (0.1 + 0.2) becomes g's 0.3, so the others keep 0.1 and 0.2
+    assert np.allclose(out, [[0.1, 0.5, 0.2, 0.2], [0.3, 0.3, 0.0, 0.0]])
+    assert np.isfinite(out).all()
+    twice = refine(probs, np.array([[0.5, 0.2, 0.15], [0.3, 0.3, 0.4]]), order)
+    assert np.allclose(twice[0], [0.05, 0.5, 0.1, 0.2])  # half the rest: each other class halved
+
+
+def test_the_coarse_problem_keeps_nine_classes_and_a_rest(monkeypatch):
+    """Above 10 classes each row keeps its top max_classes - 1 = 9 classes plus the rest class, so
+    the boosting sees 10 columns."""
+    from calib.estimators import variational
+
+    counts = []
+    real = variational.top_classes
+    monkeypatch.setattr(variational, "top_classes", lambda probs, count: counts.append(count) or real(probs, count))
+    probs, labels, _ = known_ce_data(300, 15, 0.5, np.random.default_rng(8))
+    assert variational_calibration_error(probs, labels, seed=0).coarsened
+    assert counts and set(counts) == {9}
+
+
+def test_top_l1_is_over_plus_under_row_by_row():
+    """Two rows, the first recalibrated down at its top class (over), the second up (under):
+    top_l1 is their sum by the definition, F - Y where G < F and Y - F where G > F (negated)."""
+    probs = np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.1]])
+    recalibrated = np.array([[0.5, 0.3, 0.2], [0.8, 0.1, 0.1]])
+    labels = np.array([1, 0])
+    losses = per_sample_losses(probs, recalibrated, labels)
+    assert np.allclose(losses["over"], [-(0.7 - 0.0), 0.0])
+    assert np.allclose(losses["under"], [0.0, -(1.0 - 0.6)])
+    assert np.allclose(losses["top_l1"], [-0.7, -0.4])
+
+
+def test_a_zero_estimate_is_plus_zero():
+    """A loss that is 0 on every row gives raw -0.0; the reported value is +0.0 (JSON and tables
+    print 0, not -0)."""
+    import math
+
+    probs, labels, _ = known_ce_data(400, 3, 0.5, np.random.default_rng(2))
+    estimate = variational_calibration_error(probs, labels, "ts", seed=0)
+    zero = [key for key, value in estimate.unclipped.items() if value == 0.0]
+    assert zero, "the overconfident draw has a side with no row"
+    for key in zero:
+        assert math.copysign(1.0, estimate.values[key]) == 1.0, key
+
+
 @pytest.mark.parametrize("k,count", [(30, 9), (7, 3), (5, 5), (400, 9)])
 def test_top_classes_equal_the_stable_full_sort(k, count):
     """The partition shortcut returns the stable sort's first columns, ties included: rows with
