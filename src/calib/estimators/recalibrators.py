@@ -71,9 +71,15 @@ def tempered(logits: np.ndarray, beta: float) -> np.ndarray:
     return softmax(logits)
 
 
+def fit_beta(logits: np.ndarray, labels: np.ndarray) -> float:
+    """The inverse temperature beta in (e^-10, e^10) minimising the NLL of softmax(beta z) on
+    ``logits`` z = log(P + 1e-12) (TS and WS-CatBoost's warm start)."""
+    return fit_inverse_temperature(logits, labels, log_bound=TS_LOG_BOUND)
+
+
 def temperature_scaling(probs, labels, rng):
     """TS on log(P + 1e-12), beta in (e^-10, e^10); g(P) = softmax(beta log(P + 1e-12))."""
-    beta = fit_inverse_temperature(logits_of(probs), labels, log_bound=TS_LOG_BOUND)
+    beta = fit_beta(logits_of(probs), labels)
     return lambda new: tempered(logits_of(new), beta)
 
 
@@ -130,7 +136,7 @@ class WarmStartBoosting:
         self.recipe = RECIPES[check_recipe(recipe)]
         if warm is None:
             logits = logits_of(probs)
-            self.beta = fit_inverse_temperature(logits, labels, log_bound=TS_LOG_BOUND)
+            self.beta = fit_beta(logits, labels)
             warm = tempered(logits, self.beta)  # the warm start s(P) of the training rows
             del logits
         self.labels = labels

@@ -19,15 +19,14 @@ from typing import Protocol
 
 import numpy as np
 
-from ..calibrators.temperature import fit_inverse_temperature
 from ..numerics import CHUNK_ELEMENTS, PROB_FLOOR, row_chunks
 from .coarse import coarsen, refine, top_classes
 from .recalibrators import (
     DEFAULT_RECIPE,
     MAX_BOOSTED_CLASSES,
     RECALIBRATORS,
-    TS_LOG_BOUND,
     WarmStartBoosting,
+    fit_beta,
     fit_inner_folds,
     kfold,
     logits_of,
@@ -119,22 +118,22 @@ class CoarseBoosting:
         fitted_on = (
             train if len(train) * k <= TS_SAMPLE_ELEMENTS else np.sort(rng.choice(train, TS_SAMPLE_ELEMENTS // k, replace=False))
         )
-        logits = logits_of(mixture(source.rows(fitted_on), lam))
-        self.beta = fit_inverse_temperature(logits, labels[fitted_on], log_bound=TS_LOG_BOUND)
-        del logits
-        parts = [self._coarse(chunk)[:3] for chunk in self._chunks(train)]  # the (chunk, K) arrays go at once
+        self.beta = fit_beta(logits_of(mixture(source.rows(fitted_on), lam)), labels[fitted_on])
+        # only the coarse arrays of each chunk are kept: its (chunk, K) arrays go at once
+        parts = [self._coarse(source.rows(chunk), labels[chunk])[:3] for chunk in self._chunks(train)]
         features, warm, fit_labels = (np.concatenate(part) for part in zip(*parts))
         self.boosting = WarmStartBoosting(features, fit_labels, rng, recipe, warm=warm)
 
     def _chunks(self, indices: np.ndarray):
         return (indices[rows] for rows in row_chunks(len(indices), self.source.n_classes, self.chunk_elements))
 
-    def _coarse(self, indices: np.ndarray):
-        """(coarse P, coarse warm start, coarse labels, order, P, warm start) of rows ``indices``."""
-        new = mixture(self.source.rows(indices), self.lam)
+    def _coarse(self, probs: np.ndarray, labels: np.ndarray):
+        """(coarse P, coarse warm start, coarse labels, order, warm start) of some rows' ``probs``
+        (f, before the mixture) and ``labels``."""
+        new = mixture(probs, self.lam)
         warm = tempered(logits_of(new), self.beta)
         order = top_classes(new, self.kept)
-        hit = order == self.labels[indices, None]
+        hit = order == labels[:, None]
         coarse_labels = np.where(hit.any(axis=1), hit.argmax(axis=1), self.kept)
         return coarsen(new, order), coarsen(warm, order), coarse_labels, order, warm
 
@@ -143,9 +142,10 @@ class CoarseBoosting:
         boost = self.boosting.boosted(models)
         parts = []
         for chunk in self._chunks(held_out):
-            features, warm_coarse, _, order, warm = self._coarse(chunk)
+            probs, labels = self.source.rows(chunk), self.labels[chunk]  # each chunk read once
+            features, warm_coarse, _, order, warm = self._coarse(probs, labels)
             recalibrated = refine(warm, boost(features, warm_coarse), order)
-            parts.append(per_sample_losses(self.source.rows(chunk), recalibrated, self.labels[chunk]))
+            parts.append(per_sample_losses(probs, recalibrated, labels))
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
