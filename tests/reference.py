@@ -82,3 +82,13 @@ def nll(probs, labels):
 
 def brier(probs, labels):
     return np.mean([sum((p - (j == y)) ** 2 for j, p in enumerate(row)) for row, y in zip(probs, labels)])
+
+
+def brier_pos(probs, labels):
+    """Binary: mean (p_1 - 1{y = 1})^2."""
+    return float(np.mean([(row[1] - (y == 1)) ** 2 for row, y in zip(probs, labels)]))
+
+
+def ece_pos(probs, labels, n_bins=15):
+    """Binary: the binned L1 gap of p_1 against 1{y = 1}."""
+    return binned_l1(probs[:, 1], (labels == 1).astype(int), n_bins, len(labels))

@@ -241,6 +241,7 @@ def test_public_api_is_pinned():
         "CalibError",
         "Calibration",
         "Calibrator",
+        "ExportError",
         "InputError",
         "METRICS",
         "MetricConfig",

@@ -17,6 +17,7 @@ LAYERS = [
         "calib.numerics",
         "calib.binning",
         "calib.validation",
+        "calib.onnx_export",
     ],
     ["calib.io"],
     ["calib.bundle"],

@@ -100,3 +100,109 @@ def test_a_directory_of_shards_of_each_format_equals_one_run_over_all_rows(run, 
     whole = _metrics(run, tmp_path / "all.npz", "--metrics", keys, "--no-vece", "--bootstrap", "0")
     for key in keys.split(","):
         assert merged["metrics"][key]["value"] == pytest.approx(whole["metrics"][key]["value"], rel=1e-12)
+
+
+@pytest.fixture
+def apply_shards_dir(tmp_path):
+    """Four parquet shards of the bundled CIFAR-10 test logits with an ``id`` column to carry
+    through, and a mass-rescaling bundle fitted on the validation rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import calib
+
+    sample = __import__("conftest").SAMPLE
+    test, val = np.load(sample / "cifar10_test.npz"), np.load(sample / "cifar10_val.npz")
+    directory = tmp_path / "shards"
+    directory.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(test["labels"])), 4)):
+        logits = pa.FixedSizeListArray.from_arrays(test["logits"][part].astype(np.float32).ravel(), 10)
+        pq.write_table(pa.table({"id": part, "logits": logits, "label": test["labels"][part]}), directory / f"part{i}.parquet")
+    calib.calibrator("mr").fit(val["logits"], val["labels"]).save(str(tmp_path / "bundle"))
+    return directory, tmp_path / "bundle"
+
+
+def test_apply_on_dask_equals_local_and_single_file_byte_for_byte(run, apply_shards_dir, tmp_path):
+    import pyarrow.parquet as pq
+
+    directory, bundle = apply_shards_dir
+    for what in ("probs", "sets"):
+        outputs = {}
+        for engine in ("local", "dask"):
+            out = tmp_path / f"{what}_{engine}"
+            code, _, err = run("apply", bundle, directory, "--out", out, "--what", what, "--engine", engine)
+            assert code == 0, err
+            assert f"wrote {what} for 10000 rows of 4 shards" in err
+            outputs[engine] = out
+        for i in range(4):
+            single = tmp_path / f"single{i}_{what}.parquet"
+            assert run("apply", bundle, directory / f"part{i}.parquet", "--out", single, "--what", what)[0] == 0
+            local, on_dask = (outputs[e] / f"part{i}.parquet" for e in ("local", "dask"))
+            assert local.read_bytes() == on_dask.read_bytes() == single.read_bytes()
+        table = pq.read_table(outputs["dask"] / "part1.parquet")
+        assert table.column("id").to_pylist() == list(range(2500, 5000))  # carried through
+        assert table.column("label").to_pylist() == list(
+            np.load(__import__("conftest").SAMPLE / "cifar10_test.npz")["labels"][2500:5000]
+        )
+
+
+def test_apply_resumes_skipping_shards_written_with_the_same_bundle(run, apply_shards_dir, tmp_path):
+    import os
+
+    import calib
+
+    directory, bundle = apply_shards_dir
+    out = tmp_path / "out"
+    assert run("apply", bundle, directory, "--out", out)[0] == 0
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.parquet")}
+    code, _, err = run("apply", bundle, directory, "--out", out)
+    assert code == 0 and "nothing to write" in err and "4 shards already written with this bundle" in err
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.parquet")} == before
+    # an output changed on disk, an input touched: those two are redone, the others skipped
+    (out / "part0.parquet").write_bytes(b"not the output")
+    stat = os.stat(directory / "part2.parquet")
+    os.utime(directory / "part2.parquet", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    code, _, err = run("apply", bundle, directory, "--out", out, "--engine", "dask")
+    assert code == 0 and "of 2 shards" in err and "2 shards already written" in err, err
+    assert (out / "part0.parquet").read_bytes()[:4] == b"PAR1"
+    assert (out / "part1.parquet").stat().st_mtime_ns == before["part1.parquet"]
+    (out / "part3.parquet").unlink()  # an output gone: redone
+    code, _, err = run("apply", bundle, directory, "--out", out)
+    assert code == 0 and "of 1 shards" in err and (out / "part3.parquet").exists(), err
+    code, _, err = run("apply", bundle, directory, "--out", out, "--force")
+    assert code == 0 and "of 4 shards" in err and "already written" not in err
+    # another bundle (or another --what) redoes every shard
+    val = np.load(__import__("conftest").SAMPLE / "cifar10_val.npz")
+    calib.calibrator("ts").fit(val["logits"], val["labels"]).save(str(tmp_path / "ts"))
+    code, _, err = run("apply", tmp_path / "ts", directory, "--out", out)
+    assert code == 0 and "of 4 shards" in err
+    code, _, err = run("apply", tmp_path / "ts", directory, "--out", out, "--what", "log-probs")
+    assert code == 0 and "of 4 shards" in err
+
+
+def test_apply_to_shards_without_labels(run, apply_shards_dir, tmp_path):
+    import pyarrow.parquet as pq
+
+    directory, bundle = apply_shards_dir
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for shard in sorted(directory.iterdir()):
+        pq.write_table(pq.read_table(shard).drop_columns(["label"]), bare / shard.name)
+    code, _, err = run("apply", bundle, bare, "--out", tmp_path / "out", "--engine", "dask")
+    assert code == 0 and "for 10000 rows of 4 shards" in err, err
+    assert "label" not in pq.read_table(tmp_path / "out" / "part0.parquet").column_names
+
+
+def test_apply_to_a_directory_refuses_what_does_not_fit(run, apply_shards_dir, tmp_path):
+    directory, bundle = apply_shards_dir
+    (tmp_path / "file.parquet").write_bytes(b"x")
+    for args, message in (
+        ((directory, "--out", directory), "is the input directory"),
+        ((directory, "--out", tmp_path / "file.parquet"), "name a directory"),
+        ((directory, "--out", "-"), "name a directory"),
+        ((directory, "--out", tmp_path / "o", "--engine", "spark"), "--engine must be one of"),
+        ((directory, "--out", tmp_path / "o", "--labels", tmp_path / "file.parquet"), "carries its labels in each shard"),
+        ((directory / "part0.parquet", "--out", tmp_path / "x.parquet", "--force"), "take a directory"),
+    ):
+        code, _, err = run("apply", bundle, *args)
+        assert code == 2 and message in err and err.count("\n") == 1, (args, err)

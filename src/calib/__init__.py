@@ -22,6 +22,7 @@ _PUBLIC = {
     "BundleError": ".errors",
     "CalibError": ".errors",
     "InputError": ".errors",
+    "ExportError": ".errors",
     "NotFittedError": ".errors",
     "UsageError": ".errors",
     "Predictions": ".io",

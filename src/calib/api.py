@@ -57,16 +57,16 @@ def sample_path(name: str) -> str:
     raise FileNotFoundError(f"sample data {name!r} is not installed with this copy of calib")
 
 
-def as_predictions(scores, labels=None, *, kind: str = "auto") -> Predictions:
+def as_predictions(scores, labels=None, *, kind: str = "auto", task: str = "auto") -> Predictions:
     """``scores`` as validated :class:`Predictions` (a Predictions is returned as it is, with
-    ``labels`` attached when given)."""
+    ``labels`` attached when given); labels of the scores' (N, L) shape make a multi-label input."""
     if isinstance(scores, Predictions):
         if labels is not None:
             from .validation import as_array, check_labels
 
             scores.labels = check_labels(as_array(labels, "labels"), scores.n, scores.k, "labels")
         return scores
-    return predictions_from_arrays(scores, labels, kind=kind)
+    return predictions_from_arrays(scores, labels, kind=kind, task=task)
 
 
 class Calibration:
@@ -84,16 +84,22 @@ class Calibration:
     True
     """
 
-    def __init__(self, method: str, **options):
+    def __init__(self, method: str, per_label: bool = False, **options):
         from .registry import calibrator_class
 
         self.method = method
+        #: One calibrator per label of a multi-label input (else one for all of its pairs).
+        self.per_label = per_label
         cls = calibrator_class(method)
         self.fitted: Calibrator = cls(cls.parse_options(options))  # options checked now, not at fit
         self.input_kind: str | None = None
         self.n_classes: int | None = None
         self.fitted_on: dict | None = None
         self.seed = 0
+        #: The sha256 of the bundle it was loaded from (None for a calibrator fitted here).
+        self.bundle_sha256: str | None = None
+        #: L, for a calibrator fitted on a multi-label input's (row, label) pairs.
+        self.n_labels: int | None = None
 
     def __repr__(self) -> str:
         state = "fitted" if self.input_kind is not None else "not fitted"
@@ -146,14 +152,24 @@ class Calibration:
             train_scores, train_labels = train
             train = as_predictions(train_scores, train_labels, kind=kind)
         self.fitted = pipeline.fit_calibrator(
-            preds, self.method, self.options, seed=seed, features=features, train=train, train_features=train_features
+            preds,
+            self.method,
+            self.options,
+            seed=seed,
+            features=features,
+            train=train,
+            train_features=train_features,
+            per_label=self.per_label,
         )
         self.input_kind, self.n_classes, self.seed = preds.kind, preds.k, seed
+        self.bundle_sha256 = None
+        self.n_labels = None if preds.multilabel is None else preds.multilabel.n_labels
         self.fitted_on = {"n": preds.n, "sha256": preds.sha256}
         return self
 
     def _inputs(self, scores, kind: str) -> Predictions:
-        preds = as_predictions(scores, kind=self.input_kind if kind == "auto" and self.input_kind else kind)
+        task = "multilabel" if self.n_labels is not None else "auto"
+        preds = as_predictions(scores, kind=self.input_kind if kind == "auto" and self.input_kind else kind, task=task)
         self.check_applies(preds)
         return preds
 
@@ -162,7 +178,7 @@ class Calibration:
         class count or input kind than it was fitted on."""
         if self.input_kind is None:
             raise NotFittedError(f"calibrator {self.method!r} is not fitted yet: fit it (or load a bundle) first")
-        pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator")
+        pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator", self.n_labels)
 
     def predict_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
         """Calibrated probabilities of new scores.
@@ -179,7 +195,8 @@ class Calibration:
         Returns
         -------
         ndarray, (N, K)
-            Each row sums to 1.
+            Each row sums to 1; for a calibrator fitted on a multi-label input, (N, L) of each
+            label's P(y_l = 1).
         """
         return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "probs", features)[0]
 
@@ -231,16 +248,55 @@ class Calibration:
             fitted_on=self.fitted_on,
             seed=self.seed,
             force=force,
+            n_labels=self.n_labels,
         )
 
+    def to_onnx(self, path: str | None = None, *, dtype: str = "float32") -> bytes:
+        """The fitted calibrator as an ONNX graph (docs/export.md): scores in, calibrated ``probs``
+        out (and ``sets`` for a conformal method), computed in float64; needs ``onnx``.
 
-def calibrator(name: str, **options) -> Calibration:
+        Parameters
+        ----------
+        path : str, optional
+            Where to write the model (atomically); it is returned either way.
+        dtype : str
+            "float32" or "float64": the input's and the ``probs`` output's dtype.
+
+        Returns
+        -------
+        bytes
+            The serialised ONNX model; its metadata holds the method, options and the bundle's sha256.
+        """
+        from .bundle import bundle_sha256
+        from .io.atomic import write_bytes_atomic
+
+        if self.input_kind is None:
+            raise NotFittedError(f"calibrator {self.method!r} is not fitted yet; nothing to export")
+        manifest = pipeline.bundle_manifest(
+            self.fitted,
+            n_classes=self.n_classes,
+            input_kind=self.input_kind,
+            fitted_on=self.fitted_on,
+            seed=self.seed,
+            n_labels=self.n_labels,
+        )
+        model = pipeline.export_onnx(
+            self.fitted, manifest, self.bundle_sha256 or bundle_sha256(manifest, self.fitted.to_state()), dtype
+        )
+        if path is not None:
+            write_bytes_atomic(path, model)
+        return model
+
+
+def calibrator(name: str, per_label: bool = False, **options) -> Calibration:
     """A calibration method by its name, not yet fitted.
 
     Parameters
     ----------
     name : str
         A method of ``calib methods`` (``ts``, ``mr``, ``ats-gq``, ...).
+    per_label : bool
+        For a multi-label input: one calibrator per label (else one shared by all labels).
     **options
         The method's options, as the command line's (``alpha=0.1, score="aps"``); checked now.
 
@@ -248,7 +304,7 @@ def calibrator(name: str, **options) -> Calibration:
     -------
     Calibration
     """
-    return Calibration(name, **options)
+    return Calibration(name, per_label=per_label, **options)
 
 
 def load(path: str) -> Calibration:
@@ -267,9 +323,11 @@ def load(path: str) -> Calibration:
     """
     fitted, bundle = pipeline.load_calibrator(path)
     options = {k: v for k, v in bundle.manifest["options"].items() if k != "seed"}
-    result = Calibration(bundle.method, **options)
+    result = Calibration(bundle.method, per_label=bool(bundle.manifest.get("per_label", False)), **options)
     result.fitted, result.input_kind, result.n_classes = fitted, bundle.input_kind, bundle.n_classes
     result.fitted_on, result.seed = bundle.manifest["fitted_on"], bundle.manifest["options"].get("seed", 0)
+    result.bundle_sha256 = bundle.sha256
+    result.n_labels = bundle.manifest.get("n_labels")
     return result
 
 
@@ -398,7 +456,7 @@ def evaluate(
     """
     from .bootstrap import BootstrapConfig
     from .evaluation import SampleConfig, build_report, parse_gate
-    from .evaluation.groups import Groups, groups_from_values
+    from .evaluation.groups import Groups, groups_for, groups_from_values
     from .metrics import MetricConfig
 
     if isinstance(metrics, str):  # one key, not a sequence of one-letter keys
@@ -412,6 +470,7 @@ def evaluate(
         fitted = calibrator.fitted
     if groups is not None and not isinstance(groups, Groups):
         groups = groups_from_values(groups, preds.n, "groups")
+    groups = groups_for(preds, groups)  # a multi-label input's labels
     gates = [parse_gate(gate) if isinstance(gate, str) else gate for gate in gates]
     if isinstance(bootstrap, int) and not isinstance(bootstrap, bool):
         bootstrap = BootstrapConfig(bootstrap, seed) if bootstrap > 0 else None

@@ -65,9 +65,21 @@ class BootstrapStates(GroupedMetricSets):
     a group's replicate resamples its own rows of the same clusters with the same counts
     (:meth:`stratum_replicate_values`), and the whole sample's replicate is their sum."""
 
-    def __init__(self, make_metric_set, n_rows: int, seed: int, groups: int = GROUPS, strata=None, n_strata: int = 1):
-        clusters = max(1, min(groups, n_rows))
-        assignment = np.random.default_rng([seed, 1]).integers(clusters, size=n_rows)
+    def __init__(
+        self,
+        make_metric_set,
+        n_rows: int,
+        seed: int,
+        groups: int = GROUPS,
+        strata=None,
+        n_strata: int = 1,
+        pairs_per_row: int = 1,
+    ):
+        # a multi-label input's rows are its (row, label) pairs, L per row: the pairs of a row are
+        # drawn together (one cluster per row), so a replicate resamples rows, not pairs
+        rows = n_rows // pairs_per_row
+        clusters = max(1, min(groups, rows))
+        assignment = np.repeat(np.random.default_rng([seed, 1]).integers(clusters, size=rows), pairs_per_row)
         if strata is not None:
             assignment = np.asarray(strata, dtype=np.int64) * clusters + assignment
         super().__init__(make_metric_set, assignment, clusters * n_strata)

@@ -46,6 +46,8 @@ class State:
 class Bundle:
     manifest: dict
     state: State
+    #: sha256 of manifest.json, which lists the sha256 of every other file: the bundle's hash.
+    sha256: str = ""
 
     @property
     def method(self) -> str:
@@ -68,8 +70,26 @@ def dumps(obj) -> bytes:
         raise BundleError(f"cannot save a non-finite number in a bundle ({exc})") from None
 
 
-def write_bundle(path: str, *, manifest: dict, state: State, force: bool = False) -> None:
-    """Write ``state`` and ``manifest`` (its "files" filled in here) to the directory ``path``."""
+def write_bundle(path: str, *, manifest: dict, state: State, force: bool = False) -> str:
+    """Write ``state`` and ``manifest`` (its "files" filled in here) to the directory ``path``;
+    returns the bundle's sha256 (:func:`bundle_contents`)."""
+    files, manifest_bytes = bundle_contents(manifest, state)
+    with atomic_directory(path, force=force) as tmp:
+        for name, data in files.items():
+            with open(os.path.join(tmp, name), "wb") as handle:
+                handle.write(data)
+        with open(os.path.join(tmp, MANIFEST), "wb") as handle:
+            handle.write(manifest_bytes)
+    return hashlib.sha256(manifest_bytes).hexdigest()
+
+
+def bundle_sha256(manifest: dict, state: State) -> str:
+    """The sha256 a bundle of ``manifest`` and ``state`` has once written: that of its manifest.json."""
+    return hashlib.sha256(bundle_contents(manifest, state)[1]).hexdigest()
+
+
+def bundle_contents(manifest: dict, state: State) -> tuple[dict[str, bytes], bytes]:
+    """({file name: bytes} of ``state``, the manifest.json bytes listing their sha256)."""
     files: dict[str, bytes] = {PARAMS: dumps(state.params)}
     for name, array in state.arrays.items():
         array = np.asarray(array)
@@ -86,19 +106,15 @@ def write_bundle(path: str, *, manifest: dict, state: State, force: bool = False
         format_version=FORMAT_VERSION,
         files={name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
     )
-    with atomic_directory(path, force=force) as tmp:
-        for name, data in files.items():
-            with open(os.path.join(tmp, name), "wb") as handle:
-                handle.write(data)
-        with open(os.path.join(tmp, MANIFEST), "wb") as handle:
-            handle.write(dumps(manifest))
+    return files, dumps(manifest)
 
 
 def read_bundle(path: str, known_methods) -> Bundle:
     """Load and verify a bundle directory; every problem is a :class:`BundleError` naming it."""
     if not os.path.isdir(path):
         raise BundleError(f"{path}: not a bundle directory (no such directory)")
-    manifest = _read_json(path, MANIFEST)
+    manifest_bytes = _read_bytes(path, MANIFEST)
+    manifest = _parse_json(manifest_bytes, path, MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BundleError(f"{path}: manifest.json is not a calib bundle manifest")
     version = manifest.get("format_version")
@@ -129,7 +145,7 @@ def read_bundle(path: str, known_methods) -> Bundle:
                 raise BundleError(f"{path}/{name}: not a plain numeric .npy ({exc})") from None
         else:
             state.blobs[name] = data
-    return Bundle(manifest, state)
+    return Bundle(manifest, state, hashlib.sha256(manifest_bytes).hexdigest())
 
 
 def _read_verified(path: str, root: str, name: str, digest: str) -> bytes:
@@ -147,14 +163,14 @@ def _read_verified(path: str, root: str, name: str, digest: str) -> bytes:
     return data
 
 
-def _read_json(path: str, name: str):
+def _read_bytes(path: str, name: str) -> bytes:
     target = os.path.join(path, name)
     if not os.path.isfile(target):
         raise BundleError(f"{path}: not a bundle directory (no {name})")
     if os.path.getsize(target) > MAX_JSON_BYTES:
         raise BundleError(f"{path}: {name} is implausibly large")
     with open(target, "rb") as handle:
-        return _parse_json(handle.read(), path, name)
+        return handle.read()
 
 
 def _parse_json(data: bytes, path: str, name: str):

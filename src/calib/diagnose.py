@@ -16,6 +16,7 @@ from ._version import __version__
 from .binning import BinCounter
 from .calibrators.base import CalibrationInputs, builds_sets
 from .calibrators.conformal import SCORE_PARAMETERS, conformal_quantile, min_calibration_size, nonconformity
+from .errors import UsageError
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups
 from .io.predictions import Predictions
@@ -134,6 +135,11 @@ def diagnose(
     reliability curves, and (with ``compare``) a cross-validated ranking of methods."""
     from .evaluation import build_report
 
+    if preds.multilabel is not None:
+        raise UsageError(
+            f"{preds.name}: the diagnosis of a multi-label input is not built yet; its evaluation reports every label "
+            "(macro, micro and the worst label)"
+        )
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.source = {"path": preds.name, "n": preds.n, "k": preds.k, "kind": preds.kind, "calib_version": __version__}
     if calibrator is not None:

@@ -32,3 +32,7 @@ class NotFittedError(CalibError):
 
 class UsageError(CalibError):
     """Options that do not fit together (unknown method, option the method does not take...)."""
+
+
+class ExportError(CalibError):
+    """A fitted calibrator that cannot be written in another format (e.g. an ONNX graph), with why."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ._version import __version__
 from .bundle import Bundle, read_bundle, write_bundle
+from .calibrators.alpha_agnostic import AlphaAgnostic
 from .calibrators.base import (
     CalibrationInputs,
     Calibrator,
@@ -18,6 +19,7 @@ from .calibrators.base import (
     builds_sets,
     warning_entries,
 )
+from .calibrators.per_label import PerLabel
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .numerics import map_in_order
@@ -33,15 +35,29 @@ def fit_calibrator(
     features: np.ndarray | None = None,
     train: Predictions | None = None,
     train_features: np.ndarray | None = None,
+    per_label: bool = False,
 ) -> Calibrator:
     """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``;
     ``train`` (with ``train_features`` when ``features`` are given): separate labelled rows for the
-    method's own model (:class:`calib.calibrators.base.TrainingRows`)."""
+    method's own model (:class:`calib.calibrators.base.TrainingRows`). ``per_label``: one
+    calibrator per label of a multi-label input (:class:`calib.calibrators.per_label.PerLabel`)."""
     cls = calibrator_class(method)
     if preds.labels is None:
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
+    if preds.multilabel is not None and (builds_sets(calibrator) or isinstance(calibrator, AlphaAgnostic)):
+        raise UsageError(
+            f"method {method!r} is conformal: conformal sets of a multi-label input are not built yet; "
+            "fit a calibrator of the pairs' probabilities (ts, platt, isotonic, beta, hist, venn-abers)"
+        )
+    if per_label:
+        if preds.multilabel is None:
+            raise UsageError("a calibrator per label needs a multi-label input (labels a (N, L) 0/1 matrix)")
+        if train is not None or features is not None:
+            raise UsageError("a calibrator per label takes no training rows or features")
+        calibrator = PerLabel(cls, parsed, preds.multilabel.n_labels)
+        return calibrator.fit_inputs(CalibrationInputs.of(preds), preds.labels, seed=seed)
     if train is None and train_features is not None:
         raise UsageError("features of training rows were given without the training rows", cli_hint="--train FILE")
     rows = None if train is None else training_rows(calibrator, preds, train, train_features)
@@ -85,12 +101,18 @@ def training_rows(calibrator: Calibrator, preds: Predictions, train: Predictions
     )
 
 
-def save_calibrator(
-    calibrator: Calibrator, path: str, *, n_classes: int, input_kind: str, fitted_on: dict, seed: int = 0, force: bool = False
+def bundle_manifest(
+    calibrator: Calibrator, *, n_classes: int, input_kind: str, fitted_on: dict, seed: int = 0, n_labels: int | None = None
 ) -> dict:
-    """Write the bundle directory for a calibrator fitted on ``fitted_on`` ({"n", "sha256"}) rows
-    of ``n_classes`` scores of ``input_kind``; returns the manifest."""
-    manifest = {
+    """The manifest of a bundle of ``calibrator`` fitted on ``fitted_on`` ({"n", "sha256"}) rows of
+    ``n_classes`` scores of ``input_kind`` (without its "files", which writing fills in); fitted
+    on the pairs of a multi-label input of ``n_labels`` labels, it says so ("task", "n_labels",
+    and "per_label" for a calibrator per label)."""
+    task = {} if n_labels is None else {"task": "multilabel", "n_labels": n_labels}
+    if isinstance(calibrator, PerLabel):
+        task["per_label"] = True
+    return {
+        **task,
         "calib_version": __version__,
         "method": calibrator.name,
         "options": {**dataclasses.asdict(calibrator.options), "seed": seed},
@@ -99,8 +121,48 @@ def save_calibrator(
         "fitted_on": fitted_on,
         "fit_report": full_fit_report(calibrator),
     }
+
+
+def save_calibrator(
+    calibrator: Calibrator,
+    path: str,
+    *,
+    n_classes: int,
+    input_kind: str,
+    fitted_on: dict,
+    seed: int = 0,
+    force: bool = False,
+    n_labels: int | None = None,
+) -> dict:
+    """Write the bundle directory of :func:`bundle_manifest`; returns the manifest."""
+    manifest = bundle_manifest(
+        calibrator, n_classes=n_classes, input_kind=input_kind, fitted_on=fitted_on, seed=seed, n_labels=n_labels
+    )
     write_bundle(path, manifest=manifest, state=calibrator.to_state(), force=force)
     return manifest
+
+
+def export_onnx(calibrator: Calibrator, manifest: dict, bundle_sha256: str, dtype: str = "float32") -> bytes:
+    """The ONNX model (serialised) of a fitted calibrator with its bundle's ``manifest`` and hash
+    in the model's metadata (:mod:`calib.onnx_export`)."""
+    from .errors import ExportError
+    from .onnx_export import OPSET, onnx_model
+
+    if manifest.get("task") == "multilabel":
+        raise ExportError(f"a calibrator of a multi-label input's pairs ({calibrator.name}) is not exported to ONNX yet")
+    metadata = {
+        "method": calibrator.name,
+        "options": manifest["options"],
+        "n_classes": manifest["n_classes"],
+        "input_kind": manifest["input_kind"],
+        "bundle_sha256": bundle_sha256,
+        "calib_version": __version__,
+        "opset": OPSET,
+        "dtype": dtype,
+    }
+    return onnx_model(
+        calibrator, n_classes=manifest["n_classes"], input_kind=manifest["input_kind"], metadata=metadata, dtype=dtype
+    )
 
 
 def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
@@ -110,7 +172,10 @@ def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
     options = dict(bundle.manifest["options"])
     options.pop("seed", None)
     try:
-        calibrator = cls.from_state(cls.parse_options(options), bundle.state)
+        if bundle.manifest.get("per_label"):
+            calibrator = PerLabel.restore(cls, cls.parse_options(options), bundle.state)
+        else:
+            calibrator = cls.from_state(cls.parse_options(options), bundle.state)
         calibrator.absent_classes_ = tuple(int(c) for c in bundle.manifest.get("fit_report", {}).get(ABSENT_CLASSES_KEY, ()))
     except (KeyError, TypeError, ValueError, UsageError) as exc:
         from .errors import BundleError
@@ -119,9 +184,18 @@ def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
     return calibrator, bundle
 
 
-def check_fits(preds: Predictions, n_classes: int, input_kind: str, what: str) -> None:
+def check_fits(preds: Predictions, n_classes: int, input_kind: str, what: str, n_labels: int | None = None) -> None:
     """A fitted calibrator (``what``: "bundle B", ...) applies only to inputs with its class count
-    and input kind."""
+    and input kind, and, fitted on a multi-label input's pairs (``n_labels``), to a multi-label
+    input with as many labels."""
+    layout = preds.multilabel
+    if n_labels is not None and (layout is None or layout.n_labels != n_labels):
+        found = "not multi-label" if layout is None else f"of {layout.n_labels} labels"
+        raise InputError(f"{preds.name}: {what} was fitted on a multi-label input of {n_labels} labels; this input is {found}")
+    if n_labels is None and layout is not None:
+        raise InputError(
+            f"{preds.name}: is a multi-label input ({layout.n_labels} labels); {what} was fitted on rows of {n_classes} classes"
+        )
     if preds.k != n_classes:
         raise InputError(f"{preds.name}: has K = {preds.k} classes but {what} was fitted for K = {n_classes}")
     if preds.kind != input_kind:
@@ -138,11 +212,15 @@ def read_with_bundle(pred: str, bundle_path: str | None, **read_options) -> tupl
     from .io.readers import read_predictions
 
     calibrator = saved = None
+    n_labels = None
     if bundle_path is not None:
         calibrator, saved = load_calibrator(bundle_path)
+        n_labels = saved.manifest.get("n_labels")
+        if n_labels is not None and read_options.get("task", "auto") == "auto":
+            read_options["task"] = "multilabel"  # its scores are read as (row, label) pairs, labels or not
     preds = read_predictions(pred, **read_options)
     if saved is not None:
-        check_fits(preds, saved.n_classes, saved.input_kind, f"bundle {bundle_path}")
+        check_fits(preds, saved.n_classes, saved.input_kind, f"bundle {bundle_path}", n_labels)
     return preds, calibrator
 
 
@@ -163,10 +241,39 @@ def calibrated_blocks(
 def apply_calibrator(
     calibrator: Calibrator, preds: Predictions, what: str = "probs", features: np.ndarray | None = None
 ) -> tuple[np.ndarray, dict]:
-    """Every row of :func:`calibrated_blocks` in one array, with the summed row counts."""
-    out = np.empty((preds.n, preds.k), dtype=bool if what == "sets" else np.float64)
+    """Every row of :func:`calibrated_blocks` in one array, with the summed row counts; for a
+    multi-label input the (N, L) matrix of each pair's P(y_l = 1) (or its log)."""
+    layout = preds.multilabel
+    out = np.empty((preds.n, 1 if layout else preds.k), dtype=bool if what == "sets" else np.float64)
     counts: dict = {}
     for rows, block, info in calibrated_blocks(calibrator, preds, what, features):
-        out[rows] = block
+        out[rows] = block[:, 1:] if layout else block
         add_counts(counts, info)
-    return out, counts
+    return (out.reshape(layout.n_rows, layout.n_labels) if layout else out), counts
+
+
+def write_applied(
+    calibrator: Calibrator, preds: Predictions, target, what: str = "probs", features: np.ndarray | None = None
+) -> dict:
+    """Apply ``calibrator`` to ``preds`` and write ``what`` (probs, log-probs or sets) to ``target``,
+    a path in a writable format (atomically) or a binary stream (.npy); returns the summed row
+    counts. A .npy (or a stream) is written a chunk of rows at a time; the other formats are
+    assembled first, then written with the labels and the carried-through columns."""
+    from .io import write_matrix, write_npy_stream
+
+    layout = preds.multilabel
+    if not isinstance(target, str) or target.lower().endswith(".npy"):
+        counts: dict = {}
+
+        def blocks():
+            for _, block, info in calibrated_blocks(calibrator, preds, what, features):
+                add_counts(counts, info)
+                yield block[:, 1] if layout else block  # a pair's P(y_l = 1), in (row, label) order
+
+        shape = (layout.n_rows, layout.n_labels) if layout else (preds.n, preds.k)
+        write_npy_stream(target, shape, bool if what == "sets" else np.float64, blocks())
+        return counts
+    result, counts = apply_calibrator(calibrator, preds, what, features)
+    labels = preds.labels if layout is None or preds.labels is None else preds.labels.reshape(result.shape)
+    write_matrix(target, result, what, labels=labels, passthrough=preds.passthrough)
+    return counts

@@ -120,6 +120,9 @@ def table_footnotes(report: dict) -> list[str]:
 
 def report_title(report: dict) -> str:
     inp = report["input"]
+    if inp.get("multilabel"):
+        shape = inp["multilabel"]
+        return f"{inp['path']} (multi-label: {shape['rows']} rows x {shape['labels']} labels = {inp['n']} pairs, {inp['kind']})"
     return f"{inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})"
 
 
@@ -247,8 +250,9 @@ def gate_text(gate: dict) -> str:
     metric, value = gate.get("metric", gate["expr"]), gate["value"]
     if value is None:
         return f"{metric} is undefined (n/a) on this input, so the gate cannot pass"
-    if gate.get("aggregate") is not None:  # the worst group's value: name the group
-        metric = f"{metric} of group {gate['group']} (the {gate['aggregate'].replace('_', ' ')})"
+    if gate.get("aggregate") is not None:  # the worst group's value: name the group (or label)
+        what = "label" if gate["aggregate"].endswith("_label") else "group"
+        metric = f"{metric} of {what} {gate['group']} (the {gate['aggregate'].replace('_', ' ')})"
     elif gate.get("group") is not None:
         metric = f"{metric} of group {gate['group']}"
     if "threshold" in gate:
@@ -299,6 +303,8 @@ def group_table(report: dict) -> tuple[str, list[str], list[list[str]], list[str
     groups, summary = report.get("groups"), report.get("group_by")
     if not groups:
         return None
+    labels = bool(report["input"].get("multilabel"))  # a multi-label input's groups are its labels
+    group = "label" if labels else "group"
     keys = list(next(iter(groups.values()))["metrics"])
     small = set(summary["below_min_rows"])
     names = list(groups)
@@ -307,24 +313,29 @@ def group_table(report: dict) -> tuple[str, list[str], list[list[str]], list[str
         largest = sorted(names, key=lambda name: -groups[name]["n"])
         names = list(dict.fromkeys(worst + largest))[:SHOWN_GROUPS]
         names.sort(key=list(groups).index)
-    header = ["group", "n", *keys]
+    header = [group, "n", *keys]
     rows = [
         [name + ("*" if name in small else ""), str(groups[name]["n"]), *(format_value(groups[name]["metrics"][k]) for k in keys)]
         for name in names
     ]
-    rows.append(["(all rows)", str(report["input"]["n"]), *(format_value(report["metrics"][k]["value"]) for k in keys)])
+    overall = "(all pairs: micro)" if labels else "(all rows)"
+    rows.append([overall, str(report["input"]["n"]), *(format_value(report["metrics"][k]["value"]) for k in keys)])
+    if labels:
+        rows.append(["(mean: macro)", "", *(format_value(summary.get("mean", {}).get(k)) for k in keys)])
     notes = []
     if len(names) < len(groups):
         notes.append(
-            f"{len(names)} of {len(groups)} groups shown (the worst per metric, then the largest); the JSON report has all"
+            f"{len(names)} of {len(groups)} {group}s shown (the worst per metric, then the largest); the JSON report has all"
         )
     worst = [f"{k} {item['group']} ({format_value(item['value'])})" for k, item in summary["worst"].items()]
     if worst:
-        notes.append("worst group: " + "; ".join(worst))
+        notes.append(f"worst {group}: " + "; ".join(worst))
     if small:
         notes.append(
             f"* fewer than {summary['min_rows']} rows: listed, not gated and not ranked ({len(small)} of {len(groups)} groups)"
         )
+    if labels:
+        return f"by label ({len(groups)} labels)", header, rows, notes
     return f"by group: {summary['source']} ({len(groups)} groups)", header, rows, notes
 
 

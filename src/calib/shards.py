@@ -1,16 +1,25 @@
-"""Evaluate a directory of parquet shards, in this process or on a Dask cluster (docs/cli.md; the
-robustness issue, "beyond one machine").
+"""Evaluate, or apply a bundle to, a directory of shards, in this process or on a Dask cluster
+(docs/cli.md, docs/export.md).
 
 Each file is evaluated on its own into the additive metric state that ``--emit-state`` writes (bin
 counts and sums, per-row values for the equal-mass and smooth ECEs); the states are added in the
 sorted order of the file names, so the numbers equal one evaluation over all the rows up to float
 summation order (1e-12), and two runs give the same bytes whichever worker finished first. The
 whole-sample estimators (V-ECE, KDE-ECE) are not additive and are refused here.
+
+Applying writes one output per shard, under the shard's name in the output directory, by the
+function that applies a single file (so the bytes are the same), each atomically. A ledger
+(:data:`LEDGER`) beside the outputs records every finished shard with the bundle's sha256, what was
+written, the input's size and modification time and the output's sha256; a rerun skips the shards
+whose record still holds and redoes the others (``force`` redoes all).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import json
 import os
 
 from . import extras, pipeline
@@ -94,16 +103,149 @@ def evaluate_shards(
 
 def _on_dask(files: list[str], args: tuple, scheduler: str | None) -> list:
     distributed = extras.require("dask.distributed")
-    Client, LocalCluster = distributed.Client, distributed.LocalCluster
+    with _dask_client(distributed, scheduler) as client:
+        futures = client.map(shard_state, files, *[[a] * len(files) for a in args], pure=False)
+        return client.gather(futures)
+
+
+@contextlib.contextmanager
+def _dask_client(distributed, scheduler: str | None):
+    """A client of the scheduler at ``scheduler``, or of a local cluster of two single-threaded
+    worker processes on loopback (closed after)."""
     cluster = None
-    if scheduler is None:  # a local cluster of two single-threaded worker processes on loopback
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None)
+    if scheduler is None:
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        )
     try:
-        with Client(cluster if cluster is not None else scheduler) as client:
-            futures = client.map(shard_state, files, *[[a] * len(files) for a in args], pure=False)
-            return client.gather(futures)
-    except OSError as exc:
-        raise InputError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+        try:
+            client = distributed.Client(cluster if cluster is not None else scheduler)
+        except OSError as exc:
+            raise InputError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+        with client:
+            yield client
     finally:
         if cluster is not None:
             cluster.close()
+
+
+#: The record of the finished shards that an apply keeps in its output directory.
+LEDGER = "calib-apply.json"
+
+
+@dataclasses.dataclass
+class ShardsApplied:
+    """What :func:`apply_shards` did: the shards written and skipped (file names), the rows written
+    and the method's summed row counts (infeasible rows, ...) of the written shards."""
+
+    written: list[str]
+    skipped: list[str]
+    rows: int
+    counts: dict
+
+
+def apply_shard(path: str, out_path: str, bundle: str, what: str, read_options: dict) -> dict:
+    """Apply ``bundle`` to the file ``path`` and write ``what`` to ``out_path`` (atomically), as a
+    single file is applied; {"rows", "counts", "output_sha256"}. Runs on a worker."""
+    preds, calibrator = pipeline.read_with_bundle(path, bundle, require_labels=False, **read_options)
+    counts = pipeline.write_applied(calibrator, preds, out_path, what)
+    return {"rows": preds.n, "counts": counts, "output_sha256": _file_sha256(out_path)}
+
+
+def apply_shards(
+    bundle: str,
+    directory: str,
+    out_dir: str,
+    *,
+    what: str = "probs",
+    read_options: dict | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
+    force: bool = False,
+) -> ShardsApplied:
+    """Apply ``bundle`` to every shard of ``directory``, writing ``out_dir``/<shard name> in the
+    shard's format: one task per shard (``engine`` local or dask), finished shards recorded in the
+    ledger as they finish, shards recorded with this bundle and unchanged skipped unless ``force``."""
+    from .bundle import read_bundle
+    from .io.atomic import write_bytes_atomic
+    from .registry import CALIBRATORS
+
+    files = shard_files(directory)
+    if os.path.exists(out_dir) and os.path.samefile(out_dir, directory):
+        raise InputError(f"{out_dir}: is the input directory; the outputs would replace the shards")
+    os.makedirs(out_dir, exist_ok=True)
+    bundle_sha256 = read_bundle(bundle, CALIBRATORS).sha256
+    ledger_path = os.path.join(out_dir, LEDGER)
+    ledger = _read_ledger(ledger_path, bundle_sha256, what)
+    todo, skipped = [], []
+    for path in files:
+        name = os.path.basename(path)
+        record = ledger["shards"].get(name)
+        out_path = os.path.join(out_dir, name)
+        if not force and record is not None and record == _shard_record(path, out_path, record.get("output_sha256")):
+            skipped.append(name)
+        else:
+            ledger["shards"].pop(name, None)
+            todo.append((path, out_path))
+    read_options = dict(read_options or {})
+    done = ShardsApplied([], skipped, 0, {})
+
+    def finished(path: str, out_path: str, result: dict) -> None:
+        name = os.path.basename(path)
+        ledger["shards"][name] = _shard_record(path, out_path, result["output_sha256"])
+        write_bytes_atomic(ledger_path, (json.dumps(ledger, indent=2, sort_keys=True) + "\n").encode())
+        done.written.append(name)
+        done.rows += result["rows"]
+        pipeline.add_counts(done.counts, result["counts"])
+
+    if engine == "local":
+        for path, out_path in todo:
+            finished(path, out_path, apply_shard(path, out_path, bundle, what, read_options))
+    else:
+        _apply_on_dask(todo, (bundle, what, read_options), scheduler, finished)
+    done.written.sort()
+    return done
+
+
+def _apply_on_dask(todo: list[tuple[str, str]], args: tuple, scheduler: str | None, finished) -> None:
+    """One task per (shard, output) of ``todo``; ``finished`` is called here as each one ends."""
+    distributed = extras.require("dask.distributed")
+    with _dask_client(distributed, scheduler) as client:
+        futures = {client.submit(apply_shard, path, out_path, *args, pure=False): (path, out_path) for path, out_path in todo}
+        for future in distributed.as_completed(futures):
+            finished(*futures[future], future.result())
+
+
+def _read_ledger(path: str, bundle_sha256: str, what: str) -> dict:
+    """The ledger of an output directory, or a new one when there is none or it was written for
+    another bundle or output (whose records then do not hold)."""
+    fresh = {"bundle_sha256": bundle_sha256, "what": what, "shards": {}}
+    if not os.path.exists(path):
+        return fresh
+    try:
+        with open(path, "rb") as handle:
+            ledger = json.loads(handle.read())
+    except (OSError, ValueError):
+        return fresh
+    if not isinstance(ledger, dict) or ledger.get("bundle_sha256") != bundle_sha256 or ledger.get("what") != what:
+        return fresh
+    if not isinstance(ledger.get("shards"), dict):
+        return fresh
+    return ledger
+
+
+def _shard_record(path: str, out_path: str, output_sha256: str | None) -> dict | None:
+    """What the ledger keeps of a finished shard: its input's size and modification time, and the
+    sha256 of its output as it is on disk now (None when the output is gone)."""
+    if not os.path.exists(out_path) or output_sha256 is None:
+        return None
+    stat = os.stat(path)
+    return {"input_size": stat.st_size, "input_mtime_ns": stat.st_mtime_ns, "output_sha256": _file_sha256(out_path)}
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

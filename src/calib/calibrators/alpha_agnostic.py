@@ -128,6 +128,7 @@ class AlphaAgnostic(Calibrator):
 
     Options = AlphaAgnosticOptions
     scores_given_probs = True
+    not_exportable = "it aggregates a temperature search at many levels of alpha, which the export does not translate"
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for ats-maq's model."""

@@ -73,6 +73,26 @@ class ATSGlobal(SetCalibrator):
     def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
         return self._tempered(logits, probs, scores, in_set, log_space=False)
 
+    def onnx_calibrate(self, graph, logits, probs, scores, in_set):
+        """softmax(beta u) with beta = 1 / tau from :func:`calib.calibrators.select_tau.onnx_inverse_temperature`;
+        rows with an empty or full set keep the model's probabilities."""
+        from .select_tau import onnx_inverse_temperature
+
+        if self.variant == "prob":
+            base = logits
+        else:
+            base = graph.op("Neg", graph.op("Log", graph.op("Max", scores, graph.const(SCORE_FLOOR))))
+        centred = graph.op("Sub", base, graph.row_max(base))
+        weights = graph.op(
+            "Exp", graph.op("Mul", onnx_inverse_temperature(graph, centred, in_set, 1.0 - self.options.alpha), centred)
+        )
+        tempered = graph.op("Div", weights, graph.row_sum(weights))
+        size = graph.row_sum(graph.as_float(in_set))
+        unchanged = graph.op(
+            "Or", graph.op("Equal", size, graph.const(0.0)), graph.op("Equal", size, graph.const(float(graph.n_classes)))
+        )
+        return graph.where(unchanged, probs, tempered)
+
     def fit_report(self):
         return {**super().fit_report(), "variant": self.variant}
 

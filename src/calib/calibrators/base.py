@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..bundle import State
-from ..errors import NotFittedError, UsageError
+from ..errors import ExportError, NotFittedError, UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,13 +93,20 @@ class CalibrationInputs:
     probs: np.ndarray | None = None
     features: np.ndarray | None = None
     train: TrainingRows | None = None
+    #: A multi-label input's rows are (row, label) pairs: the label of each (what a calibrator per
+    #: label picks its map by); None for other inputs.
+    pair_labels: np.ndarray | None = None
 
     @classmethod
     def of(cls, preds, rows=slice(None), features: np.ndarray | None = None, train: TrainingRows | None = None):
         """The inputs of ``rows`` of ``preds`` (a :class:`calib.io.Predictions`), ``features`` of
         every row sliced alike."""
         logits, given = preds.logits_and_given(rows)
-        return cls(logits, given, None if features is None else features[rows], train)
+        pair_labels = None
+        if preds.multilabel is not None:  # pair p is row p // L's label p % L
+            positions = np.arange(preds.n)[rows] if isinstance(rows, slice) else np.asarray(rows)
+            pair_labels = positions % preds.multilabel.n_labels
+        return cls(logits, given, None if features is None else features[rows], train, pair_labels)
 
 
 class Calibrator(abc.ABC):
@@ -131,6 +138,7 @@ class Calibrator(abc.ABC):
         "sets",
         "transform_and_sets",
         "to_state",
+        "onnx_outputs",
     )
 
     def __init_subclass__(cls, **kwargs):
@@ -225,6 +233,17 @@ class Calibrator(abc.ABC):
     def fit_report(self) -> dict:
         """Fitted parameters and counts worth printing after ``fit`` (plain JSON values)."""
         return {}
+
+    #: Why the method has no ONNX graph (:mod:`calib.onnx_export`), for methods that do not build one.
+    not_exportable: ClassVar[str] = "its map is not a closed form of ONNX operators"
+
+    def onnx_outputs(self, graph, inputs) -> dict:
+        """This calibrator's part of an ONNX graph (:func:`calib.onnx_export.onnx_model`): from
+        ``inputs`` (a :class:`calib.onnx_export.GraphInputs` of float64 tensors) to {"probs": the
+        calibrated probabilities (N, K)} plus "sets" (N, K) bool for a method that builds sets,
+        with ``graph``'s operations (a :class:`calib.onnx_export.OnnxGraph`). Methods without a
+        closed form raise :class:`~calib.errors.ExportError` saying why."""
+        raise ExportError(f"method {self.name!r} cannot be exported to ONNX: {self.not_exportable}")
 
     @abc.abstractmethod
     def to_state(self) -> State:

@@ -56,6 +56,10 @@ class BiasCorrectedTemperatureScaling(Calibrator):
     def transform(self, logits, features=None):
         return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_ + self.bias_)
 
+    def onnx_outputs(self, graph, inputs):
+        scaled = graph.op("Div", inputs.logits, graph.const(self.temperature_))
+        return {"probs": graph.softmax(graph.op("Add", scaled, graph.const(self.bias_[None, :])))}
+
     def warnings(self):
         if self.temperature_ <= 0:
             return [

@@ -55,3 +55,27 @@ class MassRescaling(SetCalibrator):
         factor_in, factor_out, category = self._factors(probs, in_set)
         kernels.set_update(probs, in_set, factor_in, factor_out, add=False)
         return probs, category
+
+    def onnx_calibrate(self, graph, logits, probs, scores, in_set):
+        """:meth:`calibrate_probs` in an ONNX graph: p (1 - alpha) / P_in in the set, p alpha / P_out
+        outside; rows with an empty or full set or a mass below 1e-12 unchanged."""
+        mask = graph.as_float(in_set)
+        p_in = graph.row_sum(graph.op("Mul", probs, mask))
+        p_out = graph.row_sum(graph.op("Mul", probs, graph.op("Sub", graph.const(1.0), mask)))
+        size = graph.row_sum(mask)
+        tiny = graph.const(MIN_MASS)
+        unchanged = graph.op(
+            "Or",
+            graph.op("Or", graph.op("Less", p_in, tiny), graph.op("Less", p_out, tiny)),
+            graph.op(
+                "Or", graph.op("Equal", size, graph.const(0.0)), graph.op("Equal", size, graph.const(float(graph.n_classes)))
+            ),
+        )
+        one = graph.const(1.0)
+        factor_in = graph.where(
+            unchanged, one, graph.op("Div", graph.const(1.0 - self.options.alpha), graph.where(unchanged, one, p_in))
+        )
+        factor_out = graph.where(
+            unchanged, one, graph.op("Div", graph.const(self.options.alpha), graph.where(unchanged, one, p_out))
+        )
+        return graph.op("Mul", probs, graph.where(in_set, factor_in, factor_out))

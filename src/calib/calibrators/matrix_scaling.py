@@ -117,6 +117,18 @@ class LinearMapCalibrator(Calibrator):
         x = self.inputs(np.asarray(logits, dtype=np.float64))
         return log_softmax(x + (x @ self.delta_.T if self.full else x * self.delta_) + self.bias_)
 
+    @abc.abstractmethod
+    def onnx_inputs(self, graph, logits: str) -> str:
+        """:meth:`inputs` in an ONNX graph (:mod:`calib.onnx_export`)."""
+
+    def onnx_outputs(self, graph, inputs):
+        x = self.onnx_inputs(graph, inputs.logits)
+        if self.full:
+            mapped = graph.op("MatMul", x, graph.const(np.asarray(self.delta_).T))
+        else:
+            mapped = graph.op("Mul", x, graph.const(np.asarray(self.delta_)[None, :]))
+        return {"probs": graph.softmax(graph.op("Add", graph.op("Add", x, mapped), graph.const(self.bias_[None, :])))}
+
     def fit_report(self):
         return dict(self.report_)
 
@@ -159,6 +171,9 @@ class Dirichlet(LinearMapCalibrator):
     def inputs(self, logits):
         return log_softmax(logits)
 
+    def onnx_inputs(self, graph, logits):
+        return graph.log_softmax(logits)
+
     def penalties(self, n, k):
         return Penalties(bias=self.options.odir_mu / k, diagonal=0.0, off_diagonal=self.options.odir_lambda / max(k * (k - 1), 1))
 
@@ -171,6 +186,10 @@ class StructuredScaling(LinearMapCalibrator):
 
     def inputs(self, logits):
         return np.maximum(log_softmax(logits / self.temperature_), LOG_PROB_FLOOR)
+
+    def onnx_inputs(self, graph, logits):
+        tempered = graph.log_softmax(graph.op("Div", logits, graph.const(self.temperature_)))
+        return graph.op("Max", tempered, graph.const(LOG_PROB_FLOOR))
 
     def penalties(self, n, k):
         return Penalties(bias=k / n, diagonal=k / n, off_diagonal=k * (k - 1) / n)

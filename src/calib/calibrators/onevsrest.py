@@ -1,6 +1,7 @@
 """One-vs-rest baselines (CMCE paper appendix F; docs/calibrators.md): a binary map g_k per class, fitted
 on (score_k, 1{y = k}), applied to every class and renormalised, p~_k = g_k / sum_j g_j (a row of all
-zeros becomes uniform). The scores are the probabilities as the input gives them (softmax of the
+zeros becomes uniform). A binary model (K = 2) is calibrated as binary calibrators are (scikit-learn's
+CalibratedClassifierCV, Platt's and Zadrozny and Elkan's maps): p~_1 = g_1(score_1), p~_0 = 1 - p~_1. The scores are the probabilities as the input gives them (softmax of the
 logits for logit inputs): probability inputs reach the maps unchanged, so equal p_k in different rows
 stay ties and a value on a bin edge stays on it.
 
@@ -91,10 +92,39 @@ class OneVsRest(Calibrator):
         if self.absent_classes_:
             absent = list(self.absent_classes_)
             maps[:, absent] = probs[:, absent] if self.options.absent == "keep" else 0.0
+        if maps.shape[1] == 2:  # a binary model: the positive class's map, P(y = 0) its complement
+            return np.column_stack([1.0 - maps[:, 1], maps[:, 1]]), {}
         return renormalise(maps), {}
 
     def transform(self, logits, features=None, probs=None):
         return log_of_probs(self.transform_probs_with_info(logits, probs=probs)[0])
+
+    @abc.abstractmethod
+    def onnx_class_maps(self, graph, logits: str, probs: str) -> str:
+        """:meth:`class_maps` in an ONNX graph (:mod:`calib.onnx_export`)."""
+
+    def onnx_outputs(self, graph, inputs):
+        """:meth:`transform_probs_with_info` in an ONNX graph: the class maps, the absent classes'
+        columns replaced, the rows renormalised (a row of zeros uniform)."""
+        probs = graph.model_probs(inputs)
+        maps = self.onnx_class_maps(graph, inputs.logits, probs)
+        k = self.n_maps()
+        if self.absent_classes_:
+            absent = np.zeros((1, k), dtype=bool)
+            absent[0, list(self.absent_classes_)] = True
+            kept = probs if self.options.absent == "keep" else graph.const(0.0)
+            maps = graph.where(graph.const(absent, bool), kept, maps)
+        if k == 2:  # a binary model: the positive class's map, P(y = 0) its complement
+            positive = graph.column(maps, 1)
+            return {"probs": graph.op("Concat", graph.op("Sub", graph.const(1.0), positive), positive, axis=1)}
+        total = graph.row_sum(maps)
+        positive = graph.op("Greater", total, graph.const(0.0))
+        scaled = graph.op("Div", maps, graph.where(positive, total, graph.const(1.0)))
+        return {"probs": graph.where(positive, scaled, graph.const(1.0 / k))}
+
+    @abc.abstractmethod
+    def n_maps(self) -> int:
+        """K, the number of fitted class maps."""
 
 
 def _model_probs(logits: np.ndarray, probs: np.ndarray | None) -> np.ndarray:
@@ -146,6 +176,21 @@ class LogisticOneVsRest(OneVsRest):
     def class_maps(self, logits, probs):
         return sigmoid(np.einsum("nkd,kd->nk", self.features(logits, probs), self.weights_))
 
+    @abc.abstractmethod
+    def onnx_features(self, graph, logits: str, probs: str) -> list[str]:
+        """:meth:`features` in an ONNX graph: the d (N, K) feature tensors, the constant 1 last."""
+
+    def onnx_class_maps(self, graph, logits, probs):
+        """sigma(sum_d w_kd phi_d) with the d features as separate (N, K) tensors."""
+        features = self.onnx_features(graph, logits, probs)
+        total = graph.op("Mul", features[0], graph.const(self.weights_[None, :, 0]))
+        for d, feature in enumerate(features[1:-1], start=1):
+            total = graph.op("Add", total, graph.op("Mul", feature, graph.const(self.weights_[None, :, d])))
+        return graph.sigmoid(graph.op("Add", total, graph.const(self.weights_[None, :, -1])))
+
+    def n_maps(self):
+        return int(self.weights_.shape[0])
+
     def fit_report(self):
         return {
             "classes fitted": int(self.weights_.shape[0] - len(self.absent_classes_)),
@@ -169,6 +214,9 @@ class Platt(LogisticOneVsRest):
     def features(self, logits, probs):
         return np.stack([logits, np.ones_like(logits)], axis=2)
 
+    def onnx_features(self, graph, logits, probs):
+        return [logits, None]
+
 
 class Quadratic(LogisticOneVsRest):
     name = "quadratic"
@@ -177,6 +225,9 @@ class Quadratic(LogisticOneVsRest):
     def features(self, logits, probs):
         return quadratic_features(logits)
 
+    def onnx_features(self, graph, logits, probs):
+        return [logits, graph.op("Mul", logits, logits), None]
+
 
 class Beta(LogisticOneVsRest):
     name = "beta"
@@ -184,6 +235,12 @@ class Beta(LogisticOneVsRest):
 
     def features(self, logits, probs):
         return beta_features(probs)
+
+    def onnx_features(self, graph, logits, probs):
+        """log p and -log(1 - p) of p clipped to [1e-12, 1 - 1e-12] (log(1 - p) for log1p: ONNX has
+        no log1p; the two differ by at most 1e-16 in absolute terms)."""
+        clipped = graph.op("Clip", probs, graph.const(PROB_FLOOR), graph.const(1.0 - PROB_FLOOR))
+        return [graph.op("Log", clipped), graph.op("Neg", graph.op("Log", graph.op("Sub", graph.const(1.0), clipped))), None]
 
 
 def quadratic_features(z: np.ndarray) -> np.ndarray:
@@ -234,6 +291,39 @@ class Isotonic(OneVsRest):
             out[:, k] = np.interp(probs[:, k], self.knots_x_[piece], self.knots_y_[piece])
         return out
 
+    def n_maps(self):
+        return len(self.offsets_) - 1
+
+    def class_knots(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(x, y) knots of each class's map."""
+        return [
+            (self.knots_x_[self.offsets_[k] : self.offsets_[k + 1]], self.knots_y_[self.offsets_[k] : self.offsets_[k + 1]])
+            for k in range(self.n_maps())
+        ]
+
+    def onnx_class_maps(self, graph, logits, probs):
+        """np.interp of every column on its class's knots: j = #{knots <= p} - 1 clamped to the
+        class's segments, fp[j] + slope_j (p - xp[j]); fp[0] below the first knot, fp[-1] from the
+        last on (a class with one knot is that constant)."""
+        knots = [(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)) for x, y in self.class_knots()]
+        count = graph.count_at_most(probs, [x for x, _ in knots])
+        last_segment = np.array([[max(len(x) - 2, 0) for x, _ in knots]])
+        segment = graph.op(
+            "Min",
+            graph.op("Max", graph.op("Sub", count, graph.const(1, np.int64)), graph.const(0, np.int64)),
+            graph.const(last_segment, np.int64),
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slopes = [np.diff(y) / np.diff(x) if len(x) > 1 else np.zeros(1) for x, y in knots]
+        start_x = graph.lookup(graph.per_class_table([x for x, _ in knots], 0.0), segment)
+        start_y = graph.lookup(graph.per_class_table([y for _, y in knots], 0.0), segment)
+        slope = graph.lookup(graph.per_class_table(slopes, 0.0), segment)
+        inner = graph.op("Add", graph.op("Mul", slope, graph.op("Sub", probs, start_x)), start_y)
+        first_x, first_y = (np.array([[t[0] for t in column]]) for column in zip(*knots))
+        last_x, last_y = (np.array([[t[-1] for t in column]]) for column in zip(*knots))
+        low = graph.where(graph.op("Less", probs, graph.const(first_x)), graph.const(first_y), inner)
+        return graph.where(graph.op("GreaterOrEqual", probs, graph.const(last_x)), graph.const(last_y), low)
+
     def fit_report(self):
         return {"knots": int(len(self.knots_x_))}
 
@@ -262,6 +352,18 @@ class HistogramBinning(OneVsRest):
 
     def class_maps(self, logits, probs):
         return self.values_[np.arange(probs.shape[1])[None, :], bin_index(probs, HIST_BINS)]
+
+    def n_maps(self):
+        return int(self.values_.shape[0])
+
+    def onnx_class_maps(self, graph, logits, probs):
+        """values[k, b], b = :func:`calib.numerics.bin_index` (B p + B t truncated, at most B - 1)."""
+        from ..numerics import EDGE_TOLERANCE
+
+        scaled = graph.op("Add", graph.op("Mul", probs, graph.const(float(HIST_BINS))), graph.const(HIST_BINS * EDGE_TOLERANCE))
+        index = graph.op("Min", graph.op("Cast", scaled, to=graph.onnx.TensorProto.INT64), graph.const(HIST_BINS - 1, np.int64))
+        flat = graph.op("Add", index, graph.const(np.arange(self.n_maps())[None, :] * HIST_BINS, np.int64))
+        return graph.op("Gather", graph.const(np.asarray(self.values_, dtype=np.float64).ravel()), flat)
 
     def to_state(self):
         return State(arrays={"values": self.values_})

@@ -128,3 +128,33 @@ def _bisection(scores, in_set, target):
     solved = category == FEASIBLE
     beta[solved] = hi[solved]
     return 1.0 / beta, category
+
+
+#: Bisection steps of the ONNX graph's search in log beta: 64 halve the bracket's ratio of 1e10
+#: below the spacing of float64 (its width stops changing after about 55).
+ONNX_BISECTION_STEPS = 64
+
+
+def onnx_inverse_temperature(graph, centred: str, in_set: str, target: float) -> str:
+    """beta = 1 / tau per row (N, 1) in an ONNX graph (:mod:`calib.onnx_export`), for the centred
+    scores u - max u: BETA_MIN where the in-set mass at BETA_MIN already reaches ``target`` (too
+    large a set), BETA_MAX where it stays below at BETA_MAX (unreachable), else the upper end of a
+    bisection in log beta (mass >= target), as :func:`_bisection` finds it; the Newton search
+    here stops within 1e-9 of the target mass, so the two betas agree to about that."""
+    mask = graph.as_float(in_set)
+    goal = graph.const(target)
+
+    def mass(beta):
+        weights = graph.op("Exp", graph.op("Mul", beta, centred))
+        return graph.op("Div", graph.row_sum(graph.op("Mul", weights, mask)), graph.row_sum(weights))
+
+    rows = graph.op("Slice", centred, *(graph.const([v], np.int64) for v in (0, 1, 1)))  # (N, 1)
+    lo = graph.op("Add", graph.op("Mul", rows, graph.const(0.0)), graph.const(BETA_MIN))
+    hi = graph.op("Add", graph.op("Mul", rows, graph.const(0.0)), graph.const(BETA_MAX))
+    for _ in range(ONNX_BISECTION_STEPS):
+        mid = graph.op("Sqrt", graph.op("Mul", lo, hi))
+        above = graph.op("GreaterOrEqual", mass(mid), goal)
+        lo, hi = graph.where(above, lo, mid), graph.where(above, mid, hi)
+    too_large = graph.op("GreaterOrEqual", mass(graph.const(BETA_MIN)), goal)
+    unreachable = graph.op("Less", mass(graph.const(BETA_MAX)), goal)
+    return graph.where(too_large, graph.const(BETA_MIN), graph.where(unreachable, graph.const(BETA_MAX), hi))

@@ -14,8 +14,8 @@ import dataclasses
 import numpy as np
 
 from ..bundle import State
-from ..errors import InputError, UsageError
-from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
+from ..errors import ExportError, InputError, UsageError
+from ..numerics import edge_slack, log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from . import mlp
 from .base import SetBuilder, add_counts
 from .conformal import (
@@ -28,6 +28,7 @@ from .conformal import (
     nonconformity,
     training_part,
 )
+from .scores import SCORES as SCORE_REGISTRY
 from .thresholds import FLOWS, class_thresholds, clustered_thresholds, fit_threshold, threshold_values
 
 #: Where a threshold's model was fitted without training rows: a seeded half of the calibration rows.
@@ -191,6 +192,31 @@ class SetCalibrator(SetBuilder):
 
     def transform(self, logits, features=None, probs=None):
         return self.transform_with_info(logits, features, probs)[0]
+
+    def onnx_outputs(self, graph, inputs):
+        """The sets C(x) = {y : V(x, y) <= q + slack(q)} of a constant or per-class threshold and
+        :meth:`onnx_calibrate`'s probabilities, in an ONNX graph (:mod:`calib.onnx_export`)."""
+        if self.threshold_kind not in ("constant", *PER_CLASS):
+            raise ExportError(
+                f"method {self.name!r} cannot be exported to ONNX: its {self.threshold_kind} threshold is a "
+                f"neural network of the {self.conditioning_}, which the export does not translate "
+                "(a constant, classwise or clustered threshold exports)"
+            )
+        if self.options.randomize:
+            raise ExportError(
+                f"method {self.name!r} cannot be exported to ONNX: randomised scores draw each row's u from a "
+                "hash of its float64 bits, which ONNX operators cannot compute"
+            )
+        probs = graph.model_probs(inputs)
+        scores = SCORE_REGISTRY[self.options.score].onnx(graph, probs, self.options)
+        q = np.asarray(self.threshold_["q"], dtype=np.float64)
+        limit = q + edge_slack(q)  # in_conformal_set's rule, the slack added here once
+        in_set = graph.op("LessOrEqual", scores, graph.const(limit[None, :] if q.ndim else limit))
+        return {"probs": self.onnx_calibrate(graph, inputs.logits, probs, scores, in_set), "sets": in_set}
+
+    @abc.abstractmethod
+    def onnx_calibrate(self, graph, logits: str, probs: str, scores: str, in_set: str) -> str:
+        """:meth:`calibrate_probs` in an ONNX graph: the calibrated probabilities (N, K)."""
 
     @abc.abstractmethod
     def categories(self, logits, log_probs, probs, scores, in_set) -> np.ndarray:

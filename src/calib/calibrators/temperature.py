@@ -82,6 +82,9 @@ class TemperatureScaling(Calibrator):
     def transform(self, logits, features=None):
         return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_)
 
+    def onnx_outputs(self, graph, inputs):
+        return {"probs": graph.softmax(graph.op("Div", inputs.logits, graph.const(self.temperature_)))}
+
     def warnings(self):
         return bracket_end_warnings(self.temperature_, np.exp(-LOG_BETA_BOUND), np.exp(LOG_BETA_BOUND), "NLL")
 
@@ -165,6 +168,8 @@ class CMCETemperature(Calibrator):
     def transform(self, logits, features=None):
         return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_)
 
+    onnx_outputs = TemperatureScaling.onnx_outputs
+
     def warnings(self):
         return bracket_end_warnings(self.temperature_, CMCE_GRID[0], CMCE_GRID[-1], "CMCE")
 
@@ -198,6 +203,7 @@ class AdaptiveTemperature(Calibrator):
 
     name = "adaptive-ts"
     requires = ("torch",)
+    not_exportable = "its temperature is a neural network of the logits, which the export does not translate"
     summary = "adaptive temperature: T(x) = softplus(MLP(z)) + 1e-6 trained on NLL (Joy et al. 2023)"
     absent_class_effect = "each row's temperature serves every class, so their probabilities are scaled like the others'"
 

@@ -178,6 +178,21 @@ class VennAbers(OneVsRest):
         p0, p1 = self.interval(probs)
         return p1 / (1.0 - p0 + p1)
 
+    def n_maps(self):
+        return len(self.offsets_) - 1
+
+    def onnx_class_maps(self, graph, logits, probs):
+        """p1 / (1 - p0 + p1) of each column's run: #{boundaries <= p} - 1 (-1, below the first
+        boundary, is the class's last run, as NumPy's index -1 is)."""
+        pieces = [slice(self.offsets_[k], self.offsets_[k + 1]) for k in range(self.n_maps())]
+        count = graph.count_at_most(probs, [self.boundaries_[piece] for piece in pieces])
+        last_run = np.array([[piece.stop - piece.start - 1 for piece in pieces]])
+        run = graph.op("Sub", count, graph.const(1, np.int64))
+        run = graph.where(graph.op("Less", run, graph.const(0, np.int64)), graph.const(last_run, np.int64), run)
+        p0 = graph.lookup(graph.per_class_table([self.p0_[piece] for piece in pieces], 0.0), run)
+        p1 = graph.lookup(graph.per_class_table([self.p1_[piece] for piece in pieces], 0.0), run)
+        return graph.op("Div", p1, graph.op("Add", graph.op("Sub", graph.const(1.0), p0), p1))
+
     def fit_report(self):
         return dict(self.report_)
 

@@ -14,6 +14,7 @@ from .allocator import keep_freed_memory
 from .apply import apply
 from .diagnose import diagnose
 from .evaluate import evaluate, merge_states
+from .export import export
 from .fit import fit
 from .methods import methods
 from .options import Command
@@ -36,6 +37,7 @@ app.command(cls=Command)(fit)
 app.command(cls=Command)(apply)
 app.command(cls=Command)(evaluate)
 app.command(cls=Command)(diagnose)
+app.command(cls=Command)(export)
 app.command("merge-states", cls=Command)(merge_states)
 app.command(cls=Command)(methods)
 app.add_typer(synth_app, name="synth")

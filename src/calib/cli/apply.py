@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
-import numpy as np
 import typer
 
 from .. import pipeline
 from ..calibrators.base import absent_class_rows
 from ..errors import UsageError
-from ..io import check_output_path, read_features, write_matrix, write_npy_stream, write_sets
-from ..io.formats import listed
+from ..io import check_output_path, read_features
+from ..io.formats import listed, shard_formats
 from ..io.writers import WRITERS
 from . import options, render
 
@@ -25,7 +25,10 @@ def apply(
     out: Annotated[
         str,
         typer.Option(
-            "--out", "-o", help=f"Output file ({listed(WRITERS.values())}); - writes .npy to stdout.", show_default=False
+            "--out",
+            "-o",
+            help=f"Output file ({listed(WRITERS.values())}); - writes .npy to stdout; for a directory PRED, the output directory.",
+            show_default=False,
         ),
     ],
     what: Annotated[str, typer.Option("--what", help="probs | log-probs | sets (conformal methods: the sets C(x)).")] = "probs",
@@ -36,14 +39,36 @@ def apply(
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
     scores: options.Scores = None,
+    task: options.Task = "auto",
+    engine: options.Engine = "local",
+    scheduler: options.Scheduler = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="For a directory PRED: redo the shards already written with this bundle.")
+    ] = False,
 ) -> None:
     """Apply a fitted bundle to PRED and write calibrated probabilities.
 
     Example: calib apply ts_bundle test.npz --out calibrated.npz
     Sets of a conformal bundle: calib apply ats_bundle test.parquet --what sets --out sets.parquet
+    A directory of shards, one task per file: calib apply ts_bundle shards/ --out out_shards/ --engine dask
     """
     if what not in WHAT:
         raise UsageError(f"--what must be one of {', '.join(WHAT)}; got {what!r}")
+    read_options = {
+        "input_kind": input_kind,
+        "score_prefix": score_prefix,
+        "label_column": label_column,
+        "renormalise": renormalise,
+        "scores": scores,
+        "task": task,
+    }
+    if os.path.isdir(pred):
+        if labels is not None or features is not None:
+            raise UsageError("--labels and --features take one file; a directory of shards carries its labels in each shard")
+        _apply_directory(bundle, pred, out, what, read_options, engine, scheduler, force)
+        return
+    if engine != "local" or scheduler is not None or force:
+        raise UsageError(f"--engine dask, --scheduler and --force take a directory of {listed(shard_formats())} files as PRED")
     if out == "-" and sys.stdout.isatty():
         raise UsageError(
             "--out - writes binary .npy to stdout, which is a terminal here; redirect it (> out.npy, | next-command)"
@@ -51,31 +76,50 @@ def apply(
     if out != "-":
         check_output_path(out, [pred, labels or "-", features or "-"])
     preds, calibrator = options.read_inputs(
-        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=False, renormalise=renormalise, scores=scores
+        pred,
+        bundle,
+        labels,
+        label_column,
+        input_kind,
+        score_prefix,
+        require_labels=False,
+        renormalise=renormalise,
+        scores=scores,
+        task=task,
     )
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n)
-    if out == "-" or out.lower().endswith(".npy"):  # streamed: one chunk of rows in memory at a time
-        counts: dict = {}
-
-        def blocks():
-            for _, block, info in pipeline.calibrated_blocks(calibrator, preds, what, feature_rows):
-                pipeline.add_counts(counts, info)
-                yield block
-
-        dtype = bool if what == "sets" else np.float64
-        write_npy_stream(sys.stdout.buffer if out == "-" else out, (preds.n, preds.k), dtype, blocks())
-    else:
-        result, counts = pipeline.apply_calibrator(calibrator, preds, what, feature_rows)
-        if what == "sets":
-            write_sets(out, result, labels=preds.labels, passthrough=preds.passthrough)
-        else:
-            write_matrix(out, result, what, labels=preds.labels, passthrough=preds.passthrough)
-    flagged = ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in counts.items() if count)
-    if flagged:
-        render.note(f"infeasible rows left as the rule says: {flagged}")
+    counts = pipeline.write_applied(calibrator, preds, sys.stdout.buffer if out == "-" else out, what, feature_rows)
+    _note_infeasible(counts)
     absent_rows = absent_class_rows(calibrator, preds)
     if absent_rows is not None:
         render.note(f"warning: {absent_rows}")
     if out != "-":
-        render.note(f"wrote {what} for {preds.n} rows to {out}")
+        layout = preds.multilabel
+        rows = f"{layout.n_rows} rows x {layout.n_labels} labels" if layout is not None else f"{preds.n} rows"
+        render.note(f"wrote {what} for {rows} to {out}")
+
+
+def _apply_directory(bundle: str, pred: str, out: str, what: str, read_options: dict, engine: str, scheduler, force: bool):
+    """``calib apply BUNDLE shards/ --out out_shards/``: one output per shard (calib.shards)."""
+    from ..shards import ENGINES, apply_shards
+
+    if engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if out == "-" or (os.path.exists(out) and not os.path.isdir(out)):
+        raise UsageError(f"--out {out}: a directory PRED writes a directory of outputs; name a directory")
+    done = apply_shards(bundle, pred, out, what=what, read_options=read_options, engine=engine, scheduler=scheduler, force=force)
+    _note_infeasible(done.counts)
+    skipped = f"{len(done.skipped)} shards already written with this bundle, skipped (--force redoes them)"
+    if not done.written:
+        render.note(f"nothing to write to {out}: {skipped}")
+        return
+    more = f"; {skipped}" if done.skipped else ""
+    render.note(f"wrote {what} for {done.rows} rows of {len(done.written)} shards to {out} ({engine}){more}")
+
+
+def _note_infeasible(counts: dict) -> None:
+    """One note counting the rows a conformal method left as its infeasible-row rule says."""
+    flagged = ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in counts.items() if count)
+    if flagged:
+        render.note(f"infeasible rows left as the rule says: {flagged}")

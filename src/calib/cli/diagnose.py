@@ -33,6 +33,7 @@ def diagnose(
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
     scores: options.Scores = None,
+    task: options.Task = "auto",
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
     min_group_rows: options.MinGroupRows = 100,
@@ -58,7 +59,16 @@ def diagnose(
     if out is not None:  # refused before the work, not after it
         check_output_directory(out, force=force)
     preds, calibrator = options.read_inputs(
-        pred, bundle, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise, scores=scores
+        pred,
+        bundle,
+        labels,
+        label_column,
+        input_kind,
+        score_prefix,
+        require_labels=True,
+        renormalise=renormalise,
+        scores=scores,
+        task=task,
     )
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     groups = read_groups(preds, pred, group_by, groups_file, label_column)

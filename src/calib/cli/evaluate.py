@@ -124,19 +124,9 @@ def evaluate(
             "--confidence", min=0.5, max=0.999, help="Level of the --bootstrap intervals and of the intervals the gates read."
         ),
     ] = 0.95,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            help=f"For a directory of {listed(shard_formats())} files: local (in this process) or dask (one task per file on a cluster); metric states are merged in file order.",
-        ),
-    ] = "local",
-    scheduler: Annotated[
-        Optional[str],
-        typer.Option(
-            "--scheduler", help="--engine dask: the scheduler address (default: a local two-worker cluster).", show_default=False
-        ),
-    ] = None,
+    engine: options.Engine = "local",
+    scheduler: options.Scheduler = None,
+    task: options.Task = "auto",
     paired: Annotated[
         bool,
         typer.Option(
@@ -227,6 +217,7 @@ def _evaluate_file(given, keys, gates, increase_gates) -> None:
         require_labels=True,
         renormalise=given.renormalise,
         scores=given.scores,
+        task=given.task,
     )
     preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
     groups = read_groups(preds, given.pred, given.group_by, given.groups_file, given.label_column)
@@ -238,7 +229,8 @@ def _evaluate_file(given, keys, gates, increase_gates) -> None:
         replicates = default_config(preds.n, preds.k, given.confidence, baseline_section)
     else:
         replicates = BootstrapConfig(given.bootstrap, given.seed, given.confidence) if given.bootstrap else None
-    wanted = [*(keys or ([] if given.no_vece else VECE_METRICS)), *(g.metric for g in (*gates, *increase_gates))]
+    default_vece = [] if given.no_vece or preds.multilabel is not None else VECE_METRICS  # not in a multi-label table
+    wanted = [*(keys or default_vece), *(g.metric for g in (*gates, *increase_gates))]
     if any(not METRICS[key].streamed for key in wanted) and preds.n > given.vece_max_rows:
         render.note(f"V-ECE and KDE-ECE on a seeded subsample of {given.vece_max_rows} of {preds.n} rows (--vece-max-rows)")
     # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
@@ -415,7 +407,13 @@ def merge_states(
         json_path,
         {
             **report,
-            "input": {"path": f"{len(inputs['merged_from'])} merged states", "n": inputs["n"], "k": inputs["k"], "kind": "state"},
+            "input": {
+                "path": f"{len(inputs['merged_from'])} merged states",
+                "n": inputs["n"],
+                "k": inputs["k"],
+                "kind": "state",
+                **({"multilabel": inputs["multilabel"]} if "multilabel" in inputs else {}),
+            },
         },
         table_format,
     )

@@ -79,6 +79,10 @@ def fit(
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
     scores: options.Scores = None,
+    task: options.Task = "auto",
+    per_label: Annotated[
+        bool, typer.Option("--per-label", help="Multi-label input: one calibrator per label (default: one shared by all labels).")
+    ] = False,
     json_path: Annotated[
         Optional[str],
         typer.Option(
@@ -104,16 +108,22 @@ def fit(
     if train is None and train_features is not None:
         raise UsageError("--train-features needs --train")
     start = time.perf_counter()
-    preds, _ = options.read_inputs(
-        pred, None, labels, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise, scores=scores
-    )
+
+    def read(path: str, labels_path: str | None):
+        """The calibration (or training) rows, read with the command's input options."""
+        shared = {"renormalise": renormalise, "scores": scores, "task": task}
+        return options.read_inputs(
+            path, None, labels_path, label_column, input_kind, score_prefix, require_labels=True, **shared
+        )[0]
+
+    preds = read(pred, labels)
+    if preds.multilabel is not None and (features is not None or train is not None):
+        raise UsageError("--features and --train are per row; the calibrators of a multi-label input's pairs take neither")
     train_preds = train_x = None
     if train is not None:
-        train_preds, _ = options.read_inputs(
-            train, None, None, label_column, input_kind, score_prefix, require_labels=True, renormalise=renormalise, scores=scores
-        )
+        train_preds = read(train, None)
         train_x = read_features(train_features, train_preds.n)
-    fitted = api.calibrator(method, **given).fit(
+    fitted = api.calibrator(method, per_label=per_label, **given).fit(
         preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x
     )
     fitted.save(out, force=force)
@@ -138,7 +148,13 @@ def fit(
             write_bytes_atomic(json_path, text.encode())
     if json_path != "-":
         report = {key: value for key, value in summary["fit_report"].items() if not key.startswith("warning")}
-        rows = {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})", **report}
+        if preds.multilabel is not None:
+            layout = preds.multilabel
+            shape = {"rows x labels": f"{layout.n_rows} x {layout.n_labels} ({preds.n} pairs, {preds.kind})"}
+            shape["fitted"] = f"one calibrator per label ({layout.n_labels})" if per_label else "one calibrator for all labels"
+        else:
+            shape = {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})"}
+        rows = {**shape, **report}
         render.key_values(f"calib fit: {method}", {**rows, "time": f"{seconds:.2f} s", "bundle": out})
     for warning in summary["warnings"]:
         render.note(f"warning: {warning}")

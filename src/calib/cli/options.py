@@ -56,6 +56,26 @@ Renormalise = Annotated[
 ScorePrefix = Annotated[
     Optional[str], typer.Option("--score-prefix", help="Parquet: read wide score columns with this name prefix (e.g. logit_).")
 ]
+Task = Annotated[
+    str,
+    typer.Option(
+        "--task",
+        help="auto | multiclass | binary | multilabel. auto decides from the labels: a (N, L) 0/1 matrix is multi-label.",
+    ),
+]
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="For a directory of shard files: local (in this process) or dask (one task per file on a cluster).",
+    ),
+]
+Scheduler = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scheduler", help="--engine dask: the scheduler address (default: a local two-worker cluster).", show_default=False
+    ),
+]
 Pred = Annotated[
     str,
     typer.Argument(metavar="PRED", help=f"Predictions: {listed()}; - reads any of them from stdin.", show_default=False),
@@ -116,6 +136,7 @@ def read_inputs(
     require_labels: bool,
     renormalise: bool = False,
     scores: str | None = None,
+    task: str = "auto",
 ):
     """The predictions (and the bundle's calibrator, when ``bundle`` is given) as the shared input
     options ask: the start of fit, apply, evaluate and diagnose."""
@@ -131,4 +152,5 @@ def read_inputs(
         require_labels=require_labels,
         renormalise=renormalise,
         scores=scores,
+        task=task,
     )

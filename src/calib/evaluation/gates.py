@@ -56,7 +56,7 @@ INCONCLUSIVE_POLICIES = ("pass", "fail")
 POWER = 0.8
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
-_GATE = re.compile(r"^\s*(?:(max_group|min_group):)?([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+_GATE = re.compile(r"^\s*(?:(max_group|min_group|max_label|min_label):)?([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..metrics.definitions import higher_is_better
 from .report_types import GroupEntry, GroupSection
 
 #: Group values that are missing (NaN, null, empty text) form a group of this name.
 MISSING = "(missing)"
-#: Gate prefixes: ``max_group:cmce>0.02`` gates the largest value over the groups, ``min_group:`` the smallest.
-AGGREGATES = {"max_group": max, "min_group": min}
+#: Gate prefixes: ``max_group:cmce>0.02`` gates the largest value over the groups, ``min_group:`` the
+#: smallest; ``max_label:`` and ``min_label:`` the same over the labels of a multi-label input.
+AGGREGATES = {"max_group": max, "min_group": min, "max_label": max, "min_label": min}
+#: The aggregates over a multi-label input's labels.
+LABEL_AGGREGATES = ("max_label", "min_label")
 
 
 @dataclass
@@ -33,6 +36,9 @@ class Groups:
     names: list[str]
     codes: np.ndarray
     source: str
+    #: A multi-label input's label groups: its rows are (row, label) pairs, this many per row
+    #: (the bootstrap resamples the rows).
+    pairs_per_row: int = 1
 
     @property
     def counts(self) -> np.ndarray:
@@ -41,6 +47,26 @@ class Groups:
     def order(self) -> np.ndarray:
         """Row indices sorted by group, rows of a group in their file order."""
         return np.argsort(self.codes, kind="stable")
+
+
+#: The source of a multi-label input's label groups.
+LABELS_SOURCE = "labels"
+
+
+def label_groups(preds) -> Groups:
+    """A multi-label input's pairs grouped by their label (``preds.multilabel``)."""
+    layout = preds.multilabel
+    return Groups(list(layout.names), layout.codes(), LABELS_SOURCE, layout.n_labels)
+
+
+def groups_for(preds, groups: Groups | None) -> Groups | None:
+    """The groups an evaluation of ``preds`` reads: ``groups``, or a multi-label input's labels
+    (which take no other groups)."""
+    if preds.multilabel is None:
+        return groups
+    if groups is not None and groups.source != LABELS_SOURCE:
+        raise UsageError("a multi-label input is grouped by its labels; other groups do not apply to it")
+    return groups if groups is not None else label_groups(preds)
 
 
 def groups_from_values(values, n_rows: int, source: str) -> Groups:
@@ -95,22 +121,26 @@ def group_sort_key(name: str):
 
 
 def group_section(
-    names: list[str], counts, source: str, values: list[dict], before: list[dict] | None, min_rows: int
+    names: list[str], counts, source: str, values: list[dict], before: list[dict] | None, min_rows: int, mean: bool = False
 ) -> GroupSection:
     """The groups ``names`` of ``counts`` rows with each one's metric values (``values``, and the
     model's own ``before`` with a calibrator), where the group values came from (``source``), the
-    rows a group needs to be gated and the worst gated group per metric."""
+    rows a group needs to be gated, the worst gated group per metric and, with ``mean`` (a
+    multi-label input's labels), the mean over the groups per metric (the macro average)."""
     section = {}
     for i, name in enumerate(names):
         own = None if before is None else {key: item["value"] for key, item in before[i].items()}
         section[name] = GroupEntry(int(counts[i]), {key: item["value"] for key, item in values[i].items()}, own)
     gated = {name: entry.to_json() for name, entry in section.items() if entry.n >= min_rows}
-    worst = {}
+    worst, averages = {}, {}
     for key in values[0] if values else []:
         found = worst_group(gated, key)
         if found is not None:
             worst[key] = {"group": found[0], "value": found[1]}
-    return GroupSection(section, source, min_rows, worst)
+        defined = [entry.metrics[key] for entry in section.values() if entry.metrics.get(key) is not None]
+        if mean and defined:
+            averages[key] = float(np.mean(defined))
+    return GroupSection(section, source, min_rows, worst, averages)
 
 
 def worst_group(section: dict, key: str, aggregate: str | None = None) -> tuple[str, float] | None:

@@ -10,10 +10,19 @@ from ..bootstrap import BootstrapConfig, labels_fingerprint
 from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
 from ..io.predictions import Predictions
-from ..metrics import DEFAULT_METRICS, METRICS, TRUTH_METRICS, VECE_METRICS, MetricConfig, check_metric_keys
+from ..metrics import (
+    BINARY_METRICS,
+    DEFAULT_METRICS,
+    METRICS,
+    MULTILABEL_METRICS,
+    TRUTH_METRICS,
+    VECE_METRICS,
+    MetricConfig,
+    check_metric_keys,
+)
 from ..metrics.sample import SampleConfig
 from .gates import ChangeGate, Gate, check_gates
-from .groups import Groups, group_section
+from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
 from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
 from .sample import sample_results
 from .streaming import stream_metrics
@@ -45,7 +54,10 @@ def build_report(
     Gates read the bootstrap replicates when there are some (three outcomes,
     :mod:`calib.evaluation.gates`) unless ``ignore_noise``; ``inconclusive`` ("pass" or "fail") is
     what an inconclusive gate counts as. The report's ``streamed`` holds the accumulators behind
-    it (what a metric state file holds)."""
+    it (what a metric state file holds). A multi-label input's (row, label) pairs are grouped by
+    label: the overall values pool every pair (micro), each label is a group, and the group
+    section's mean over labels is the macro average (docs/multilabel.md)."""
+    groups = groups_for(preds, groups)
     keys, sample_keys = _metric_keys(preds, metrics, include_vece, gates, increase_gates, groups)
     if any(gate.paired for gate in increase_gates) and bootstrap is None:
         raise UsageError(
@@ -74,7 +86,13 @@ def build_report(
         side = "calibrated" if calibrator is not None else "uncalibrated"
         before_groups = streamed.group_values["uncalibrated"] if calibrator is not None else None
         report.groups = group_section(
-            groups.names, groups.counts, groups.source, streamed.group_values[side], before_groups, min_group_rows
+            groups.names,
+            groups.counts,
+            groups.source,
+            streamed.group_values[side],
+            before_groups,
+            min_group_rows,
+            mean=preds.multilabel is not None,
         )
     absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
     if absent_rows is not None:
@@ -85,13 +103,25 @@ def build_report(
 def _metric_keys(preds: Predictions, metrics, include_vece: bool, gates, increase_gates, groups) -> tuple[list[str], list[str]]:
     """(the streamed keys, the whole-sample keys) to compute: those asked for (or the default
     table) and every gated one; refuses what the input cannot give."""
+    if any(gate.aggregate in LABEL_AGGREGATES for gate in gates) and preds.multilabel is None:
+        raise UsageError("a gate on the worst label needs a multi-label input (labels a (N, L) 0/1 matrix)")
     if groups is None and any(gate.aggregate is not None for gate in gates):
         raise UsageError(
             "a gate on the worst group needs the rows' groups; none given", cli_hint="--group-by COLUMN or --groups FILE"
         )
-    default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
-    default += VECE_METRICS if include_vece else ()
+    if preds.multilabel is not None:  # every pair is a binary prediction; V-ECE is not in its table
+        default = MULTILABEL_METRICS
+    else:
+        default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
+        default += BINARY_METRICS if preds.k == 2 else ()
+        default += VECE_METRICS if include_vece else ()
     keys = check_metric_keys(list(metrics or default) + [g.metric for g in (*gates, *increase_gates)])
+    binary_only = [key for key in keys if METRICS[key].binary]
+    if binary_only and preds.k != 2:
+        raise UsageError(
+            f"metric {binary_only[0]!r} is defined for binary models (K = 2), on the positive class; this input has K = {preds.k} "
+            "(its multiclass counterpart: brier, ece or cw_ece)"
+        )
     streamed = [key for key in keys if METRICS[key].streamed]
     if preds.true_probs is None:
         needing = [key for key in streamed if METRICS[key].needs_truth]
@@ -111,7 +141,11 @@ def apply_gates(report: EvaluationReport, gates=(), change_gates=(), *, ignore_n
 
 def input_section(preds: Predictions) -> InputSection:
     """What was evaluated: path, kind, shape and the digests of the scores and labels."""
-    return InputSection(preds.name, preds.kind, preds.n, preds.k, preds.sha256, labels_fingerprint(preds.labels))
+    layout = preds.multilabel
+    multilabel = None if layout is None else {"rows": layout.n_rows, "labels": layout.n_labels}
+    return InputSection(
+        preds.name, preds.kind, preds.n, preds.k, preds.sha256, labels_fingerprint(preds.labels), multilabel=multilabel
+    )
 
 
 def _bootstrap_section(bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups) -> dict:

@@ -64,12 +64,15 @@ class InputSection:
     sha256: str | None = None
     labels_sha256: str | None = None
     merged_from: list[dict] | None = None
+    #: A multi-label input: {"rows": N, "labels": L}; ``n`` then counts its N L (row, label) pairs.
+    multilabel: dict | None = None
 
     def to_json(self) -> dict:
         if self.merged_from is not None:
             out = {"merged_from": self.merged_from, "n": self.n, "k": self.k}
+            out = out if self.multilabel is None else {**out, "multilabel": self.multilabel}
             return out if self.path is None else {**out, "path": self.path}
-        return {
+        out = {
             "path": self.path,
             "kind": self.kind,
             "n": self.n,
@@ -77,6 +80,7 @@ class InputSection:
             "sha256": self.sha256,
             "labels_sha256": self.labels_sha256,
         }
+        return out if self.multilabel is None else {**out, "multilabel": self.multilabel}
 
     @classmethod
     def from_json(cls, section: dict) -> InputSection:
@@ -88,6 +92,7 @@ class InputSection:
             section.get("sha256"),
             section.get("labels_sha256"),
             section.get("merged_from"),
+            section.get("multilabel"),
         )
 
 
@@ -110,12 +115,13 @@ class GroupEntry:
 class GroupSection:
     """Per-group metrics (``groups``) and their summary (``group_by``: where the group values came
     from, how many groups, the rows a group needs to be gated, those below, the worst gated group
-    per metric)."""
+    per metric, and the mean over the groups per metric: a multi-label input's macro average)."""
 
     groups: dict[str, GroupEntry]
     source: str
     min_rows: int
     worst: dict[str, dict]
+    mean: dict[str, float] = field(default_factory=dict)
 
     @property
     def below_min_rows(self) -> list[str]:
@@ -128,6 +134,7 @@ class GroupSection:
             "min_rows": self.min_rows,
             "below_min_rows": self.below_min_rows,
             "worst": self.worst,
+            **({"mean": self.mean} if self.mean else {}),
         }
         return {name: entry.to_json() for name, entry in self.groups.items()}, summary
 
@@ -136,7 +143,7 @@ class GroupSection:
         entries = {
             name: GroupEntry(entry["n"], entry["metrics"], entry.get("uncalibrated_metrics")) for name, entry in groups.items()
         }
-        return cls(entries, summary["source"], summary["min_rows"], summary["worst"])
+        return cls(entries, summary["source"], summary["min_rows"], summary["worst"], summary.get("mean", {}))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ def state_header(
     grouped = {}
     if groups is not None:
         grouped = {"groups": {"source": groups.source, "names": groups.names, "n": groups.counts.tolist()}}
+    if preds.multilabel is not None:
+        grouped["multilabel"] = {"rows": preds.multilabel.n_rows, "labels": preds.multilabel.n_labels}
     return {
         "format": STATE_FORMAT,
         "format_version": STATE_VERSION,
@@ -107,8 +109,17 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
         else:
             headers["n"] += header["n"]
             headers["inputs"] += header["inputs"]
+            labels = [(h.get("multilabel") or {}).get("labels") for h in (header, headers)]
+            if labels[0] != labels[1]:
+                raise InputError(f"{name}: a multi-label state merges only with multi-label states of as many labels")
+            if labels[0] is not None:  # the rows add up, the labels stay
+                headers["multilabel"] = {
+                    "rows": headers["multilabel"]["rows"] + header["multilabel"]["rows"],
+                    "labels": labels[0],
+                }
         if ("groups" in header) != ("groups" in headers):
             raise InputError(f"{name}: grouped and ungrouped states cannot be merged")
+
         overall = {key: value for key, value in arrays.items() if not key.startswith("group")}
         merged.absorb(overall)
         for i, group in enumerate(header.get("groups", {}).get("names", [])):
@@ -122,7 +133,9 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
             group_rows[group] += int(header["groups"]["n"][i])
         if "groups" in header:
             sources.add(header["groups"]["source"])
-    inputs = InputSection(None, None, headers["n"], headers["k"], merged_from=headers["inputs"])
+    inputs = InputSection(
+        None, None, headers["n"], headers["k"], merged_from=headers["inputs"], multilabel=headers.get("multilabel")
+    )
     report = EvaluationReport(__version__, inputs, headers["bundle"], entries_from_json(merged.results()))
     if group_sets:
         ordered = sorted(group_sets, key=group_sort_key)
@@ -133,5 +146,6 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
             [group_sets[g].results() for g in ordered],
             None,
             min_group_rows,
+            mean=headers.get("multilabel") is not None,
         )
     return report

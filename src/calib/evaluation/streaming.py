@@ -234,7 +234,8 @@ def _side_accumulators(sides: list[str], new_set, n: int, groups: Groups | None,
     if bootstrap is not None:
         stratified = groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES
         strata = {"strata": groups.codes, "n_strata": len(groups.names)} if stratified else {}
-        grouped = {side: BootstrapStates(new_set, n, bootstrap.seed, **strata) for side in sides}
+        pairs = {"pairs_per_row": groups.pairs_per_row} if groups is not None else {}
+        grouped = {side: BootstrapStates(new_set, n, bootstrap.seed, **strata, **pairs) for side in sides}
     return sliced, grouped
 
 

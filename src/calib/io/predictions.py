@@ -13,6 +13,24 @@ from ..numerics import log_of_probs, log_softmax, release_rows, row_chunks
 from ..validation import repair_probs
 
 
+@dataclass(frozen=True)
+class LabelLayout:
+    """A multi-label input read as its (row, label) pairs: ``n_rows`` rows of L = ``len(names)``
+    labels, pair (i, l) at position i L + l, each pair a binary prediction (a P(y_l = 1) or a
+    logit of it) with its 0/1 label (docs/multilabel.md)."""
+
+    n_rows: int
+    names: tuple[str, ...]
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.names)
+
+    def codes(self) -> np.ndarray:
+        """The label of every pair, in pair order: 0, 1, ..., L - 1, 0, 1, ..."""
+        return np.tile(np.arange(self.n_labels), self.n_rows)
+
+
 @dataclass
 class Predictions:
     """An (N, K) score matrix with its resolved kind and optional labels.
@@ -29,6 +47,8 @@ class Predictions:
     digest: str | Callable[[], str] | Future  # sha256 hex of the file, how to compute it, or its pending result
     passthrough: object | None = None  # pyarrow.Table of parquet columns carried through `apply`
     true_probs: np.ndarray | None = None  # (N, K) true conditional probabilities (synthetic data)
+    #: A multi-label input: its layout, the scores and labels being its (row, label) pairs.
+    multilabel: LabelLayout | None = None
 
     @functools.cached_property
     def sha256(self) -> str:

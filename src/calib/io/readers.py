@@ -14,12 +14,22 @@ import tempfile
 
 import numpy as np
 
-from ..errors import InputError
-from ..validation import UnitIntervalScores, as_array, check_labels, check_score_array, check_true_probs, resolve_kind
+from ..errors import InputError, UsageError
+from ..validation import (
+    TASKS,
+    UnitIntervalScores,
+    as_array,
+    check_labels,
+    check_score_array,
+    check_true_probs,
+    is_label_matrix,
+    multilabel_pairs,
+    resolve_kind,
+)
 from .formats import BY_SUFFIX, MAGIC_LENGTH, format_of, format_of_bytes, suffix_of
 from .formats.base import LABEL_NAMES, group_key, labels_key
 from .formats.text import text_labels, text_values
-from .predictions import Predictions
+from .predictions import LabelLayout, Predictions
 
 
 def file_sha256(path: str) -> str:
@@ -39,6 +49,7 @@ def read_predictions(
     require_labels: bool = False,
     renormalise: bool = False,
     scores: str | None = None,
+    task: str = "auto",
 ) -> Predictions:
     """Read and validate a predictions file, once: everything after takes the result as it is.
 
@@ -62,6 +73,9 @@ def read_predictions(
     scores : str, optional
         The array or column holding the scores; by default the one named logits, log_probs or
         probs (or, in a .npz of one 2-D floating array, that one: the input-kind line says so).
+    task : str
+        auto (decided from the labels), multiclass, binary or multilabel (labels a (N, L) 0/1
+        matrix, read as the N L (row, label) pairs).
 
     Returns
     -------
@@ -97,7 +111,7 @@ def read_predictions(
     if labels_path is not None:
         labels, label_name = read_labels(labels_path, label_column), labels_path
     preds = _validated(
-        name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name, renormalise
+        name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name, renormalise, task
     )
     if contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
         preds.kind_reason = f"{preds.kind_reason}; {contents.picked}"
@@ -112,7 +126,7 @@ def read_predictions(
 
 
 def predictions_from_arrays(
-    scores, labels=None, *, kind: str = "auto", name: str = "scores", renormalise: bool = False
+    scores, labels=None, *, kind: str = "auto", name: str = "scores", renormalise: bool = False, task: str = "auto"
 ) -> Predictions:
     """Arrays checked exactly as a file's are: ``scores`` (N, K) (or a binary column) of logits,
     probabilities or log-probabilities (``kind``, or detected from the values), ``labels`` (N,)
@@ -125,12 +139,37 @@ def predictions_from_arrays(
     def digest() -> str:
         return hashlib.sha256(np.ascontiguousarray(scores).tobytes()).hexdigest()
 
-    return _validated(name, scores, None, kind, digest, None, labels, "labels", renormalise)
+    return _validated(name, scores, None, kind, digest, None, labels, "labels", renormalise, task)
 
 
-def _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, label_name, renormalise=False) -> Predictions:
+def _validated(
+    name, scores, named_kind, input_kind, sha, passthrough, labels, label_name, renormalise=False, task="auto"
+) -> Predictions:
     """The checks every input gets, whatever it came from: shape and dtype, every value against
-    its kind (detected, named by the array, or declared), and the labels."""
+    its kind (detected, named by the array, or declared), and the labels. A (N, L) matrix of 0/1
+    labels makes a multi-label input, read as its N L (row, label) pairs (``task``: auto, or the
+    task the caller declares, checked)."""
+    if task not in TASKS:
+        raise UsageError(f"task must be one of {', '.join(TASKS)}; got {task!r}", cli_hint="--task")
+    layout = None
+    matrix = labels is not None and is_label_matrix(labels, scores)
+    if matrix or (task == "multilabel" and labels is None):
+        if task in ("multiclass", "binary"):
+            raise InputError(
+                f"{label_name}: labels are a (N, L) matrix, a multi-label input, but the task is declared {task}",
+                cli_hint="--task multilabel",
+            )
+        n_rows = int(np.shape(scores)[0])
+        if matrix:
+            scores, labels, n_labels = multilabel_pairs(scores, labels, name, label_name)
+        else:  # scores to apply a multi-label calibrator to: no labels
+            scores, _, n_labels = multilabel_pairs(scores, np.zeros(np.shape(scores), dtype=np.int64), name, name)
+        layout = LabelLayout(n_rows, tuple(str(label) for label in range(n_labels)))
+    elif task == "multilabel":
+        raise InputError(
+            f"{label_name}: a multi-label input needs labels as a (N, L) matrix of 0/1, one per score; "
+            "these are one class index per row"
+        )
     check_score_array(scores, name)
     if renormalise:
         kind, reason = resolve_kind(scores, input_kind, name, renormalise=True)
@@ -140,9 +179,17 @@ def _validated(name, scores, named_kind, input_kind, sha, passthrough, labels, l
         kind, reason = resolve_kind(scores, named_kind, name, given_by=f"the array is named for {named_kind}")
     else:
         kind, reason = resolve_kind(scores, input_kind, name, given_by="as declared")
-    preds = Predictions(name, scores, kind, reason, None, sha, passthrough)
+    preds = Predictions(name, scores, kind, reason, None, sha, passthrough, multilabel=layout)
     if labels is not None:
         preds.labels = check_labels(labels, preds.n, preds.k, label_name)
+    if task == "binary" and preds.k != 2:
+        raise InputError(f"{name}: the task is declared binary but the scores have K = {preds.k} classes")
+    if layout is not None:  # the binary-column wording of the kind, said of the labels
+        reason = preds.kind_reason.replace("the class-1 logit of a binary model", "per-label logits")
+        reason = reason.replace("P(class 1) of a binary model", "per-label probabilities P(y_l = 1)")
+        preds.kind_reason = (
+            f"{reason}; multi-label: {layout.n_rows} rows x {layout.n_labels} labels, read as {preds.n} (row, label) pairs"
+        )
     return preds
 
 

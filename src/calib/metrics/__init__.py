@@ -4,8 +4,10 @@ on arrays, generated from it (functional: ``calib.metrics.ece(scores, labels)``)
 
 from .batch import Batch
 from .definitions import (
+    BINARY_METRICS,
     DEFAULT_METRICS,
     METRICS,
+    MULTILABEL_METRICS,
     TRUTH_METRICS,
     VECE_METRICS,
     Metric,
@@ -18,10 +20,12 @@ from .functional import FUNCTIONS, KEYED, coverage, cpsme, metric_value, vece
 globals().update(KEYED)
 
 __all__ = [
+    "BINARY_METRICS",
     "Batch",
     "DEFAULT_METRICS",
     "FUNCTIONS",
     "METRICS",
+    "MULTILABEL_METRICS",
     "TRUTH_METRICS",
     "VECE_METRICS",
     "Metric",

@@ -50,7 +50,8 @@ class ProperScores(Additive):
 
     STATE = ("n", "n_correct", "nll_sum", "brier_sum", "prob_clipped")
 
-    def __init__(self):
+    def __init__(self, n_classes: int = 0):
+        self.n_classes = n_classes  # K (0: not known), which the binary conventions need
         self.n = 0
         self.n_correct = 0.0
         self.nll_sum = 0.0

@@ -47,6 +47,9 @@ class Metric:
     #: Whole-sample: the family whose estimate holds the value, and the estimate's field.
     family: SampleFamily | None = None
     field: str | None = None
+    #: Defined for binary models (K = 2) only: the positive-class conventions of scikit-learn and
+    #: torchmetrics' binary metrics; in the default table of a binary input.
+    binary: bool = False
 
     @property
     def streamed(self) -> bool:
@@ -54,7 +57,7 @@ class Metric:
 
 
 def _proper(config, k):
-    return ("proper",), acc.ProperScores
+    return ("proper", k), lambda: acc.ProperScores(k)
 
 
 def _top_bins(config, k):
@@ -129,6 +132,20 @@ def _smece(state: acc.TopLabelValues, config: MetricConfig) -> float:
     return smooth_ece(np.concatenate(state.confidence), np.concatenate(state.correct))[0]
 
 
+def brier_positive(state: acc.ProperScores, config: MetricConfig) -> float | None:
+    """Positive-class Brier score of a binary model, mean_i (p_i1 - 1{y_i = 1})^2 (scikit-learn's
+    ``brier_score_loss``): half the two-class sum, since (p_0 - 1{y = 0})^2 = (p_1 - 1{y = 1})^2
+    when p_0 = 1 - p_1. None unless K = 2."""
+    return state.brier_sum / (2.0 * state.n) if state.n_classes == 2 else None
+
+
+def ece_positive(state: acc.ClasswiseBins, config: MetricConfig) -> float | None:
+    """Positive-class ECE of a binary model: sum_b (n_b / N) |mean p_1 - share of y = 1| over
+    equal-width bins of p_1 (torchmetrics' ``BinaryCalibrationError``): classwise ECE's class 1.
+    None unless K = 2."""
+    return float(state.counter.weighted_error()[1]) if state.n_classes == 2 else None
+
+
 def _coverage_value(state: acc.CumulativeMassRange, config: MetricConfig) -> float | None:
     return state.covered / state.count if state.count else None
 
@@ -149,6 +166,14 @@ _METRICS = [
         _proper,
         lambda s, c: s.brier_sum / s.n,
         lambda c, s: {"sum_over_classes": True},
+    ),
+    Metric(
+        "brier_pos",
+        "binary models: Brier score of the positive class, mean (p_1 - y)^2",
+        _proper,
+        brier_positive,
+        lambda c, s: {"label": "class 1", "sum_over_classes": False, "as": "scikit-learn brier_score_loss"},
+        binary=True,
     ),
     Metric(
         "ece",
@@ -201,6 +226,20 @@ _METRICS = [
         _classwise,
         lambda s, c: float(np.mean(s.counter.weighted_error())),
         lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l1", "label": "classwise"},
+    ),
+    Metric(
+        "ece_pos",
+        "binary models: ECE of the positive class's probability p_1, equal-width bins",
+        _classwise,
+        ece_positive,
+        lambda c, s: {
+            "bins": c.bins,
+            "scheme": "equal-width",
+            "norm": "l1",
+            "label": "class 1",
+            "as": "torchmetrics BinaryCalibrationError",
+        },
+        binary=True,
     ),
     Metric(
         "cmce",
@@ -308,6 +347,10 @@ METRICS: dict[str, Metric] = {m.key: m for m in _METRICS + _TRUTH_METRICS + _SAM
 TRUTH_METRICS = tuple(m.key for m in _TRUTH_METRICS)
 #: The default table of `calib evaluate` (docs/metrics.md keys; V-ECE joins when it exists).
 DEFAULT_METRICS = ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995")
+#: Added to the default table of a binary input (K = 2).
+BINARY_METRICS = tuple(m.key for m in _METRICS if m.binary)
+#: The default table of a multi-label input: its (row, label) pairs are binary predictions.
+MULTILABEL_METRICS = ("accuracy", "nll", *BINARY_METRICS)
 #: The V-ECE keys, in the default table unless V-ECE is switched off.
 VECE_METRICS = tuple(m.key for m in _SAMPLE_METRICS if m.family is VARIATIONAL)
 

@@ -31,6 +31,27 @@ class Score:
         score, or with ``options.randomize`` what :meth:`randomised` starts from."""
         raise NotImplementedError
 
+    def onnx(self, graph, probs: str, options) -> str:
+        """V (N, K) in an ONNX graph (:mod:`calib.onnx_export`), non-randomised: ``base + table[r]``
+        by rank, the ranking by ONNX's TopK (sorted, ties to the lower index, as here), scattered
+        back to class order."""
+        from ... import kernels
+
+        k = graph.n_classes
+        ranked, order = graph.op("TopK", probs, graph.const([k], np.int64), axis=1, largest=1, sorted=1, outputs=2)
+        base, table = self.rank_terms(options, k)
+        if base == kernels.CUMULATIVE:
+            by_rank = graph.op("CumSum", ranked, graph.const(1, np.int64))
+        elif base == kernels.TOP:
+            by_rank = graph.op(
+                "Expand", graph.op("Slice", ranked, *(graph.const([v], np.int64) for v in (0, 1, 1))), graph.op("Shape", ranked)
+            )
+        else:
+            by_rank = graph.op("Mul", ranked, graph.const(0.0))
+        if table is not None:
+            by_rank = graph.op("Add", by_rank, graph.const(np.asarray(table, dtype=np.float64)[None, :]))
+        return graph.op("ScatterElements", by_rank, order, by_rank, axis=1)
+
     def randomised(self, start: np.ndarray, probs: np.ndarray, u: np.ndarray, options) -> np.ndarray:
         """The randomised score from ``start`` (what :meth:`rank_terms` gives, in class order), the
         probabilities and each row's u."""

@@ -11,5 +11,8 @@ class MaxSoftmax(Score):
     def direct(self, probs, options):
         return 1.0 - probs
 
+    def onnx(self, graph, probs, options):
+        return graph.op("Sub", graph.const(1.0), probs)
+
 
 SCORE = MaxSoftmax()

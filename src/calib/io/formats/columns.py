@@ -120,8 +120,9 @@ def output_table(list_columns: dict, labels=None, passthrough=None):
     for column, values in list_columns.items():
         arrays.append(values if isinstance(values, pa.Array) else _fixed_size_list(values))
         names.append(column)
-    if labels is not None:
-        arrays.append(pa.array(np.asarray(labels, dtype=np.int64)))
+    if labels is not None:  # one class index per row, or a multi-label input's 0/1 row of L
+        labels = np.asarray(labels, dtype=np.int64)
+        arrays.append(_fixed_size_list(labels) if labels.ndim == 2 else pa.array(labels))
         names.append("label")
     table = pa.Table.from_arrays(arrays, names=names)
     if passthrough is not None:

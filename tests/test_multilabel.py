@@ -1,0 +1,270 @@
+"""Multi-label inputs: scores (N, L) with 0/1 labels (N, L), read as their N L (row, label) pairs,
+evaluated per label (the groups), pooled (micro) and averaged (macro), gated on the worst label,
+calibrated by one calibrator for all labels or one per label, against each label's binary
+evaluation and the synthetic data's known truth."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import needs
+
+
+def _data(n=1200, labels=4, seed=0):
+    """Logits of a model over-confident on some labels, under on others, and labels drawn from the truth."""
+    rng = np.random.default_rng(seed)
+    truth = rng.normal(size=(n, labels)) * 1.5 - 0.5
+    y = (rng.random((n, labels)) < 1.0 / (1.0 + np.exp(-truth))).astype(np.int64)
+    z = truth * np.linspace(0.6, 1.8, labels)
+    return z, y
+
+
+def test_each_label_equals_its_binary_evaluation_and_micro_pools_the_pairs():
+    import calib
+
+    z, y = _data()
+    report = calib.evaluate(z, y).to_dict()
+    assert report["input"]["multilabel"] == {"rows": 1200, "labels": 4} and report["input"]["n"] == 4800
+    assert list(report["metrics"]) == ["accuracy", "nll", "brier_pos", "ece_pos"]
+    for label in range(4):
+        alone = calib.evaluate(z[:, label], y[:, label], metrics=list(report["metrics"])).values
+        for key, value in alone.items():
+            assert report["groups"][str(label)]["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-15), (label, key)
+    pooled = calib.evaluate(z.reshape(-1), y.reshape(-1), metrics=list(report["metrics"])).values
+    for key, value in pooled.items():
+        assert report["metrics"][key]["value"] == pytest.approx(value, rel=1e-12)
+    macro = report["group_by"]["mean"]
+    for key in report["metrics"]:
+        assert macro[key] == pytest.approx(np.mean([report["groups"][str(i)]["metrics"][key] for i in range(4)]), rel=1e-12)
+
+
+def test_per_label_brier_equals_scikit_learn():
+    sklearn_metrics = needs("sklearn.metrics")
+    import calib
+
+    z, y = _data(seed=1)
+    groups = calib.evaluate(z, y).to_dict()["groups"]
+    p = 1.0 / (1.0 + np.exp(-z))
+    for label in range(4):
+        expected = sklearn_metrics.brier_score_loss(y[:, label], p[:, label])
+        assert groups[str(label)]["metrics"]["brier_pos"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_probability_inputs_and_parquet_list_columns_give_the_same_numbers(tmp_path, run):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    z, y = _data(seed=2)
+    p = 1.0 / (1.0 + np.exp(-z))
+    np.savez(tmp_path / "ml.npz", probs=p, labels=y)
+    table = pa.table(
+        {
+            "probs": pa.FixedSizeListArray.from_arrays(p.ravel(), 4),
+            "label": pa.array(list(y)),  # a list column of 0/1 per row
+        }
+    )
+    pq.write_table(table, tmp_path / "ml.parquet")
+    outputs = []
+    for name in ("ml.npz", "ml.parquet"):
+        code, out, err = run("evaluate", tmp_path / name, "--json", "-")
+        assert code == 0, err
+        assert "multi-label: 1200 rows x 4 labels, read as 4800 (row, label) pairs" in err
+        outputs.append(json.loads(out))
+    assert outputs[0]["metrics"] == outputs[1]["metrics"] and outputs[0]["groups"] == outputs[1]["groups"]
+
+
+def test_bad_multi_label_inputs_are_refused_with_one_line(tmp_path, run):
+    import calib
+
+    z, y = _data(n=50)
+    bad = y.astype(float)
+    bad[7, 2] = 2.0
+    with pytest.raises(ValueError, match=r"row 7, label 2 is 2.0; multi-label labels are 0 or 1"):
+        calib.evaluate(z, bad)
+    bad[7, 2] = np.nan
+    with pytest.raises(ValueError, match=r"row 7, label 2 is nan"):
+        calib.evaluate(z, bad)
+    with pytest.raises(ValueError, match=r"labels \(50, 3\), scores \(50, 4\)"):
+        calib.evaluate(z, y[:, :3])
+    np.savez(tmp_path / "ml.npz", logits=z, labels=y)
+    np.savez(tmp_path / "mc.npz", logits=z, labels=y[:, 0])
+    for args, message in (
+        ((tmp_path / "ml.npz", "--task", "multiclass"), "declared multiclass"),
+        ((tmp_path / "mc.npz", "--task", "multilabel"), "needs labels as a (N, L) matrix"),
+        ((tmp_path / "ml.npz", "--task", "ternary"), "task must be one of"),
+        ((tmp_path / "ml.npz", "--group-by", "label"), "grouped by its labels"),
+        ((tmp_path / "mc.npz", "--fail-if", "max_label:ece_pos>0.1"), "needs a multi-label input"),
+    ):
+        code, _, err = run("evaluate", *args, "--no-vece")
+        assert code == 2 and message in err and err.count("error:") == 1, (args, err)
+
+
+def test_max_label_gate_on_its_edge(run, tmp_path):
+    """The gate reads the worst label's value: a threshold exactly at it passes (> is strict), a
+    hair below fails; max_group: is the same over the labels."""
+    import calib
+
+    z, y = _data(seed=3)
+    worst = float(max(calib.evaluate(z[:, i], y[:, i], metrics=["ece_pos"]).values["ece_pos"] for i in range(4)))
+    np.savez(tmp_path / "ml.npz", logits=z, labels=y)
+    for threshold, expected in ((worst, 0), (float(np.nextafter(worst, 0.0)), 1), (worst * 1.01, 0)):
+        for aggregate in ("max_label", "max_group"):
+            code, _, err = run(
+                "evaluate", tmp_path / "ml.npz", "--fail-if", f"{aggregate}:ece_pos>{threshold!r}", "--ignore-noise"
+            )
+            assert code == expected, (aggregate, threshold, err)
+    code, _, err = run("evaluate", tmp_path / "ml.npz", "--fail-if", f"max_label:ece_pos>{worst * 0.5!r}", "--ignore-noise")
+    assert code == 1 and "of label" in err and "(the max label)" in err
+
+
+def test_states_of_row_halves_merge_into_the_whole(run, tmp_path):
+    z, y = _data(seed=4)
+    np.savez(tmp_path / "all.npz", logits=z, labels=y)
+    np.savez(tmp_path / "a.npz", logits=z[:500], labels=y[:500])
+    np.savez(tmp_path / "b.npz", logits=z[500:], labels=y[500:])
+    for part in ("a", "b"):
+        assert run("evaluate", tmp_path / f"{part}.npz", "--emit-state", tmp_path / f"{part}.state.npz")[0] == 0
+    code, out, _ = run("merge-states", tmp_path / "a.state.npz", tmp_path / "b.state.npz", "--json", "-")
+    assert code == 0
+    merged = json.loads(out)
+    whole = json.loads(run("evaluate", tmp_path / "all.npz", "--json", "-")[1])
+    assert merged["input"]["multilabel"] == {"rows": 1200, "labels": 4}
+    for key, entry in whole["metrics"].items():
+        assert merged["metrics"][key]["value"] == pytest.approx(entry["value"], rel=1e-12)
+    for label, entry in whole["groups"].items():
+        for key, value in entry["metrics"].items():
+            assert merged["groups"][label]["metrics"][key] == pytest.approx(value, rel=1e-12)
+    np.savez(tmp_path / "other.npz", logits=z[:, :3], labels=y[:, :3])
+    assert run("evaluate", tmp_path / "other.npz", "--emit-state", tmp_path / "other.state.npz")[0] == 0
+    code, _, err = run("merge-states", tmp_path / "a.state.npz", tmp_path / "other.state.npz")
+    assert code == 2 and "multi-label" in err
+
+
+def test_the_bootstrap_resamples_rows_with_all_their_pairs():
+    from calib.bootstrap import BootstrapStates
+
+    states = BootstrapStates(lambda: None, 12, seed=0, groups=3, pairs_per_row=4)
+    clusters = states.assignment.reshape(3, 4)  # 3 rows of 4 pairs
+    assert (clusters == clusters[:, :1]).all()
+
+
+def test_shared_and_per_label_temperatures_by_hand(tmp_path):
+    """One temperature for all labels is TS on the pooled pairs; per label, label l's temperature
+    is TS on its column alone; the applied probabilities are sigmoid(z / T_l), (N, L)."""
+    import calib
+
+    z, y = _data(seed=5)
+    shared = calib.calibrator("ts").fit(z, y)
+    pooled = calib.calibrator("ts").fit(z.reshape(-1), y.reshape(-1))
+    assert shared.fitted.temperature_ == pytest.approx(pooled.fitted.temperature_, rel=1e-12)
+    per_label = calib.calibrator("ts", per_label=True).fit(z, y)
+    temperatures = [calib.calibrator("ts").fit(z[:, i], y[:, i]).fitted.temperature_ for i in range(4)]
+    assert [c.temperature_ for c in per_label.fitted.calibrators_] == pytest.approx(temperatures, rel=1e-12)
+    probs = per_label.predict_proba(z)
+    assert probs.shape == (1200, 4)
+    assert probs == pytest.approx(1.0 / (1.0 + np.exp(-z / np.array(temperatures))), rel=1e-12)
+    per_label.save(str(tmp_path / "b"))
+    again = calib.load(str(tmp_path / "b"))
+    assert again.per_label and np.array_equal(again.predict_proba(z), probs)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["task"] == "multilabel" and manifest["n_labels"] == 4 and manifest["per_label"] is True
+
+
+@pytest.mark.parametrize("method", ["ts", "platt", "isotonic", "beta", "hist", "venn-abers"])
+def test_fit_apply_evaluate_per_label_from_the_command_line(run, tmp_path, method):
+    z, y = _data(seed=6)
+    np.savez(tmp_path / "cal.npz", logits=z[:600], labels=y[:600])
+    np.savez(tmp_path / "test.npz", logits=z[600:], labels=y[600:])
+    np.save(tmp_path / "test_scores.npy", z[600:])
+    code, out, err = run("fit", tmp_path / "cal.npz", "--method", method, "--per-label", "--out", tmp_path / "b")
+    assert code == 0, err
+    assert "one calibrator per label (4)" in out
+    for target in ("out.npz", "out.npy", "out.parquet"):
+        assert run("apply", tmp_path / "b", tmp_path / "test.npz", "--out", tmp_path / target)[0] == 0
+    from_scores = tmp_path / "from_scores.npy"
+    code, _, err = run("apply", tmp_path / "b", tmp_path / "test_scores.npy", "--out", from_scores)
+    assert code == 0 and "600 rows x 4 labels" in err
+    npz, npy = np.load(tmp_path / "out.npz"), np.load(tmp_path / "out.npy")
+    assert npz["probs"].shape == (600, 4) and np.array_equal(npz["probs"], npy)
+    assert np.array_equal(npy, np.load(from_scores)) and np.array_equal(npz["labels"], y[600:])
+    code, out, _ = run("evaluate", tmp_path / "test.npz", "--bundle", tmp_path / "b", "--json", "-")
+    assert code == 0
+    report = json.loads(out)
+    for label in range(4):  # each label's calibrated numbers are its own map's
+        import calib
+
+        alone = calib.load(str(tmp_path / "b")).fitted.calibrators_[label]
+        probs = alone.predict_proba(np.column_stack([np.zeros(600), z[600:, label]]))[:, 1]
+        assert probs == pytest.approx(npz["probs"][:, label], rel=1e-12)
+        assert report["groups"][str(label)]["metrics"]["brier_pos"] == pytest.approx(
+            np.mean((probs - y[600:, label]) ** 2), rel=1e-9
+        )
+
+
+def test_bundles_apply_only_to_inputs_of_their_task(run, tmp_path):
+    z, y = _data(seed=7)
+    np.savez(tmp_path / "ml.npz", logits=z, labels=y)
+    np.savez(tmp_path / "ml3.npz", logits=z[:, :3], labels=y[:, :3])
+    np.savez(tmp_path / "mc.npz", logits=z, labels=y.argmax(axis=1))
+    assert run("fit", tmp_path / "ml.npz", "--method", "ts", "--out", tmp_path / "ml_b")[0] == 0
+    assert run("fit", tmp_path / "mc.npz", "--method", "ts", "--out", tmp_path / "mc_b")[0] == 0
+    for bundle, data, message in (
+        ("ml_b", "ml3.npz", "multi-label input of 4 labels; this input is of 3 labels"),
+        ("ml_b", "mc.npz", "needs labels as a (N, L) matrix"),
+        ("mc_b", "ml.npz", "is a multi-label input (4 labels)"),
+    ):
+        code, _, err = run("apply", tmp_path / bundle, tmp_path / data, "--out", tmp_path / "o.npz")
+        assert code == 2 and message in err, (bundle, data, err)
+
+
+def test_what_multi_label_inputs_do_not_have_yet_is_refused(run, tmp_path):
+    z, y = _data(seed=8)
+    np.savez(tmp_path / "ml.npz", logits=z, labels=y)
+    np.save(tmp_path / "features.npy", z)
+    for args, message in (
+        (("fit", tmp_path / "ml.npz", "--method", "mr", "--out", tmp_path / "b"), "conformal sets of a multi-label input"),
+        (("diagnose", tmp_path / "ml.npz", "--out", tmp_path / "r"), "diagnosis of a multi-label input is not built yet"),
+        (
+            (
+                "fit",
+                tmp_path / "ml.npz",
+                "--method",
+                "ts",
+                "--per-label",
+                "--features",
+                tmp_path / "features.npy",
+                "--out",
+                tmp_path / "c",
+            ),
+            "take neither",
+        ),
+    ):
+        code, _, err = run(*args)
+        assert code == 2 and message in err, (args, err)
+    np.savez(tmp_path / "mc.npz", logits=z, labels=y.argmax(axis=1))
+    code, _, err = run("fit", tmp_path / "mc.npz", "--method", "ts", "--per-label", "--out", tmp_path / "d")
+    assert code == 2 and "needs a multi-label input" in err
+
+
+def test_synthetic_multilabel_truth_and_calibration_towards_it(run, tmp_path):
+    """calib synth multilabel: the written true errors are mean |sigmoid(z) - p| per label; per-label
+    Platt (the family the data's maps belong to) brings the macro ECE down to the truth's own."""
+    code, _, err = run("synth", "multilabel", "--labels", "8", "--n-cal", "6000", "--n-test", "6000", "--out", tmp_path / "ml")
+    assert code == 0, err
+    meta = json.loads((tmp_path / "ml" / "meta.json").read_text())
+    test = np.load(tmp_path / "ml" / "test.npz")
+    errors = np.abs(1.0 / (1.0 + np.exp(-test["logits"])) - test["true_probs"]).mean(axis=0)
+    assert meta["true_l1_errors_test"] == pytest.approx(errors.tolist(), abs=1e-6)
+    assert test["labels"].shape == (6000, 8) and set(np.unique(test["labels"])) == {0, 1}
+    macro = {}
+    for name, args in (("model", ()), ("platt", ("--bundle", tmp_path / "platt"))):
+        if name == "platt":
+            assert (
+                run("fit", tmp_path / "ml" / "cal.npz", "--method", "platt", "--per-label", "--out", tmp_path / "platt")[0] == 0
+            )
+        code, out, _ = run("evaluate", tmp_path / "ml" / "test.npz", *args, "--json", "-")
+        macro[name] = json.loads(out)["group_by"]["mean"]["ece_pos"]
+    np.savez(tmp_path / "truth.npz", probs=test["true_probs"], labels=test["labels"])
+    macro["truth"] = json.loads(run("evaluate", tmp_path / "truth.npz", "--json", "-")[1])["group_by"]["mean"]["ece_pos"]
+    assert macro["platt"] < 0.5 * macro["model"]
+    assert macro["platt"] < 1.5 * macro["truth"] + 0.003  # binning noise of 6,000 rows per label
