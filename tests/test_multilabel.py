@@ -223,7 +223,6 @@ def test_what_multi_label_inputs_do_not_have_yet_is_refused(run, tmp_path):
     np.save(tmp_path / "features.npy", z)
     for args, message in (
         (("fit", tmp_path / "ml.npz", "--method", "mr", "--out", tmp_path / "b"), "conformal sets of a multi-label input"),
-        (("diagnose", tmp_path / "ml.npz", "--out", tmp_path / "r"), "diagnosis of a multi-label input is not built yet"),
         (
             (
                 "fit",
@@ -268,3 +267,24 @@ def test_synthetic_multilabel_truth_and_calibration_towards_it(run, tmp_path):
     macro["truth"] = json.loads(run("evaluate", tmp_path / "truth.npz", "--json", "-")[1])["group_by"]["mean"]["ece_pos"]
     assert macro["platt"] < 0.5 * macro["model"]
     assert macro["platt"] < 1.5 * macro["truth"] + 0.003  # binning noise of 6,000 rows per label
+
+
+def test_diagnose_shows_the_worst_labels_reliability(run, tmp_path):
+    """diagnose of a multi-label input: the pooled reliability of P(y_l = 1), each label's
+    positive-class ECE (the evaluation's per-label ece_pos) and the worst labels' curves."""
+    z, y = _data(seed=9)
+    np.savez(tmp_path / "ml.npz", logits=z, labels=y)
+    code, out, err = run("diagnose", tmp_path / "ml.npz", "--out", tmp_path / "r", "--no-vece")
+    assert code == 0, err
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    groups = report["groups"]
+    assert groups["unit"] == "label" and groups["measure"] == "positive-class ECE"
+    evaluated = json.loads(run("evaluate", tmp_path / "ml.npz", "--json", "-")[1])
+    for label, entry in groups["ece"].items():
+        assert entry["ece"] == pytest.approx(evaluated["groups"][label]["metrics"]["ece_pos"], rel=1e-12)
+    worst = max(groups["ece"], key=lambda label: groups["ece"][label]["ece"])
+    assert groups["worst"][0]["group"] == worst and len(groups["worst"]) == 3
+    assert report["metrics"]["ece_pos"] == pytest.approx(evaluated["metrics"]["ece_pos"]["value"], rel=1e-12)
+    assert "worst labels (positive-class ECE" in out and "reliability (P(y_l = 1), pairs pooled)" in out
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "<h2>Labels</h2>" in html and "worst label" in html

@@ -16,12 +16,11 @@ from ._version import __version__
 from .binning import BinCounter
 from .calibrators.base import CalibrationInputs, builds_sets
 from .calibrators.conformal import SCORE_PARAMETERS, conformal_quantile, min_calibration_size, nonconformity
-from .errors import UsageError
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
-from .evaluation.groups import Groups
+from .evaluation.groups import Groups, groups_for
 from .io.predictions import Predictions
 from .metrics import DEFAULT_METRICS, Batch, MetricConfig
-from .metrics.accumulators import ClasswiseBins, CumulativeMassBins, TopLabelBins
+from .metrics.accumulators import ClasswiseBins, CumulativeMassBins
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
 from .metrics.sample import SampleConfig
@@ -78,21 +77,27 @@ def _batch(calibrator, preds: Predictions, rows: slice) -> Batch:
     return Batch(preds.labels[rows], log_probs=calibrator.apply(CalibrationInputs.of(preds, rows), counts=False)[0])
 
 
-def _curves(preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int = 25, groups: Groups | None = None):
-    """Top-label, cumulative-mass and classwise bin counters of every row, the label counts, the
-    rows holding a probability of 0 or 1, and (with ``groups``) top-label bins per group."""
-    top, cumulative, classwise = TopLabelBins(bins), CumulativeMassBins(cmce_bins), ClasswiseBins(bins, preds.k)
+def _curves(
+    preds: Predictions, calibrator=None, bins: int = 15, cmce_bins: int = 25, groups: Groups | None = None, positive: bool = False
+):
+    """Reliability (top-label), cumulative-mass and classwise bin counters of every row, the label counts, the
+    rows holding a probability of 0 or 1, and (with ``groups``) top-label bins per group; with
+    ``positive`` (a multi-label input's pairs) the reliability counters, overall and per group, bin
+    P(y = 1) against y = 1 instead of the top label's confidence against correctness."""
+    cumulative, classwise, pooled = CumulativeMassBins(cmce_bins), ClasswiseBins(bins, preds.k), BinCounter(bins)
     by_group = BinCounter(bins, len(groups.names)) if groups is not None else None
     support = np.bincount(preds.labels, minlength=preds.k)
     saturated = 0
     for rows in preds.chunks():
         batch = _batch(calibrator, preds, rows)
         saturated += int(((batch.probs == 0.0) | (batch.probs == 1.0)).any(axis=1).sum())
-        for accumulator in (top, cumulative, classwise):
+        for accumulator in (cumulative, classwise):
             accumulator.update(batch)
+        predicted, observed = (batch.probs[:, 1], batch.labels == 1) if positive else (batch.confidence, batch.correct)
+        pooled.add(predicted, observed)
         if by_group is not None:
-            by_group.add(batch.confidence, batch.correct, group=groups.codes[rows])
-    return top.counter, cumulative.counter, classwise.counter, support, saturated, by_group
+            by_group.add(predicted, observed, group=groups.codes[rows])
+    return pooled, cumulative.counter, classwise.counter, support, saturated, by_group
 
 
 def _bin_rows(counter, value_key: str) -> list[dict]:
@@ -135,11 +140,9 @@ def diagnose(
     reliability curves, and (with ``compare``) a cross-validated ranking of methods."""
     from .evaluation import build_report
 
-    if preds.multilabel is not None:
-        raise UsageError(
-            f"{preds.name}: the diagnosis of a multi-label input is not built yet; its evaluation reports every label "
-            "(macro, micro and the worst label)"
-        )
+    # a multi-label input's pairs: the reliability of P(y_l = 1) pooled and per label (the groups)
+    positive = preds.multilabel is not None
+    groups = groups_for(preds, groups)
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.source = {"path": preds.name, "n": preds.n, "k": preds.k, "kind": preds.kind, "calib_version": __version__}
     if calibrator is not None:
@@ -161,7 +164,8 @@ def diagnose(
     if calibrator is not None:
         for warning in calibrator.fit_warnings():
             result.note("warning", f"bundle ({calibrator.name}): {warning}")
-    top, cumulative, classwise, support, saturated, by_group = _curves(preds, calibrator, groups=groups)
+    top, cumulative, classwise, support, saturated, by_group = _curves(preds, calibrator, groups=groups, positive=positive)
+    measure = "positive-class (P(y_l = 1), pairs pooled)" if positive else "top-label"
     _input_findings(result, preds, support, saturated)
     result.reliability = _bin_rows(top, "confidence")
     result.cumulative_mass = _bin_rows(cumulative, "mass")
@@ -175,7 +179,7 @@ def diagnose(
     over = sum(r["over"] for r in result.reliability)
     under = sum(r["under"] for r in result.reliability)
     result.metrics = {
-        "ece": float(top.weighted_error()[0]),
+        "ece_pos" if positive else "ece": float(top.weighted_error()[0]),
         "cmce": float(cumulative.weighted_error()[0]),
         "ece_over": over,
         "ece_under": under,
@@ -183,11 +187,11 @@ def diagnose(
     direction = "over-confident" if over > 2 * under else "under-confident" if under > 2 * over else "mixed"
     result.note(
         "info" if over + under < 0.01 else "warning" if over + under < 0.05 else "problem",
-        f"top-label calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
+        f"{measure} calibration error {over + under:.4f}: {over:.4f} from over-confidence, "
         f"{under:.4f} from under-confidence ({direction})",
     )
     if by_group is not None:
-        result.groups = _group_calibration(by_group, groups, min_group_rows)
+        result.groups = _group_calibration(by_group, groups, min_group_rows, labels=positive)
         for text in result.groups.pop("findings"):
             result.note("warning", text)
     if compare:
@@ -259,9 +263,11 @@ def _conformal_findings(result: Diagnosis, preds: Predictions, calibrator, seed:
 WORST_GROUPS = 3
 
 
-def _group_calibration(counter: BinCounter, groups: Groups, min_rows: int) -> dict:
+def _group_calibration(counter: BinCounter, groups: Groups, min_rows: int, labels: bool = False) -> dict:
     """Top-label ECE of every group (one bin counter with a row of bins per group), its spread over
-    the groups with at least ``min_rows`` rows, and the reliability curves of the worst ones."""
+    the groups with at least ``min_rows`` rows, and the reliability curves of the worst ones; for a
+    multi-label input's labels (``labels``), each label's positive-class ECE (``ece_pos``)."""
+    measure, unit = ("positive-class ECE", "label") if labels else ("top-label ECE", "group")
     ece = counter.weighted_error()
     counts = groups.counts
     gated = [i for i in range(len(groups.names)) if counts[i] >= min_rows]
@@ -287,15 +293,17 @@ def _group_calibration(counter: BinCounter, groups: Groups, min_rows: int) -> di
         worst = curves[0]
         over = sum(r["over"] for r in worst["reliability"])
         findings.append(
-            f"top-label ECE over {len(gated)} groups of {groups.source}: {spread['min']:.4g} to {spread['max']:.4g} "
-            f"(median {spread['median']:.4g}); worst group {worst['group']} ({worst['n']} rows, ECE {worst['ece']:.4g}, "
-            f"{over:.4g} of it over-confidence)"
+            f"{measure} over {len(gated)} {unit}s{'' if labels else ' of ' + groups.source}: {spread['min']:.4g} to "
+            f"{spread['max']:.4g} (median {spread['median']:.4g}); worst {unit} {worst['group']} ({worst['n']} rows, "
+            f"ECE {worst['ece']:.4g}, {over:.4g} of it over-confidence)"
         )
     small = len(groups.names) - len(gated)
     if small:
-        findings.append(f"{small} groups have fewer than {min_rows} rows: left out of the spread and the worst groups")
+        findings.append(f"{small} {unit}s have fewer than {min_rows} rows: left out of the spread and the worst {unit}s")
     return {
         "source": groups.source,
+        "measure": measure,
+        "unit": unit,
         "ece": {groups.names[i]: {"n": int(counts[i]), "ece": float(ece[i])} for i in range(len(groups.names))},
         "spread": spread,
         "worst": curves,

@@ -67,7 +67,9 @@ def _reliability_figure(plt, result):
     top.set_ylabel("accuracy")
     top.set_xlim(0, 1)
     top.set_ylim(0, 1.02)
-    top.set_title("Reliability diagram (top label)")
+    top.set_title(
+        "Reliability diagram (P(y_l = 1), pairs pooled)" if "ece_pos" in result.metrics else "Reliability diagram (top label)"
+    )
     bottom.bar(conf, [r["count"] for r in result.reliability], width=0.05, color=MODEL_COLOUR)
     bottom.set_xlabel("confidence")
     bottom.set_ylabel("rows")
@@ -119,16 +121,18 @@ def _groups_figure(plt, result):
     conf = [r["confidence"] for r in result.reliability]
     fig, ax = plt.subplots(figsize=(5.5, 5.5))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
-    ax.plot(conf, [r["observed"] for r in result.reliability], "o-", color=MODEL_COLOUR, label="all rows")
+    everything = "all pairs" if result.groups.get("unit") == "label" else "all rows"
+    ax.plot(conf, [r["observed"] for r in result.reliability], "o-", color=MODEL_COLOUR, label=everything)
     for curve in result.groups["worst"]:
         points = curve["reliability"]
         label = f"{curve['group']} ({curve['n']} rows, ECE {curve['ece']:.3g})"
         ax.plot([r["confidence"] for r in points], [r["observed"] for r in points], "o-", alpha=0.8, label=label)
-    ax.set_xlabel("confidence")
-    ax.set_ylabel("accuracy")
+    labels = result.groups.get("unit") == "label"  # a multi-label input: P(y_l = 1) against y_l
+    ax.set_xlabel("P(y = 1)" if labels else "confidence")
+    ax.set_ylabel("share of y = 1" if labels else "accuracy")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.02)
-    ax.set_title(f"Reliability of the worst groups of {result.groups['source']}")
+    ax.set_title("Reliability of the worst labels" if labels else f"Reliability of the worst groups of {result.groups['source']}")
     _legend_below(ax, 1)
     return fig
 

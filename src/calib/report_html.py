@@ -183,18 +183,20 @@ def _source_section(result) -> str:
 
 def _groups_section(result, figures: dict[str, str]) -> str:
     """Top-label ECE over the groups, the worst groups and their reliability curves."""
-    spread = result.groups["spread"]
+    spread, unit = result.groups["spread"], result.groups.get("unit", "group")
+    measure = result.groups.get("measure", "top-label ECE")
     rows = [[c["group"], str(c["n"]), format_value(c["ece"])] for c in result.groups["worst"]]
     summary = (
-        f"<p>Top-label ECE over {spread['groups']} groups: {format_value(spread['min'])} to {format_value(spread['max'])} "
-        f"(median {format_value(spread['median'])}).</p>"
+        f"<p>{_escape(measure[0].upper() + measure[1:])} over {spread['groups']} {unit}s: {format_value(spread['min'])} to "
+        f"{format_value(spread['max'])} (median {format_value(spread['median'])}).</p>"
         if spread
         else ""
     )
+    heading = "Labels" if unit == "label" else f"Groups of {_escape(result.groups['source'])}"
     return (
-        f"<section id='groups'><h2>Groups of {_escape(result.groups['source'])}</h2>{summary}"
-        + _table(["worst group", "rows", "ECE"], rows, [False, True, True], "worst-groups")
-        + _figure(figures, "reliability_groups", "reliability of the worst groups")
+        f"<section id='groups'><h2>{heading}</h2>{summary}"
+        + _table([f"worst {unit}", "rows", "ECE"], rows, [False, True, True], "worst-groups")
+        + _figure(figures, "reliability_groups", f"reliability of the worst {unit}s")
         + "</section>"
     )
 

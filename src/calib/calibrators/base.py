@@ -104,7 +104,7 @@ class CalibrationInputs:
         logits, given = preds.logits_and_given(rows)
         pair_labels = None
         if preds.multilabel is not None:  # pair p is row p // L's label p % L
-            positions = np.arange(preds.n)[rows] if isinstance(rows, slice) else np.asarray(rows)
+            positions = np.arange(*rows.indices(preds.n)) if isinstance(rows, slice) else np.asarray(rows)
             pair_labels = positions % preds.multilabel.n_labels
         return cls(logits, given, None if features is None else features[rows], train, pair_labels)
 

@@ -268,7 +268,11 @@ def diagnosis(result) -> None:
         header, rows = metric_table(result.report.to_json())
         table("metrics", header, rows, [False, *([True] * (len(header) - 2)), False])
     for title, rows, key in (
-        ("reliability (top label)", result.reliability, "confidence"),
+        (
+            "reliability (P(y_l = 1), pairs pooled)" if "ece_pos" in result.metrics else "reliability (top label)",
+            result.reliability,
+            "confidence",
+        ),
         ("cumulative mass calibration curve", result.cumulative_mass, "mass"),
     ):
         scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
@@ -294,9 +298,11 @@ def diagnosis(result) -> None:
             over = sum(r["over"] for r in curve["reliability"])
             under = sum(r["under"] for r in curve["reliability"])
             cells.append([curve["group"], str(curve["n"]), format_value(curve["ece"]), format_value(over), format_value(under)])
-        spread = result.groups["spread"]
-        title = f"worst groups of {result.groups['source']} (top-label ECE; over {spread['groups']} groups: {format_value(spread['min'])} to {format_value(spread['max'])})"
-        table(title, ["group", "rows", "ECE", "over", "under"], cells, [False, True, True, True, True])
+        spread, unit = result.groups["spread"], result.groups.get("unit", "group")
+        measure = result.groups.get("measure", "top-label ECE")
+        whose = "labels" if unit == "label" else f"groups of {result.groups['source']}"
+        title = f"worst {whose} ({measure}; over {spread['groups']} {unit}s: {format_value(spread['min'])} to {format_value(spread['max'])})"
+        table(title, [unit, "rows", "ECE", "over", "under"], cells, [False, True, True, True, True])
     cells = [[str(r["class"]), format_value(r["cw_ece"]), str(r["support"])] for r in result.worst_classes]
     table("worst classes (classwise ECE)", ["class", "cw-ECE", "support"], cells, [True, True, True])
     if result.comparison:
