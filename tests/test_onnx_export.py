@@ -106,6 +106,7 @@ def test_probability_rows_off_the_simplex_are_repaired_as_on_reading():
 
 
 def test_log_prob_inputs():
+    needs("onnx")
     scores, labels, test = _cifar(rows=1000)
     log_probs = scores - np.log(np.exp(scores.astype(np.float64)).sum(axis=1, keepdims=True))
     import calib

@@ -15,7 +15,7 @@ EXTRAS = {
         "adaptive-ts, ats-aq, ats-maq, the adaptive (flow) thresholds and the synthetic classifier",
     ),
     "dask": ("dask", "the dask engine for directories of shards"),
-    "onnx": ("onnx", "exporting a calibrator to ONNX"),
+    "onnx": ("onnx", "calib export and Calibration.to_onnx"),
     "distributed": ("dask", "the dask engine for directories of shards"),
 }
 #: Where the CPU build of PyTorch comes from (PyPI's default torch wheel on Linux is the CUDA build).
