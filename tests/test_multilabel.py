@@ -288,3 +288,21 @@ def test_diagnose_shows_the_worst_labels_reliability(run, tmp_path):
     assert "worst labels (positive-class ECE" in out and "reliability (P(y_l = 1), pairs pooled)" in out
     html = (tmp_path / "r" / "report.html").read_text()
     assert "<h2>Labels</h2>" in html and "worst label" in html
+
+
+def test_per_label_fit_report_and_a_label_never_positive():
+    """The report gives min / median / max of each label's fitted numbers; a label with no positive
+    calibration row warns, naming the label and its absent class."""
+    import calib
+
+    z, y = _data(seed=10)
+    y[:, 2] = 0
+    fitted = calib.calibrator("ts", per_label=True).fit(z, y)
+    temperatures = [c.temperature_ for c in fitted.fitted.calibrators_]
+    report = fitted.fit_report()
+    key = "temperature per label (min / median / max)"
+    assert report["labels"] == 4
+    assert report[key] == pytest.approx([min(temperatures), float(np.median(temperatures)), max(temperatures)], rel=1e-12)
+    warnings = fitted.fitted.warnings()
+    assert any(w.startswith("label 2: 1 classes have no calibration row (1)") for w in warnings), warnings
+    assert not any(w.startswith("label 0:") for w in warnings)
