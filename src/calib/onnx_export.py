@@ -108,8 +108,9 @@ class OnnxGraph:
         """The model's probabilities: as given, else softmax(logits)."""
         return inputs.probs if inputs.probs is not None else self.softmax(inputs.logits)
 
-    def int64(self, x: str) -> str:
-        return self.op("Cast", x, to=self.onnx.TensorProto.INT64)
+    def column(self, x: str, k: int) -> str:
+        """Column ``k`` of an (N, K) tensor, as (N, 1)."""
+        return self.op("Slice", x, self.const([k], np.int64), self.const([k + 1], np.int64), self.const([1], np.int64))
 
     def per_class_table(self, tables: list[np.ndarray], pad: float) -> "ClassTables":
         """K 1-d tables of different lengths as one flat constant, each padded with ``pad`` to the

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 
@@ -28,6 +27,7 @@ from .evaluation import merge_metric_states, state_header, stream_metrics
 from .evaluation.report_types import EvaluationReport
 from .evaluation.states import state_arrays
 from .io.formats import listed, shard_formats
+from .io.readers import file_sha256
 from .metrics import MetricConfig
 
 ENGINES = ("local", "dask")
@@ -149,7 +149,7 @@ def apply_shard(path: str, out_path: str, bundle: str, what: str, read_options: 
     single file is applied; {"rows", "counts", "output_sha256"}. Runs on a worker."""
     preds, calibrator = pipeline.read_with_bundle(path, bundle, require_labels=False, **read_options)
     counts = pipeline.write_applied(calibrator, preds, out_path, what)
-    return {"rows": preds.n, "counts": counts, "output_sha256": _file_sha256(out_path)}
+    return {"rows": preds.n, "counts": counts, "output_sha256": file_sha256(out_path)}
 
 
 def apply_shards(
@@ -180,9 +180,8 @@ def apply_shards(
     todo, skipped = [], []
     for path in files:
         name = os.path.basename(path)
-        record = ledger["shards"].get(name)
         out_path = os.path.join(out_dir, name)
-        if not force and record is not None and record == _shard_record(path, out_path, record.get("output_sha256")):
+        if not force and _still_holds(ledger["shards"].get(name), path, out_path):
             skipped.append(name)
         else:
             ledger["shards"].pop(name, None)
@@ -192,7 +191,7 @@ def apply_shards(
 
     def finished(path: str, out_path: str, result: dict) -> None:
         name = os.path.basename(path)
-        ledger["shards"][name] = _shard_record(path, out_path, result["output_sha256"])
+        ledger["shards"][name] = {**_input_record(path), "output_sha256": result["output_sha256"]}
         write_bytes_atomic(ledger_path, (json.dumps(ledger, indent=2, sort_keys=True) + "\n").encode())
         done.written.append(name)
         done.rows += result["rows"]
@@ -234,18 +233,17 @@ def _read_ledger(path: str, bundle_sha256: str, what: str) -> dict:
     return ledger
 
 
-def _shard_record(path: str, out_path: str, output_sha256: str | None) -> dict | None:
-    """What the ledger keeps of a finished shard: its input's size and modification time, and the
-    sha256 of its output as it is on disk now (None when the output is gone)."""
-    if not os.path.exists(out_path) or output_sha256 is None:
-        return None
+def _input_record(path: str) -> dict:
+    """What the ledger keeps of a shard's input: its size and modification time."""
     stat = os.stat(path)
-    return {"input_size": stat.st_size, "input_mtime_ns": stat.st_mtime_ns, "output_sha256": _file_sha256(out_path)}
+    return {"input_size": stat.st_size, "input_mtime_ns": stat.st_mtime_ns}
 
 
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _still_holds(record: dict | None, path: str, out_path: str) -> bool:
+    """Whether a shard's ledger record holds: its input unchanged and its output on disk with the
+    recorded sha256 (the output is hashed only when the input matches)."""
+    if record is None or not os.path.exists(out_path):
+        return False
+    if {key: record.get(key) for key in ("input_size", "input_mtime_ns")} != _input_record(path):
+        return False
+    return record.get("output_sha256") == file_sha256(out_path)

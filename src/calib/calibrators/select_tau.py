@@ -148,7 +148,7 @@ def onnx_inverse_temperature(graph, centred: str, in_set: str, target: float) ->
         weights = graph.op("Exp", graph.op("Mul", beta, centred))
         return graph.op("Div", graph.row_sum(graph.op("Mul", weights, mask)), graph.row_sum(weights))
 
-    rows = graph.op("Slice", centred, *(graph.const([v], np.int64) for v in (0, 1, 1)))  # (N, 1)
+    rows = graph.column(centred, 0)  # (N, 1)
     lo = graph.op("Add", graph.op("Mul", rows, graph.const(0.0)), graph.const(BETA_MIN))
     hi = graph.op("Add", graph.op("Mul", rows, graph.const(0.0)), graph.const(BETA_MAX))
     for _ in range(ONNX_BISECTION_STEPS):

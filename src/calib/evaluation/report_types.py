@@ -68,19 +68,19 @@ class InputSection:
     multilabel: dict | None = None
 
     def to_json(self) -> dict:
+        layout = {} if self.multilabel is None else {"multilabel": self.multilabel}
         if self.merged_from is not None:
-            out = {"merged_from": self.merged_from, "n": self.n, "k": self.k}
-            out = out if self.multilabel is None else {**out, "multilabel": self.multilabel}
+            out = {"merged_from": self.merged_from, "n": self.n, "k": self.k, **layout}
             return out if self.path is None else {**out, "path": self.path}
-        out = {
+        return {
             "path": self.path,
             "kind": self.kind,
             "n": self.n,
             "k": self.k,
             "sha256": self.sha256,
             "labels_sha256": self.labels_sha256,
+            **layout,
         }
-        return out if self.multilabel is None else {**out, "multilabel": self.multilabel}
 
     @classmethod
     def from_json(cls, section: dict) -> InputSection:

@@ -119,7 +119,6 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
                 }
         if ("groups" in header) != ("groups" in headers):
             raise InputError(f"{name}: grouped and ungrouped states cannot be merged")
-
         overall = {key: value for key, value in arrays.items() if not key.startswith("group")}
         merged.absorb(overall)
         for i, group in enumerate(header.get("groups", {}).get("names", [])):

@@ -152,7 +152,7 @@ def _validated(
     if task not in TASKS:
         raise UsageError(f"task must be one of {', '.join(TASKS)}; got {task!r}", cli_hint="--task")
     layout = None
-    matrix = labels is not None and is_label_matrix(labels, scores)
+    matrix = labels is not None and is_label_matrix(labels)
     if matrix or (task == "multilabel" and labels is None):
         if task in ("multiclass", "binary"):
             raise InputError(
@@ -160,11 +160,8 @@ def _validated(
                 cli_hint="--task multilabel",
             )
         n_rows = int(np.shape(scores)[0])
-        if matrix:
-            scores, labels, n_labels = multilabel_pairs(scores, labels, name, label_name)
-        else:  # scores to apply a multi-label calibrator to: no labels
-            scores, _, n_labels = multilabel_pairs(scores, np.zeros(np.shape(scores), dtype=np.int64), name, name)
-        layout = LabelLayout(n_rows, tuple(str(label) for label in range(n_labels)))
+        scores, labels, n_labels = multilabel_pairs(scores, labels, name, label_name)  # without labels: to apply to
+        layout = LabelLayout(n_rows, tuple(map(str, range(n_labels))))
     elif task == "multilabel":
         raise InputError(
             f"{label_name}: a multi-label input needs labels as a (N, L) matrix of 0/1, one per score; "

@@ -43,9 +43,7 @@ class Score:
         if base == kernels.CUMULATIVE:
             by_rank = graph.op("CumSum", ranked, graph.const(1, np.int64))
         elif base == kernels.TOP:
-            by_rank = graph.op(
-                "Expand", graph.op("Slice", ranked, *(graph.const([v], np.int64) for v in (0, 1, 1))), graph.op("Shape", ranked)
-            )
+            by_rank = graph.op("Expand", graph.column(ranked, 0), graph.op("Shape", ranked))
         else:
             by_rank = graph.op("Mul", ranked, graph.const(0.0))
         if table is not None:

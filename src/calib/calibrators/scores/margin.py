@@ -26,8 +26,7 @@ class Margin(Score):
         """The best other class's p: the second largest p in the top class's column (TopK keeps the
         lower index first among ties, as argmax does), the largest elsewhere."""
         ranked, order = graph.op("TopK", probs, graph.const([2], np.int64), axis=1, largest=1, sorted=1, outputs=2)
-        first, second = (graph.op("Slice", ranked, *(graph.const([v], np.int64) for v in (i, i + 1, 1))) for i in (0, 1))
-        top_column = graph.op("Slice", order, *(graph.const([v], np.int64) for v in (0, 1, 1)))
+        first, second, top_column = graph.column(ranked, 0), graph.column(ranked, 1), graph.column(order, 0)
         is_top = graph.op("Equal", graph.const(np.arange(graph.n_classes)[None, :], np.int64), top_column)
         return graph.op("Sub", graph.where(is_top, second, first), probs)
 

@@ -45,32 +45,55 @@ def score_columns(columns, score_prefix: str | None, path: str, scores: str | No
 
 def label_column_values(column) -> np.ndarray:
     """A label column as an array; missing entries become NaN, which the label check
-    refuses naming the row."""
+    refuses naming the row. A list column (a multi-label input's row of L 0/1 labels) gives the
+    (N, L) matrix."""
     import pyarrow as pa
 
+    if _is_list(column.type):
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        width = _list_width(array, "labels", "label", "labels")
+        column = array.flatten() if len(array) else pa.array([], pa.int64())
+        values = label_column_values(column)
+        return values.reshape(len(array), width) if len(array) else values.reshape(0, 0)
     if column.null_count and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
         column = column.cast(pa.float64())
     return column.to_numpy(zero_copy_only=False)
+
+
+def _is_list(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type)
+
+
+def _list_width(array, path: str, key: str, what: str) -> int:
+    """The common length of a list column's rows (``what`` they hold, for the message); a missing
+    row or rows of different lengths are refused."""
+    import pyarrow as pa
+
+    if array.null_count:
+        raise InputError(f"{path}: column {key!r} has {array.null_count} missing rows")
+    if len(array) == 0:
+        return 0
+    if pa.types.is_fixed_size_list(array.type):
+        return array.type.list_size
+    lengths = array.value_lengths().to_numpy()
+    width = int(lengths[0])
+    if (lengths != width).any():
+        row = int(np.argmax(lengths != width))
+        raise InputError(f"{path}: ragged rows in column {key!r}: row 0 has {width} {what}, row {row} has {lengths[row]}")
+    return width
 
 
 def list_column_to_matrix(column, path: str, key: str) -> np.ndarray:
     import pyarrow as pa
 
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type)):
+    if not _is_list(array.type):
         raise InputError(f"{path}: column {key!r} must be a list of numbers per row; got {array.type}")
-    if array.null_count:
-        raise InputError(f"{path}: column {key!r} has {array.null_count} missing rows")
+    width = _list_width(array, path, key, "scores")
     if len(array) == 0:
         return np.zeros((0, 0), dtype=np.float64)
-    if pa.types.is_fixed_size_list(array.type):
-        width = array.type.list_size
-    else:
-        lengths = array.value_lengths().to_numpy()
-        width = int(lengths[0])
-        if (lengths != width).any():
-            row = int(np.argmax(lengths != width))
-            raise InputError(f"{path}: ragged rows in column {key!r}: row 0 has {width} scores, row {row} has {lengths[row]}")
     values = array.flatten()
     if values.null_count:
         raise InputError(f"{path}: column {key!r} has {values.null_count} missing scores")
