@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import reference as ref
-from conftest import ROOT, SAMPLE
+from conftest import ROOT, SAMPLE, needs
 
 import calib
 from calib.numerics import log_softmax
@@ -229,6 +229,26 @@ def test_only_the_command_line_sets_the_allocator():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
     assert keep_freed_memory() is glibc
+
+
+def test_the_command_line_imports_catboost_without_the_notebook_widgets():
+    """The command marks IPython and ipywidgets absent before CatBoost's import, which then skips its
+    notebook widget and still fits; the library, imported alone, marks nothing."""
+    needs("IPython")
+    code = (
+        "import sys\n"
+        "from calib.cli.notebook_imports import skip_notebook_imports\n"
+        "marked = skip_notebook_imports()\n"
+        "import numpy as np, catboost\n"
+        "model = catboost.CatBoostClassifier(iterations=2, verbose=False, allow_writing_files=False)\n"
+        "model.fit(np.arange(20.0)[:, None], np.arange(20) % 2)\n"
+        "print(marked, sorted(m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets') and sys.modules[m]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "['IPython', 'ipywidgets'] []", done.stdout + done.stderr
+    library = "import calib, calib.api, calib.metrics, sys; print(sys.modules.get('IPython', 'absent'))"
+    done = subprocess.run([sys.executable, "-c", library], capture_output=True, text=True)
+    assert done.stdout.strip() == "absent", done.stdout + done.stderr
 
 
 def test_public_api_is_pinned():

@@ -15,7 +15,7 @@ from calib.metrics.accumulators import CPSME_ALPHAS, CumulativeMassRange, Proper
 from calib.metrics.batch import Batch
 from calib.metrics.definitions import DEFAULT_METRICS, metric_badness
 from calib.metrics.metric_set import GroupedMetricSets
-from calib.metrics.smooth import GRID, SIGMA_MIN, _smooth, grid_mass, smooth_ece, smooth_ece_at
+from calib.metrics.smooth import GRID, SIGMA_MIN, Smoother, grid_mass, smooth_ece, smooth_ece_at
 
 
 def values(probs, labels, keys, **kwargs):
@@ -237,7 +237,10 @@ def reflected_gaussian_by_direct_sum(mass: np.ndarray, sigma: float) -> np.ndarr
 def test_smoothing_is_the_reflected_gaussian_by_a_direct_sum(sigma):
     rng = np.random.default_rng(5)
     mass = grid_mass(rng.random(300), rng.normal(size=300))
-    np.testing.assert_allclose(_smooth(mass, sigma), reflected_gaussian_by_direct_sum(mass, sigma), atol=1e-10)
+    density = grid_mass(rng.random(300), np.ones(300))
+    residual, smoothed_density = Smoother(mass, density).smoothed(sigma)
+    np.testing.assert_allclose(residual, reflected_gaussian_by_direct_sum(mass, sigma), atol=1e-10)
+    np.testing.assert_allclose(smoothed_density, reflected_gaussian_by_direct_sum(density, sigma), atol=1e-10)
 
 
 def test_smooth_ece_is_its_own_bandwidth_at_the_fixed_point():

@@ -222,7 +222,7 @@ def test_what_multi_label_inputs_do_not_have_yet_is_refused(run, tmp_path):
     np.savez(tmp_path / "ml.npz", logits=z, labels=y)
     np.save(tmp_path / "features.npy", z)
     for args, message in (
-        (("fit", tmp_path / "ml.npz", "--method", "mr", "--out", tmp_path / "b"), "conformal sets of a multi-label input"),
+        (("fit", tmp_path / "ml.npz", "--method", "mr", "--out", tmp_path / "b"), "need a stated coverage, per label"),
         (
             (
                 "fit",
@@ -306,3 +306,185 @@ def test_per_label_fit_report_and_a_label_never_positive():
     warnings = fitted.fitted.warnings()
     assert any(w.startswith("label 2: 1 classes have no calibration row (1)") for w in warnings), warnings
     assert not any(w.startswith("label 0:") for w in warnings)
+
+
+def _pair_scores(z, y):
+    """msp scores of the pairs by hand: V = 1 - P(y_l), P(y_l = 1) = sigmoid(z)."""
+    p1 = 1.0 / (1.0 + np.exp(-z))
+    return np.where(y == 1, 1.0 - p1, p1), p1
+
+
+def _kth(values, alpha):
+    """The ceil((n + 1)(1 - alpha))-th smallest value, by the definition."""
+    n = len(values)
+    return np.sort(values)[int(np.ceil((n + 1) * (1 - alpha))) - 1]
+
+
+def test_joint_threshold_is_the_quantile_of_row_maxima_and_its_pair_level_by_hand():
+    """Joint coverage: q is the ceil((n + 1)(1 - alpha))-th smallest row maximum of the pair scores;
+    the probabilities put 1 - alpha_pair on each set, alpha_pair = (missed pairs + 1) / (n L + 1)."""
+    import calib
+
+    z, y = _data(n=300, seed=11)
+    fitted = calib.calibrator("mr", joint=True, alpha=0.1).fit(z, y)
+    scores, p1 = _pair_scores(z, y)
+    q = _kth(scores.max(axis=1), 0.1)
+    assert float(fitted.fitted.threshold_["q"]) == pytest.approx(q, rel=1e-14)  # sigmoid vs softmax: an ulp
+    q += 1e-12  # the pair at q (the k-th row maximum) is in its set by either computation
+    missed = int((scores > q).sum())
+    assert fitted.fitted.joint_["pair_alpha"] == (missed + 1) / (z.size + 1)
+    report = fitted.fit_report()
+    assert report["coverage"] == "joint over 4 labels" and report["alpha"] == 0.1
+    # sets: v in C_l iff V(x_l, v) <= q; codes 0 {0}, 1 {1}, 2 {0, 1}, -1 {}
+    has_1, has_0 = 1.0 - p1 <= q, p1 <= q
+    expected = np.where(has_0 & has_1, 2, np.where(has_1, 1, np.where(has_0, 0, -1)))
+    sets = fitted.predict_sets(z)
+    assert sets.dtype == np.int8 and sets.shape == (300, 4) and (sets == expected).all()
+    # mass rescaling: a pair with one value in its set gets 1 - alpha_pair on it
+    probs = fitted.predict_proba(z)
+    one = sets == 1
+    assert np.allclose(probs[one], 1.0 - fitted.fitted.joint_["pair_alpha"], rtol=1e-12)
+
+
+def test_per_label_sets_use_each_labels_own_quantile():
+    import calib
+
+    z, y = _data(n=300, seed=12)
+    fitted = calib.calibrator("mr", per_label=True, alpha=0.2).fit(z, y)
+    scores, _ = _pair_scores(z, y)
+    for label, calibrator in enumerate(fitted.fitted.calibrators_):
+        assert float(calibrator.threshold_["q"]) == pytest.approx(_kth(scores[:, label], 0.2), rel=1e-14)
+    assert fitted.fit_report()["coverage"] == "per label" and fitted.fit_report()["alpha"] == 0.2
+
+
+def test_joint_and_per_label_coverage_hold_over_many_splits():
+    """The guarantees: P(every label of a row covered) >= 1 - alpha with joint sets, P(y_l in C_l)
+    >= 1 - alpha for each label with per-label sets, averaged over 60 random splits."""
+    import calib
+
+    z, y = _data(n=400, labels=5, seed=13)
+    joint, per_label = [], []
+    for split in range(60):
+        order = np.random.default_rng(split).permutation(len(z))
+        cal, test = order[:200], order[200:]
+        sets = calib.calibrator("mr", joint=True, alpha=0.1).fit(z[cal], y[cal]).predict_sets(z[test])
+        joint.append(((sets == 2) | (sets == y[test])).all(axis=1).mean())
+        sets = calib.calibrator("mr", per_label=True, alpha=0.1).fit(z[cal], y[cal]).predict_sets(z[test])
+        per_label.append(((sets == 2) | (sets == y[test])).mean(axis=0))
+    assert np.mean(joint) >= 0.9 - 0.005
+    assert (np.mean(per_label, axis=0) >= 0.9 - 0.01).all()
+    assert np.mean(joint) <= 0.9 + 1.0 / 201 + 0.02  # and not much more: (n + 1)-exact up to ties
+
+
+def test_joint_at_the_minimum_rows_for_alpha():
+    """n = 9 rows at alpha = 0.1: q is the largest row maximum (rank ceil(10 * 0.9) = 9); 8 rows refused."""
+    import calib
+
+    z, y = _data(n=9, seed=14)
+    fitted = calib.calibrator("mr", joint=True, alpha=0.1).fit(z, y)
+    assert float(fitted.fitted.threshold_["q"]) == pytest.approx(_pair_scores(z, y)[0].max(), rel=1e-14)
+    with pytest.raises(ValueError, match="too few for alpha"):
+        calib.calibrator("mr", joint=True, alpha=0.1).fit(z[:8], y[:8])
+
+
+def test_joint_and_per_label_conformal_from_the_command_line(run, tmp_path):
+    """fit --joint / --per-label, apply --what sets (codes in .npz, parquet and CSV), evaluate's
+    joint and per-label coverage computed by hand from the written sets, diagnose's finding."""
+    import pyarrow.parquet as pq
+
+    z, y = _data(n=1000, seed=15)
+    np.savez(tmp_path / "cal.npz", logits=z[:500], labels=y[:500])
+    np.savez(tmp_path / "test.npz", logits=z[500:], labels=y[500:])
+    for flag in ("--joint", "--per-label"):
+        bundle = tmp_path / flag.strip("-")
+        code, _, err = run("fit", tmp_path / "cal.npz", "--method", "mr", flag, "--out", bundle)
+        assert code == 0, err
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        assert (manifest.get("coverage") == "joint") == (flag == "--joint")
+        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.npz")[0] == 0
+        sets = np.load(tmp_path / "s.npz")["sets"]
+        assert sets.shape == (500, 4) and sets.dtype == np.int8
+        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.parquet")[0] == 0
+        assert np.array_equal(np.stack(pq.read_table(tmp_path / "s.parquet").column("sets").to_numpy(zero_copy_only=False)), sets)
+        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.csv")[0] == 0
+        header = (tmp_path / "s.csv").read_text().splitlines()[0]
+        assert header.startswith('"set_0","set_1","set_2","set_3","label_0"')
+        covered = (sets == 2) | (sets == y[500:])
+        code, out, err = run("evaluate", tmp_path / "test.npz", "--bundle", bundle, "--json", "-")
+        assert code == 0, err
+        metrics = json.loads(out)["metrics"]
+        assert metrics["set_coverage"]["value"] == pytest.approx(covered.mean(), rel=1e-12)
+        assert metrics["set_coverage_joint"]["value"] == pytest.approx(covered.all(axis=1).mean(), rel=1e-12)
+        label_coverage = covered.mean(axis=0)
+        assert metrics["set_coverage_label_min"]["value"] == pytest.approx(label_coverage.min(), rel=1e-12)
+        assert metrics["set_coverage_label_min"]["worst_labels"][0]["label"] == int(np.argmin(label_coverage))
+        code, out, err = run("diagnose", tmp_path / "test.npz", "--bundle", bundle, "--out", tmp_path / flag, "--no-vece")
+        assert code == 0, err
+        said = "joint sets cover every label of a row at once" if flag == "--joint" else "per-label sets cover each label"
+        assert said in out
+
+
+def test_conformal_multi_label_refusals(run, tmp_path):
+    z, y = _data(n=200, seed=16)
+    np.savez(tmp_path / "ml.npz", logits=z, labels=y)
+    np.savez(tmp_path / "mc.npz", logits=z, labels=y.argmax(axis=1))
+    for data, args, message in (
+        ("ml.npz", ("--method", "ts", "--joint"), "builds no conformal sets; joint coverage"),
+        ("ml.npz", ("--method", "mr", "--joint", "--threshold", "classwise"), "with a constant threshold"),
+        ("ml.npz", ("--method", "mr", "--joint", "--per-label"), "choose one"),
+        ("mc.npz", ("--method", "mr", "--joint"), "joint coverage needs a multi-label input"),
+        ("ml.npz", ("--method", "ats-mgq"), "need a stated coverage"),
+    ):
+        code, _, err = run("fit", tmp_path / data, *args, "--out", tmp_path / "b")
+        assert code == 2 and message in err and "Traceback" not in err, (args, err)
+
+
+def test_joint_bundle_round_trip():
+    import calib
+
+    z, y = _data(n=300, seed=17)
+    fitted = calib.calibrator("ats-gq", joint=True, alpha=0.1).fit(z, y)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        fitted.save(folder + "/b")
+        loaded = calib.load(folder + "/b")
+    assert loaded.joint and loaded.fitted.joint_ == fitted.fitted.joint_
+    assert np.array_equal(loaded.predict_sets(z), fitted.predict_sets(z))
+    assert np.array_equal(loaded.predict_proba(z), fitted.predict_proba(z))
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".arrow", ".jsonl"])
+def test_wide_label_columns(tmp_path, suffix):
+    """One 0/1 column per label (label_0, label_1, ..., or a prefix named with a *) reads as the
+    (N, L) label matrix, the same numbers as the .npz; other columns pass through."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    import calib
+    from calib.io import read_predictions
+
+    z, y = _data(n=100, labels=3, seed=18)
+    prefix = "label_" if suffix != ".jsonl" else "tag_"
+    columns = {f"logit_{j}": z[:, j] for j in range(3)}
+    columns.update({f"{prefix}{j}": y[:, j] for j in (2, 0, 1)})  # out of order on purpose
+    columns["id"] = np.arange(100)
+    table = pa.table(columns)
+    path = tmp_path / f"wide{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(table, path)
+    elif suffix == ".csv":
+        pacsv.write_csv(table, path)
+    elif suffix == ".arrow":
+        feather.write_feather(table, path)
+    else:
+        path.write_text("".join(json.dumps(row) + "\n" for row in table.to_pylist()))
+    preds = read_predictions(str(path), label_column=None if prefix == "label_" else "tag_*")
+    assert preds.multilabel.n_labels == 3 and np.array_equal(preds.labels.reshape(100, 3), y)
+    assert preds.passthrough.column_names == ["id"]
+    expected = calib.evaluate(z, y).values
+    assert calib.evaluate(preds).values == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="no column starts with 'nope_'"):
+        read_predictions(str(path), label_column="nope_*")

@@ -289,3 +289,40 @@ def test_the_graphs_binary_search_is_searchsorted():
     (count,) = _session(model.SerializeToString()).run(None, {"x": x})
     expected = np.column_stack([np.searchsorted(t, x[:, k], side="right") for k, t in enumerate(tables)])
     assert np.array_equal(count, expected)
+
+
+@pytest.mark.parametrize(
+    "method, options",
+    [
+        ("ts", {}),
+        ("ts", {"per_label": True}),
+        ("isotonic", {"per_label": True}),
+        ("platt", {}),
+        ("venn-abers", {"per_label": True}),
+        ("mr", {"joint": True}),
+        ("mr", {"per_label": True}),
+        ("ats-gq", {"joint": True}),
+    ],
+)
+@pytest.mark.parametrize("kind", ["logits", "probs", "log-probs"])
+def test_multi_label_bundles_export_with_label_columns_and_set_codes(method, options, kind):
+    """A calibrator of a multi-label input's pairs: (N, L) scores of P(y_l = 1) in, (N, L)
+    calibrated P(y_l = 1) out and, for a conformal method, each label's set code (int8), as calib
+    applies them; a shared calibrator maps every pair, a per-label one each label's column."""
+    needs("onnx")
+    import calib
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(1200, 5)) * np.linspace(0.5, 2.0, 5) - 0.3
+    y = (rng.random((1200, 5)) < 1.0 / (1.0 + np.exp(-z / 1.4))).astype(np.int64)
+    p = 1.0 / (1.0 + np.exp(-z))
+    scores = {"logits": z, "probs": p, "log-probs": np.log(p)}[kind]
+    fitted = calib.calibrator(method, **options).fit(scores[:600], y[:600], kind=kind)
+    test = scores[600:]
+    outputs = _run_graph(fitted.to_onnx(dtype="float64"), test)
+    assert outputs[0].shape == (600, 5)
+    assert np.abs(outputs[0] - fitted.predict_proba(test, kind=kind)).max() <= 1e-8
+    if len(outputs) > 1:
+        assert outputs[1].dtype == np.int8 and np.array_equal(outputs[1], fitted.predict_sets(test, kind=kind))
+    single = _run_graph(fitted.to_onnx(), test.astype(np.float32))
+    assert np.abs(single[0] - fitted.predict_proba(test.astype(np.float32), kind=kind)).max() <= 1e-6

@@ -84,12 +84,14 @@ class Calibration:
     True
     """
 
-    def __init__(self, method: str, per_label: bool = False, **options):
+    def __init__(self, method: str, per_label: bool = False, joint: bool = False, **options):
         from .registry import calibrator_class
 
         self.method = method
         #: One calibrator per label of a multi-label input (else one for all of its pairs).
         self.per_label = per_label
+        #: A conformal method's sets of a multi-label input covering every label of a row at once.
+        self.joint = joint
         cls = calibrator_class(method)
         self.fitted: Calibrator = cls(cls.parse_options(options))  # options checked now, not at fit
         self.input_kind: str | None = None
@@ -160,6 +162,7 @@ class Calibration:
             train=train,
             train_features=train_features,
             per_label=self.per_label,
+            joint=self.joint,
         )
         self.input_kind, self.n_classes, self.seed = preds.kind, preds.k, seed
         self.bundle_sha256 = None
@@ -216,7 +219,9 @@ class Calibration:
         Returns
         -------
         ndarray of bool, (N, K)
-            True where the class is in the row's set.
+            True where the class is in the row's set; for a multi-label input, (N, L) int8 codes of
+            each label's set over {0, 1}: 0 {0}, 1 {1}, 2 {0, 1}, -1 empty
+            (:data:`calib.pipeline.LABEL_SET_CODES`).
         """
         return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "sets", features)[0]
 
@@ -288,7 +293,7 @@ class Calibration:
         return model
 
 
-def calibrator(name: str, per_label: bool = False, **options) -> Calibration:
+def calibrator(name: str, per_label: bool = False, joint: bool = False, **options) -> Calibration:
     """A calibration method by its name, not yet fitted.
 
     Parameters
@@ -296,7 +301,11 @@ def calibrator(name: str, per_label: bool = False, **options) -> Calibration:
     name : str
         A method of ``calib methods`` (``ts``, ``mr``, ``ats-gq``, ...).
     per_label : bool
-        For a multi-label input: one calibrator per label (else one shared by all labels).
+        For a multi-label input: one calibrator per label (else one shared by all labels); a
+        conformal method's sets then cover each label with probability >= 1 - alpha.
+    joint : bool
+        For a conformal method on a multi-label input: sets that cover every label of a row at
+        once with probability >= 1 - alpha (docs/multilabel.md).
     **options
         The method's options, as the command line's (``alpha=0.1, score="aps"``); checked now.
 
@@ -304,7 +313,7 @@ def calibrator(name: str, per_label: bool = False, **options) -> Calibration:
     -------
     Calibration
     """
-    return Calibration(name, per_label=per_label, **options)
+    return Calibration(name, per_label=per_label, joint=joint, **options)
 
 
 def load(path: str) -> Calibration:
@@ -323,7 +332,12 @@ def load(path: str) -> Calibration:
     """
     fitted, bundle = pipeline.load_calibrator(path)
     options = {k: v for k, v in bundle.manifest["options"].items() if k != "seed"}
-    result = Calibration(bundle.method, per_label=bool(bundle.manifest.get("per_label", False)), **options)
+    result = Calibration(
+        bundle.method,
+        per_label=bool(bundle.manifest.get("per_label", False)),
+        joint=bundle.manifest.get("coverage") == "joint",
+        **options,
+    )
     result.fitted, result.input_kind, result.n_classes = fitted, bundle.input_kind, bundle.n_classes
     result.fitted_on, result.seed = bundle.manifest["fitted_on"], bundle.manifest["options"].get("seed", 0)
     result.bundle_sha256 = bundle.sha256

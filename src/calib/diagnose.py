@@ -8,6 +8,7 @@ mass calibration curve of the CMCE paper from the CMCE bins (25), worst classes 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -172,7 +173,10 @@ def diagnose(
     if calibrator is not None:
         result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
         if builds_sets(calibrator):
-            _conformal_findings(result, preds, calibrator, seed)
+            if positive:
+                _label_set_findings(result, preds, calibrator)
+            else:
+                _conformal_findings(result, preds, calibrator, seed)
     per_class = classwise.weighted_error()
     order = np.argsort(-per_class, kind="stable")[:worst]
     result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
@@ -257,6 +261,33 @@ def _conformal_findings(result: Diagnosis, preds: Predictions, calibrator, seed:
             f"the bundle's sets cover {len(below)} of {len(seen)} classes below 1 - alpha = {1 - own['alpha']:g} "
             f"on these rows; lowest: {lowest}",
         )
+
+
+def _label_set_findings(result: Diagnosis, preds: Predictions, calibrator) -> None:
+    """A multi-label input's conformal bundle: the share of rows whose every label's set holds its
+    label, and the labels its sets cover least, against 1 - alpha (joint or per label, as fitted)."""
+    from .evaluation.streaming import SetStats
+
+    stats = SetStats(calibrator, preds.k, preds.multilabel)
+    for rows in preds.chunks():
+        stats.update(calibrator.apply(CalibrationInputs.of(preds, rows), "sets")[0], preds.labels[rows], rows)
+    found = stats.results()
+    joint, lowest_label = found["set_coverage_joint"]["value"], found["set_coverage_label_min"]
+    alpha = stats.settings["alpha"]
+    lowest = ", ".join(f"{c['label']} ({c['coverage']:.3g})" for c in lowest_label["worst_labels"][:3])
+    if stats.settings.get("coverage", "").startswith("joint"):
+        measured = joint
+        text = f"the bundle's joint sets cover every label of a row at once in {joint:.4g} of the rows"
+    else:
+        measured = lowest_label["value"]
+        text = f"the bundle's per-label sets cover each label at least {measured:.4g} of the time"
+    # below 1 - alpha by more than the noise of a coverage measured on these rows and fitted on as
+    # many: 3 standard errors of a difference of two binomial shares at 1 - alpha
+    noise = 3.0 * math.sqrt(2.0 * alpha * (1.0 - alpha) / preds.multilabel.n_rows)
+    result.note(
+        "warning" if measured < 1.0 - alpha - noise else "info",
+        f"{text} (target >= 1 - alpha = {1 - alpha:g}); lowest labels: {lowest}; every label at once: {joint:.4g}",
+    )
 
 
 #: Groups whose reliability curves diagnose shows.

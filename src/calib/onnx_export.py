@@ -163,10 +163,64 @@ def _repaired_probs(g: OnnxGraph, probs: str, n_classes: int) -> str:
     return g.where(off, g.op("Div", clipped, g.row_sum(clipped)), probs)
 
 
-def onnx_model(calibrator, *, n_classes: int, input_kind: str, metadata: dict, dtype: str = "float32") -> bytes:
+def _pair_inputs(g: OnnxGraph, column: str, input_kind: str) -> GraphInputs:
+    """A multi-label input's pairs (M, 1) of P(y_l = 1) (its logit, log or value) as the two-class
+    inputs calib reads them as: logits (0, z); log-probabilities log(1 - p, p) with p = min(e^s, 1);
+    probabilities clipped to [0, 1], (1 - p, p) as given and their floored logs."""
+    if input_kind == "logits":
+        zero = g.op(
+            "ConstantOfShape",
+            g.op("Shape", column),
+            value=g.onnx.helper.make_tensor("zero", g.onnx.TensorProto.DOUBLE, [1], [0.0]),
+        )
+        return GraphInputs(g.op("Concat", zero, column, axis=1), None)
+    one = g.const(1.0)
+    if input_kind == "log-probs":
+        p1 = g.op("Min", g.op("Exp", column), one)
+    else:
+        p1 = g.op("Clip", column, g.const(0.0), one)
+    probs = g.op("Concat", g.op("Sub", one, p1), p1, axis=1)
+    logs = g.op("Log", g.op("Max", probs, g.const(PROB_FLOOR)))
+    return GraphInputs(logs, probs if input_kind == "probs" else None)
+
+
+def _set_codes(g: OnnxGraph, sets: str) -> str:
+    """Each pair's set over {0, 1} (M, 2) as its code: 0 {0}, 1 {1}, 2 {0, 1}, -1 {} (int8)."""
+    int8 = g.onnx.TensorProto.INT8
+    has_0 = g.op("Squeeze", g.column(sets, 0), g.const([1], np.int64))
+    has_1 = g.op("Squeeze", g.column(sets, 1), g.const([1], np.int64))
+    code = g.op("Add", g.op("Cast", has_1, to=int8), g.op("Cast", g.op("And", has_0, has_1), to=int8))
+    return g.where(g.op("Not", g.op("Or", has_0, has_1)), g.const(-1, np.int8), code)
+
+
+def _multilabel_outputs(calibrator, g: OnnxGraph, given: str, input_kind: str, n_labels: int) -> dict:
+    """(N, L) outputs of a calibrator of a multi-label input's pairs: P(y_l = 1) and, for a
+    conformal method, each label's set code. A shared calibrator maps the N L pairs in one (N L, 2)
+    tensor; a calibrator per label maps its label's column with its own graph."""
+    per_label = getattr(calibrator, "calibrators_", None) if getattr(calibrator, "n_labels", None) else None
+    if per_label is None:
+        flat = g.op("Reshape", given, g.const([-1, 1], np.int64))
+        built = calibrator.onnx_outputs(g, _pair_inputs(g, flat, input_kind))
+        shape = g.const([-1, n_labels], np.int64)
+        out = {"probs": g.op("Reshape", g.column(built["probs"], 1), shape)}
+        if "sets" in built:
+            out["sets"] = g.op("Reshape", _set_codes(g, built["sets"]), shape)
+        return out
+    parts = [c.onnx_outputs(g, _pair_inputs(g, g.column(given, label), input_kind)) for label, c in enumerate(per_label)]
+    out = {"probs": g.op("Concat", *[g.column(part["probs"], 1) for part in parts], axis=1)}
+    if "sets" in parts[0]:
+        codes = [g.op("Unsqueeze", _set_codes(g, part["sets"]), g.const([1], np.int64)) for part in parts]
+        out["sets"] = g.op("Concat", *codes, axis=1)
+    return out
+
+
+def onnx_model(
+    calibrator, *, n_classes: int, input_kind: str, metadata: dict, dtype: str = "float32", n_labels: int | None = None
+) -> bytes:
     """The serialised ONNX model of a fitted ``calibrator`` for (N, ``n_classes``) inputs of
-    ``input_kind``; ``metadata`` (JSON-able values) goes into the model's metadata. Raises
-    :class:`ExportError` for a method or fit without a closed form."""
+    ``input_kind``, or for a calibrator of a multi-label input's pairs (N, ``n_labels``) inputs of
+    P(y_l = 1) in (N, L) probabilities and set codes out; ``metadata`` (JSON-able values) goes
+    into the model's metadata. Raises :class:`ExportError` for a method or fit without a closed form."""
     if dtype not in DTYPES:
         raise ExportError(f"the graph's dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     if input_kind not in INPUT_NAMES:
@@ -176,23 +230,28 @@ def onnx_model(calibrator, *, n_classes: int, input_kind: str, metadata: dict, d
     tensor_type = onnx.TensorProto.FLOAT if dtype == "float32" else onnx.TensorProto.DOUBLE
     input_name = INPUT_NAMES[input_kind]
     given = g.op("Cast", input_name, to=onnx.TensorProto.DOUBLE)
-    if input_kind == "probs":
-        probs = _repaired_probs(g, given, n_classes)
-        inputs = GraphInputs(g.op("Log", g.op("Max", probs, g.const(PROB_FLOOR))), probs)
-    elif input_kind == "log-probs":
-        inputs = GraphInputs(g.log_softmax(given), None)
+    width, set_type = n_classes, onnx.TensorProto.BOOL
+    if n_labels is not None:
+        built = _multilabel_outputs(calibrator, g, given, input_kind, n_labels)
+        width, set_type = n_labels, onnx.TensorProto.INT8
     else:
-        inputs = GraphInputs(given, None)
-    built = calibrator.onnx_outputs(g, inputs)
+        if input_kind == "probs":
+            probs = _repaired_probs(g, given, n_classes)
+            inputs = GraphInputs(g.op("Log", g.op("Max", probs, g.const(PROB_FLOOR))), probs)
+        elif input_kind == "log-probs":
+            inputs = GraphInputs(g.log_softmax(given), None)
+        else:
+            inputs = GraphInputs(given, None)
+        built = calibrator.onnx_outputs(g, inputs)
     g.nodes.append(onnx.helper.make_node("Cast", [built["probs"]], ["probs"], to=tensor_type))
-    outputs = [onnx.helper.make_tensor_value_info("probs", tensor_type, ["N", n_classes])]
+    outputs = [onnx.helper.make_tensor_value_info("probs", tensor_type, ["N", width])]
     if "sets" in built:
         g.nodes.append(onnx.helper.make_node("Identity", [built["sets"]], ["sets"]))
-        outputs.append(onnx.helper.make_tensor_value_info("sets", onnx.TensorProto.BOOL, ["N", n_classes]))
+        outputs.append(onnx.helper.make_tensor_value_info("sets", set_type, ["N", width]))
     graph = onnx.helper.make_graph(
         g.nodes,
         f"calib_{calibrator.name.replace('-', '_')}",
-        [onnx.helper.make_tensor_value_info(input_name, tensor_type, ["N", n_classes])],
+        [onnx.helper.make_tensor_value_info(input_name, tensor_type, ["N", width])],
         outputs,
         initializer=g.initializers,
     )
@@ -202,8 +261,8 @@ def onnx_model(calibrator, *, n_classes: int, input_kind: str, metadata: dict, d
     for key, value in metadata.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = f"calib.{key}", value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    model.doc_string = f"calib {calibrator.name} calibrator: {input_name} (N, {n_classes}) {dtype} -> probs" + (
-        " and sets (bool)" if "sets" in built else ""
+    model.doc_string = f"calib {calibrator.name} calibrator: {input_name} (N, {width}) {dtype} -> probs" + (
+        (" and sets (bool)" if n_labels is None else " and sets (int8 codes)") if "sets" in built else ""
     )
     onnx.checker.check_model(model, full_check=True)
     return model.SerializeToString()

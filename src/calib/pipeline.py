@@ -19,6 +19,7 @@ from .calibrators.base import (
     builds_sets,
     warning_entries,
 )
+from .calibrators.joint_coverage import fit_joint
 from .calibrators.per_label import PerLabel
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
@@ -36,27 +37,45 @@ def fit_calibrator(
     train: Predictions | None = None,
     train_features: np.ndarray | None = None,
     per_label: bool = False,
+    joint: bool = False,
 ) -> Calibrator:
     """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``;
     ``train`` (with ``train_features`` when ``features`` are given): separate labelled rows for the
     method's own model (:class:`calib.calibrators.base.TrainingRows`). ``per_label``: one
-    calibrator per label of a multi-label input (:class:`calib.calibrators.per_label.PerLabel`)."""
+    calibrator per label of a multi-label input (:class:`calib.calibrators.per_label.PerLabel`);
+    ``joint``: a conformal method's sets of a multi-label input covering every label of a row at
+    once (:mod:`calib.calibrators.joint_coverage`). A conformal method on a multi-label input
+    needs one of the two: its coverage is per label or joint, as chosen."""
     cls = calibrator_class(method)
     if preds.labels is None:
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
-    if preds.multilabel is not None and (builds_sets(calibrator) or isinstance(calibrator, AlphaAgnostic)):
+    layout = preds.multilabel
+    if (per_label or joint) and layout is None:
         raise UsageError(
-            f"method {method!r} is conformal: conformal sets of a multi-label input are not built yet; "
-            "fit a calibrator of the pairs' probabilities (ts, platt, isotonic, beta, hist, venn-abers)"
+            f"{'a calibrator per label' if per_label else 'joint coverage'} needs a multi-label input "
+            "(labels a (N, L) 0/1 matrix)"
+        )
+    if per_label and joint:
+        raise UsageError("the sets of a multi-label input cover each label or every label at once: choose one")
+    if (per_label or joint) and (train is not None or features is not None):
+        raise UsageError("a calibrator of a multi-label input's pairs takes no training rows or features")
+    conformal = builds_sets(calibrator) or isinstance(calibrator, AlphaAgnostic)
+    if joint:
+        if not conformal:
+            raise UsageError(f"method {method!r} builds no conformal sets; joint coverage is a conformal method's")
+        fitted = fit_joint(cls, parsed, CalibrationInputs.of(preds), preds.labels, layout.n_labels, seed=seed)
+        fitted.absent_classes_ = absent_classes(preds.labels, preds.k)
+        return fitted
+    if layout is not None and conformal and not per_label:
+        raise UsageError(
+            f"method {method!r} is conformal: the sets of a multi-label input need a stated coverage, per label "
+            "(each label's set covers y_l with probability >= 1 - alpha) or joint (every label of a row at once)",
+            cli_hint="--per-label or --joint",
         )
     if per_label:
-        if preds.multilabel is None:
-            raise UsageError("a calibrator per label needs a multi-label input (labels a (N, L) 0/1 matrix)")
-        if train is not None or features is not None:
-            raise UsageError("a calibrator per label takes no training rows or features")
-        calibrator = PerLabel(cls, parsed, preds.multilabel.n_labels)
+        calibrator = PerLabel(cls, parsed, layout.n_labels)
         return calibrator.fit_inputs(CalibrationInputs.of(preds), preds.labels, seed=seed)
     if train is None and train_features is not None:
         raise UsageError("features of training rows were given without the training rows", cli_hint="--train FILE")
@@ -107,10 +126,12 @@ def bundle_manifest(
     """The manifest of a bundle of ``calibrator`` fitted on ``fitted_on`` ({"n", "sha256"}) rows of
     ``n_classes`` scores of ``input_kind`` (without its "files", which writing fills in); fitted
     on the pairs of a multi-label input of ``n_labels`` labels, it says so ("task", "n_labels",
-    and "per_label" for a calibrator per label)."""
+    "per_label" for a calibrator per label, "coverage": "joint" for joint-coverage sets)."""
     task = {} if n_labels is None else {"task": "multilabel", "n_labels": n_labels}
     if isinstance(calibrator, PerLabel):
         task["per_label"] = True
+    if getattr(calibrator, "joint_", None) is not None:
+        task["coverage"] = "joint"
     return {
         **task,
         "calib_version": __version__,
@@ -145,11 +166,8 @@ def save_calibrator(
 def export_onnx(calibrator: Calibrator, manifest: dict, bundle_sha256: str, dtype: str = "float32") -> bytes:
     """The ONNX model (serialised) of a fitted calibrator with its bundle's ``manifest`` and hash
     in the model's metadata (:mod:`calib.onnx_export`)."""
-    from .errors import ExportError
     from .onnx_export import OPSET, onnx_model
 
-    if manifest.get("task") == "multilabel":
-        raise ExportError(f"a calibrator of a multi-label input's pairs ({calibrator.name}) is not exported to ONNX yet")
     metadata = {
         "method": calibrator.name,
         "options": manifest["options"],
@@ -159,9 +177,15 @@ def export_onnx(calibrator: Calibrator, manifest: dict, bundle_sha256: str, dtyp
         "calib_version": __version__,
         "opset": OPSET,
         "dtype": dtype,
+        **({"n_labels": manifest["n_labels"]} if manifest.get("task") == "multilabel" else {}),
     }
     return onnx_model(
-        calibrator, n_classes=manifest["n_classes"], input_kind=manifest["input_kind"], metadata=metadata, dtype=dtype
+        calibrator,
+        n_classes=manifest["n_classes"],
+        input_kind=manifest["input_kind"],
+        metadata=metadata,
+        dtype=dtype,
+        n_labels=manifest.get("n_labels") if manifest.get("task") == "multilabel" else None,
     )
 
 
@@ -244,12 +268,35 @@ def apply_calibrator(
     """Every row of :func:`calibrated_blocks` in one array, with the summed row counts; for a
     multi-label input the (N, L) matrix of each pair's P(y_l = 1) (or its log)."""
     layout = preds.multilabel
-    out = np.empty((preds.n, 1 if layout else preds.k), dtype=bool if what == "sets" else np.float64)
+    out = np.empty((preds.n, 1) if layout else (preds.n, preds.k), dtype=output_dtype(what, layout))
     counts: dict = {}
     for rows, block, info in calibrated_blocks(calibrator, preds, what, features):
-        out[rows] = block[:, 1:] if layout else block
+        out[rows] = pair_output(block, what)[:, None] if layout else block
         add_counts(counts, info)
     return (out.reshape(layout.n_rows, layout.n_labels) if layout else out), counts
+
+
+#: The code of a label's conformal set over {0, 1} in a multi-label input's (N, L) sets:
+#: {0} -> 0 (absent), {1} -> 1 (present), {0, 1} -> 2 (either), {} -> -1 (empty).
+LABEL_SET_CODES = {"absent": 0, "present": 1, "either": 2, "empty": -1}
+
+
+def pair_output(block: np.ndarray, what: str) -> np.ndarray:
+    """A multi-label input's pairs' output from their (pairs, 2) block: P(y_l = 1) (or its log),
+    or the code of each pair's set over {0, 1} (:data:`LABEL_SET_CODES`)."""
+    if what != "sets":
+        return block[:, 1]
+    has_0, has_1 = block[:, 0], block[:, 1]
+    codes = has_1.astype(np.int8) + (has_0 & has_1)  # {0}: 0, {1}: 1, {0, 1}: 2
+    codes[~(has_0 | has_1)] = -1
+    return codes
+
+
+def output_dtype(what: str, layout) -> type:
+    """The dtype of ``what``: float64, the boolean set mask, or a multi-label input's set codes."""
+    if what != "sets":
+        return np.float64
+    return np.int8 if layout is not None else bool
 
 
 def write_applied(
@@ -268,10 +315,10 @@ def write_applied(
         def blocks():
             for _, block, info in calibrated_blocks(calibrator, preds, what, features):
                 add_counts(counts, info)
-                yield block[:, 1] if layout else block  # a pair's P(y_l = 1), in (row, label) order
+                yield pair_output(block, what) if layout else block  # in (row, label) order
 
         shape = (layout.n_rows, layout.n_labels) if layout else (preds.n, preds.k)
-        write_npy_stream(target, shape, bool if what == "sets" else np.float64, blocks())
+        write_npy_stream(target, shape, output_dtype(what, layout), blocks())
         return counts
     result, counts = apply_calibrator(calibrator, preds, what, features)
     labels = preds.labels if layout is None or preds.labels is None else preds.labels.reshape(result.shape)

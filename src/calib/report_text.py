@@ -112,6 +112,10 @@ def table_footnotes(report: dict) -> list[str]:
     if worst:
         listed = ", ".join(f"{c['class']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst)
         lines.append(f"lowest class coverage of the sets: {listed}")
+    worst_labels = report["metrics"].get("set_coverage_label_min", {}).get("worst_labels")
+    if worst_labels:
+        listed = ", ".join(f"{c['label']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst_labels)
+        lines.append(f"lowest label coverage of the sets: {listed}")
     entries = [*report["metrics"].values(), *(report.get("uncalibrated_metrics") or {}).values()]
     if any(clipped_note(entry) for entry in entries):
         lines.append(CLIPPED_FOOTNOTE)

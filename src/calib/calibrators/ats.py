@@ -58,7 +58,7 @@ class ATSGlobal(SetCalibrator):
     def _tempered(self, logits, kept, scores, in_set, log_space):
         """softmax(u / tau(x)) per row, or its log; rows with an empty or full set keep ``kept``
         (the model's own log-probs or probs)."""
-        out, _, category = tempered_distribution(self._base(logits, scores), in_set, 1.0 - self.options.alpha, log_space)
+        out, _, category = tempered_distribution(self._base(logits, scores), in_set, 1.0 - self.mass_alpha, log_space)
         unchanged = (category == EMPTY) | (category == FULL)
         out[unchanged] = kept[unchanged]
         return out, category
@@ -68,7 +68,7 @@ class ATSGlobal(SetCalibrator):
 
     def categories(self, logits, log_probs, probs, scores, in_set):
         """The fit's row counts: the temperature search alone, no distribution written."""
-        return select_temperature(self._base(logits, scores), in_set, 1.0 - self.options.alpha)[1]
+        return select_temperature(self._base(logits, scores), in_set, 1.0 - self.mass_alpha)[1]
 
     def calibrate_probs(self, logits, log_probs, probs, scores, in_set):
         return self._tempered(logits, probs, scores, in_set, log_space=False)
@@ -84,7 +84,7 @@ class ATSGlobal(SetCalibrator):
             base = graph.op("Neg", graph.op("Log", graph.op("Max", scores, graph.const(SCORE_FLOOR))))
         centred = graph.op("Sub", base, graph.row_max(base))
         weights = graph.op(
-            "Exp", graph.op("Mul", onnx_inverse_temperature(graph, centred, in_set, 1.0 - self.options.alpha), centred)
+            "Exp", graph.op("Mul", onnx_inverse_temperature(graph, centred, in_set, 1.0 - self.mass_alpha), centred)
         )
         tempered = graph.op("Div", weights, graph.row_sum(weights))
         size = graph.row_sum(graph.as_float(in_set))

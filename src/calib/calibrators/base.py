@@ -303,6 +303,8 @@ class SetBuilder(Calibrator):
     """A calibrator that builds conformal sets of its own: :meth:`sets` gives the (N, K) mask C(x)
     and :meth:`transform_and_sets` the calibrated log-probabilities with it, from one pass."""
 
+    makes_sets = True
+
     @abc.abstractmethod
     def sets(self, logits: np.ndarray, features: np.ndarray | None = None, **given) -> np.ndarray:
         """The (N, K) boolean mask of the conformal sets of ``logits``."""
@@ -313,5 +315,6 @@ class SetBuilder(Calibrator):
 
 
 def builds_sets(calibrator) -> bool:
-    """Whether ``calibrator`` builds conformal sets (is a :class:`SetBuilder`)."""
-    return isinstance(calibrator, SetBuilder)
+    """Whether ``calibrator`` builds conformal sets: a :class:`SetBuilder`, or a calibrator per
+    label of one (``makes_sets``)."""
+    return bool(getattr(calibrator, "makes_sets", False))

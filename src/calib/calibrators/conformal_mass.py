@@ -26,7 +26,7 @@ class MassRescaling(SetCalibrator):
         """Per row: the factors (1 - alpha) / P_in and alpha / P_out (1 for rows left unchanged),
         and the category. Masked sums as dot products with a 0/1 mask: numpy's ``where=``
         reductions branch per element and are 5x slower on mixed masks."""
-        alpha = self.options.alpha
+        alpha = self.mass_alpha
         mask = in_set.astype(probs.dtype)
         p_in = np.einsum("ij,ij->i", probs, mask)
         np.subtract(1.0, mask, out=mask)
@@ -73,9 +73,9 @@ class MassRescaling(SetCalibrator):
         )
         one = graph.const(1.0)
         factor_in = graph.where(
-            unchanged, one, graph.op("Div", graph.const(1.0 - self.options.alpha), graph.where(unchanged, one, p_in))
+            unchanged, one, graph.op("Div", graph.const(1.0 - self.mass_alpha), graph.where(unchanged, one, p_in))
         )
         factor_out = graph.where(
-            unchanged, one, graph.op("Div", graph.const(self.options.alpha), graph.where(unchanged, one, p_out))
+            unchanged, one, graph.op("Div", graph.const(self.mass_alpha), graph.where(unchanged, one, p_out))
         )
         return graph.op("Mul", probs, graph.where(in_set, factor_in, factor_out))

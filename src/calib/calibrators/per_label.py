@@ -24,6 +24,12 @@ class PerLabel(Calibrator):
         self.base, self.n_labels = base, n_labels
         self.name = base.name
 
+    @property
+    def makes_sets(self) -> bool:
+        """Per label of a conformal method: each label's set over {0, 1} covers y_l with
+        probability >= 1 - alpha (per-label coverage)."""
+        return bool(getattr(self.base, "makes_sets", False))
+
     def fit(self, logits, labels, *, seed=0, features=None):
         raise UsageError("a calibrator per label is fitted on a multi-label input's pairs, each with its label")
 
@@ -48,28 +54,37 @@ class PerLabel(Calibrator):
         """Each pair through its label's calibrator, in the pairs' order."""
         if inputs.pair_labels is None:
             raise UsageError(f"a calibrator per label ({self.base.name}) applies to a multi-label input's pairs")
-        out, total = None, {}
+        parts, total = None, {}
         for label, rows in enumerate(_rows_by_label(inputs.pair_labels, self.n_labels)):
             if not len(rows):
                 continue
             result, info = self.calibrators_[label].apply(_rows(inputs, rows), output, counts=counts)
-            if out is None:
-                out = np.empty((len(inputs.logits), *result.shape[1:]), dtype=result.dtype)
-            out[rows] = result
+            results = result if isinstance(result, tuple) else (result,)  # log-probs and sets: two arrays
+            if parts is None:
+                parts = [np.empty((len(inputs.logits), *r.shape[1:]), dtype=r.dtype) for r in results]
+            for part, r in zip(parts, results):
+                part[rows] = r
             for key, value in info.items():
                 total[key] = total.get(key, 0) + value
-        return out, total
+        if parts is None:
+            return None, total
+        return (tuple(parts) if len(parts) > 1 else parts[0]), total
 
     def transform(self, logits, features=None):
         raise UsageError(f"a calibrator per label ({self.base.name}) applies to a multi-label input's pairs, each with its label")
 
     def fit_report(self):
-        """The per-label calibrators' numeric report entries as min / median / max over the labels."""
+        """The per-label calibrators' report entries: as they are where every label has the same,
+        else the numeric ones as min / median / max over the labels."""
         reports = [calibrator.fit_report() for calibrator in self.calibrators_]
         out = {"labels": self.n_labels}
+        if self.makes_sets:
+            out["coverage"] = "per label"  # each label's set covers y_l with probability >= 1 - alpha
         for key, value in reports[0].items():
             values = [report.get(key) for report in reports]
-            if (
+            if all(v == value for v in values):  # the same for every label (alpha, the score, ...)
+                out[key] = value
+            elif (
                 isinstance(value, (int, float))
                 and not isinstance(value, bool)
                 and all(isinstance(v, (int, float)) for v in values)

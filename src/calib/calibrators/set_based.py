@@ -72,6 +72,15 @@ class SetCalibrator(SetBuilder):
         "the set threshold is fitted on the other classes' rows alone, so the coverage guarantee does not extend to them"
     )
     scores_given_probs = True
+    #: The joint-coverage sets of a multi-label input's pairs ({"labels": L, "pair_alpha"};
+    #: calib.calibrators.joint_coverage), else None.
+    joint_: dict | None = None
+
+    @property
+    def mass_alpha(self) -> float:
+        """The alpha whose 1 - alpha the calibrated probabilities put on each set: the method's
+        alpha, or for joint coverage the per-pair level its sets reach (alpha_pair)."""
+        return self.options.alpha if self.joint_ is None else self.joint_["pair_alpha"]
 
     @property
     def threshold_kind(self) -> str:
@@ -235,6 +244,9 @@ class SetCalibrator(SetBuilder):
 
     def fit_report(self):
         report = {"alpha": self.options.alpha, **self.options.score_settings(), "threshold": self.threshold_kind}
+        if self.joint_ is not None:
+            report["coverage"] = f"joint over {self.joint_['labels']} labels"  # every label of a row at once
+            report["alpha per pair (in-set mass 1 - alpha)"] = self.joint_["pair_alpha"]
         if self.threshold_kind == "constant":
             report["q"] = float(self.threshold_["q"])
         elif self.threshold_kind in PER_CLASS:
@@ -261,11 +273,17 @@ class SetCalibrator(SetBuilder):
         return mlp.training_warnings(self.threshold_, *models[self.threshold_kind])
 
     def to_state(self):
-        return State(params=conditioning_params(self), arrays={f"threshold_{k}": v for k, v in self.threshold_.items()})
+        params = conditioning_params(self)
+        if self.joint_ is not None:
+            params["joint"] = dict(self.joint_)
+        return State(params=params, arrays={f"threshold_{k}": v for k, v in self.threshold_.items()})
 
     @classmethod
     def from_state(cls, options, state):
         calibrator = restore_conditioning(cls(options), state.params)
+        if "joint" in state.params:
+            joint = state.params["joint"]
+            calibrator.joint_ = {"labels": int(joint["labels"]), "pair_alpha": float(joint["pair_alpha"])}
         calibrator.threshold_ = {k[len("threshold_") :]: v for k, v in state.arrays.items() if k.startswith("threshold_")}
         if "q" not in calibrator.threshold_:
             raise KeyError("threshold_q")

@@ -17,6 +17,7 @@ from .evaluate import evaluate, merge_states
 from .export import export
 from .fit import fit
 from .methods import methods
+from .notebook_imports import skip_notebook_imports
 from .options import Command
 from .synth import app as synth_app
 
@@ -60,6 +61,7 @@ def main() -> None:
     """Console entry point: maps errors to exit codes (0 ok, 1 gate failed, 2 usage/input error).
     Usage errors of the parser read like every other error: one line, exit 2."""
     keep_freed_memory()
+    skip_notebook_imports()
     try:
         code = app(standalone_mode=False, prog_name="calib")
     except parser_errors.UsageError as exc:

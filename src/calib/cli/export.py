@@ -38,7 +38,8 @@ def export(
     calibration.to_onnx(out, dtype=dtype)
     outputs = "probs and sets" if "sets" in _outputs(calibration) else "probs"
     render.note(
-        f"wrote {out}: {INPUT_NAMES[calibration.input_kind]} (N, {calibration.n_classes}) {dtype} -> {outputs}, "
+        f"wrote {out}: {INPUT_NAMES[calibration.input_kind]} (N, {calibration.n_labels or calibration.n_classes}) {dtype} "
+        f"-> {outputs}, "
         f"opset {OPSET}, bundle sha256 {calibration.bundle_sha256[:12]}"
     )
 

@@ -83,6 +83,14 @@ def fit(
     per_label: Annotated[
         bool, typer.Option("--per-label", help="Multi-label input: one calibrator per label (default: one shared by all labels).")
     ] = False,
+    joint: Annotated[
+        bool,
+        typer.Option(
+            "--joint",
+            help="Multi-label input, conformal method: sets covering every label of a row at once "
+            "(--per-label: each label's own coverage).",
+        ),
+    ] = False,
     json_path: Annotated[
         Optional[str],
         typer.Option(
@@ -123,7 +131,7 @@ def fit(
     if train is not None:
         train_preds = read(train, None)
         train_x = read_features(train_features, train_preds.n)
-    fitted = api.calibrator(method, per_label=per_label, **given).fit(
+    fitted = api.calibrator(method, per_label=per_label, joint=joint, **given).fit(
         preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x
     )
     fitted.save(out, force=force)

@@ -30,17 +30,34 @@ class SetStats:
     max over set-size strata with a row of |coverage_stratum - (1 - alpha)| (Angelopoulos et al.
     2021), and the classes with the lowest coverage."""
 
-    def __init__(self, calibrator, n_classes: int):
-        self.settings = {k: v for k, v in calibrator.fit_report().items() if k in ("alpha", "score", "threshold")}
+    def __init__(self, calibrator, n_classes: int, layout=None):
+        self.settings = {k: v for k, v in calibrator.fit_report().items() if k in ("alpha", "score", "threshold", "coverage")}
+        #: A multi-label input's pairs (calib.io.predictions.LabelLayout): each label's coverage
+        #: and the rows with every label covered, instead of the per-class diagnostics.
+        self.layout = layout
+        if layout is not None:
+            self.label_pairs = np.zeros(layout.n_labels, dtype=np.int64)
+            self.label_covered = np.zeros(layout.n_labels, dtype=np.int64)
+            self.row_missed = np.zeros(layout.n_rows, dtype=bool)
         self.n = self.covered = self.size = self.empty = self.full = 0
         self.class_rows = np.zeros(n_classes, dtype=np.int64)
         self.class_covered = np.zeros(n_classes, dtype=np.int64)
         self.stratum_rows = np.zeros(len(SIZE_STRATA) + 1, dtype=np.int64)
         self.stratum_covered = np.zeros(len(SIZE_STRATA) + 1, dtype=np.int64)
 
-    def update(self, in_set: np.ndarray, labels: np.ndarray) -> None:
+    def update(self, in_set: np.ndarray, labels: np.ndarray, positions=None) -> None:
+        """Add a chunk's set mask with its labels; ``positions`` (a slice or indices) place a
+        multi-label input's pairs: pair p is row p // L's label p % L."""
         sizes = in_set.sum(axis=1)
         hit = in_set[np.arange(len(labels)), labels]
+        if self.layout is not None:
+            n_labels = self.layout.n_labels
+            if isinstance(positions, slice):
+                positions = np.arange(*positions.indices(self.layout.n_rows * n_labels))
+            label = np.asarray(positions) % n_labels
+            self.label_pairs += np.bincount(label, minlength=n_labels)
+            self.label_covered += np.bincount(label, weights=hit, minlength=n_labels).astype(np.int64)
+            self.row_missed[np.asarray(positions)[~hit] // n_labels] = True
         self.n += len(labels)
         self.covered += int(hit.sum())
         self.size += int(sizes.sum())
@@ -56,6 +73,8 @@ class SetStats:
     def results(self) -> dict:
         values = {"set_coverage": self.covered, "set_size": self.size, "set_empty": self.empty, "set_full": self.full}
         out = {key: {"value": value / self.n, "settings": self.settings} for key, value in values.items()}
+        if self.layout is not None:
+            return {**out, **self.label_results()}
         alpha = self.settings.get("alpha")
         if alpha is None:
             return out
@@ -78,6 +97,26 @@ class SetStats:
             "settings": {**self.settings, "strata": "0-1, 2-3, 4-10, 11-100, 101-1000, >1000"},
         }
         return out
+
+    def label_results(self) -> dict:
+        """A multi-label input's set statistics: ``set_coverage_joint`` = the share of rows whose
+        every label's set holds its label, ``set_coverage_label_min`` = the lowest label's coverage
+        (its ``worst_labels``: the lowest WORST_COVERED)."""
+        seen = self.label_pairs > 0
+        coverage = self.label_covered[seen] / self.label_pairs[seen]
+        labels = np.flatnonzero(seen)
+        order = np.argsort(coverage, kind="stable")[:WORST_COVERED]
+        return {
+            "set_coverage_joint": {"value": 1.0 - float(self.row_missed.mean()), "settings": self.settings},
+            "set_coverage_label_min": {
+                "value": float(coverage.min()),
+                "settings": {**self.settings, "labels": int(seen.sum())},
+                "worst_labels": [
+                    {"label": int(labels[i]), "coverage": float(coverage[i]), "rows": int(self.label_pairs[labels[i]])}
+                    for i in order
+                ],
+            },
+        }
 
 
 @dataclass
@@ -127,7 +166,7 @@ def stream_metrics(
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
-    sets = SetStats(calibrator, preds.k) if calibrator is not None and builds_sets(calibrator) else None
+    sets = SetStats(calibrator, preds.k, preds.multilabel) if calibrator is not None and builds_sets(calibrator) else None
     uncalibrated = MetricSet(keys, config, preds.k)
     sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
     sliced, grouped = _side_accumulators(sides, lambda: MetricSet(keys, config, preds.k), preds.n, groups, bootstrap)
@@ -164,7 +203,7 @@ def stream_metrics(
             if side_batch is not None:
                 _add_chunk(side_batch, rows, per_chunk, sliced.get(side), overall[side], grouped.get(side))
         if in_set is not None:
-            sets.update(in_set, preds.labels[rows])
+            sets.update(in_set, preds.labels[rows], rows)
     for side, states in sliced.items():
         for group_set in states.sets:
             overall[side].absorb(group_set.state())

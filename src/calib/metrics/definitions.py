@@ -370,7 +370,14 @@ def compute_value(metric: Metric, state, config: MetricConfig) -> float | None:
 
 
 #: Report values that are not metric keys (a conformal calibrator's set statistics) and their direction.
-OTHER_DIRECTIONS = {"set_coverage": "higher", "set_size": "lower", "set_empty": "lower", "set_full": "lower"}
+OTHER_DIRECTIONS = {
+    "set_coverage": "higher",
+    "set_coverage_joint": "higher",
+    "set_coverage_label_min": "higher",
+    "set_size": "lower",
+    "set_empty": "lower",
+    "set_full": "lower",
+}
 
 
 def higher_is_better(key: str) -> bool:

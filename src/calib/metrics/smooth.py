@@ -26,32 +26,47 @@ def grid_mass(values: np.ndarray, weights: np.ndarray, grid: int = GRID) -> np.n
     )
 
 
-def _smooth(mass: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian smoothing of gridded mass, reflected at 0 and 1 (the kernel sampled at the grid)."""
-    grid = len(mass)
-    extended = np.concatenate([mass[1:][::-1], mass, mass[:-1][::-1]])
-    offsets = np.arange(-(grid - 1), grid) / (grid - 1)
-    kernel = np.exp(-0.5 * (offsets / sigma) ** 2)
-    # "valid" convolution by FFT: O(G log G) per bandwidth instead of np.convolve's O(G^2)
-    size = 1 << int(len(extended) + len(kernel) - 2).bit_length()
-    full = np.fft.irfft(np.fft.rfft(extended, size) * np.fft.rfft(kernel, size), size)
-    return full[len(kernel) - 1 : len(extended)]
+class Smoother:
+    """Gaussian smoothing of gridded residual mass and density mass at any width sigma, reflected at
+    0 and 1 (the kernel sampled at the grid), as a "valid" convolution by FFT: O(G log G) per width
+    instead of np.convolve's O(G^2). The spectra of the two reflected masses are taken once; each
+    width adds the kernel's spectrum and one inverse transform of both."""
+
+    def __init__(self, mass: np.ndarray, density_mass: np.ndarray):
+        grid = len(mass)
+        extended = np.stack([np.concatenate([m[1:][::-1], m, m[:-1][::-1]]) for m in (mass, density_mass)])
+        self.offsets = np.arange(-(grid - 1), grid) / (grid - 1)
+        self.width = extended.shape[1]
+        self.size = 1 << int(self.width + len(self.offsets) - 2).bit_length()
+        self.spectra = np.fft.rfft(extended, self.size)
+
+    def smoothed(self, sigma: float) -> np.ndarray:
+        """(2, G): the smoothed residual mass and the smoothed density."""
+        kernel = np.exp(-0.5 * (self.offsets / sigma) ** 2)
+        full = np.fft.irfft(self.spectra * np.fft.rfft(kernel, self.size), self.size)
+        return full[:, len(kernel) - 1 : self.width]
+
+    def smooth_ece_at(self, sigma: float) -> float:
+        """smECE_sigma: integral |smoothed residual| / integral smoothed density, both as sums over
+        the grid (the normalisation of relplot; it equals (1/N) integral |.| up to the discretisation)."""
+        residual, density = self.smoothed(sigma)
+        return float(np.abs(residual).sum() / density.sum())
 
 
 def smooth_ece_at(mass: np.ndarray, density_mass: np.ndarray, sigma: float) -> float:
-    """smECE_sigma: integral |smoothed residual| / integral smoothed density, both as sums over the
-    grid (the normalisation of relplot; it equals (1/N) integral |.| up to the discretisation)."""
-    return float(np.abs(_smooth(mass, sigma)).sum() / _smooth(density_mass, sigma).sum())
+    """smECE_sigma of gridded residual and density masses (:meth:`Smoother.smooth_ece_at`)."""
+    return Smoother(mass, density_mass).smooth_ece_at(sigma)
 
 
 def smooth_ece(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, float]:
     """(smECE, sigma*) at the fixed point sigma* = smECE_{sigma*}."""
-    mass = grid_mass(confidence, correct.astype(np.float64) - confidence)
-    density = grid_mass(confidence, np.ones(len(confidence)))
-    gap = lambda sigma: smooth_ece_at(mass, density, sigma) - sigma  # noqa: E731  decreasing in sigma
+    smoother = Smoother(
+        grid_mass(confidence, correct.astype(np.float64) - confidence), grid_mass(confidence, np.ones(len(confidence)))
+    )
+    gap = lambda sigma: smoother.smooth_ece_at(sigma) - sigma  # noqa: E731  decreasing in sigma
     lo, hi = np.log(SIGMA_MIN), 0.0
     if gap(SIGMA_MIN) <= 0:
-        return smooth_ece_at(mass, density, SIGMA_MIN), SIGMA_MIN
+        return smoother.smooth_ece_at(SIGMA_MIN), SIGMA_MIN
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         if gap(np.exp(mid)) > 0:
@@ -59,4 +74,4 @@ def smooth_ece(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, floa
         else:
             hi = mid
     sigma = float(np.exp(hi))
-    return smooth_ece_at(mass, density, sigma), sigma
+    return smoother.smooth_ece_at(sigma), sigma

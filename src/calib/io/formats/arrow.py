@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from ...errors import InputError
 from ..atomic import atomic_path
-from .base import PARSE_ERRORS, Contents, Format, label_name, unreadable
+from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
     label_column_values,
+    label_columns,
+    labels_of,
     list_column_to_matrix,
     matrix_columns,
     output_table,
@@ -37,14 +39,14 @@ class Arrow(Format):
     def read_predictions(self, path, name, score_prefix, label_column, scores=None):
         table = _table(path, name)
         columns = table.column_names
-        labels_key = label_name(columns, label_column, name)
-        labels = None if labels_key is None else label_column_values(table.column(labels_key))
+        label_keys = label_columns(columns, label_column, name)
+        labels = labels_of([table.column(key) for key in label_keys])
         used, kind, wide = score_columns(columns, score_prefix, path, scores)
         if wide:
             matrix = wide_columns_to_matrix(table, used, path)
         else:
             matrix = list_column_to_matrix(table.column(used[0]), path, used[0])
-        keep = [c for c in columns if c not in used and c != labels_key]
+        keep = [c for c in columns if c not in used and c not in label_keys]
         return Contents(matrix, labels, kind, table.select(keep) if keep else None, tuple(columns))
 
     def names(self, path):

@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from ...errors import InputError
-from .base import SCORE_NAMES
+from .base import SCORE_NAMES, label_name
 
 #: Wide columns tried when no score prefix is given.
 WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}
@@ -41,6 +41,36 @@ def score_columns(columns, score_prefix: str | None, path: str, scores: str | No
         f"{path}: no score column; expected a list column logits, log_probs or probs, or wide columns by a name prefix",
         cli_hint="--score-prefix PREFIX",
     )
+
+
+#: Wide label columns of a multi-label input, one 0/1 column per label: label_0, label_1, ...
+WIDE_LABELS = re.compile(r"label_\d+")
+
+
+def label_columns(names, wanted: str | None, path: str) -> list[str]:
+    """The columns holding the labels: ``wanted`` (one column, or a name prefix ending in ``*``
+    for one 0/1 column per label of a multi-label input), else ``label`` or ``labels``, else the
+    wide columns ``label_0``, ``label_1``, ...; wide columns in the order of their numeric suffix.
+    Empty when there are none."""
+    if wanted is not None and wanted.endswith("*"):
+        used = [n for n in names if n.startswith(wanted[:-1])]
+        if not used:
+            raise InputError(f"{path}: no column starts with {wanted[:-1]!r} (found {', '.join(names) or 'none'})")
+        return _order_wide(used)
+    single = label_name(names, wanted, path)
+    if single is not None:
+        return [single]
+    return _order_wide([n for n in names if WIDE_LABELS.fullmatch(n)])
+
+
+def labels_of(columns: list) -> np.ndarray | None:
+    """The labels of :func:`label_columns`' columns: one column's values (a list column gives the
+    (N, L) matrix), or wide columns side by side as (N, L); None without columns."""
+    if not columns:
+        return None
+    if len(columns) == 1:
+        return label_column_values(columns[0])
+    return np.column_stack([label_column_values(column) for column in columns])
 
 
 def label_column_values(column) -> np.ndarray:

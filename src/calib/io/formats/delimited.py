@@ -15,8 +15,8 @@ import tempfile
 import numpy as np
 
 from ...errors import InputError
-from .base import LABEL_NAMES, Contents, Format, pick_name
-from .columns import label_column_values
+from .base import Contents, Format
+from .columns import label_column_values, label_columns, labels_of
 
 #: Names pandas gives its index column when it writes one.
 INDEX_NAMES = ("", "Unnamed: 0")
@@ -44,7 +44,7 @@ def _what(delimiter: str) -> str:
 
 
 def _score_names(
-    schema, score_prefix: str | None, scores: str | None, label: str | None, path: str
+    schema, score_prefix: str | None, scores: str | None, label: list[str], path: str
 ) -> tuple[list[str], str | None]:
     """(the score columns, the kind the prefix says): the columns of ``score_prefix`` (or of a
     prefix naming a kind: logit_, log_prob_, prob_), else every floating-point column but the
@@ -63,7 +63,7 @@ def _score_names(
             return _order_wide(used), kind
     if score_prefix is not None:
         raise InputError(f"{path}: no column starts with {score_prefix!r} (found {', '.join(names)})")
-    used = [f.name for f in schema if pa.types.is_floating(f.type) and f.name != label and f.name not in INDEX_NAMES]
+    used = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in label and f.name not in INDEX_NAMES]
     if not used:
         raise InputError(f"{path}: no floating-point score columns (found {', '.join(names)})", cli_hint="--score-prefix PREFIX")
     return used, None
@@ -86,7 +86,7 @@ class Delimited(Format):
             raise InputError(
                 f"{name}: the first line holds numbers, not column names; a {_what(delimiter)} of scores needs a header line"
             )
-        label = pick_name(schema.names, label_column, name, preferred=LABEL_NAMES, hint="--label-column NAME")
+        label = label_columns(schema.names, label_column, name)
         if score_prefix is None:
             _refuse_numbers_with_text(path, delimiter, schema, label, name)
         used, kind = _score_names(schema, score_prefix, scores, label, name)
@@ -146,7 +146,8 @@ def _significant_digits(text: str) -> int:
 
 def write_delimited(path: str, name: str, matrix: np.ndarray, labels, passthrough) -> None:
     """Wide columns prob_0 .. prob_{K-1} (logit_, log_prob_ by the kind; floats in their shortest round-trip decimals; for the set
-    mask 0/1 columns set_0 ..), then ``label`` and the carried columns; atomically."""
+    mask 0/1 columns set_0 ..), then ``label`` (a multi-label input's label_0 ..) and the carried
+    columns; atomically."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -156,8 +157,12 @@ def write_delimited(path: str, name: str, matrix: np.ndarray, labels, passthroug
     values = matrix.astype(np.int8) if matrix.dtype == bool else matrix
     columns = {f"{prefix}_{k}": values[:, k] for k in range(matrix.shape[1])}
     table = pa.table(columns)
-    if labels is not None:
-        table = table.append_column("label", pa.array(np.asarray(labels, dtype=np.int64)))
+    labels = None if labels is None else np.asarray(labels, dtype=np.int64)
+    if labels is not None and labels.ndim == 2:  # a multi-label input's labels: label_0 .. label_{L-1}
+        for label in range(labels.shape[1]):
+            table = table.append_column(f"label_{label}", pa.array(labels[:, label]))
+    elif labels is not None:
+        table = table.append_column("label", pa.array(labels))
     if passthrough is not None:
         for field_name, column in zip(passthrough.column_names, passthrough.columns):
             table = table.append_column(field_name, column)
@@ -166,7 +171,7 @@ def write_delimited(path: str, name: str, matrix: np.ndarray, labels, passthroug
         pacsv.write_csv(table, tmp, write_options=pacsv.WriteOptions(delimiter=delimiter, quoting_style="needed"))
 
 
-def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str | None, name: str, dtype=np.float64):
+def _stage(path: str, delimiter: str, types: dict, used: list[str], label: list[str], name: str, dtype=np.float64):
     """Parse the file a block at a time: the scores into a memory-mapped ``dtype`` staging file (the
     file is removed at once; the mapping keeps it until released), the labels and the other
     columns into memory. Missing or non-numeric scores are refused naming their line."""
@@ -187,9 +192,9 @@ def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str |
                     raise InputError(f"{name}: near line {rows + 2}: {_short(exc)}") from None
                 block = np.column_stack([_scores_of(batch.column(n), n, rows, name) for n in used]) if used else None
                 handle.write(np.ascontiguousarray(block, dtype=dtype).tobytes())
-                if label is not None:
-                    label_parts.append(label_column_values(batch.column(label)))
-                others = [n for n in batch.schema.names if n not in used and n != label and n not in INDEX_NAMES]
+                if label:
+                    label_parts.append(labels_of([batch.column(n) for n in label]))
+                others = [n for n in batch.schema.names if n not in used and n not in label and n not in INDEX_NAMES]
                 if others:
                     carried.append(pa.Table.from_batches([batch]).select(others))
                 rows += batch.num_rows
@@ -198,7 +203,10 @@ def _stage(path: str, delimiter: str, types: dict, used: list[str], label: str |
         if os.name == "posix":
             os.unlink(staging)
             os.rmdir(folder)
-    labels = np.concatenate(label_parts) if label_parts else (np.zeros(0) if label is not None else None)
+    if label_parts:
+        labels = np.concatenate(label_parts)
+    else:  # no rows: labels of none (a wide label matrix of none), or none given
+        labels = (np.zeros((0, len(label))) if len(label) > 1 else np.zeros(0)) if label else None
     return scores, labels, pa.concat_tables(carried) if carried else None
 
 
@@ -209,12 +217,12 @@ def _scores_of(column, key: str, offset: int, name: str) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False)
 
 
-def _refuse_numbers_with_text(path: str, delimiter: str, schema, label: str | None, name: str) -> None:
+def _refuse_numbers_with_text(path: str, delimiter: str, schema, label: list[str], name: str) -> None:
     """A column of the first block that is mostly numbers but not all (a score with a typo, "nan"
     spelt otherwise) would silently drop out of the scores: refused, naming its first bad line."""
     import pyarrow as pa
 
-    text_columns = [f.name for f in schema if pa.types.is_string(f.type) and f.name != label and f.name not in INDEX_NAMES]
+    text_columns = [f.name for f in schema if pa.types.is_string(f.type) and f.name not in label and f.name not in INDEX_NAMES]
     if not text_columns:
         return
     try:

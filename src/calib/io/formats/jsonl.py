@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from .base import Contents, Format, label_name
-from .columns import label_column_values, list_column_to_matrix, score_columns, wide_columns_to_matrix
+from .base import Contents, Format
+from .columns import label_column_values, label_columns, labels_of, list_column_to_matrix, score_columns, wide_columns_to_matrix
 
 
 def _table(path: str, name: str):
@@ -31,14 +31,14 @@ class JsonLines(Format):
     def read_predictions(self, path, name, score_prefix, label_column, scores=None):
         table = _table(path, name)
         columns = table.column_names
-        labels_key = label_name(columns, label_column, name)
-        labels = None if labels_key is None else label_column_values(table.column(labels_key))
+        label_keys = label_columns(columns, label_column, name)
+        labels = labels_of([table.column(key) for key in label_keys])
         used, kind, wide = score_columns(columns, score_prefix, path, scores)
         if wide:
             matrix = wide_columns_to_matrix(table, used, path)
         else:
             matrix = list_column_to_matrix(_as_floats(table.column(used[0])), path, used[0])
-        keep = [c for c in columns if c not in used and c != labels_key]
+        keep = [c for c in columns if c not in used and c not in label_keys]
         return Contents(matrix, labels, kind, table.select(keep) if keep else None, tuple(columns))
 
     def names(self, path):

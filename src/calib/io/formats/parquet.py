@@ -9,9 +9,11 @@ import numpy as np
 
 from ...errors import InputError
 from ..atomic import atomic_path
-from .base import PARSE_ERRORS, Contents, Format, label_name, unreadable
+from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
     label_column_values,
+    label_columns,
+    labels_of,
     list_column_to_matrix,
     matrix_columns,
     output_table,
@@ -29,13 +31,14 @@ def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: 
     try:
         parquet = pq.ParquetFile(path)
         columns = parquet.schema_arrow.names
-        labels_key = label_name(columns, label_column, name)
-        labels = None if labels_key is None else label_column_values(parquet.read(columns=[labels_key]).column(labels_key))
+        label_keys = label_columns(columns, label_column, name)
+        label_table = parquet.read(columns=label_keys) if label_keys else None
+        labels = labels_of([label_table.column(key) for key in label_keys]) if label_keys else None
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{name}: not a readable parquet file ({exc})") from None
     used, kind, wide = score_columns(columns, score_prefix, path, scores)
     scores = ParquetScores(parquet, used, wide=wide, path=path)
-    keep = [c for c in columns if c not in used and c != labels_key]
+    keep = [c for c in columns if c not in used and c not in label_keys]
     passthrough = parquet.read(columns=keep) if keep else None
     return Contents(scores, labels, kind, passthrough, tuple(columns))
 
