@@ -35,6 +35,17 @@ INSTALL = {
 }
 
 
+def short_flow_training(monkeypatch, steps: int) -> None:
+    """The default flow training (calib.calibrators.thresholds.FLOW_TRAININGS) cut to ``steps``:
+    the tests of what any trained flow guarantees need not pay for a well-trained one."""
+    import dataclasses
+
+    from calib.calibrators import thresholds
+
+    name = thresholds.DEFAULT_FLOW_TRAINING
+    monkeypatch.setitem(thresholds.FLOW_TRAININGS, name, dataclasses.replace(thresholds.FLOW_TRAININGS[name], steps=steps))
+
+
 def needs(module: str):
     """Import an optional peer or extra, or skip the test with the line that installs it; every
     optional import in a test goes through here, before anything else of the test runs."""

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import NEEDS_TORCH, method_param
+from conftest import NEEDS_TORCH, method_param, short_flow_training
 
 from calib import calibrator_class
 from calib.calibrators import thresholds as thresholds_module
@@ -22,7 +22,7 @@ def cifar10():
 @pytest.fixture(autouse=True)
 def short_training(monkeypatch):
     monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 300)
-    monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 300)
+    short_flow_training(monkeypatch, 100)
 
 
 def _fit(method, logits, labels, **options):

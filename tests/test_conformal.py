@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import method_param
+from conftest import method_param, short_flow_training
 from scipy.optimize import minimize
 
 from calib import calibrator_class
@@ -98,7 +98,7 @@ def test_adaptive_thresholds_keep_coverage(monkeypatch, kind, flow):
     pytest.importorskip("torch")
     from conftest import SAMPLE
 
-    monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 300)  # the guarantee holds for any transform
+    short_flow_training(monkeypatch, 100)  # the guarantee holds for any transform
     monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 300)
     data = np.load(SAMPLE / "cifar10_test.npz")
     logits, labels = data["logits"].astype(np.float64), data["labels"]
@@ -306,7 +306,7 @@ def test_adaptive_bundles_reload_bit_identically(tmp_path, run, monkeypatch):
     pytest.importorskip("torch")
     from conftest import SAMPLE
 
-    monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 200)
+    short_flow_training(monkeypatch, 100)
     monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 200)
     val = SAMPLE / "cifar10_val.npz"
     for name, args in (
@@ -329,7 +329,7 @@ def test_adaptive_bundles_reload_bit_identically(tmp_path, run, monkeypatch):
 
 def test_features_condition_the_threshold(tmp_path, run, monkeypatch):
     pytest.importorskip("torch")
-    monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 100)
+    short_flow_training(monkeypatch, 100)
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(600, 4)).astype(np.float32)
     labels = rng.integers(0, 4, 600)
@@ -399,3 +399,29 @@ def test_tempered_distribution_is_the_softmax_at_the_selected_temperature(log_sp
     out, tau, _ = tempered_distribution(z, in_set, 0.9, log_space=log_space)
     got = np.exp(out) if log_space else out
     assert np.max(np.abs(got - softmax(z / tau[:, None]))) < 1e-14
+
+
+@pytest.mark.parametrize(
+    "training, flow, expected",
+    [
+        ("full-batch", "gauss", (300, 1, 2e-3)),
+        ("full-batch", "er", (300, 1, 3e-3)),
+        ("paper", "gauss", (3000, 5, 1e-4)),
+        ("paper", "er", (3000, 5, 1e-2)),
+    ],
+)
+def test_flow_trainings_by_name(monkeypatch, training, flow, expected):
+    """The flow's MLP trains as its training's name says: the default's full batches (all 257
+    fitting rows each step) or the CMCE paper's minibatches of n // 5 rows (51)."""
+    seen = {}
+
+    def spy(inputs, targets, hidden, n_out, loss, **settings):
+        seen.update(settings, rows=len(inputs))
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(thresholds_module.mlp, "train", spy)
+    scores = np.random.default_rng(0).random(515)
+    with pytest.raises(RuntimeError, match="stop"):
+        thresholds_module.fit_flow(scores, np.ones((515, 3)), flow, seed=0, training=training)
+    steps, divisor, lr = expected
+    assert (seen["steps"], seen["batch_size"], seen["lr"], seen["rows"]) == (steps, 257 // divisor, lr, 257)

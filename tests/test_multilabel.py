@@ -488,3 +488,70 @@ def test_wide_label_columns(tmp_path, suffix):
     assert calib.evaluate(preds).values == pytest.approx(expected, rel=1e-12)
     with pytest.raises(ValueError, match="no column starts with 'nope_'"):
         read_predictions(str(path), label_column="nope_*")
+
+
+def test_joint_scores_the_probabilities_as_given():
+    """A probability input's pair scores are 1 - p as the file gives p (not the softmax of their
+    logs, an ulp away): q is exactly the k-th row maximum of those, and a test row equal to the
+    calibration row at q is in its set."""
+    import calib
+
+    rng = np.random.default_rng(19)
+    p = np.round(rng.uniform(0.05, 0.95, size=(200, 3)), 3)
+    y = (rng.random((200, 3)) < p).astype(np.int64)
+    fitted = calib.calibrator("mr", joint=True, alpha=0.1).fit(p, y, kind="probs")
+    scores = np.where(y == 1, 1.0 - p, p)
+    q = _kth(scores.max(axis=1), 0.1)
+    assert float(fitted.fitted.threshold_["q"]) == q
+    at_q = int(np.argmax(scores.max(axis=1) == q))
+    sets = fitted.predict_sets(p[at_q : at_q + 1], kind="probs")[0]
+    assert ((sets == 2) | (sets == y[at_q])).all()
+
+
+def test_per_label_set_counts_add_up_over_the_labels():
+    """apply's row counts of a conformal method per label: each label's counts, summed."""
+    import calib
+    from calib.api import as_predictions
+    from calib.calibrators.base import CalibrationInputs
+
+    z, y = _data(n=400, seed=20)
+    fitted = calib.calibrator("mr", per_label=True, alpha=0.3).fit(z, y)
+    preds = as_predictions(z, y, task="multilabel")
+    _, counts = fitted.fitted.apply(CalibrationInputs.of(preds), "probs")
+    expected: dict = {}
+    for label, calibrator in enumerate(fitted.fitted.calibrators_):
+        rows = np.flatnonzero(np.arange(preds.n) % 4 == label)
+        for key, value in calibrator.apply(CalibrationInputs.of(preds, rows), "probs")[1].items():
+            expected[key] = expected.get(key, 0) + value
+    assert counts == expected and sum(counts.values()) > 0
+
+
+def test_per_label_fit_report_of_entries_that_differ_or_are_missing():
+    """Entries equal for every label are kept as they are; numbers that differ become min / median /
+    max over the labels that report them; strings or flags that differ are left out."""
+    from calib.api import as_predictions
+    from calib.calibrators.base import CalibrationInputs
+    from calib.calibrators.per_label import PerLabel
+    from calib.calibrators.temperature import TemperatureScaling
+
+    class Reported(TemperatureScaling):
+        def fit_report(self):
+            t = float(self.temperature_)
+            report = {"temperature": t, "flag": t > 1.0, "note": "hot" if t > 1.0 else "cold", "same": "x"}
+            if t > 1.0:
+                report["only some"] = 2 * t
+            return report
+
+    z, y = _data(seed=21)
+    calibrator = PerLabel(Reported, Reported.Options(), 4)
+    preds = as_predictions(z, y, task="multilabel")
+    calibrator.fit_inputs(CalibrationInputs.of(preds), preds.labels, seed=0)
+    temperatures = [float(c.temperature_) for c in calibrator.calibrators_]
+    assert min(temperatures) < 1.0 < max(temperatures)  # the data make some labels hot, some cold
+    report = calibrator.fit_report()
+    hot = [2 * t for t in temperatures if t > 1.0]
+    assert report["same"] == "x" and "flag" not in report and "note" not in report
+    assert report["only some per label (min / median / max)"] == [min(hot), float(np.median(hot)), max(hot)]
+    assert report["temperature per label (min / median / max)"] == pytest.approx(
+        [min(temperatures), float(np.median(temperatures)), max(temperatures)], rel=1e-12
+    )

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, needs
+from conftest import SAMPLE, needs, short_flow_training
 
 import calib
 from calib.calibrators import mlp
@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 @pytest.fixture(autouse=True)
 def short_training(monkeypatch):
     monkeypatch.setitem(thresholds_module.QR_TRAINING, "steps", 100)
-    monkeypatch.setattr(thresholds_module, "FLOW_STEPS", 100)
+    short_flow_training(monkeypatch, 100)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import kernels
 from .numerics import bin_index
 
 
@@ -27,24 +28,30 @@ class BinCounter:
             index += np.asarray(group) * self.n_bins
         return index.reshape(-1)
 
-    def add(self, pred: np.ndarray, hits: np.ndarray | None = None, group: np.ndarray | int = 0) -> None:
+    def add(self, pred: np.ndarray, hits: np.ndarray | None = None, group: np.ndarray | int = 0, by_column: bool = False) -> None:
         """Count predictions in [0, 1] of any shape with their binary outcomes ``hits``.
 
-        ``group`` broadcasts against ``pred`` (e.g. the class index of each column). Counts and hits
-        come from one bincount over (bin, hit) pairs; ``hits=None`` counts predictions only, their
-        outcomes then come through :meth:`add_hits`.
+        ``group`` broadcasts against ``pred`` (e.g. a group code per row); ``by_column``: each column
+        of an (N, K) ``pred`` is its own group (the class of each probability). ``hits=None`` counts
+        predictions only, their outcomes then come through :meth:`add_hits`. Counts, sums and hits
+        of one group 0 or of the columns come from one pass (:func:`calib.kernels.bin_counts`).
         """
-        flat = self._flat_index(pred, group)
-        size = self.count.size
-        if hits is None:
-            self.count += np.bincount(flat, minlength=size)
+        if by_column or (isinstance(group, int) and group == 0):
+            values = np.asarray(pred, dtype=np.float64)
+            values = values.reshape(len(values), -1) if by_column else values.reshape(-1, 1)
+            count, sums, hit_count = kernels.bin_counts(
+                values, None if hits is None else np.asarray(hits), self.n_bins, by_column
+            )
         else:
-            pair_index = flat * 2
-            pair_index += np.asarray(hits).reshape(-1)
-            pairs = np.bincount(pair_index, minlength=2 * size).reshape(size, 2)
-            self.count += pairs.sum(axis=1)
-            self.sum_true += pairs[:, 1]
-        self.sum_pred += np.bincount(flat, weights=np.asarray(pred, dtype=np.float64).reshape(-1), minlength=size)
+            flat = self._flat_index(pred, group)
+            size = self.count.size
+            count = np.bincount(flat, minlength=size)
+            sums = np.bincount(flat, weights=np.asarray(pred, dtype=np.float64).reshape(-1), minlength=size)
+            hit_count = None if hits is None else np.bincount(flat[np.asarray(hits).reshape(-1) != 0], minlength=size)
+        self.count += count
+        self.sum_pred += sums
+        if hits is not None:
+            self.sum_true += hit_count
 
     def add_hits(self, pred: np.ndarray, group: np.ndarray | int = 0) -> None:
         """Add outcome 1 at the bins of ``pred`` (predictions already counted by :meth:`add`)."""

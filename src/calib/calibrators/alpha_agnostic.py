@@ -46,7 +46,16 @@ from .base import Calibrator, add_counts
 from .conformal import EMPTY, FULL, ScoreOptions, check_choice, in_conformal_set, nonconformity, scores_at_most
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
 from .set_based import _count, conditioning_params, restore_conditioning, start_fit
-from .thresholds import SCORE_FLOOR, fit_flow, fit_multi_quantile, flow_scale, flow_transform, multi_quantile_values
+from .thresholds import (
+    DEFAULT_FLOW_TRAINING,
+    FLOW_TRAININGS,
+    SCORE_FLOOR,
+    fit_flow,
+    fit_multi_quantile,
+    flow_scale,
+    flow_transform,
+    multi_quantile_values,
+)
 
 AGGREGATES = ("mean", "geometric", "central", "kl-forward", "kl-reverse")
 #: ats-maq --model multiqr alpha grid (docs/calibrators.md), in head order: levels 1 - alpha increasing.
@@ -73,10 +82,12 @@ class AlphaAgnosticOptions(ScoreOptions):
 @dataclasses.dataclass(frozen=True)
 class MAQOptions(AlphaAgnosticOptions):
     model: str = "multiqr"
+    flow_training: str = DEFAULT_FLOW_TRAINING
 
     def __post_init__(self):
         super().__post_init__()
         check_choice("model", self.model, ("multiqr", "flow"))
+        check_choice("flow_training", self.flow_training, tuple(FLOW_TRAININGS))
 
 
 def golden_section(objective, n: int, lo: float = LOG_TAU_MIN, hi: float = LOG_TAU_MAX, tol: float = GOLDEN_TOL):
@@ -277,7 +288,7 @@ class ATSMultiAdaptive(AlphaAgnostic):
         if self.options.model == "multiqr":
             self.arrays_ = fit_multi_quantile(scores, conditioning, HEAD_ALPHAS, seed, train=train)
         else:
-            arrays, transformed = fit_flow(scores, conditioning, "gauss", seed, train=train)
+            arrays, transformed = fit_flow(scores, conditioning, "gauss", seed, train=train, training=self.options.flow_training)
             self.arrays_ = {**arrays, "sorted_transformed": np.sort(transformed)}
 
     def max_levels(self, k):

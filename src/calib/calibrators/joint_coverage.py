@@ -27,9 +27,7 @@ from .conformal import conformal_quantile, in_conformal_set, label_scores
 from .set_based import SetCalibrator
 
 
-def fit_joint(
-    cls: type, options, inputs: CalibrationInputs, labels: np.ndarray, n_labels: int, *, seed: int = 0
-) -> SetCalibrator:
+def fit_joint(cls: type, options, inputs: CalibrationInputs, labels: np.ndarray, n_labels: int, *, seed: int) -> SetCalibrator:
     """``cls`` (a conformal method with a constant threshold) fitted on a multi-label input's pairs
     (``labels`` the pairs' 0/1 labels, row-major: pair p is row p // L's label p % L) with the
     joint threshold q of the row maxima and the per-pair level alpha_pair of the module docstring

@@ -75,20 +75,18 @@ class PerLabel(Calibrator):
 
     def fit_report(self):
         """The per-label calibrators' report entries: as they are where every label has the same,
-        else the numeric ones as min / median / max over the labels."""
+        else the numeric ones as min / median / max over the labels that report them (a count a
+        label's report leaves out when it is zero, say); other entries that differ are left out."""
         reports = [calibrator.fit_report() for calibrator in self.calibrators_]
         out = {"labels": self.n_labels}
         if self.makes_sets:
             out["coverage"] = "per label"  # each label's set covers y_l with probability >= 1 - alpha
-        for key, value in reports[0].items():
-            values = [report.get(key) for report in reports]
-            if all(v == value for v in values):  # the same for every label (alpha, the score, ...)
-                out[key] = value
-            elif (
-                isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and all(isinstance(v, (int, float)) for v in values)
-            ):
+        keys = dict.fromkeys(key for report in reports for key in report)  # every label's, in order
+        for key in keys:
+            values = [report[key] for report in reports if key in report]
+            if len(values) == len(reports) and all(v == values[0] for v in values):  # alpha, the score, ...
+                out[key] = values[0]
+            elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
                 out[f"{key} per label (min / median / max)"] = [
                     float(np.min(values)),
                     float(np.median(values)),

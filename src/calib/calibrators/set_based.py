@@ -29,7 +29,15 @@ from .conformal import (
     training_part,
 )
 from .scores import SCORES as SCORE_REGISTRY
-from .thresholds import FLOWS, class_thresholds, clustered_thresholds, fit_threshold, threshold_values
+from .thresholds import (
+    DEFAULT_FLOW_TRAINING,
+    FLOW_TRAININGS,
+    FLOWS,
+    class_thresholds,
+    clustered_thresholds,
+    fit_threshold,
+    threshold_values,
+)
 
 #: Where a threshold's model was fitted without training rows: a seeded half of the calibration rows.
 TRAINED_ON_HALVES = "half of the calibration rows"
@@ -56,12 +64,14 @@ class SetOptions(ConformalOptions):
 
     threshold: str = "constant"
     flow: str = "gauss"
+    flow_training: str = DEFAULT_FLOW_TRAINING
     min_class_rows: int = 0
 
     def __post_init__(self):
         super().__post_init__()
         check_choice("threshold", self.threshold, ("constant", "adaptive", "classwise", "clustered"))
         check_choice("flow", self.flow, FLOWS)
+        check_choice("flow_training", self.flow_training, tuple(FLOW_TRAININGS))
         if self.min_class_rows < 0:
             raise UsageError(f"'min_class_rows' must be >= 0; got {self.min_class_rows}")
 
@@ -114,6 +124,7 @@ class SetCalibrator(SetBuilder):
             seed=seed,
             allow_full_set=self.options.allow_full_set,
             train=train,
+            flow_training=getattr(self.options, "flow_training", DEFAULT_FLOW_TRAINING),
         )
         self.fit_counts_ = self._count_rows(logits, features, probs)
         return self

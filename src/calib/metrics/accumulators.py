@@ -108,7 +108,7 @@ class ClasswiseBins(Additive):
         self.n_classes = n_classes
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.probs, None, group=np.arange(self.n_classes)[None, :])
+        self.counter.add(batch.probs, None, by_column=True)
         self.counter.add_hits(batch.probs[batch.rows, batch.labels], group=batch.labels)
 
 
@@ -141,8 +141,8 @@ class CumulativeMassRange(Additive):
 
     def update(self, batch: Batch) -> None:
         mass = batch.cumulative_mass
-        start = (mass < self.lo - EDGE_TOLERANCE).sum(axis=1)
-        stop = (mass <= self.hi + EDGE_TOLERANCE).sum(axis=1)
+        start = np.count_nonzero(mass < self.lo - EDGE_TOLERANCE, axis=1)
+        stop = np.count_nonzero(mass <= self.hi + EDGE_TOLERANCE, axis=1)
         self.count += int((stop - start).sum())
         self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
 

@@ -89,8 +89,12 @@ class Batch:
     @cached_property
     def cumulative_mass(self) -> np.ndarray:
         """m_ik = mass of the top-k classes, k = 1..K, clipped to [0, 1] (docs/metrics.md, CMCE)."""
-        ordered = np.sort(self.probs, axis=1)[:, ::-1]
-        mass = np.cumsum(ordered, axis=1)
+        # -cumsum(sort(-p)) is cumsum(p in non-increasing order) to the bit (negation is exact), with
+        # every pass on a contiguous array in place (a cumulative sum along a reversed view is 3x slower)
+        mass = np.negative(self.probs)
+        mass.sort(axis=1)
+        np.cumsum(mass, axis=1, out=mass)
+        np.negative(mass, out=mass)
         np.clip(mass, 0.0, 1.0, out=mass)
         return mass
 
