@@ -43,6 +43,10 @@ def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: 
     return Contents(scores, labels, kind, passthrough, tuple(columns))
 
 
+#: Rows of a row group decoded at a time (:meth:`ParquetScores._decode_in_batches`).
+BATCH_ROWS = 512
+
+
 class ParquetScores:
     """The (N, K) score matrix of a parquet file, read on demand a row group at a time.
 
@@ -68,6 +72,25 @@ class ParquetScores:
             return wide_columns_to_matrix(table, self.columns, self.path)
         return list_column_to_matrix(table.column(self.columns[0]), self.path, self.columns[0])
 
+    def _decode_in_batches(self, index: int) -> np.ndarray:
+        """Row group ``index`` decoded BATCH_ROWS rows at a time into one matrix, on this thread, with
+        Arrow's freed memory handed back after: reading a row group whole holds about five times its
+        decoded size in Arrow's buffers (levels, pages, the list arrays), batches a few MiB."""
+        import pyarrow as pa
+
+        matrix, position = None, 0
+        batches = self.parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[index], columns=self.columns, use_threads=False)
+        for batch in batches:
+            part = self._decode(pa.Table.from_batches([batch]))
+            if matrix is None:
+                matrix = np.empty((self.parquet.metadata.row_group(index).num_rows, part.shape[1]), dtype=part.dtype)
+            matrix[position : position + len(part)] = part
+            position += len(part)
+        pa.default_memory_pool().release_unused()
+        if matrix is None:  # a row group without rows
+            return self._decode(self.parquet.read_row_group(index, columns=self.columns))
+        return matrix
+
     def _group(self, index: int) -> np.ndarray:
         """Row group ``index`` decoded; one reader at a time (chunks are read from worker threads),
         and the cache is read and replaced whole, so a thread never returns another's group."""
@@ -78,10 +101,9 @@ class ParquetScores:
             return cached[1]
         with self._lock:
             try:
-                table = self.parquet.read_row_group(index, columns=self.columns)
+                matrix = self._decode_in_batches(index)
             except (pa.ArrowException, *PARSE_ERRORS) as exc:
                 raise InputError(f"{self.path}: row group {index} is unreadable ({exc})") from None
-            matrix = self._decode(table)
         if index and matrix.shape[1] != self.shape[1]:
             raise InputError(
                 f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, the first has {self.shape[1]}"
