@@ -167,3 +167,40 @@ def test_set_update_is_the_where_formula_to_the_bit(backend):
     wide = values[:4, :7].copy()
     kernels.set_update(wide, mask.astype(np.int64), inside[:4], outside[:4], True)
     np.testing.assert_array_equal(wide, values[:4, :7] + np.where(mask, inside[:4, None], outside[:4, None]))
+
+
+@pytest.mark.parametrize("n_bins", [1, 2, 10, 15])
+def test_bin_counts_are_the_definition_on_edges_and_just_below(backend, n_bins):
+    """Both paths count what the definition says, from a direct loop: v in bin min(floor(B v + B t),
+    B - 1) (t = 1e-12), a value exactly on an edge in the upper bin, 1e-13 below an edge as on it,
+    1e-9 below in the lower one, 1.0 in the last bin; each bin's sum in element order, to the bit;
+    the columns as groups, and group 0 of a counter with more groups."""
+    from calib.binning import BinCounter
+
+    rng = np.random.default_rng(n_bins)
+    edges = np.arange(n_bins + 1) / n_bins
+    values = np.concatenate([edges, edges[1:] - 1e-13, edges[1:] - 1e-9, rng.random(300), [0.0, 1.0]])
+    values = np.clip(values, 0.0, 1.0)
+    values = values[: len(values) // 3 * 3].reshape(-1, 3)
+    hits = rng.random(values.shape) < 0.5
+    expected = np.zeros((3, n_bins, 3))  # column, bin, (count, sum, hits)
+    for i in range(len(values)):
+        for j in range(3):
+            b = min(int(values[i, j] * n_bins + n_bins * 1e-12), n_bins - 1)
+            expected[j, b] += (1, values[i, j], hits[i, j])
+    pooled = BinCounter(n_bins)
+    pooled.add(values, hits)
+    assert pooled.count.tolist() == expected[:, :, 0].sum(axis=0).tolist()
+    assert pooled.sum_true.tolist() == expected[:, :, 2].sum(axis=0).tolist()
+    flat_sums = np.zeros(n_bins)
+    for v in values.reshape(-1):  # element order, as np.bincount adds them
+        flat_sums[min(int(v * n_bins + n_bins * 1e-12), n_bins - 1)] += v
+    assert pooled.sum_pred.tolist() == flat_sums.tolist()
+    by_class = BinCounter(n_bins, 3)
+    by_class.add(values, hits, by_column=True)
+    assert by_class.count.tolist() == expected[:, :, 0].reshape(-1).tolist()
+    assert by_class.sum_true.tolist() == expected[:, :, 2].reshape(-1).tolist()
+    np.testing.assert_array_equal(by_class.sum_pred, expected[:, :, 1].reshape(-1))
+    first_group = BinCounter(n_bins, 2)
+    first_group.add(values[:, 0], hits[:, 0])
+    assert first_group.count.tolist() == expected[0, :, 0].tolist() + [0.0] * n_bins

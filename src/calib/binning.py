@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .numerics import bin_index
+from .numerics import EDGE_TOLERANCE, bin_index
 
 
 class BinCounter:
@@ -33,25 +33,32 @@ class BinCounter:
 
         ``group`` broadcasts against ``pred`` (e.g. a group code per row); ``by_column``: each column
         of an (N, K) ``pred`` is its own group (the class of each probability). ``hits=None`` counts
-        predictions only, their outcomes then come through :meth:`add_hits`. Counts, sums and hits
-        of one group 0 or of the columns come from one pass (:func:`calib.kernels.bin_counts`).
+        predictions only, their outcomes then come through :meth:`add_hits`. Group 0 or the columns
+        are counted in one compiled pass where it is available (:func:`calib.kernels.bin_counts`);
+        otherwise, and for other groups, by np.bincount: the same counts and the same sums to the bit.
         """
+        values = np.asarray(pred, dtype=np.float64)
+        if by_column:
+            values = values.reshape(len(values), -1)
+            group = np.arange(values.shape[1])[None, :]
+        hits = None if hits is None else np.asarray(hits)
+        compiled = None
         if by_column or (isinstance(group, int) and group == 0):
-            values = np.asarray(pred, dtype=np.float64)
-            values = values.reshape(len(values), -1) if by_column else values.reshape(-1, 1)
-            count, sums, hit_count = kernels.bin_counts(
-                values, None if hits is None else np.asarray(hits), self.n_bins, by_column
-            )
+            shaped = values.reshape(-1, 1) if not by_column else values
+            flags = None if hits is None else hits.reshape(shaped.shape)
+            compiled = kernels.bin_counts(shaped, flags, self.n_bins, self.n_bins * EDGE_TOLERANCE, by_column)
+        if compiled is not None:
+            count, sums, hit_count = compiled
         else:
-            flat = self._flat_index(pred, group)
-            size = self.count.size
-            count = np.bincount(flat, minlength=size)
-            sums = np.bincount(flat, weights=np.asarray(pred, dtype=np.float64).reshape(-1), minlength=size)
-            hit_count = None if hits is None else np.bincount(flat[np.asarray(hits).reshape(-1) != 0], minlength=size)
-        self.count += count
-        self.sum_pred += sums
+            flat = self._flat_index(values, group)
+            count = np.bincount(flat, minlength=self.count.size)
+            sums = np.bincount(flat, weights=values.reshape(-1), minlength=self.count.size)
+            hit_count = None if hits is None else np.bincount(flat[hits.reshape(-1) != 0], minlength=self.count.size)
+        part = slice(0, len(count))  # group 0 alone: the first n_bins entries
+        self.count[part] += count
+        self.sum_pred[part] += sums
         if hits is not None:
-            self.sum_true += hit_count
+            self.sum_true[part] += hit_count
 
     def add_hits(self, pred: np.ndarray, group: np.ndarray | int = 0) -> None:
         """Add outcome 1 at the bins of ``pred`` (predictions already counted by :meth:`add`)."""

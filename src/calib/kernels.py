@@ -154,34 +154,23 @@ def set_update(values: np.ndarray, in_set: np.ndarray, inside: np.ndarray, outsi
     (np.add if add else np.multiply)(values, np.where(in_set, inside[:, None], outside[:, None]), out=values)
 
 
-def bin_counts(values: np.ndarray, hits: np.ndarray | None, n_bins: int, by_column: bool):
-    """Equal-width bin counts of ``values`` (N, K) in [0, 1] (:func:`calib.numerics.bin_index`'s rule):
-    (count, sum of the values, count of ``hits``), int64 / float64 / int64 arrays of K groups of
-    ``n_bins`` (group = column) when ``by_column``, else of one. The same bits on both paths: counts
-    are integers and each bin's sum adds its values in element order, as np.bincount does.
-    Compiled, one pass without the index array and the three bincounts NumPy takes."""
-    from .numerics import EDGE_TOLERANCE, bin_index
-
-    values = np.asarray(values, dtype=np.float64)
-    if values.ndim == 1:
-        values = values[:, None]
+def bin_counts(values: np.ndarray, hits: np.ndarray | None, n_bins: int, slack: float, by_column: bool):
+    """Equal-width bin counts of ``values`` (N, K) float64 in [0, 1], compiled: bin b = min(floor(B v +
+    ``slack``), B - 1) (:func:`calib.numerics.bin_index`'s rule, ``slack`` = B t) in group j (the
+    column) when ``by_column``, else group 0; returns (count int64, sum of the values float64, count
+    of ``hits`` int64), each of (K if ``by_column`` else 1) x ``n_bins``, or None where the compiled
+    path is not available (calib.binning then takes NumPy's bincounts). The sums add each bin's
+    values in element order, as np.bincount does, so the same bits; one pass without NumPy's index
+    array and its three bincounts."""
+    if _compiled is None or not values.flags.c_contiguous or values.dtype != np.float64:
+        return None
+    if hits is not None and hits.dtype != bool:
+        return None
     n, k = values.shape
     size = (k if by_column else 1) * n_bins
-    if hits is not None:
-        hits = np.asarray(hits)
-        hits = hits.reshape(values.shape) if hits.size == values.size else np.broadcast_to(hits, values.shape)
-    if _compiled is not None and values.flags.c_contiguous and (hits is None or hits.dtype == bool):
-        count, sums, hit_count = np.zeros(size, np.int64), np.zeros(size), np.zeros(size, np.int64)
-        flags = None if hits is None else np.ascontiguousarray(hits).view(np.uint8)
-        _compiled.bin_counts(values, flags, n, k, n_bins, n_bins * EDGE_TOLERANCE, by_column, count, sums, hit_count)
-        return count, sums, hit_count
-    index = bin_index(values, n_bins)
-    if by_column:
-        index += np.arange(k, dtype=np.int32) * n_bins
-    index = index.reshape(-1)
-    count = np.bincount(index, minlength=size)
-    sums = np.bincount(index, weights=values.reshape(-1), minlength=size)
-    hit_count = np.zeros(size, np.int64) if hits is None else np.bincount(index[hits.reshape(-1) != 0], minlength=size)
+    count, sums, hit_count = np.zeros(size, np.int64), np.zeros(size), np.zeros(size, np.int64)
+    flags = None if hits is None else np.ascontiguousarray(hits).view(np.uint8)
+    _compiled.bin_counts(values, flags, n, k, n_bins, slack, by_column, count, sums, hit_count)
     return count, sums, hit_count
 
 
