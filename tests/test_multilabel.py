@@ -359,21 +359,21 @@ def test_per_label_sets_use_each_labels_own_quantile():
 
 def test_joint_and_per_label_coverage_hold_over_many_splits():
     """The guarantees: P(every label of a row covered) >= 1 - alpha with joint sets, P(y_l in C_l)
-    >= 1 - alpha for each label with per-label sets, averaged over 60 random splits."""
+    >= 1 - alpha for each label with per-label sets, and not much more (at most 1 - alpha + 1 / (n +
+    1) for continuous scores): 100 fresh draws of 200 calibration and 200 test rows of 5 labels; the
+    mean's standard error is about 0.003, the bounds are 3 of them."""
     import calib
 
-    z, y = _data(n=400, labels=5, seed=13)
     joint, per_label = [], []
-    for split in range(60):
-        order = np.random.default_rng(split).permutation(len(z))
-        cal, test = order[:200], order[200:]
-        sets = calib.calibrator("mr", joint=True, alpha=0.1).fit(z[cal], y[cal]).predict_sets(z[test])
-        joint.append(((sets == 2) | (sets == y[test])).all(axis=1).mean())
-        sets = calib.calibrator("mr", per_label=True, alpha=0.1).fit(z[cal], y[cal]).predict_sets(z[test])
-        per_label.append(((sets == 2) | (sets == y[test])).mean(axis=0))
-    assert np.mean(joint) >= 0.9 - 0.005
-    assert (np.mean(per_label, axis=0) >= 0.9 - 0.01).all()
-    assert np.mean(joint) <= 0.9 + 1.0 / 201 + 0.02  # and not much more: (n + 1)-exact up to ties
+    for draw in range(100):
+        z, y = _data(n=400, labels=5, seed=1000 + draw)
+        sets = calib.calibrator("mr", joint=True, alpha=0.1).fit(z[:200], y[:200]).predict_sets(z[200:])
+        joint.append(((sets == 2) | (sets == y[200:])).all(axis=1).mean())
+        sets = calib.calibrator("mr", per_label=True, alpha=0.1).fit(z[:200], y[:200]).predict_sets(z[200:])
+        per_label.append(((sets == 2) | (sets == y[200:])).mean(axis=0))
+    upper = 0.9 + 1.0 / 201 + 0.01
+    assert 0.89 <= np.mean(joint) <= upper
+    assert ((np.mean(per_label, axis=0) >= 0.89) & (np.mean(per_label, axis=0) <= upper)).all()
 
 
 def test_joint_at_the_minimum_rows_for_alpha():
