@@ -288,7 +288,7 @@ def pair_output(block: np.ndarray, what: str) -> np.ndarray:
         return block[:, 1]
     has_0, has_1 = block[:, 0], block[:, 1]
     codes = has_1.astype(np.int8) + (has_0 & has_1)  # {0}: 0, {1}: 1, {0, 1}: 2
-    codes[~(has_0 | has_1)] = -1
+    codes[~(has_0 | has_1)] = LABEL_SET_CODES["empty"]
     return codes
 
 
