@@ -275,7 +275,7 @@ def _label_set_findings(result: Diagnosis, preds: Predictions, calibrator) -> No
     joint, lowest_label = found["set_coverage_joint"]["value"], found["set_coverage_label_min"]
     alpha = stats.settings["alpha"]
     lowest = ", ".join(f"{c['label']} ({c['coverage']:.3g})" for c in lowest_label["worst_labels"][:3])
-    if stats.settings.get("coverage", "").startswith("joint"):
+    if getattr(calibrator, "joint_", None) is not None:
         measured = joint
         text = f"the bundle's joint sets cover every label of a row at once in {joint:.4g} of the rows"
     else:

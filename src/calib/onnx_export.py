@@ -163,6 +163,11 @@ def _repaired_probs(g: OnnxGraph, probs: str, n_classes: int) -> str:
     return g.where(off, g.op("Div", clipped, g.row_sum(clipped)), probs)
 
 
+def _floored_log(g: OnnxGraph, probs: str) -> str:
+    """log(max(p, PROB_FLOOR)): the log-space view calib takes of probabilities."""
+    return g.op("Log", g.op("Max", probs, g.const(PROB_FLOOR)))
+
+
 def _pair_inputs(g: OnnxGraph, column: str, input_kind: str) -> GraphInputs:
     """A multi-label input's pairs (M, 1) of P(y_l = 1) (its logit, log or value) as the two-class
     inputs calib reads them as: logits (0, z); log-probabilities log(1 - p, p) with p = min(e^s, 1);
@@ -180,8 +185,7 @@ def _pair_inputs(g: OnnxGraph, column: str, input_kind: str) -> GraphInputs:
     else:
         p1 = g.op("Clip", column, g.const(0.0), one)
     probs = g.op("Concat", g.op("Sub", one, p1), p1, axis=1)
-    logs = g.op("Log", g.op("Max", probs, g.const(PROB_FLOOR)))
-    return GraphInputs(logs, probs if input_kind == "probs" else None)
+    return GraphInputs(_floored_log(g, probs), probs if input_kind == "probs" else None)
 
 
 def _set_codes(g: OnnxGraph, sets: str) -> str:
@@ -197,7 +201,7 @@ def _multilabel_outputs(calibrator, g: OnnxGraph, given: str, input_kind: str, n
     """(N, L) outputs of a calibrator of a multi-label input's pairs: P(y_l = 1) and, for a
     conformal method, each label's set code. A shared calibrator maps the N L pairs in one (N L, 2)
     tensor; a calibrator per label maps its label's column with its own graph."""
-    per_label = getattr(calibrator, "calibrators_", None) if getattr(calibrator, "n_labels", None) else None
+    per_label = getattr(calibrator, "calibrators_", None)  # a calibrator per label (calib.calibrators.per_label)
     if per_label is None:
         flat = g.op("Reshape", given, g.const([-1, 1], np.int64))
         built = calibrator.onnx_outputs(g, _pair_inputs(g, flat, input_kind))
@@ -237,7 +241,7 @@ def onnx_model(
     else:
         if input_kind == "probs":
             probs = _repaired_probs(g, given, n_classes)
-            inputs = GraphInputs(g.op("Log", g.op("Max", probs, g.const(PROB_FLOOR))), probs)
+            inputs = GraphInputs(_floored_log(g, probs), probs)
         elif input_kind == "log-probs":
             inputs = GraphInputs(g.log_softmax(given), None)
         else:

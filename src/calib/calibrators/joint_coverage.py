@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import UsageError
 from .base import CalibrationInputs
-from .conformal import conformal_quantile, in_conformal_set, label_scores
-from .set_based import SetCalibrator
+from .conformal import conformal_quantile, in_conformal_set
+from .set_based import SetCalibrator, start_fit
 
 
 def fit_joint(cls: type, options, inputs: CalibrationInputs, labels: np.ndarray, n_labels: int, *, seed: int) -> SetCalibrator:
@@ -32,19 +32,18 @@ def fit_joint(cls: type, options, inputs: CalibrationInputs, labels: np.ndarray,
     (``labels`` the pairs' 0/1 labels, row-major: pair p is row p // L's label p % L) with the
     joint threshold q of the row maxima and the per-pair level alpha_pair of the module docstring
     (its ``mass_alpha``); its options keep the joint alpha asked for."""
-    if not issubclass(cls, SetCalibrator) or getattr(options, "threshold", "constant") != "constant" or cls.name == "ats-aq":
+    calibrator = cls(options)
+    if not isinstance(calibrator, SetCalibrator) or calibrator.threshold_kind != "constant":
         raise UsageError(
             f"joint coverage of a multi-label input's sets takes a conformal method with a constant threshold "
             f"(mr, conformal-ts, ats-gq); {cls.name!r} with its options is not one; fit it per label instead"
         )
     probs = inputs.probs if cls.scores_given_probs else None
-    scores = label_scores(np.asarray(inputs.logits, dtype=np.float64), labels, options, probs=probs, seed=seed)
-    row_maxima = scores.reshape(-1, n_labels).max(axis=1)
-    q = conformal_quantile(row_maxima, options.alpha, allow_full_set=options.allow_full_set)
+    # the fit's bookkeeping (what it conditions on, its score seed) and the pairs' scores V_il, once
+    logits, scores, _ = start_fit(calibrator, inputs.logits, labels, seed=seed, features=None, probs=probs, train=None)
+    q = conformal_quantile(scores.reshape(-1, n_labels).max(axis=1), options.alpha, allow_full_set=options.allow_full_set)
     missed = int(np.count_nonzero(~in_conformal_set(scores, q)))
-    calibrator = cls(options)
-    calibrator.fit_inputs(inputs, labels, seed=seed)  # what it conditions on, its score seed, ...
     calibrator.threshold_ = {"q": np.array(q, dtype=np.float64)}
     calibrator.joint_ = {"labels": int(n_labels), "pair_alpha": (missed + 1) / (len(scores) + 1)}
-    calibrator.fit_counts_ = calibrator._count_rows(inputs.logits, None, probs)
+    calibrator.fit_counts_ = calibrator._count_rows(logits, None, probs)
     return calibrator

@@ -32,8 +32,8 @@ def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: 
         parquet = pq.ParquetFile(path)
         columns = parquet.schema_arrow.names
         label_keys = label_columns(columns, label_column, name)
-        label_table = parquet.read(columns=label_keys) if label_keys else None
-        labels = labels_of([label_table.column(key) for key in label_keys]) if label_keys else None
+        label_table = parquet.read(columns=label_keys)
+        labels = labels_of([label_table.column(key) for key in label_keys])
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{name}: not a readable parquet file ({exc})") from None
     used, kind, wide = score_columns(columns, score_prefix, path, scores)
