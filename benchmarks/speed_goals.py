@@ -7,7 +7,7 @@ fifth of that without), which decides how much the input's digest costs.
 
 1. V-ECE, the default recipe (ws-catboost, compact) as a whole `calib evaluate --metrics <the V-ECE
    family>` process: CIFAR-100 test (10,000 x 100, tests/data) against 2 s, a 2,000 x 10 draw
-   against 1 s; the paper's recipe on CIFAR-100 beside them for reference.
+   against 1 s; the paper's and the quick recipe beside them for reference.
 2. The small MLPs: `mr --threshold adaptive`, `ats-aq` and `ats-maq` fitted on CIFAR-100 val,
    each in a fresh process: CPU seconds against 15, and the wall time with a CPU-bound process
    running beside it against the wall time alone (goal: the same, <= 1.2x).
@@ -133,6 +133,8 @@ def main(argv=None) -> None:
             "V-ECE compact CIFAR-100": [*CALIB, "evaluate", c100, "--metrics", VECE],
             "V-ECE paper CIFAR-100": [*CALIB, "evaluate", c100, "--metrics", VECE, "--vece-recipe", "paper"],
             "V-ECE compact 2,000 x 10": [*CALIB, "evaluate", str(tmp / "small.npz"), "--metrics", VECE],
+            "V-ECE quick CIFAR-100": [*CALIB, "evaluate", c100, "--metrics", VECE, "--vece-recipe", "quick"],
+            "V-ECE quick 2,000 x 10": [*CALIB, "evaluate", str(tmp / "small.npz"), "--metrics", VECE, "--vece-recipe", "quick"],
         }
         runs: dict[str, list] = {name: [] for name in lines}
         for _ in range(args.rounds):
@@ -144,6 +146,8 @@ def main(argv=None) -> None:
     rows.append(("1 V-ECE default, CIFAR-100 test (s)", wall["V-ECE compact CIFAR-100"], 2.0, "<= 1"))
     rows.append(("1 V-ECE default, 2,000 x 10 (s)", wall["V-ECE compact 2,000 x 10"], 1.0, "<= 1"))
     rows.append(("1 (V-ECE paper recipe, CIFAR-100 test) (s)", wall["V-ECE paper CIFAR-100"], 2.0, "-"))
+    rows.append(("1 (V-ECE quick recipe, CIFAR-100 test) (s)", wall["V-ECE quick CIFAR-100"], 2.0, "-"))
+    rows.append(("1 (V-ECE quick recipe, 2,000 x 10) (s)", wall["V-ECE quick 2,000 x 10"], 1.0, "-"))
     for method in ("mr", "ats-aq", "ats-maq"):
         label = "mr --threshold adaptive" if method == "mr" else method
         cpu, alone = fit_seconds(method, beside_busy=False)

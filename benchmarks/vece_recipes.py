@@ -9,8 +9,9 @@ on data with a known true error (the binary demo and the known-CE generator at K
 3,000 rows, ``--draws`` draws): the median ratio estimate / truth. V-ECE is a lower bound in
 expectation, so on real data a larger estimate is a tighter one.
 
-The two named recipes (``paper``, ``compact``: calib.estimators.RECIPES) and two others in between,
-added to that table for the run. Writes results/vece_recipes_real.{json,md} and
+The named recipes (``paper``, ``compact``, ``quick``: calib.estimators.RECIPES) and the others of
+OTHER_RECIPES (in between), added to that table for the run;
+``--recipes "a;b"`` runs only the named ones. Writes results/vece_recipes_real.{json,md} and
 results/vece_recipes_truth.{json,md}.
 """
 
@@ -34,6 +35,10 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 OTHER_RECIPES = {
     "4 inner folds, depth 6": recalibrators.BoostingRecipe(inner_folds=4, depth=6),
     "8 inner folds, depth 4": recalibrators.BoostingRecipe(inner_folds=8, depth=4),
+    # cheaper than compact: fewer boosting rounds in all
+    "compact, early stopping 10": recalibrators.BoostingRecipe(4, 4, early_stopping_rounds=10),
+    "compact, lr 0.3, early stopping 10": recalibrators.BoostingRecipe(4, 4, learning_rate=0.3, early_stopping_rounds=10),
+    "2 inner folds, depth 4": recalibrators.BoostingRecipe(inner_folds=2, depth=4),
 }
 KEYS = ("l1", "l2", "sq", "top_l1")
 
@@ -48,7 +53,9 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--recipes", help="semicolon-separated names to run (default: all)")
     args = parser.parse_args(argv)
+    names = ["paper", *OTHER_RECIPES, "compact", "quick"] if args.recipes is None else args.recipes.split(";")
     import catboost  # noqa: F401 - imported once, outside the timings
 
     real = {name: real_data(name) for name in ("cifar10", "cifar100")}
@@ -59,7 +66,7 @@ def main(argv=None):
     }
     real_rows, truth_rows = [], []
     recalibrators.RECIPES.update(OTHER_RECIPES)
-    for name in ("paper", *OTHER_RECIPES, "compact"):
+    for name in names:
         for data, (probs, labels) in real.items():
             estimates, seconds = [], []
             for seed in range(args.seeds):

@@ -513,3 +513,65 @@ def json_loads(text):
     import json
 
     return json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "arrow_type, dtype",
+    [
+        (pa.int8(), np.int8),
+        (pa.int16(), np.int16),
+        (pa.int32(), np.int32),
+        (pa.int64(), np.int64),
+        (pa.uint8(), np.uint8),
+        (pa.uint32(), np.uint32),
+        (pa.uint64(), np.uint64),
+        (pa.float16(), np.float16),
+        (pa.float32(), np.float32),
+        (pa.float64(), np.float64),
+    ],
+)
+def test_plain_numbers_reads_each_numeric_type_from_its_buffer(arrow_type, dtype):
+    """The same numbers and dtype as Arrow's to_numpy, for a whole array, a slice (an offset into
+    the buffer) and a chunked array of several chunks."""
+    from calib.io.formats.columns import plain_numbers
+
+    values = np.array([0, 1, 2, 3, 5, 8, 13, 21, 34, 55], dtype=dtype)
+    array = pa.array(values, type=arrow_type)
+    for part, expected in ((array, values), (array.slice(3, 4), values[3:7]), (array.slice(10), values[10:])):
+        got = plain_numbers(part)
+        assert got.dtype == dtype and np.array_equal(got, expected)
+    chunked = pa.chunked_array([array.slice(0, 4), array.slice(4)])
+    assert np.array_equal(plain_numbers(chunked), values)
+
+
+def test_plain_numbers_leaves_other_arrays_to_arrow():
+    from calib.io.formats.columns import plain_numbers
+
+    assert plain_numbers(pa.array([1.0, None, 3.0])) is None  # nulls
+    assert plain_numbers(pa.array(["a", "b"])) is None
+    assert plain_numbers(pa.array([True, False])) is None  # bit-packed
+
+
+def test_parquet_labels_with_missing_rows_read_as_nan(tmp_path):
+    from calib.io.formats.columns import label_column_values
+
+    assert np.array_equal(label_column_values(pa.chunked_array([[0, None], [2]])), [0.0, np.nan, 2.0], equal_nan=True)
+    assert label_column_values(pa.chunked_array([["cat", "dog"]])).tolist() == ["cat", "dog"]
+
+
+def test_reading_a_parquet_file_does_not_import_pandas(tmp_path):
+    """Arrow's to_numpy imports pandas on first use (0.5 s and 47 MiB resident); the parquet reader
+    takes the numbers from Arrow's buffers instead."""
+    z = np.arange(12, dtype=np.float32).reshape(4, 3)
+    table = pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), 3), "label": [0, 1, 2, 0]})
+    pq.write_table(table, tmp_path / "z.parquet", row_group_size=2)
+    code = (
+        "import sys, numpy as np\n"
+        "from calib.io import read_predictions\n"
+        f"preds = read_predictions({str(tmp_path / 'z.parquet')!r})\n"
+        "assert np.array_equal(preds.logits(slice(None)), np.arange(12.0).reshape(4, 3))\n"
+        "assert preds.labels.tolist() == [0, 1, 2, 0]\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False", done.stderr

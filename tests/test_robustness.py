@@ -361,6 +361,42 @@ def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_pa
         assert np.array_equal(block, z[rows].astype(np.float64))
 
 
+def test_threads_waiting_for_the_same_parquet_row_group_decode_it_once(tmp_path, monkeypatch):
+    """Two threads reading either side of a row group boundary both ask for the next group: the one
+    that waited for the lock takes the group the other decoded (before, each decoded it, and a pass
+    over the rows on two threads decoded most groups twice)."""
+    import threading
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from calib.io.formats.parquet import ParquetScores
+
+    rng = np.random.default_rng(2)
+    z = (rng.normal(size=(3000, 50)) * 3).astype(np.float32)
+    path = tmp_path / "groups.parquet"
+    table = pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), 50), "label": np.zeros(3000, np.int64)})
+    pq.write_table(table, path, row_group_size=1000)
+    decoded = []
+    original = ParquetScores._decode_in_batches
+    monkeypatch.setattr(ParquetScores, "_decode_in_batches", lambda self, index: decoded.append(index) or original(self, index))
+    scores = ParquetScores(pq.ParquetFile(path), ["logits"], wide=False, path=str(path))
+    blocks = {}
+    readers = [
+        threading.Thread(target=lambda start=start: blocks.update({start: scores[start : start + 200]})) for start in (900, 1100)
+    ]
+    with scores._lock:  # both readers miss the cache and wait here
+        for reader in readers:
+            reader.start()
+        time.sleep(0.2)
+    for reader in readers:
+        reader.join()
+    assert decoded == [0, 1], decoded  # group 0 when opened, group 1 once
+    for start, block in blocks.items():
+        assert np.array_equal(block, z[start : start + 200])
+
+
 def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
     """The streamed metrics (overall and per group) are filled per chunk on worker threads and the
     V-ECE's CatBoost fits use as many of CatBoost's own threads (one fit at a time): the values are

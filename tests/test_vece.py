@@ -41,12 +41,28 @@ def binary_demo(n=3000, seed=0):
     return probs, labels, true_calibration_errors(probs, np.stack([1 - c1, c1], 1))
 
 
-def test_ws_catboost_on_a_binary_case_with_known_truth():
+@pytest.mark.parametrize("recipe", ["compact", "paper", "quick"])
+def test_ws_catboost_on_a_binary_case_with_known_truth(recipe):
     probs, labels, truth = binary_demo()
-    estimate = variational_calibration_error(probs, labels, "ws-catboost", seed=0)
+    estimate = variational_calibration_error(probs, labels, "ws-catboost", seed=0, recipe=recipe)
     assert estimate.values["l1"] == pytest.approx(truth["l1"], abs=0.02)
     assert estimate.values["sq"] == pytest.approx(truth["sq"], abs=0.01)
     assert estimate.values["l1"] <= truth["l1"] + 0.01
+
+
+def test_the_quick_recipe_recovers_a_known_error_at_k10_as_compact_does():
+    """Known-truth data at K = 10 (3,000 rows): both recipes within 15% of every true error (one
+    draw's estimate, not the expectation, which is a lower bound), and quick within 3% of compact
+    (docs/vece.md: their ratios to the truth differ by about 1% over 20 draws)."""
+    probs, labels, true_probs = known_ce_data(3000, 10, 0.5, np.random.default_rng(1))
+    truth = true_calibration_errors(probs, true_probs)
+    compact, quick = (
+        variational_calibration_error(probs, labels, "ws-catboost", seed=0, recipe=recipe).values
+        for recipe in ("compact", "quick")
+    )
+    for key in ("l1", "l2", "sq", "top_l1"):
+        assert 0.85 * truth[key] <= min(compact[key], quick[key]) <= max(compact[key], quick[key]) <= 1.15 * truth[key], key
+        assert quick[key] == pytest.approx(compact[key], rel=0.03), key
 
 
 def test_over_under_split_is_exact_and_names_the_right_side_at_k100():
@@ -389,7 +405,7 @@ def test_in_sample_isotonic_squared_error_is_corps_miscalibration():
 
 
 def test_each_recipe_fits_its_number_of_inner_models_per_outer_fold():
-    """compact: 5 outer folds x 4 inner models; paper: 5 x 8 (the count of progress ticks)."""
+    """compact: 5 outer folds x 4 inner models; paper: 5 x 8; quick: 5 x 2 (the count of progress ticks)."""
     from calib.estimators import RECIPES
     from calib.metrics import METRICS
     from calib.metrics.sample import SampleConfig, boosted_fit_count
@@ -398,12 +414,12 @@ def test_each_recipe_fits_its_number_of_inner_models_per_outer_fold():
         return boosted_fit_count([METRICS[key] for key in keys], SampleConfig(recalibrator, recipe=recipe))
 
     probs, labels, _ = known_ce_data(300, 3, 0.5, np.random.default_rng(0))
-    for recipe, inner in (("compact", 4), ("paper", 8)):
+    for recipe, inner in (("compact", 4), ("paper", 8), ("quick", 2)):
         assert RECIPES[recipe].inner_folds == inner
         ticks = []
         variational_calibration_error(probs, labels, seed=0, recipe=recipe, progress=lambda ticks=ticks: ticks.append(1))
         assert len(ticks) == 5 * inner == fit_count(["vece_l1"], "ws-catboost", recipe)
-    assert (RECIPES["compact"].depth, RECIPES["paper"].depth) == (4, 6)
+    assert (RECIPES["compact"].depth, RECIPES["paper"].depth, RECIPES["quick"].depth) == (4, 6, 4)
     assert fit_count(["vece_l1", "vece_is_sq"], "ws-catboost") == 5 * 4 + 4
     assert fit_count(["vece_l1"], "ts") == 0
 
@@ -422,7 +438,9 @@ def test_the_default_recipe_is_compact_and_the_report_names_it():
     assert calib.metrics.vece(probs, labels, kind="probs")["l1"] == report.values["vece_l1"]
     ts = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recalibrator="ts")
     assert "recipe" not in ts.entries.metrics["vece_l1"].settings
-    with pytest.raises(UsageError, match="recipe must be one of compact, paper; got 'fast'") as refused:
+    quick = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="quick")
+    assert quick.entries.metrics["vece_l1"].settings["recipe"] == "quick" and "ws-catboost (quick), 5 folds" in quick.table()
+    with pytest.raises(UsageError, match="recipe must be one of compact, paper, quick; got 'fast'") as refused:
         calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="fast")
     assert "--" not in str(refused.value)
 
@@ -431,7 +449,24 @@ def test_an_unknown_recipe_is_one_line_and_exit_2(run):
     from conftest import SAMPLE
 
     code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--vece-recipe", "fast")
-    assert code == 2 and err.strip().count("\n") == 0 and "--vece-recipe must be one of compact, paper" in err
+    assert code == 2 and err.strip().count("\n") == 0 and "--vece-recipe must be one of compact, paper, quick;" in err
+
+
+@pytest.mark.parametrize("recipe, learning_rate, early_stopping", [("compact", 0.2, 20), ("paper", 0.2, 20), ("quick", 0.3, 10)])
+def test_each_recipe_trains_catboost_with_its_learning_rate_and_early_stopping(recipe, learning_rate, early_stopping):
+    """The recipe's settings reach the CatBoost model of every inner fold (docs/vece.md)."""
+    from calib.estimators.recalibrators import RECIPES, WarmStartBoosting
+
+    probs, labels, _ = known_ce_data(400, 4, 0.5, np.random.default_rng(2))
+    plan = WarmStartBoosting(probs, labels, np.random.default_rng(0), recipe)
+    assert len(plan.folds) == RECIPES[recipe].inner_folds
+    model, _ = plan.fit_fold(plan.folds[0])
+    params = model.get_params()
+    assert (params["learning_rate"], params["early_stopping_rounds"], params["depth"]) == (
+        learning_rate,
+        early_stopping,
+        RECIPES[recipe].depth,
+    )
 
 
 @pytest.mark.slow

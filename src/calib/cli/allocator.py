@@ -8,6 +8,11 @@ rows that was 0.3 to 0.8 s of system time in a 1.4 to 2.0 s run. Serving blocks 
 the heap and keeping up to 1 GiB of freed memory for reuse removes nearly all of it (system time
 0.1 s) with the same peak memory: the arrays kept are the ones the next chunk needs again.
 
+One heap for all threads: glibc gives each thread that allocates its own heap (arena), and memory
+freed in one is kept there, not reused by another thread. With the thresholds above, each worker
+(and a parquet decoder's thread) kept its own chunk-sized blocks: `calib evaluate --no-vece` of a
+190 MiB parquet file peaked at 330-345 MiB; with one heap, 265-280 MiB (docs/benchmarks.md).
+
 Only the command line sets this (a process-wide setting is the program's to choose, not a
 library's); `calib` as a library leaves the host process's allocator alone.
 """
@@ -18,15 +23,18 @@ import ctypes
 import sys
 
 #: mallopt's parameter numbers (glibc's malloc.h).
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 #: Blocks up to this size come from the heap (glibc's largest allowed value on 64-bit systems).
 MMAP_THRESHOLD = 32 << 20
 #: Freed memory kept by the process for reuse before the heap's top is returned to the kernel.
 TRIM_THRESHOLD = 1 << 30
+#: Heaps (arenas) the threads share: one, so a block freed by one thread is reused by the next.
+ARENA_MAX = 1
 
 
 def keep_freed_memory() -> bool:
-    """Set glibc's mmap and trim thresholds (module docstring); True if they were set."""
+    """Set glibc's mmap and trim thresholds and its number of heaps (module docstring), before any
+    thread allocates; True if they were set."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -36,4 +44,5 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    settings = ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_ARENA_MAX, ARENA_MAX))
+    return all([bool(mallopt(parameter, value)) for parameter, value in settings])

@@ -28,6 +28,7 @@ from ..validation import (
 )
 from .formats import BY_SUFFIX, MAGIC_LENGTH, format_of, format_of_bytes, suffix_of
 from .formats.base import LABEL_NAMES, group_key, labels_key
+from .formats.columns import column_numbers
 from .formats.text import text_labels, text_values
 from .predictions import LabelLayout, Predictions
 
@@ -284,7 +285,7 @@ def read_group_values(
     if preds.labels is not None and column == (label_column or next((n for n in LABEL_NAMES if n == column), None)):
         return preds.labels, column
     if preds.passthrough is not None and column in preds.passthrough.column_names:
-        return preds.passthrough.column(column).to_numpy(zero_copy_only=False), column
+        return column_numbers(preds.passthrough.column(column)), column
     if pred_path != "-":
         fmt = format_of(pred_path)
         if not fmt.carries_columns and fmt.names(pred_path) is not None:

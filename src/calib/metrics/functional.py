@@ -126,7 +126,7 @@ def vece(
     recipe: str = "compact",
 ) -> dict[str, float]:
     """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"} from one
-    recalibration; ``recipe`` WS-CatBoost's (``compact`` or the paper's, ``paper``)."""
+    recalibration; ``recipe`` WS-CatBoost's (``compact``, the paper's ``paper``, or ``quick``)."""
     config = SampleConfig(recalibrator, seed, max_rows, recipe)
     preds = predictions_from_arrays(scores, labels, kind=kind)
     if preds.labels is None:

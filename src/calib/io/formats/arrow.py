@@ -7,6 +7,7 @@ from ...errors import InputError
 from ..atomic import atomic_path
 from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
+    column_numbers,
     label_column_values,
     label_columns,
     labels_of,
@@ -54,7 +55,7 @@ class Arrow(Format):
 
     def read_named(self, path, key, *, labels=False):
         column = _table(path, path).column(key)
-        return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
+        return label_column_values(column) if labels else column_numbers(column)
 
     def read_matrix(self, path, names):
         table = _table(path, path)

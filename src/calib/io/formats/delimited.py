@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import InputError
 from .base import Contents, Format
-from .columns import label_column_values, label_columns, labels_of
+from .columns import column_numbers, label_column_values, label_columns, labels_of
 
 #: Names pandas gives its index column when it writes one.
 INDEX_NAMES = ("", "Unnamed: 0")
@@ -111,7 +111,7 @@ class Delimited(Format):
             convert_options=pacsv.ConvertOptions(include_columns=[key]),
         )
         column = table.column(key)
-        return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
+        return label_column_values(column) if labels else column_numbers(column)
 
 
 def _text_precision(path: str, delimiter: str, used: list[str]) -> tuple[np.dtype, str | None]:
@@ -214,7 +214,7 @@ def _scores_of(column, key: str, offset: int, name: str) -> np.ndarray:
     if column.null_count:
         row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
         raise InputError(f"{name}: line {offset + row + 2}: score column {key!r} is empty")
-    return column.to_numpy(zero_copy_only=False)
+    return column_numbers(column)
 
 
 def _refuse_numbers_with_text(path: str, delimiter: str, schema, label: list[str], name: str) -> None:

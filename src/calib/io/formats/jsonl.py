@@ -9,7 +9,15 @@ import numpy as np
 
 from ...errors import InputError
 from .base import Contents, Format
-from .columns import label_column_values, label_columns, labels_of, list_column_to_matrix, score_columns, wide_columns_to_matrix
+from .columns import (
+    column_numbers,
+    label_column_values,
+    label_columns,
+    labels_of,
+    list_column_to_matrix,
+    score_columns,
+    wide_columns_to_matrix,
+)
 
 
 def _table(path: str, name: str):
@@ -46,7 +54,7 @@ class JsonLines(Format):
 
     def read_named(self, path, key, *, labels=False):
         column = _table(path, path).column(key)
-        return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
+        return label_column_values(column) if labels else column_numbers(column)
 
     def write(self, path, name, matrix, labels, passthrough):
         """One object per row: the row's scores under ``name`` (the set mask as the list of its

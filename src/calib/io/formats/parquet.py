@@ -11,6 +11,7 @@ from ...errors import InputError
 from ..atomic import atomic_path
 from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
+    column_numbers,
     label_column_values,
     label_columns,
     labels_of,
@@ -93,23 +94,32 @@ class ParquetScores:
 
     def _group(self, index: int) -> np.ndarray:
         """Row group ``index`` decoded; one reader at a time (chunks are read from worker threads),
-        and the cache is read and replaced whole, so a thread never returns another's group."""
+        and the cache is read and replaced whole, so a thread never returns another's group. A
+        thread that waited for the lock while another decoded the same group takes that one: two
+        threads reading either side of a group boundary otherwise decoded most groups twice."""
         import pyarrow as pa
 
-        cached = self._cached
-        if cached is not None and cached[0] == index:
-            return cached[1]
+        matrix = self._cached_group(index)
+        if matrix is not None:
+            return matrix
         with self._lock:
+            matrix = self._cached_group(index)
+            if matrix is not None:
+                return matrix
             try:
                 matrix = self._decode_in_batches(index)
             except (pa.ArrowException, *PARSE_ERRORS) as exc:
                 raise InputError(f"{self.path}: row group {index} is unreadable ({exc})") from None
-        if index and matrix.shape[1] != self.shape[1]:
-            raise InputError(
-                f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, the first has {self.shape[1]}"
-            )
-        self._cached = (index, matrix)
+            if index and matrix.shape[1] != self.shape[1]:
+                raise InputError(
+                    f"{self.path}: row group {index} has {matrix.shape[1]} scores per row, the first has {self.shape[1]}"
+                )
+            self._cached = (index, matrix)
         return matrix
+
+    def _cached_group(self, index: int) -> np.ndarray | None:
+        cached = self._cached
+        return cached[1] if cached is not None and cached[0] == index else None
 
     def reshape(self, *shape):
         if shape in ((self.shape[0], -1), (self.shape,), (self.shape[0], self.shape[1])):
@@ -197,7 +207,7 @@ class Parquet(Format):
         import pyarrow.parquet as pq
 
         column = pq.read_table(path, columns=[key]).column(key)
-        return label_column_values(column) if labels else column.to_numpy(zero_copy_only=False)
+        return label_column_values(column) if labels else column_numbers(column)
 
     def read_matrix(self, path, names):
         return parquet_array(path, names)
