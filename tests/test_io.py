@@ -254,6 +254,29 @@ def test_feather_and_arrow_files_read_as_the_npz_does_and_round_trip(tmp_path):
     assert back.passthrough.column("id").to_pylist() == list(range(300))
 
 
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([[0.5, 0.5], [0.5, 0.5], [0.2, 0.3, 0.5]], "row 0 has 2 scores, row 2 has 3"),
+        ([[0.2, 0.3, 0.5], [0.5, 0.5], [0.5, 0.5]], "row 0 has 3 scores, row 1 has 2"),
+    ],
+)
+def test_ragged_list_rows_name_the_first_row_unlike_row_0(rows, message):
+    from calib.errors import InputError
+    from calib.io.formats.columns import list_column_to_matrix
+
+    with pytest.raises(InputError, match=message):
+        list_column_to_matrix(pa.chunked_array([rows[:1], rows[1:]]), "p.parquet", "probs")
+
+
+def test_list_columns_of_one_and_no_rows():
+    from calib.io.formats.columns import list_column_to_matrix
+
+    one = list_column_to_matrix(pa.array([[0.25, 0.75]]), "p.parquet", "probs")
+    assert one.shape == (1, 2) and one.tolist() == [[0.25, 0.75]]
+    assert list_column_to_matrix(pa.array([], pa.list_(pa.float64())), "p.parquet", "probs").shape == (0, 0)
+
+
 def test_arrow_files_refuse_bad_input_in_one_line(tmp_path):
     import pyarrow.feather as feather
 
@@ -542,6 +565,14 @@ def test_plain_numbers_reads_each_numeric_type_from_its_buffer(arrow_type, dtype
         assert got.dtype == dtype and np.array_equal(got, expected)
     chunked = pa.chunked_array([array.slice(0, 4), array.slice(4)])
     assert np.array_equal(plain_numbers(chunked), values)
+
+
+def test_plain_numbers_of_an_array_without_a_data_buffer_is_empty():
+    """An empty array built from buffers may have none at all: zero values of its own dtype."""
+    from calib.io.formats.columns import plain_numbers
+
+    got = plain_numbers(pa.Array.from_buffers(pa.float32(), 0, [None, None]))
+    assert got.shape == (0,) and got.dtype == np.float32
 
 
 def test_plain_numbers_leaves_other_arrays_to_arrow():

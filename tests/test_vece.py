@@ -469,6 +469,38 @@ def test_each_recipe_trains_catboost_with_its_learning_rate_and_early_stopping(r
     )
 
 
+def test_the_warm_start_temperature_stops_at_the_documented_bounds():
+    """docs/vece.md: log beta in (-10, 10). Separable rows push beta up, mislabelled ones down:
+    each stops on its bound, e^10 and e^-10."""
+    from calib.estimators.recalibrators import fit_beta
+
+    logits = np.log(np.array([[0.6, 0.4], [0.4, 0.6]] * 10) + 1e-12)
+    labels = np.array([0, 1] * 10)
+    assert fit_beta(logits, labels) == pytest.approx(np.exp(10.0), rel=1e-6)
+    assert fit_beta(logits, 1 - labels) == pytest.approx(np.exp(-10.0), rel=1e-6)
+
+
+def test_every_inner_fit_uses_the_documented_catboost_settings_and_writes_nothing(tmp_path, monkeypatch, capfd):
+    """docs/vece.md: at most 100 iterations, Bernoulli subsample 0.5, 32 borders; a fit leaves no
+    catboost_info folder in the working directory and prints nothing (a command's output is its own)."""
+    from calib.estimators.recalibrators import WarmStartBoosting
+
+    monkeypatch.chdir(tmp_path)
+    probs, labels, _ = known_ce_data(400, 4, 0.5, np.random.default_rng(2))
+    plan = WarmStartBoosting(probs, labels, np.random.default_rng(0), "compact")
+    model, _ = plan.fit_fold(plan.folds[0])
+    params = model.get_params()
+    assert (params["iterations"], params["bootstrap_type"], params["subsample"], params["border_count"]) == (
+        100,
+        "Bernoulli",
+        0.5,
+        32,
+    )
+    assert list(tmp_path.iterdir()) == []
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
 @pytest.mark.slow
 def test_the_paper_recipe_gives_the_former_default_to_the_bit():
     """Before the default became ``compact``, V-ECE l1 of CIFAR-10 test was 0.048815302174328376
@@ -477,3 +509,40 @@ def test_the_paper_recipe_gives_the_former_default_to_the_bit():
 
     data = np.load(calib.sample_path("cifar10_test.npz"))
     assert calib.metrics.vece(data["logits"], data["labels"], recipe="paper")["l1"] == 0.048815302174328376
+
+
+def test_the_uniform_histogram_recalibrator_by_hand():
+    """Ten bins [b/10, (b+1)/10), the last closed; a bin predicts its rows' mean outcome, an empty
+    bin the overall mean (V-ECE paper, section 5.1). Binary: on P_1; K = 3: the top class's
+    probability maps to G and the other two share 1 - G in proportion to P."""
+    from calib.estimators.recalibrators import RECALIBRATORS
+
+    fit = RECALIBRATORS["hist-uniform"]
+    p1 = np.array([0.05, 0.05, 0.15, 0.95, 0.95, 1.0])
+    g = fit(np.column_stack([1 - p1, p1]), np.array([1, 0, 1, 1, 1, 0]), np.random.default_rng(0))
+    new = np.array([0.05, 0.1, 0.5, 1.0])  # bin 0, on the edge into bin 1, an empty bin, the closed end
+    expected = np.array([1 / 2, 1.0, 4 / 6, 2 / 3])
+    assert np.allclose(g(np.column_stack([1 - new, new])), np.column_stack([1 - expected, expected]), atol=1e-15)
+
+    probs = np.array([[0.55, 0.25, 0.20], [0.20, 0.58, 0.22], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]])
+    g = fit(probs, np.array([0, 2, 2, 2]), np.random.default_rng(0))
+    # top probabilities 0.55, 0.58 (bin 5: one of two right), 0.8 (bin 8: right), 0.4 (bin 4: right)
+    row = np.array([0.5, 0.3, 0.2])  # top 0.5 in bin 5: G = 1/2
+    assert np.allclose(g(row[None]), [[0.5, 0.5 * 0.3 / 0.5, 0.5 * 0.2 / 0.5]], atol=1e-15)
+    row = np.array([0.1, 0.2, 0.7])  # bin 7 is empty: G = the overall mean 3/4
+    assert np.allclose(g(row[None]), [[0.25 * 0.1 / 0.3, 0.25 * 0.2 / 0.3, 0.75]], atol=1e-15)
+
+
+def test_the_quantile_histogram_recalibrator_puts_two_of_twenty_scores_in_each_bin():
+    """Ten bins between the deciles of the training scores: 20 distinct scores (i + 1/2) / 20 put
+    rows 2b and 2b + 1 in bin b (the decile j / 10 lies between scores 1.9 j - 1 and 1.9 j + 1),
+    and each bin predicts its two rows' mean outcome."""
+    from calib.estimators.recalibrators import RECALIBRATORS
+
+    p1 = (np.arange(20) + 0.5) / 20
+    outcome = np.array([1, 1, 1, 0] * 5)  # even bins' pairs both 1, odd bins' one of two
+    g = RECALIBRATORS["hist-quantile"](np.column_stack([1 - p1, p1]), outcome, np.random.default_rng(0))
+    expected = np.repeat([1.0, 0.5] * 5, 2)
+    assert np.allclose(g(np.column_stack([1 - p1, p1]))[:, 1], expected, atol=1e-15)
+    # below the lowest score and above the highest: the first and the last bin
+    assert np.allclose(g(np.array([[1.0, 0.0], [0.0, 1.0]]))[:, 1], [1.0, 0.5], atol=1e-15)
