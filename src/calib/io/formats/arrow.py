@@ -7,12 +7,11 @@ from ...errors import InputError
 from ..atomic import atomic_path
 from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
-    column_numbers,
-    label_column_values,
     label_columns,
     labels_of,
     list_column_to_matrix,
     matrix_columns,
+    named_column_values,
     output_table,
     score_columns,
     wide_columns_to_matrix,
@@ -55,7 +54,7 @@ class Arrow(Format):
 
     def read_named(self, path, key, *, labels=False):
         column = _table(path, path).column(key)
-        return label_column_values(column) if labels else column_numbers(column)
+        return named_column_values(column, labels=labels)
 
     def read_matrix(self, path, names):
         table = _table(path, path)

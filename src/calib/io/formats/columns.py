@@ -90,6 +90,12 @@ def label_column_values(column) -> np.ndarray:
     return column_numbers(column)
 
 
+def named_column_values(column, *, labels: bool) -> np.ndarray:
+    """A column read by name: as labels (:func:`label_column_values`) or as plain values
+    (:func:`column_numbers`)."""
+    return label_column_values(column) if labels else column_numbers(column)
+
+
 def column_numbers(column) -> np.ndarray:
     """An Arrow column's values as a NumPy array: :func:`plain_numbers` for null-free numbers, else
     Arrow's ``to_numpy`` (strings, booleans, nulls)."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import InputError
 from .base import Contents, Format
-from .columns import column_numbers, label_column_values, label_columns, labels_of
+from .columns import column_numbers, label_columns, labels_of, named_column_values
 
 #: Names pandas gives its index column when it writes one.
 INDEX_NAMES = ("", "Unnamed: 0")
@@ -111,7 +111,7 @@ class Delimited(Format):
             convert_options=pacsv.ConvertOptions(include_columns=[key]),
         )
         column = table.column(key)
-        return label_column_values(column) if labels else column_numbers(column)
+        return named_column_values(column, labels=labels)
 
 
 def _text_precision(path: str, delimiter: str, used: list[str]) -> tuple[np.dtype, str | None]:

@@ -10,11 +10,10 @@ import numpy as np
 from ...errors import InputError
 from .base import Contents, Format
 from .columns import (
-    column_numbers,
-    label_column_values,
     label_columns,
     labels_of,
     list_column_to_matrix,
+    named_column_values,
     score_columns,
     wide_columns_to_matrix,
 )
@@ -54,7 +53,7 @@ class JsonLines(Format):
 
     def read_named(self, path, key, *, labels=False):
         column = _table(path, path).column(key)
-        return label_column_values(column) if labels else column_numbers(column)
+        return named_column_values(column, labels=labels)
 
     def write(self, path, name, matrix, labels, passthrough):
         """One object per row: the row's scores under ``name`` (the set mask as the list of its

@@ -11,12 +11,11 @@ from ...errors import InputError
 from ..atomic import atomic_path
 from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
-    column_numbers,
-    label_column_values,
     label_columns,
     labels_of,
     list_column_to_matrix,
     matrix_columns,
+    named_column_values,
     output_table,
     score_columns,
     wide_columns_to_matrix,
@@ -207,7 +206,7 @@ class Parquet(Format):
         import pyarrow.parquet as pq
 
         column = pq.read_table(path, columns=[key]).column(key)
-        return label_column_values(column) if labels else column_numbers(column)
+        return named_column_values(column, labels=labels)
 
     def read_matrix(self, path, names):
         return parquet_array(path, names)
