@@ -71,7 +71,7 @@ def report(logits, labels, metrics, groups=None, vece=None):
     if vece is not None:
         from calib.evaluation import SampleConfig
 
-        kwargs = {"vece": SampleConfig("ts", 0, 20000, "compact")}
+        kwargs = {"vece": SampleConfig("ts", 0, 20000)}
     return build_report(
         preds, metrics=keys, bootstrap=BootstrapConfig(REPLICATES, 0, 0.95), groups=groups, min_group_rows=1, **kwargs
     ).to_json()

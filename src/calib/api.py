@@ -27,6 +27,7 @@ import numpy as np
 from . import pipeline
 from .calibrators.base import Calibrator
 from .errors import NotFittedError
+from .estimators.recalibrators import DEFAULT_RECIPE
 from .io.predictions import Predictions
 from .io.readers import predictions_from_arrays
 from .validation import check_true_probs
@@ -398,7 +399,7 @@ def evaluate(
     vece_recalibrator: str = "ws-catboost",
     seed: int = 0,
     vece_max_rows: int = 20_000,
-    vece_recipe: str = "compact",
+    vece_recipe: str = DEFAULT_RECIPE,
     true_probs: np.ndarray | None = None,
     features: np.ndarray | None = None,
     gates=(),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .estimators.recalibrators import DEFAULT_RECIPE
+
 #: Significant digits of every value a table prints.
 DIGITS = 4
 
@@ -52,7 +54,7 @@ def settings_text(settings: dict) -> str:
             parts.append(f"{key} {value}")
         elif key == "recalibrator":
             folds = "in sample" if settings["folds"] == 1 else f"{settings['folds']} folds"
-            recipe = f" ({settings['recipe']})" if settings.get("recipe", "compact") != "compact" else ""
+            recipe = f" ({settings['recipe']})" if settings.get("recipe", DEFAULT_RECIPE) != DEFAULT_RECIPE else ""
             parts.append(f"{value}{recipe}, {folds}")
         elif key == "kernel" and isinstance(settings.get("bandwidth"), float):
             parts.append(f"{value} kernel, h = {settings['bandwidth']:.3g}")

@@ -12,7 +12,7 @@ import typer
 
 from .. import api
 from ..errors import UsageError
-from ..estimators.recalibrators import RECALIBRATORS, RECIPES
+from ..estimators.recalibrators import DEFAULT_RECIPE, RECALIBRATORS, RECIPES
 from ..io import check_not_an_input, read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from ..io.formats import listed, shard_formats
@@ -102,12 +102,9 @@ def evaluate(
         str,
         typer.Option(
             "--vece-recipe",
-            help=(
-                "WS-CatBoost recipe: compact (4 inner folds of depth-4 trees) | paper (Berta et al. 2026's 8 of"
-                " depth 6) | quick (2 inner folds of depth 4, learning rate 0.3, early stopping after 10 rounds)."
-            ),
+            help="WS-CatBoost recipe: " + " | ".join(f"{name} ({recipe.describe()})" for name, recipe in RECIPES.items()) + ".",
         ),
-    ] = "compact",
+    ] = DEFAULT_RECIPE,
     vece_max_rows: Annotated[
         int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")
     ] = 20000,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import UsageError
+from ..estimators.recalibrators import DEFAULT_RECIPE
 from ..io.readers import predictions_from_arrays
 from ..validation import check_true_probs
 from .batch import model_batch
@@ -123,7 +124,7 @@ def vece(
     seed: int = 0,
     kind: str = "auto",
     max_rows: int = 20_000,
-    recipe: str = "compact",
+    recipe: str = DEFAULT_RECIPE,
 ) -> dict[str, float]:
     """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"} from one
     recalibration; ``recipe`` WS-CatBoost's (``compact``, the paper's ``paper``, or ``quick``)."""
