@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimators.recalibrators import DEFAULT_RECIPE
-
 #: Significant digits of every value a table prints.
 DIGITS = 4
 
@@ -53,6 +51,8 @@ def settings_text(settings: dict) -> str:
         elif key in ("alpha", "score", "threshold"):
             parts.append(f"{key} {value}")
         elif key == "recalibrator":
+            from .estimators.recalibrators import DEFAULT_RECIPE  # only here: tables need no estimator otherwise
+
             folds = "in sample" if settings["folds"] == 1 else f"{settings['folds']} folds"
             recipe = f" ({settings['recipe']})" if settings.get("recipe", DEFAULT_RECIPE) != DEFAULT_RECIPE else ""
             parts.append(f"{value}{recipe}, {folds}")
