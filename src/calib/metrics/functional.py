@@ -127,7 +127,8 @@ def vece(
     recipe: str = DEFAULT_RECIPE,
 ) -> dict[str, float]:
     """The V-ECE family (the V-ECE paper): {"l1", "l2", "sq", "top_l1", "over", "under"} from one
-    recalibration; ``recipe`` WS-CatBoost's (``compact``, the paper's ``paper``, or ``quick``)."""
+    recalibration; ``recipe`` WS-CatBoost's, a name of :data:`calib.estimators.RECIPES` (``compact-es10``,
+    the default, ``compact``, the paper's ``paper``, or ``quick``)."""
     config = SampleConfig(recalibrator, seed, max_rows, recipe)
     preds = predictions_from_arrays(scores, labels, kind=kind)
     if preds.labels is None:
