@@ -101,17 +101,21 @@ def split(data: dict, seed: int) -> tuple[Predictions, Predictions]:
     return parts[0], parts[1]
 
 
-def run_dataset(dataset: str, splits: int, out: Path) -> list[dict]:
+def run_dataset(dataset: str, splits: int, out: Path, vece_only: bool = False) -> list[dict]:
+    """Every method's row of every split, written to quality-<dataset>.json as each split ends.
+    ``vece_only``: only the V-ECE cells (their rows and splits, the same fits and seeds), to rerun
+    them alone when V-ECE's default changes; written to quality-<dataset>-vece.json."""
     start = time.perf_counter()
     data = load(dataset)
     k = data["scores"].shape[1]
     print(f"{dataset}: {len(data['labels'])} x {k} loaded in {time.perf_counter() - start:.0f} s", flush=True)
     metrics = METRICS + (TRUTH if "true_probs" in data else [])
     rows = []
-    for seed in range(splits):
+    for seed in range(VECE_SPLITS if vece_only else splits):
         cal, test = split(data, seed)
         for method, options in configs():
-            if method in QUADRATIC_IN_K and k >= 1000:
+            with_vece = (method, tuple(options.items())) in VECE_ROWS and seed < VECE_SPLITS
+            if (method in QUADRATIC_IN_K and k >= 1000) or (vece_only and not with_vece):
                 continue
             row = {"dataset": dataset, "split": seed, "method": method, **options}
             began = time.perf_counter()
@@ -119,37 +123,14 @@ def run_dataset(dataset: str, splits: int, out: Path) -> list[dict]:
             if method != "uncalibrated":
                 cls = calibrator_class(method)
                 calibrator = cls(cls.parse_options(options)).fit(cal.all_logits(), cal.labels, seed=seed)
-            values, _ = compute_metrics(test, metrics, MetricConfig(), calibrator)
-            if (method, tuple(options.items())) in VECE_ROWS and seed < VECE_SPLITS:
+            values = {} if vece_only else compute_metrics(test, metrics, MetricConfig(), calibrator)[0]
+            if with_vece:
                 values.update(sample_results(test, VECE, SampleConfig(seed=seed), calibrator))
             row["seconds"] = round(time.perf_counter() - began, 2)
             row.update({key: entry["value"] for key, entry in values.items()})
             rows.append(row)
         print(f"{dataset}: split {seed} done at {time.perf_counter() - start:.0f} s", flush=True)
-        Path(out, f"quality-{dataset}.json").write_text(json.dumps(rows, indent=1))
-    return rows
-
-
-def run_vece(dataset: str, out: Path) -> list[dict]:
-    """Only the V-ECE cells of :func:`run_dataset` (its rows and splits, the same fits and seeds):
-    to rerun them alone when V-ECE's default changes. Writes quality-<dataset>-vece.json."""
-    data = load(dataset)
-    rows = []
-    for seed in range(VECE_SPLITS):
-        cal, test = split(data, seed)
-        for method, options in configs():
-            if (method, tuple(options.items())) not in VECE_ROWS:
-                continue
-            calibrator = None
-            if method != "uncalibrated":
-                cls = calibrator_class(method)
-                calibrator = cls(cls.parse_options(options)).fit(cal.all_logits(), cal.labels, seed=seed)
-            values = sample_results(test, VECE, SampleConfig(seed=seed), calibrator)
-            rows.append(
-                {"dataset": dataset, "split": seed, "method": method, **options, **{k: e["value"] for k, e in values.items()}}
-            )
-        print(f"{dataset}: V-ECE split {seed} done", flush=True)
-    Path(out, f"quality-{dataset}-vece.json").write_text(json.dumps(rows, indent=1))
+        Path(out, f"quality-{dataset}{'-vece' if vece_only else ''}.json").write_text(json.dumps(rows, indent=1))
     return rows
 
 
@@ -223,7 +204,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.vece_only:
         os.makedirs(args.out, exist_ok=True)
-        tables = {dataset: table(run_vece(dataset, args.out)) for dataset in args.datasets}
+        tables = {dataset: table(run_dataset(dataset, args.splits, args.out, vece_only=True)) for dataset in args.datasets}
         for dataset, text in tables.items():
             print(f"{dataset}\n\n{text}\n", flush=True)
         return tables

@@ -132,22 +132,17 @@ def main(argv=None) -> None:
             "evaluate .npz": [*evaluate, str(tmp / "z.npz")],
             "evaluate .parquet": [*evaluate, str(tmp / "z.parquet")],
             "evaluate stdin": ["sh", "-c", f"{' '.join(evaluate)} - --labels {tmp / 'y.npy'} < {tmp / 'z.npy'}"],
-            "V-ECE default CIFAR-100": [*CALIB, "evaluate", c100, "--metrics", VECE],
-            "V-ECE paper CIFAR-100": [*CALIB, "evaluate", c100, "--metrics", VECE, "--vece-recipe", "paper"],
-            "V-ECE default 2,000 x 10": [*CALIB, "evaluate", str(tmp / "small.npz"), "--metrics", VECE],
-            "V-ECE compact CIFAR-100": [*CALIB, "evaluate", c100, "--metrics", VECE, "--vece-recipe", "compact"],
-            "V-ECE compact 2,000 x 10": [
-                *CALIB,
-                "evaluate",
-                str(tmp / "small.npz"),
-                "--metrics",
-                VECE,
-                "--vece-recipe",
-                "compact",
-            ],
-            "V-ECE quick CIFAR-100": [*CALIB, "evaluate", c100, "--metrics", VECE, "--vece-recipe", "quick"],
-            "V-ECE quick 2,000 x 10": [*CALIB, "evaluate", str(tmp / "small.npz"), "--metrics", VECE, "--vece-recipe", "quick"],
         }
+        vece_inputs = {"CIFAR-100": c100, "2,000 x 10": str(tmp / "small.npz")}
+        for recipe, inputs in (
+            ("default", vece_inputs),
+            ("paper", ["CIFAR-100"]),
+            ("compact", vece_inputs),
+            ("quick", vece_inputs),
+        ):
+            chosen = [] if recipe == "default" else ["--vece-recipe", recipe]
+            for data in inputs:
+                lines[f"V-ECE {recipe} {data}"] = [*CALIB, "evaluate", vece_inputs[data], "--metrics", VECE, *chosen]
         runs: dict[str, list] = {name: [] for name in lines}
         for _ in range(args.rounds):
             for line, cmd in lines.items():

@@ -9,8 +9,8 @@ on data with a known true error (the binary demo and the known-CE generator at K
 3,000 rows, ``--draws`` draws): the median ratio estimate / truth. V-ECE is a lower bound in
 expectation, so on real data a larger estimate is a tighter one.
 
-The named recipes (``paper``, ``compact``, ``compact-es10``, ``quick``: calib.estimators.RECIPES) and the others of
-OTHER_RECIPES (in between), added to that table for the run;
+The named recipes (``paper``, ``compact``, ``compact-es10``, ``quick``: calib.estimators.RECIPES)
+and the others of OTHER_RECIPES (in between), added to that table for the run;
 ``--recipes "a;b"`` runs only the named ones. Writes results/vece_recipes_real.{json,md} and
 results/vece_recipes_truth.{json,md}.
 """

@@ -41,6 +41,7 @@ class BoostingRecipe:
     early_stopping_rounds: int = 20
 
     def describe(self) -> str:
+        """The recipe in words, for help texts."""
         return (
             f"{self.inner_folds} inner folds of depth-{self.depth} trees, learning rate {self.learning_rate:g},"
             f" early stopping after {self.early_stopping_rounds} rounds"
