@@ -204,3 +204,112 @@ def test_bin_counts_are_the_definition_on_edges_and_just_below(backend, n_bins):
     first_group = BinCounter(n_bins, 2)
     first_group.add(values[:, 0], hits[:, 0])
     assert first_group.count.tolist() == expected[0, :, 0].tolist() + [0.0] * n_bins
+
+
+def test_bin_counts_first_hit_is_the_hits_matrix_with_runs_in_and_out_of_bins(backend):
+    """Hits given as each row's first hit column count what the (N, K) matrix 1{j >= first[i]}
+    counts, with first = 0 (every column), K (none) and in between; and the sums in element order
+    (a direct loop) when group 0's values run up through bins, stay in one, and jump back down
+    (rows of cumulative masses, then unsorted rows), on the edges and just below them."""
+    from calib.binning import BinCounter
+
+    n_bins, k = 4, 6
+    rows = np.array(
+        [
+            [0.1, 0.25, 0.25, 0.5 - 1e-13, 0.75, 1.0],  # runs up, edges and just below
+            [0.9, 0.1, 0.9, 0.9, 0.0, 0.25 - 1e-9],  # jumps back down, a run after a jump
+            [0.3, 0.3, 0.3, 0.3, 0.3, 0.3],  # one run the whole row
+            [1.0, 0.0, 1.0, 0.0, 0.75, 0.5],
+        ]
+    )
+    first = np.array([0, 6, 3, 5])
+    hits = np.arange(k)[None, :] >= first[:, None]
+    count, sums, hit_count = np.zeros(n_bins), np.zeros(n_bins), np.zeros(n_bins)
+    for i in range(len(rows)):
+        for j in range(k):
+            b = min(int(rows[i, j] * n_bins + n_bins * 1e-12), n_bins - 1)
+            count[b] += 1
+            sums[b] += rows[i, j]
+            hit_count[b] += j >= first[i]
+    by_rank, by_matrix = BinCounter(n_bins), BinCounter(n_bins)
+    by_rank.add(rows, first_hit=first)
+    by_matrix.add(rows, hits)
+    for counter in (by_rank, by_matrix):
+        assert counter.count.tolist() == count.tolist()
+        assert counter.sum_pred.tolist() == sums.tolist()
+        assert counter.sum_true.tolist() == hit_count.tolist()
+    with pytest.raises(ValueError, match="first_hit"):
+        BinCounter(n_bins).add(rows, hits, first_hit=first)
+    with pytest.raises(ValueError, match="first_hit"):
+        BinCounter(n_bins, k).add(rows, by_column=True, first_hit=first)
+
+
+def test_cumulative_mass_is_the_running_sum_of_the_sorted_row_clipped(backend):
+    """Each row of -p sorted non-decreasing becomes p_1 + ... + p_k added left to right and clipped
+    to [0, 1], to the bit: by hand on [0.5, 0.25, 0.25]; a row whose sum rounds above 1 clipped to 1;
+    ties, exact zeros and float16-rounded rows against a direct loop."""
+    from calib import kernels
+
+    mass = -np.array([[0.5, 0.25, 0.25]])
+    kernels.cumulative_mass(mass)
+    assert mass.tolist() == [[0.5, 0.75, 1.0]]
+    tenth = np.full((1, 10), -0.1)  # 0.1 added ten times is 0.9999999999999999: kept, not rounded to 1
+    over = -np.array([[0.5000000000000004, 0.5]])  # sums to 1.0000000000000004: clipped to 1
+    kernels.cumulative_mass(tenth)
+    kernels.cumulative_mass(over)
+    assert tenth[0, -1] == sum([0.1] * 10) and over.tolist() == [[0.5000000000000004, 1.0]]
+    rng = np.random.default_rng(5)
+    probs = np.concatenate(
+        [
+            rng.dirichlet(np.ones(9) * 0.2, 40),
+            np.round(rng.dirichlet(np.ones(9), 40), 1),  # ties and exact zeros
+            rng.dirichlet(np.ones(9), 40).astype(np.float16).astype(np.float64),
+        ]
+    )
+    ordered = np.sort(-probs, axis=1)
+    expected = np.empty_like(ordered)
+    for i, row in enumerate(-ordered):
+        total = 0.0
+        for j, p in enumerate(row):
+            total = p if j == 0 else total + p
+            expected[i, j] = min(max(total, 0.0), 1.0)
+    kernels.cumulative_mass(ordered)
+    assert np.array_equal(ordered.view(np.uint64), expected.view(np.uint64))
+
+
+def test_label_rank_counts_higher_scores_and_ties_before_the_label(backend):
+    """rank = #{j : s_j > s_y} + #{j < y : s_j = s_y}: by hand on a tie on both sides of the label,
+    the label on the first and last column, a row of equal scores, one column; and on float32
+    scores (the NumPy formula on both paths) and random ties against the definition."""
+    from calib.numerics import label_rank
+
+    scores = np.array([[0.3, 0.3, 0.4, 0.3], [0.3, 0.3, 0.4, 0.3], [0.25] * 4, [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
+    labels = np.array([1, 3, 2, 0, 3])
+    assert label_rank(scores, labels).tolist() == [2, 3, 2, 3, 3]
+    assert label_rank(scores.astype(np.float32), labels).tolist() == [2, 3, 2, 3, 3]
+    assert label_rank(np.ones((3, 1)), np.zeros(3, dtype=np.int32)).tolist() == [0, 0, 0]
+    rng = np.random.default_rng(6)
+    ties = rng.integers(0, 5, size=(200, 13)) / 4.0
+    y = rng.integers(0, 13, 200)
+    expected = [int(np.sum(row > row[t]) + np.sum(row[:t] == row[t])) for row, t in zip(ties, y)]
+    assert label_rank(ties, y).tolist() == expected
+
+
+def test_range_counts_count_below_lo_strictly_and_up_to_hi_inclusively(backend):
+    """Per row, #(v < lo) and #(v <= hi): values exactly on lo (not below) and on hi (counted), an
+    ulp either side, rows shorter and longer than a vector."""
+    from calib import kernels
+
+    lo, hi = 0.9, 0.92
+    for k in (1, 3, 4, 9):
+        values = np.tile(
+            np.array([np.nextafter(lo, 0), lo, np.nextafter(lo, 1), hi, np.nextafter(hi, 2), 0.0, 1.0, 0.5, 0.91]), 2
+        )[:k]
+        values = np.vstack([values, values[::-1]])
+        below, at_most = kernels.range_counts(values, lo, hi)
+        assert below.tolist() == [int(np.sum(row < lo)) for row in values]
+        assert at_most.tolist() == [int(np.sum(row <= hi)) for row in values]
+    assert [c.tolist() for c in kernels.range_counts(np.array([[np.nextafter(lo, 0), lo, hi, np.nextafter(hi, 2)]]), lo, hi)] == [
+        [1],
+        [3],
+    ]

@@ -28,28 +28,42 @@ class BinCounter:
             index += np.asarray(group) * self.n_bins
         return index.reshape(-1)
 
-    def add(self, pred: np.ndarray, hits: np.ndarray | None = None, group: np.ndarray | int = 0, by_column: bool = False) -> None:
+    def add(
+        self,
+        pred: np.ndarray,
+        hits: np.ndarray | None = None,
+        group: np.ndarray | int = 0,
+        by_column: bool = False,
+        first_hit: np.ndarray | None = None,
+    ) -> None:
         """Count predictions in [0, 1] of any shape with their binary outcomes ``hits``.
 
         ``group`` broadcasts against ``pred`` (e.g. a group code per row); ``by_column``: each column
         of an (N, K) ``pred`` is its own group (the class of each probability). ``hits=None`` counts
-        predictions only, their outcomes then come through :meth:`add_hits`. Group 0 or the columns
-        are counted in one compiled pass where it is available (:func:`calib.kernels.bin_counts`);
-        otherwise, and for other groups, by np.bincount: the same counts and the same sums to the bit.
+        predictions only, their outcomes then come through :meth:`add_hits`. ``first_hit`` (N,)
+        instead of ``hits`` (group 0, an (N, K) ``pred``): the outcome of pred[i, j] is 1{j >=
+        first_hit[i]}, e.g. whether the label is among the top j + 1 classes when first_hit is its
+        rank. Group 0 or the columns are counted in one compiled pass where it is available
+        (:func:`calib.kernels.bin_counts`); otherwise, and for other groups, by np.bincount: the same
+        counts and the same sums to the bit.
         """
         values = np.asarray(pred, dtype=np.float64)
         if by_column:
             values = values.reshape(len(values), -1)
             group = np.arange(values.shape[1])[None, :]
         hits = None if hits is None else np.asarray(hits)
+        if first_hit is not None and (hits is not None or by_column or values.ndim != 2 or not isinstance(group, int)):
+            raise ValueError("first_hit goes with an (N, K) pred in group 0, without hits")
         compiled = None
         if by_column or (isinstance(group, int) and group == 0):
-            shaped = values.reshape(-1, 1) if not by_column else values
+            shaped = values.reshape(-1, 1) if not by_column and first_hit is None else values
             flags = None if hits is None else hits.reshape(shaped.shape)
-            compiled = kernels.bin_counts(shaped, flags, self.n_bins, self.n_bins * EDGE_TOLERANCE, by_column)
+            compiled = kernels.bin_counts(shaped, flags, self.n_bins, self.n_bins * EDGE_TOLERANCE, by_column, first_hit)
         if compiled is not None:
             count, sums, hit_count = compiled
         else:
+            if first_hit is not None:
+                hits = np.arange(values.shape[1])[None, :] >= np.asarray(first_hit)[:, None]
             flat = self._flat_index(values, group)
             count = np.bincount(flat, minlength=self.count.size)
             sums = np.bincount(flat, weights=values.reshape(-1), minlength=self.count.size)
@@ -57,7 +71,7 @@ class BinCounter:
         part = slice(0, len(count))  # group 0 alone: the first n_bins entries
         self.count[part] += count
         self.sum_pred[part] += sums
-        if hits is not None:
+        if hit_count is not None:
             self.sum_true[part] += hit_count
 
     def add_hits(self, pred: np.ndarray, group: np.ndarray | int = 0) -> None:

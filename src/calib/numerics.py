@@ -145,14 +145,10 @@ def isotonic_fit(values: np.ndarray, targets: np.ndarray, weights: np.ndarray | 
 def label_rank(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """0-based rank of each row's label in the non-increasing order of ``scores``.
 
-    Ties go to the lower class index: rank = #{j : s_j > s_y} + #{j < y : s_j = s_y}.
-    Vectorised over rows; no sort needed.
+    Ties go to the lower class index: rank = #{j : s_j > s_y} + #{j < y : s_j = s_y}
+    (:func:`calib.kernels.label_rank`). Vectorised over rows; no sort needed.
     """
-    rows = np.arange(scores.shape[0])
-    own = scores[rows, labels][:, None]
-    above = np.count_nonzero(scores > own, axis=1)  # count_nonzero: 3x faster than a sum of booleans
-    tied_before = np.count_nonzero((scores == own) & (np.arange(scores.shape[1])[None, :] < labels[:, None]), axis=1)
-    return above + tied_before
+    return kernels.label_rank(scores, labels)
 
 
 #: Elements (rows x classes) processed at once by streaming code: 2**20 float64 values = 8 MiB per

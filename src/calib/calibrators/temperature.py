@@ -142,11 +142,11 @@ def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: n
     for rows in row_chunks(*logits.shape):
         chunk = logits[rows]
         ordered = -np.sort(-chunk, axis=1)
-        covered = np.arange(chunk.shape[1])[None, :] >= label_rank(chunk, labels[rows])[:, None]
+        rank = label_rank(chunk, labels[rows])  # the label is among the top j + 1 from column j = rank on
         for counter, temperature in zip(counters, temperatures):
             mass = np.cumsum(softmax(ordered / temperature), axis=1)
             np.clip(mass, 0.0, 1.0, out=mass)
-            counter.add(mass, covered)
+            counter.add(mass, first_hit=rank)
     return np.array([counter.weighted_error()[0] for counter in counters])
 
 

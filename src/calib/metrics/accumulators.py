@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from ..binning import BinCounter
 from ..numerics import EDGE_TOLERANCE
 from .batch import Batch
@@ -121,7 +122,7 @@ class CumulativeMassBins(Additive):
         self.counter = BinCounter(n_bins)
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.cumulative_mass, batch.covered)
+        self.counter.add(batch.cumulative_mass, first_hit=batch.label_rank)
 
 
 class CumulativeMassRange(Additive):
@@ -140,9 +141,7 @@ class CumulativeMassRange(Additive):
         self.covered = 0
 
     def update(self, batch: Batch) -> None:
-        mass = batch.cumulative_mass
-        start = np.count_nonzero(mass < self.lo - EDGE_TOLERANCE, axis=1)
-        stop = np.count_nonzero(mass <= self.hi + EDGE_TOLERANCE, axis=1)
+        start, stop = kernels.range_counts(batch.cumulative_mass, self.lo - EDGE_TOLERANCE, self.hi + EDGE_TOLERANCE)
         self.count += int((stop - start).sum())
         self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
 

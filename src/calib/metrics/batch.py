@@ -6,10 +6,11 @@ from functools import cached_property
 
 import numpy as np
 
+from .. import kernels
 from ..numerics import label_rank, log_of_probs, log_softmax_and_softmax
 
 #: Cached per-row values of a :class:`Batch` that :meth:`Batch.take` carries over.
-ROW_VALUES = ("log_probs", "probs", "predicted", "confidence", "correct", "label_rank", "cumulative_mass", "covered")
+ROW_VALUES = ("log_probs", "probs", "predicted", "confidence", "correct", "label_rank", "cumulative_mass")
 
 
 class Batch:
@@ -89,19 +90,12 @@ class Batch:
     @cached_property
     def cumulative_mass(self) -> np.ndarray:
         """m_ik = mass of the top-k classes, k = 1..K, clipped to [0, 1] (docs/metrics.md, CMCE)."""
-        # -cumsum(sort(-p)) is cumsum(p in non-increasing order) to the bit (negation is exact), with
-        # every pass on a contiguous array in place (a cumulative sum along a reversed view is 3x slower)
+        # sort(-p) is p in non-increasing order, negated (negation is exact), sorted in place on a
+        # contiguous array; the cumulative sums then run along it (a reversed view is 3x slower)
         mass = np.negative(self.probs)
         mass.sort(axis=1)
-        np.cumsum(mass, axis=1, out=mass)
-        np.negative(mass, out=mass)
-        np.clip(mass, 0.0, 1.0, out=mass)
+        kernels.cumulative_mass(mass)
         return mass
-
-    @cached_property
-    def covered(self) -> np.ndarray:
-        """c_ik = 1{y_i among the top-k} = 1{k - 1 >= rank_i}, as a boolean (N, K) matrix."""
-        return np.arange(self.probs.shape[1])[None, :] >= self.label_rank[:, None]
 
 
 def model_batch(preds, rows: slice) -> Batch:
