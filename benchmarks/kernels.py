@@ -26,6 +26,10 @@ def cases(rows: int, classes: int):
     probs = rng.dirichlet(np.ones(classes), rows)
     in_set = np.argsort(np.argsort(-logits, axis=1), axis=1) < rng.integers(1, classes, rows)[:, None]
     target = np.full(rows, 0.9)
+    labels = rng.integers(0, classes, rows)
+    ordered = np.sort(-probs, axis=1)
+    mass = -np.cumsum(ordered, axis=1).clip(-1.0, 0.0)  # the cumulative masses CMCE bins
+    first_hit = kernels.label_rank(probs, labels)
     return {
         "softmax + log-softmax": lambda: log_softmax_and_softmax(logits),
         "tempered moments": lambda: tempered_moments(logits, 0.7),
@@ -33,7 +37,24 @@ def cases(rows: int, classes: int):
         "SelectTau (distribution)": lambda: tempered_distribution(logits, in_set, target),
         "raps scores (ranking + pass)": lambda: nonconformity(probs, "raps"),
         "MR update (p times in/out)": lambda: kernels.set_update(probs.copy(), in_set, target, 1.0 - target, add=False),
+        "cumulative mass (with a copy)": lambda: kernels.cumulative_mass(ordered.copy()),
+        "label rank": lambda: kernels.label_rank(probs, labels),
+        "band counts (coverage)": lambda: kernels.range_counts(mass, 0.9 - 1e-12, 0.92 + 1e-12),
+        "CMCE bin counts": lambda: _cmce_bins(mass, first_hit),
+        "classwise bin counts": lambda: _classwise_bins(probs),
     }
+
+
+def _cmce_bins(mass, first_hit):
+    from calib.binning import BinCounter
+
+    BinCounter(25).add(mass, first_hit=first_hit)
+
+
+def _classwise_bins(probs):
+    from calib.binning import BinCounter
+
+    BinCounter(15, probs.shape[1]).add(probs, by_column=True)
 
 
 def main(argv=None) -> None:

@@ -380,3 +380,28 @@ def test_merged_states_equal_one_run_over_all_rows(tmp_path, run, cifar100):
     )
     code, _, err = run("merge-states", states[0], tmp_path / "other.npz")
     assert code == 2 and "cannot be merged" in err
+
+
+def test_evaluate_hashes_its_input_only_for_the_outputs_that_hold_the_digest(tmp_path, run, monkeypatch):
+    """The table, a JUnit file and gates show no sha256, so the input is not hashed for them (1 s
+    per 200 MB on a CPU without SHA instructions); --json and --emit-state hold it: the file's own
+    sha256, from hashlib directly."""
+    from calib.io import readers
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "p.npz"
+    np.savez(path, logits=rng.normal(size=(300, 4)), labels=rng.integers(0, 4, 300))
+    hashed = []
+    monkeypatch.setattr(
+        readers, "file_sha256", lambda name: hashed.append(name) or readers.hashlib.sha256(open(name, "rb").read()).hexdigest()
+    )
+    code, _, err = run("evaluate", "--no-vece", path, "--junit", tmp_path / "j.xml", "--fail-if", "ece>1")
+    assert code == 0, err
+    assert hashed == []
+    expected = hashlib.sha256(path.read_bytes()).hexdigest()
+    code, stdout, err = run("evaluate", "--no-vece", path, "--json", "-")
+    assert code == 0, err
+    assert json.loads(stdout)["input"]["sha256"] == expected and hashed == [str(path)]
+    code, _, err = run("evaluate", "--no-vece", path, "--emit-state", tmp_path / "s.npz")
+    assert code == 0, err
+    assert len(hashed) == 2

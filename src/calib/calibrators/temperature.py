@@ -134,6 +134,7 @@ def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: n
     ties to the lower index) and its labels' ranks computed once; each T then costs one softmax and
     cumsum per chunk, added to that T's bin counter. Memory is bounded by the chunk size.
     """
+    from .. import kernels
     from ..binning import BinCounter
     from ..numerics import label_rank, row_chunks
 
@@ -144,8 +145,8 @@ def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: n
         ordered = -np.sort(-chunk, axis=1)
         rank = label_rank(chunk, labels[rows])  # the label is among the top j + 1 from column j = rank on
         for counter, temperature in zip(counters, temperatures):
-            mass = np.cumsum(softmax(ordered / temperature), axis=1)
-            np.clip(mass, 0.0, 1.0, out=mass)
+            mass = np.negative(softmax(ordered / temperature))  # -p, non-decreasing along rows
+            kernels.cumulative_mass(mass)
             counter.add(mass, first_hit=rank)
     return np.array([counter.weighted_error()[0] for counter in counters])
 

@@ -219,7 +219,10 @@ def _evaluate_file(given, keys, gates, increase_gates) -> None:
         scores=given.scores,
         task=given.task,
     )
-    preds.hash_in_background()  # the report's sha256, on the other core while the metrics stream
+    if given.json_path is not None or given.emit_state is not None:  # the only outputs that hold the sha256
+        preds.hash_in_background()  # on the other core while the metrics stream
+    else:
+        preds.skip_digest()
     groups = read_groups(preds, given.pred, given.group_by, given.groups_file, given.label_column)
     if given.true_probs is not None:
         preds.true_probs = read_true_probs(given.true_probs, preds)

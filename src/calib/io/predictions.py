@@ -44,18 +44,26 @@ class Predictions:
     kind: str
     kind_reason: str
     labels: np.ndarray | None
-    digest: str | Callable[[], str] | Future  # sha256 hex of the file, how to compute it, or its pending result
+    #: sha256 hex of the file, how to compute it, its pending result, or None (not to be computed)
+    digest: str | Callable[[], str] | Future | None
     passthrough: object | None = None  # pyarrow.Table of parquet columns carried through `apply`
     true_probs: np.ndarray | None = None  # (N, K) true conditional probabilities (synthetic data)
     #: A multi-label input: its layout, the scores and labels being its (row, label) pairs.
     multilabel: LabelLayout | None = None
 
     @functools.cached_property
-    def sha256(self) -> str:
-        """sha256 of the input file, hashed on first use (apply never needs it: 0.15 s per 200 MB)."""
+    def sha256(self) -> str | None:
+        """sha256 of the input file, hashed on first use (apply never needs it: 0.15 s per 200 MB, or
+        1 s on a CPU without SHA instructions); None after :meth:`skip_digest`."""
         if isinstance(self.digest, Future):
             return self.digest.result()
-        return self.digest if isinstance(self.digest, str) else self.digest()
+        return self.digest if self.digest is None or isinstance(self.digest, str) else self.digest()
+
+    def skip_digest(self) -> None:
+        """Never hash the input file: for a caller that shows nothing holding the digest (the
+        evaluate command's table without a JSON report or a metric state); ``sha256`` is then None."""
+        if not isinstance(self.digest, str):
+            self.digest = None
 
     def hash_in_background(self) -> None:
         """Start hashing the input file on another thread (hashlib releases the GIL), for commands
