@@ -242,6 +242,10 @@ def test_bin_counts_first_hit_is_the_hits_matrix_with_runs_in_and_out_of_bins(ba
         BinCounter(n_bins).add(rows, hits, first_hit=first)
     with pytest.raises(ValueError, match="first_hit"):
         BinCounter(n_bins, k).add(rows, by_column=True, first_hit=first)
+    with pytest.raises(ValueError, match="first_hit"):
+        BinCounter(n_bins).add(rows[0], first_hit=first[:1])  # a row of values without its columns
+    with pytest.raises(ValueError, match="first_hit"):
+        BinCounter(n_bins, 2).add(rows, group=np.zeros((len(rows), 1), dtype=int), first_hit=first)
 
 
 def test_cumulative_mass_is_the_running_sum_of_the_sorted_row_clipped(backend):

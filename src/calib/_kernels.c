@@ -3,7 +3,8 @@
  * per-row search (the ATS-CP paper, algorithm 2; calib.calibrators.select_tau describes the algorithm and
  * holds its settings), the conformal scores of every class from a ranking of the row, MR's in/out update, and
  * the equal-width bin counts behind the binned metrics (one pass instead of NumPy's index array and three
- * bincounts).
+ * bincounts), and the per-row passes of the evaluation's cumulative-mass metrics: the running sums of a
+ * sorted row, the label's rank, and how many masses fall below or up to a band's edges.
  *
  * Why compiled: NumPy's float64 exp is scalar on CPUs without AVX-512 (6.5-8 ns a value here), and
  * an iterative search over an N x K matrix in NumPy is several passes over memory per iteration.
