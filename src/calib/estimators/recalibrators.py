@@ -200,7 +200,7 @@ class WarmStartBoosting:
             **CATBOOST_PARAMS,
         )
         with CATBOOST_LOCK:
-            if self.binary or len(present) == self.n_boosted:
+            if len(present) == self.n_boosted:  # always so when binary: one class present returned above
                 # every class present: the rows of one pool of all training rows (the same data as
                 # pools of those rows, made once: CatBoost copies a baseline element by element)
                 if self._pool is None:
