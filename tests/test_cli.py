@@ -319,8 +319,9 @@ def test_paths_are_printed_as_they_are_on_a_terminal_too(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "\x1b[" in done.stdout and str(bundle) in done.stdout, done.stdout
     code = (
-        "import sys, runpy; sys.argv = ['calib', 'evaluate', sys.argv[1], '--no-vece', '--metrics', 'ece']\n"
-        "try:\n    runpy.run_module('calib', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "import sys; sys.argv = ['calib', 'evaluate', sys.argv[1], '--no-vece', '--metrics', 'ece']\n"
+        "from calib.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('rich loaded' if 'rich' in sys.modules else 'no rich', file=sys.stderr)"
     )
     plain = {key: value for key, value in os.environ.items() if key not in ("FORCE_COLOR", "TTY_COMPATIBLE")}

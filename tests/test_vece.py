@@ -648,3 +648,95 @@ def test_the_quantile_histogram_recalibrator_puts_two_of_twenty_scores_in_each_b
     assert np.allclose(g(np.column_stack([1 - p1, p1]))[:, 1], expected, atol=1e-15)
     # below the lowest score and above the highest: the first and the last bin
     assert np.allclose(g(np.array([[1.0, 0.0], [0.0, 1.0]]))[:, 1], [1.0, 0.5], atol=1e-15)
+
+
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_the_training_loss_computed_once_a_fit_leaves_every_inner_model_unchanged(n_classes):
+    """The inner fits compute CatBoost's training loss once a fit (``metric_period`` = the
+    iterations), which nothing reads; the held-out loss that stops the boosting is still computed
+    every round, so each model must equal, tree for tree, the one of a fit computing both every round."""
+    from catboost import CatBoostClassifier
+
+    from calib.estimators.recalibrators import LEARN_METRIC_PERIOD, WarmStartBoosting
+
+    probs, labels, _ = known_ce_data(600, n_classes, 0.5, np.random.default_rng(5))
+    plan = WarmStartBoosting(probs, labels, np.random.default_rng(1), "compact-es10")
+    new = probs[:, 1:2] if n_classes == 2 else probs
+    stopped_early = 0
+    for train, held_out, seed in plan.folds:
+        model, _ = plan.fit_fold((train, held_out, seed))
+        params = model.get_params()
+        assert params["metric_period"] == LEARN_METRIC_PERIOD == 100
+        every_round = CatBoostClassifier(**{**params, "metric_period": 1})
+        every_round.fit(plan._pool.slice(train), eval_set=plan._pool.slice(held_out))
+        assert (model.tree_count_, model.best_iteration_) == (every_round.tree_count_, every_round.best_iteration_)
+        assert np.array_equal(
+            model.predict(new, prediction_type="RawFormulaVal"), every_round.predict(new, prediction_type="RawFormulaVal")
+        )
+        stopped_early += model.tree_count_ < 100
+    assert stopped_early > 0  # the early stopping took part
+
+
+def test_catboost_log_lines_but_the_expected_metric_period_warning_reach_standard_error(capfd):
+    from calib.estimators.recalibrators import _METRIC_PERIOD_WARNING, _fit_quietly
+
+    class Logging:
+        def fit(self, fit_set, eval_set, log_cout, log_cerr):
+            log_cerr.write(f"{_METRIC_PERIOD_WARNING} 'metric_period' is ignored for evaluation metric.\n")
+            log_cout.write("Warning: a message calib does not expect\n")
+            log_cerr.write("Warning: another\n")
+
+    _fit_quietly(Logging(), None, None)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "Warning: a message calib does not expect\nWarning: another\n")
+
+
+IMPORT_PROBE = (
+    "import sys, threading\n"
+    "import calib.evaluation.report as report\n"
+    "from calib.cli.app import main\n"
+    "seen = []\n"
+    "streamed = report.stream_metrics\n"
+    "def probe(*args, **kwargs):\n"
+    "    seen.append('calib-import-catboost' in [t.name for t in threading.enumerate()] or 'catboost' in sys.modules)\n"
+    "    return streamed(*args, **kwargs)\n"
+    "report.stream_metrics = probe\n"
+    "sys.argv = ['calib', 'evaluate', *sys.argv[1:]]\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "print(seen, 'catboost' in sys.modules, file=sys.stderr)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "options, importing",
+    [([], "[True] True"), (["--no-vece"], "[False] False"), (["--vece-recalibrator", "ts"], "[False] False")],
+)
+def test_evaluate_imports_catboost_beside_the_streamed_metrics_only_when_it_boosts(tmp_path, options, importing):
+    """With WS-CatBoost's V-ECE to compute, CatBoost's import (0.3-0.5 s) starts on a thread of its own
+    before the streamed metrics; without a boosted fit (--no-vece, another recalibrator) it never
+    happens."""
+    import subprocess
+    import sys
+
+    probs, labels, _ = known_ce_data(300, 3, 0.5, np.random.default_rng(0))
+    np.savez(tmp_path / "p.npz", probs=probs, labels=labels)
+    done = subprocess.run([sys.executable, "-c", IMPORT_PROBE, str(tmp_path / "p.npz"), *options], capture_output=True, text=True)
+    assert done.stderr.strip().endswith(importing), done.stdout + done.stderr
+
+
+def test_the_catboost_import_thread_starts_once_a_process():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from calib.estimators.recalibrators import start_catboost_import\n"
+        "start_catboost_import(); start_catboost_import()\n"
+        "threads = [t for t in threading.enumerate() if t.name == 'calib-import-catboost']\n"
+        "print(len(threads), [t.daemon for t in threads])\n"
+        "for t in threads: t.join()\n"
+        "print('catboost' in sys.modules)\n"
+        "start_catboost_import(); print(threading.active_count())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split("\n")[:3] == ["1 [False]", "True", "1"], done.stdout + done.stderr

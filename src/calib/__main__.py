@@ -1,3 +1,3 @@
-from .cli.app import main
+from .cli.app import console_main
 
-main()
+console_main()

@@ -19,6 +19,7 @@ from .fit import fit
 from .methods import methods
 from .notebook_imports import skip_notebook_imports
 from .options import Command
+from .process_exit import exit_without_teardown
 from .synth import app as synth_app
 
 try:  # typer 0.2x carries its own copy of click; older typer uses click itself
@@ -91,5 +92,16 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def console_main() -> None:
+    """The ``calib`` program (console script and ``python -m calib``): :func:`main`, then the process
+    ends without the interpreter's teardown (:mod:`calib.cli.process_exit`)."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    exit_without_teardown(code)
+
+
 if __name__ == "__main__":
-    main()
+    console_main()

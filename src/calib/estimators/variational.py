@@ -30,6 +30,7 @@ from .recalibrators import (
     fit_inner_folds,
     kfold,
     logits_of,
+    start_catboost_import,
     tempered,
 )
 
@@ -171,6 +172,8 @@ def out_of_fold_losses(
     WS-CatBoost above ``max_classes`` classes (:class:`CoarseBoosting`) reads ``probs`` a chunk of
     rows at a time and holds no (N, K) array.
     """
+    if recalibrator == "ws-catboost":
+        start_catboost_import()  # while the folds' warm starts are fitted
     source = as_rows(probs)
     n = len(labels)
     rng = np.random.default_rng(seed)

@@ -9,6 +9,7 @@ from .._version import __version__
 from ..bootstrap import BootstrapConfig, labels_fingerprint
 from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
+from ..estimators.recalibrators import start_catboost_import
 from ..io.predictions import Predictions
 from ..metrics import (
     BINARY_METRICS,
@@ -20,7 +21,7 @@ from ..metrics import (
     MetricConfig,
     check_metric_keys,
 )
-from ..metrics.sample import SampleConfig
+from ..metrics.sample import SampleConfig, boosted_fit_count
 from .gates import ChangeGate, Gate, check_gates
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
 from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
@@ -63,6 +64,8 @@ def build_report(
         raise UsageError(
             "a paired gate needs bootstrap replicates (the same number and seed as the baseline run)", cli_hint="--bootstrap N"
         )
+    if boosted_fit_count([METRICS[key] for key in sample_keys], vece):
+        start_catboost_import()  # while the streamed metrics are computed
     streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups)
     values, before = streamed.values, streamed.uncalibrated
     if sample_keys:
