@@ -211,6 +211,30 @@ def test_the_coarse_problem_keeps_nine_classes_and_a_rest(monkeypatch):
     assert counts and set(counts) == {9}
 
 
+def test_each_rows_top_classes_are_found_once_for_all_folds_with_the_same_losses(monkeypatch):
+    """Every row is in four outer folds' training rows and one's held-out rows, with the same
+    mixture (lam depends on the fold size only): its top classes are found once, and the losses
+    equal those of finding them in every fold, ties included (values repeated within rows)."""
+    from calib.estimators import variational
+
+    probs, labels, _ = known_ce_data(400, 15, 0.5, np.random.default_rng(9))
+    probs = np.round(probs, 2)  # ties within rows
+    probs /= probs.sum(axis=1, keepdims=True)
+    found = []
+    real = variational.top_classes
+    monkeypatch.setattr(variational, "top_classes", lambda mixed, count: found.append(len(mixed)) or real(mixed, count))
+    shared = variational.out_of_fold_losses(probs, labels, seed=3)
+    assert sum(found) == 400
+
+    def every_fold(self, rows, mixed):
+        return real(mixed, self.kept)
+
+    monkeypatch.setattr(variational.TopClassCache, "of", every_fold)
+    per_fold = variational.out_of_fold_losses(probs, labels, seed=3)
+    assert shared.keys() == per_fold.keys()
+    assert all(np.array_equal(shared[key], per_fold[key]) for key in shared)
+
+
 def test_top_l1_is_over_plus_under_row_by_row():
     """Two rows, the first recalibrated down at its top class (over), the second up (under):
     top_l1 is their sum by the definition, F - Y where G < F and Y - F where G > F (negated)."""

@@ -101,6 +101,26 @@ def mixture(probs: np.ndarray, lam: float) -> np.ndarray:
 TS_SAMPLE_ELEMENTS = 1 << 23
 
 
+class TopClassCache:
+    """Each row's top ``kept`` classes of its mixed probabilities (:func:`calib.estimators.coarse.top_classes`),
+    found once and shared by every outer fold: lam, and so each row's mixture, is the same in every
+    fold, and a row is in four folds' training rows and one's held-out rows (five partitions of the
+    row instead of one)."""
+
+    def __init__(self, n: int, kept: int):
+        self.kept = kept
+        self.order = np.empty((n, kept), dtype=np.intp)
+        self.known = np.zeros(n, dtype=bool)
+
+    def of(self, rows: np.ndarray, mixed: np.ndarray) -> np.ndarray:
+        """The top classes of rows ``rows`` (indices), whose mixed probabilities are ``mixed``."""
+        missing = ~self.known[rows]
+        if missing.any():
+            self.order[rows[missing]] = top_classes(mixed[missing], self.kept)
+            self.known[rows[missing]] = True
+        return self.order[rows]
+
+
 class CoarseBoosting:
     """WS-CatBoost of one outer fold above MAX_BOOSTED_CLASSES classes (docs/vece.md, "Large K"): the
     TS warm start on all K classes (its temperature fitted on the training rows, or on a seeded
@@ -113,29 +133,29 @@ class CoarseBoosting:
     #: about how many numbers one chunk of rows holds
     chunk_elements = CHUNK_ELEMENTS
 
-    def __init__(self, source: ProbabilityRows, labels, train, lam, kept, rng, recipe):
-        self.source, self.labels, self.lam, self.kept = source, labels, lam, kept
+    def __init__(self, source: ProbabilityRows, labels, train, lam, tops: TopClassCache, rng, recipe):
+        self.source, self.labels, self.lam, self.tops = source, labels, lam, tops
         k = source.n_classes
         fitted_on = (
             train if len(train) * k <= TS_SAMPLE_ELEMENTS else np.sort(rng.choice(train, TS_SAMPLE_ELEMENTS // k, replace=False))
         )
         self.beta = fit_beta(logits_of(mixture(source.rows(fitted_on), lam)), labels[fitted_on])
         # only the coarse arrays of each chunk are kept: its (chunk, K) arrays go at once
-        parts = [self._coarse(source.rows(chunk), labels[chunk])[:3] for chunk in self._chunks(train)]
+        parts = [self._coarse(chunk, source.rows(chunk))[:3] for chunk in self._chunks(train)]
         features, warm, fit_labels = (np.concatenate(part) for part in zip(*parts))
         self.boosting = WarmStartBoosting(features, fit_labels, rng, recipe, warm=warm)
 
     def _chunks(self, indices: np.ndarray):
         return (indices[rows] for rows in row_chunks(len(indices), self.source.n_classes, self.chunk_elements))
 
-    def _coarse(self, probs: np.ndarray, labels: np.ndarray):
-        """(coarse P, coarse warm start, coarse labels, order, warm start) of some rows' ``probs``
-        (f, before the mixture) and ``labels``."""
+    def _coarse(self, rows: np.ndarray, probs: np.ndarray):
+        """(coarse P, coarse warm start, coarse labels, order, warm start) of rows ``rows`` (indices)
+        whose probabilities are ``probs`` (f, before the mixture)."""
         new = mixture(probs, self.lam)
         warm = tempered(logits_of(new), self.beta)
-        order = top_classes(new, self.kept)
-        hit = order == labels[:, None]
-        coarse_labels = np.where(hit.any(axis=1), hit.argmax(axis=1), self.kept)
+        order = self.tops.of(rows, new)
+        hit = order == self.labels[rows][:, None]
+        coarse_labels = np.where(hit.any(axis=1), hit.argmax(axis=1), self.tops.kept)
         return coarsen(new, order), coarsen(warm, order), coarse_labels, order, warm
 
     def losses(self, held_out: np.ndarray, models: list) -> dict:
@@ -143,10 +163,10 @@ class CoarseBoosting:
         boost = self.boosting.boosted(models)
         parts = []
         for chunk in self._chunks(held_out):
-            probs, labels = self.source.rows(chunk), self.labels[chunk]  # each chunk read once
-            features, warm_coarse, _, order, warm = self._coarse(probs, labels)
+            probs = self.source.rows(chunk)  # each chunk read once
+            features, warm_coarse, _, order, warm = self._coarse(chunk, probs)
             recalibrated = refine(warm, boost(features, warm_coarse), order)
-            parts.append(per_sample_losses(probs, recalibrated, labels))
+            parts.append(per_sample_losses(probs, recalibrated, self.labels[chunk]))
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
@@ -191,7 +211,8 @@ def out_of_fold_losses(
     if recalibrator == "ws-catboost" and source.n_classes > max_classes:
         # Every fold's warm start and inner folds first (the same random draws, in the same order, as
         # fitting fold by fold), then all folds' CatBoost fits one after another: the same g.
-        coarse = [CoarseBoosting(source, labels, train, lam, max_classes - 1, rng, recipe) for _, train in outer]
+        tops = TopClassCache(n, max_classes - 1)
+        coarse = [CoarseBoosting(source, labels, train, lam, tops, rng, recipe) for _, train in outer]
         models = iter(fit_inner_folds([plan.boosting for plan in coarse], progress))
         for (held_out, _), plan in zip(outer, coarse):
             keep(held_out, plan.losses(held_out, [next(models) for _ in plan.boosting.folds]))
