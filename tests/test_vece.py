@@ -764,3 +764,42 @@ def test_the_catboost_import_thread_starts_once_a_process():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.split("\n")[:3] == ["1 [False]", "True", "1"], done.stdout + done.stderr
+
+
+def test_the_catboost_import_starts_once_and_only_while_catboost_is_not_imported(monkeypatch):
+    import sys
+    import threading
+    from types import SimpleNamespace
+
+    from calib.estimators import recalibrators
+
+    started = []
+
+    class Recorded:
+        def __init__(self, target, name):
+            self.name = name
+
+        def start(self):
+            started.append(self.name)
+
+    monkeypatch.setattr(recalibrators, "threading", SimpleNamespace(Thread=Recorded))
+    monkeypatch.setattr(recalibrators, "_import_started", threading.Lock())
+    import catboost  # noqa: F401
+
+    recalibrators.start_catboost_import()
+    assert started == []  # imported already: nothing to start
+    monkeypatch.delitem(sys.modules, "catboost")
+    recalibrators.start_catboost_import()
+    recalibrators.start_catboost_import()
+    assert started == ["calib-import-catboost"]
+
+
+@pytest.mark.parametrize("recalibrator, starts", [("ws-catboost", 1), ("ts", 0)])
+def test_the_estimator_starts_the_catboost_import_before_its_warm_starts_only_to_boost(monkeypatch, recalibrator, starts):
+    from calib.estimators import variational
+
+    calls = []
+    monkeypatch.setattr(variational, "start_catboost_import", lambda: calls.append(len(calls)))
+    probs, labels, _ = known_ce_data(200, 3, 0.5, np.random.default_rng(0))
+    variational.out_of_fold_losses(probs, labels, recalibrator)
+    assert len(calls) == starts

@@ -52,14 +52,16 @@ def exit_without_teardown(code) -> None:
     status = exit_code(code)
     run_exit_handlers()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None without a console (pythonw)
+            sys.stdout.flush()
     except BrokenPipeError:  # the reader left before the end
         status = status or 1
     except (OSError, ValueError) as exc:  # e.g. a full disk under a redirection
         render.error(f"standard output could not be written: {exc}")
         status = status or FLUSH_FAILED
     try:
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     except (OSError, ValueError):
         pass
     os._exit(status)
