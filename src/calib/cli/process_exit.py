@@ -10,8 +10,8 @@ What a normal exit does that matters is kept: the exit handlers (:mod:`atexit`: 
 temporary folders, multiprocessing's children) run, and standard output and error are flushed; a
 flush of standard output that fails ends the process with exit 1 when the reader has left (a closed
 pipe, as a closed pipe during the command does) and otherwise with one error line and Python's own
-status for it, 120. The process then ends with :func:`os._exit`. When any other thread is alive (a background task, a Dask client), it exits
-the normal way, which waits for it.
+status for it, 120. The process then ends with :func:`os._exit`. When any other thread is alive (a
+background task, a Dask client), it exits the normal way, which waits for it.
 
 Only the command line ends this way (the process is the program's); :func:`calib.cli.app.main`,
 which tests call in-process, still raises :class:`SystemExit`.
