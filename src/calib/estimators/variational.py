@@ -116,8 +116,9 @@ class TopClassCache:
         """The top classes of rows ``rows`` (indices), whose mixed probabilities are ``mixed``."""
         missing = ~self.known[rows]
         if missing.any():
-            self.order[rows[missing]] = top_classes(mixed[missing], self.kept)
-            self.known[rows[missing]] = True
+            new_rows = rows[missing]
+            self.order[new_rows] = top_classes(mixed[missing], self.kept)
+            self.known[new_rows] = True
         return self.order[rows]
 
 
