@@ -16,16 +16,16 @@ def softmax(z):
     return e / e.sum(axis=1, keepdims=True)
 
 
-#: A value this close below an edge counts as on it (docs/metrics.md, "Edges").
-EDGE_TOLERANCE = 1e-12
+#: A value within this fraction of an edge's magnitude below it counts as on it (docs/metrics.md, "Edges").
+EDGE_RTOL = 2.0**-44
 
 
 def edge_bin(value, n_bins):
     """[l, u) bins with the last one closed, by comparison with the edges k/B (not by floor); a
-    value within the edge tolerance below u is on u, in the next bin."""
+    value within r u below u is on u, in the next bin."""
     for b in range(n_bins):
         upper = (b + 1) / n_bins
-        if value < upper - EDGE_TOLERANCE or b == n_bins - 1:
+        if value < upper * (1 - EDGE_RTOL) or b == n_bins - 1:
             return b
 
 
@@ -72,7 +72,7 @@ def cmce(probs, labels, n_bins=25):
 
 
 def coverage(probs, labels, lo, hi):
-    inside = [c for m, c in cumulative_pairs(probs, labels) if lo - EDGE_TOLERANCE <= m <= hi + EDGE_TOLERANCE]
+    inside = [c for m, c in cumulative_pairs(probs, labels) if lo * (1 - EDGE_RTOL) <= m <= hi * (1 + EDGE_RTOL)]
     return np.mean(inside) if inside else None
 
 

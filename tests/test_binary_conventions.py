@@ -57,6 +57,38 @@ def test_ece_pos_equals_scikit_learn_calibration_curve():
     assert calib.metrics.ece_pos(p, y) == pytest.approx(expected, rel=1e-12)
 
 
+def test_values_on_interior_edges_are_where_the_peers_edges_put_them_apart():
+    """The worked example of docs/metrics.md ("Which ECE is this"): p = 0.3, 0.3, 0.25, 0.25 with
+    labels 1, 1, 0, 0 and 10 bins. calib: 0.3 on the edge 3/10 is in bin 3, so ECE = 0.5 |1 - 0.3| +
+    0.5 |0 - 0.25| = 0.475. scikit-learn's edges are np.linspace(0, 1, 11), whose fourth is
+    0.30000000000000004 (as are the 7th and 8th: 0.6000000000000001, 0.7000000000000001); torchmetrics'
+    are float32 (0.30000001192092896): both put 0.3 in bin 2 with 0.25, mean p 0.275, mean y 0.5,
+    ECE 0.225. With the edges as the exact fractions j / 10 scikit-learn's count-weighted curve gives
+    calib's number."""
+    calibration = needs("sklearn.calibration")
+    import calib
+
+    p, y = np.array([0.3, 0.3, 0.25, 0.25]), np.array([1, 1, 0, 0])
+    assert calib.metrics.ece_pos(p, y, bins=10) == pytest.approx(0.475, abs=1e-15)
+    prob_true, prob_pred = calibration.calibration_curve(y, p, n_bins=10, strategy="uniform")
+    assert list(prob_true) == [0.5] and float(np.abs(prob_true - prob_pred)[0]) == pytest.approx(0.225, abs=1e-15)
+    assert [j for j in range(1, 10) if np.linspace(0, 1, 11)[j] != j / 10] == [3, 6, 7]
+    exact_edges = np.arange(1, 10) / 10
+    bins = np.searchsorted(exact_edges, p, side="right")
+    by_bin = [(bins == b).mean() * abs(y[bins == b].mean() - p[bins == b].mean()) for b in np.unique(bins)]
+    assert float(np.sum(by_bin)) == pytest.approx(calib.metrics.ece_pos(p, y, bins=10), abs=1e-15)
+
+
+def test_values_on_interior_edges_against_torchmetrics():
+    torch = needs("torch")
+    needs("torchmetrics")
+    from torchmetrics.functional.classification import binary_calibration_error
+
+    p, y = np.array([0.3, 0.3, 0.25, 0.25]), np.array([1, 1, 0, 0])
+    assert float(binary_calibration_error(torch.tensor(p), torch.tensor(y), n_bins=10)) == pytest.approx(0.225, abs=1e-7)
+    assert float(torch.linspace(0, 1, 11)[3]) == 0.30000001192092896
+
+
 def test_ece_pos_by_hand_on_bin_edges():
     """p on the edges j / 15 falls in bin j (bins [l, u), the last one closed): two rows per edge,
     computed from the definition."""

@@ -21,31 +21,31 @@ from calib.io import predictions_from_arrays
 from calib.metrics import METRICS, MetricConfig
 from calib.metrics.batch import model_batch
 from calib.metrics.metric_set import MetricSet
-from calib.numerics import EDGE_TOLERANCE, bin_index, edge_index, softmax
+from calib.numerics import EDGE_RTOL, bin_index, edge_index, softmax
 from calib.validation import EXACT_SUM_TOLERANCE, repair_probs
 
-T = EDGE_TOLERANCE  # a value within T of an edge is on it (docs/metrics.md, "Edges")
+R = EDGE_RTOL  # a value within R |e| of an edge e is on it (docs/metrics.md, "Edges")
 
 
-def just_within_below(edge: float) -> float:
-    """The smallest float v with v + T == edge in floating point: T below the edge, still on it."""
-    v = edge - T
-    while v + T < edge:
-        v = np.nextafter(v, 1.0)
-    while np.nextafter(v, 0.0) + T == edge:
-        v = np.nextafter(v, 0.0)
-    assert v + T == edge
+def smallest_on(edge: float, rule, slack: float | None = None) -> float:
+    """The smallest float v that ``rule(v)`` puts on ``edge`` (the rule holds from it upward), found
+    by stepping one float at a time from edge - slack: ``slack`` (R |e| unless given) below the edge,
+    to the rounding."""
+    slack = R * abs(edge) if slack is None else slack
+    v = edge - slack
+    while not rule(v):
+        v = np.nextafter(v, np.inf)
+    while rule(np.nextafter(v, -np.inf)):
+        v = np.nextafter(v, -np.inf)
+    assert abs((edge - v) - slack) <= 4 * np.spacing(edge), (edge, v)
     return float(v)
 
 
-# bins and bands -------------------------------------------------------------------------------------
-
-
 def test_quantile_bins_put_a_value_tolerance_below_an_edge_on_it():
-    """Bins [e_b, e_{b+1}): a value on e_2 is in bin 2, and so is the value T below e_2 (on it by
-    the tolerance); the float below that one is in bin 1. Edges here are exact binary fractions."""
+    """Bins [e_b, e_{b+1}): a value on e_2 is in bin 2, and so is the value R e_2 below it (on it by
+    the tolerance); the float below that one is in bin 1."""
     edges = np.array([0.0, 0.25, 0.5, 1.0])
-    on = just_within_below(0.5)
+    on = smallest_on(0.5, lambda v: edge_index(np.array([v]), edges)[0] == 2)
     values = np.array([0.5, on, np.nextafter(on, 0.0), 0.25, 1.0, 0.0])
     assert edge_index(values, edges).tolist() == [2, 2, 1, 1, 2, 0]
 
@@ -61,27 +61,29 @@ def test_ece_quantile_by_hand_with_values_on_the_edges():
 
 
 def test_equal_width_bins_at_and_just_below_every_edge():
-    """b = min(floor(B v + B T), B - 1): a value on k/B is in bin k, one T/2 below it too, one 2T
-    below it in bin k - 1 (for every edge of 10, 15 and 25 bins). With B a power of two, B v and
-    B T are exact, so the value exactly T below an edge (v + T == k/B) is on it, and the float
-    below that one is not."""
+    """b = min(floor(v B (1 + R)), B - 1): a value on k/B is in bin k, one R k/B / 2 below it too, one
+    2 R k/B below it in bin k - 1 (for every edge of 10, 15 and 25 bins); the smallest value on an
+    edge lies R k/B below it (to the rounding of one product), and the float below that one is in
+    bin k - 1. The tolerance is relative: 1e-13 (far more than R e below an edge of 10 bins) is in
+    bin 0, not bin 1 of 1e13 bins' worth."""
     for n_bins in (10, 15, 25):
         for k in range(1, n_bins):
             edge = k / n_bins
-            got = bin_index(np.array([edge, edge - T / 2, edge - 2 * T]), n_bins).tolist()
+            got = bin_index(np.array([edge, edge - R * edge / 2, edge - 2 * R * edge]), n_bins).tolist()
             assert got == [ref.edge_bin(edge, n_bins), k, k - 1], (n_bins, k)
-    for n_bins in (2, 8, 32):
+    for n_bins in (2, 8, 32, 15):
         for k in range(1, n_bins):
-            on = just_within_below(k / n_bins)
+            on = smallest_on(k / n_bins, lambda v, b=n_bins, k=k: bin_index(np.array([v]), b)[0] == k)
             assert bin_index(np.array([on, np.nextafter(on, 0.0)]), n_bins).tolist() == [k, k - 1], (n_bins, k)
 
 
 @pytest.mark.parametrize("edge_value, inside", [(0.92, True), ("within", True), ("beyond", False), (0.9, True)])
 def test_coverage_band_edges(edge_value, inside):
     """Coverage[0.9, 0.92] of one row [a, 1 - a], label 0: the top-1 pair (mass a) is in the band
-    iff 0.9 - T <= a <= 0.92 + T; the top-2 pair (mass 1) never is. Inside: coverage 1 (the pair
-    covers the label); outside: no pair in the band, the value is undefined (None)."""
-    a = {"within": 0.92 + T, "beyond": np.nextafter(0.92 + T, 1.0)}.get(edge_value, edge_value)
+    iff 0.9 (1 - R) <= a <= 0.92 (1 + R); the top-2 pair (mass 1) never is. Inside: coverage 1 (the
+    pair covers the label); outside: no pair in the band, the value is undefined (None)."""
+    top = 0.92 + R * 0.92  # the largest mass in the band, as the band computes it
+    a = {"within": top, "beyond": np.nextafter(top, 1.0)}.get(edge_value, edge_value)
     probs = np.array([[a, 1.0 - a]])
     value = calib.evaluate(probs, np.array([0]), metrics="coverage_0.9_0.92", kind="probs").values["coverage_0.9_0.92"]
     assert value == (1.0 if inside else None)
@@ -92,20 +94,31 @@ def test_coverage_band_edges(edge_value, inside):
 
 
 def test_the_set_rule_at_its_edge():
-    """C(x) = {y : V <= q + T max(1, |q|)}: V = q in, V = q + T in (on the edge), the next float
-    out; for q = 3 (a RAPS score with penalties) the slack is 3T."""
-    for q in (0.7, 3.0):
-        edge = q + T * max(1.0, abs(q))
-        scores = np.array([q, edge, np.nextafter(edge, np.inf), np.nextafter(q, 0.0)])
-        assert in_conformal_set(scores, q).tolist() == [True, True, False, True], q
+    """C(x) = {y : V <= q + R max(1, |q|)}: V = q in, V = q + R max(1, q) in (on the edge), the next
+    float out, for q = 0.7, 3 (a RAPS score with penalties) and 1e-14 (a near-certain model's score
+    1 - p_y, whose rounding is that of p_y near 1: four slacks above is out). Scores of the input's
+    own probabilities, one operation (msp): V = q in, the next float above q out; a sum of n = 4
+    probabilities: within 2 (n - 1) u q above q in, the next float out."""
+    for q in (0.7, 3.0, 1e-14):
+        edge = q + R * max(1.0, abs(q))
+        scores = np.array([q, edge, np.nextafter(edge, np.inf), np.nextafter(q, 0.0), q + 4 * (edge - q)])
+        assert in_conformal_set(scores, q).tolist() == [True, True, False, True, False], q
+        exact = np.array([q, np.nextafter(q, np.inf), np.nextafter(q, 0.0)])
+        assert in_conformal_set(exact, q, summed_terms=1).tolist() == [True, False, True], q
+        summed_edge = q + 6 * 2.0**-53 * q
+        summed = np.array([q, summed_edge, np.nextafter(summed_edge, np.inf)])
+        assert in_conformal_set(summed, q, summed_terms=4).tolist() == [True, True, False], q
 
 
 def test_empirical_level_counts_a_calibration_score_equal_to_the_value():
-    """#{V_i <= v}: v equal to a calibration score counts it; v T below it too (on it); the float
-    below that one does not."""
+    """#{V_i <= v}: v equal to a calibration score counts it; v about R max(1, v) below it too (on
+    it); the float below that one does not. Exact (scores of the input's own probabilities): only
+    v >= V_i."""
     calibration = np.array([0.1, 0.5, 0.5, 0.9])
-    on = just_within_below(0.5)
+    on = smallest_on(0.5, lambda v: scores_at_most(calibration, np.array([v]))[0] == 3, slack=R)
     assert scores_at_most(calibration, np.array([0.5, on, np.nextafter(on, 0.0), 0.95])).tolist() == [3, 3, 1, 4]
+    below = np.nextafter(0.5, 0.0)
+    assert scores_at_most(calibration, np.array([0.5, below]), summed_terms=1).tolist() == [3, 1]
 
 
 def test_classwise_sets_keep_a_test_row_equal_to_a_calibration_row():
@@ -130,7 +143,7 @@ def test_venn_abers_merges_p0_and_p1_as_p1_over_one_minus_p0_plus_p1():
     would give 1)."""
     probs = np.array([[0.5, 0.5, 0.0], [0.5, 0.25, 0.25], [0.2, 0.2, 0.6]])
     fitted = calib.calibrator("venn-abers").fit(probs, np.array([1, 0, 2]), kind="probs").fitted
-    maps = fitted.class_maps(np.log(np.maximum(probs, 1e-12)), probs)
+    maps = fitted.class_maps(np.log(np.maximum(probs, 1e-12)), probs, given=True)
     assert maps[2, 0] == pytest.approx(1.0 / 3.0, abs=1e-15)
     p0, p1 = fitted.interval(probs)
     np.testing.assert_allclose(maps, p1 / (1.0 - p0 + p1), rtol=0, atol=1e-15)
@@ -334,11 +347,11 @@ def test_every_calibrator_ignores_the_order_of_its_calibration_rows(method):
 @given(st.integers(2, 40), st.integers(1, 39))
 def test_equal_width_bin_rule_at_exact_edges(n_bins, k):
     """For every edge k/B (as a float), bin_index gives the reference's bin (comparison with the
-    edges); T/2 below it is on it, 2T below it is not."""
+    edges); R e / 2 below it is on it, 2 R e below it is not."""
     k = min(k, n_bins - 1)
     edge = k / n_bins
     assert bin_index(np.array([edge]), n_bins)[0] == ref.edge_bin(edge, n_bins)
-    assert bin_index(np.array([edge - T / 2, edge - 2 * T]), n_bins).tolist() == [k, k - 1]
+    assert bin_index(np.array([edge - R * edge / 2, edge - 2 * R * edge]), n_bins).tolist() == [k, k - 1]
 
 
 # rules the mutation run found unpinned ------------------------------------------------------------------

@@ -169,15 +169,16 @@ def _torchcp():
     import types
 
     needs("torch")
-    spec = importlib.util.find_spec("torchcp")
-    if spec is None:
-        pytest.skip("torchcp is not installed (pip install --no-deps torchcp)")
-    root = spec.submodule_search_locations[0]
-    for name, path in (("torchcp", root), ("torchcp.classification", f"{root}/classification")):
-        if name not in sys.modules:
-            package = types.ModuleType(name)
-            package.__path__ = [path]
-            sys.modules[name] = package
+    if "torchcp.classification.score" not in sys.modules:  # not loaded by an earlier call
+        spec = importlib.util.find_spec("torchcp")
+        if spec is None:
+            pytest.skip("torchcp is not installed (pip install --no-deps torchcp)")
+        root = spec.submodule_search_locations[0]
+        for name, path in (("torchcp", root), ("torchcp.classification", f"{root}/classification")):
+            if name not in sys.modules:
+                package = types.ModuleType(name)
+                package.__path__ = [path]
+                sys.modules[name] = package
     from torchcp.classification import predictor, score
 
     return score, predictor

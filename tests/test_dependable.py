@@ -15,7 +15,7 @@ from conftest import DATA, SAMPLE, needs
 import calib
 from calib import kernels
 from calib.errors import InputError
-from calib.numerics import EDGE_TOLERANCE, bin_index, edge_index, softmax
+from calib.numerics import EDGE_RTOL, bin_index, edge_index, softmax
 from calib.registry import CALIBRATORS
 
 # 1. CatBoost fits never run at the same time in one process ------------------------------------
@@ -234,14 +234,14 @@ def test_every_torch_bundle_gives_the_same_numbers_on_both_kernel_paths(method, 
 
 def test_a_value_within_the_tolerance_below_an_edge_is_on_it():
     """Bins [l, u): 0.2 (15 bins: the edge of bins 2 and 3) is in bin 3, and so is 0.2 less a last
-    bit difference; 0.2 less 1e-9 (far more than any rounding) stays in bin 2. The same rule on
-    uneven edges."""
+    bit difference; 0.2 less 1e-13 (more than any rounding of the kernels) stays in bin 2. The same
+    rule on uneven edges."""
     edge = 3 / 15
-    values = np.array([edge, np.nextafter(edge, 0), edge - 4e-16, edge - 1e-9, 1.0, 0.0])
+    values = np.array([edge, np.nextafter(edge, 0), edge - 4e-16, edge - 1e-13, 1.0, 0.0])
     assert bin_index(values, 15).tolist() == [3, 3, 3, 2, 14, 0]
     edges = np.array([0.0, 0.25, 0.5, 1.0])
-    assert edge_index(np.array([0.25, 0.25 - 1e-14, 0.25 - 1e-9, 1.0]), edges).tolist() == [1, 1, 0, 2]
-    assert EDGE_TOLERANCE == 1e-12
+    assert edge_index(np.array([0.25, 0.25 - 1e-15, 0.25 - 1e-13, 1.0]), edges).tolist() == [1, 1, 0, 2]
+    assert EDGE_RTOL == 2.0**-44
 
 
 def test_coverage_band_counts_a_mass_a_rounding_below_its_edge():
@@ -391,7 +391,7 @@ def test_isotonic_on_probabilities_equals_sklearn_with_zeros_and_ties():
     from sklearn.isotonic import IsotonicRegression
 
     fitted = calib.calibrator("isotonic").fit(TIED, TIED_LABELS, kind="probs").fitted
-    maps = fitted.class_maps(np.log(np.maximum(TIED, 1e-12)), TIED)
+    maps = fitted.class_maps(np.log(np.maximum(TIED, 1e-12)), TIED, given=True)
     for k in range(3):
         reference = IsotonicRegression(out_of_bounds="clip").fit(TIED[:, k], TIED_LABELS == k).predict(TIED[:, k])
         np.testing.assert_array_equal(maps[:, k], reference)
@@ -434,9 +434,10 @@ def test_histogram_bins_probabilities_as_given():
 def test_an_unconverged_linear_map_warns_at_fit_in_the_bundle_and_in_diagnose(run, tmp_path, monkeypatch):
     from calib.calibrators import matrix_scaling
 
-    monkeypatch.setattr(matrix_scaling, "MAX_ITERATIONS", 3)
+    monkeypatch.setattr(matrix_scaling, "NEWTON_MAX_ITERATIONS", 2)
     code, _, err = run("fit", SAMPLE / "cifar10_val.npz", "--method", "dirichlet", "--out", tmp_path / "d")
-    assert code == 0 and "warning: the L-BFGS fit stopped after 3 iterations without converging" in err
+    assert code == 0 and "warning: the Newton-CG fit stopped after 2 iterations without converging" in err
+    assert "largest gradient entry" in err
     manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
     assert manifest["fit_report"]["converged"] is False and "without converging" in manifest["fit_report"]["warning"]
     code, out, _ = run("diagnose", SAMPLE / "cifar10_test.npz", "--bundle", tmp_path / "d")

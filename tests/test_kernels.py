@@ -171,30 +171,32 @@ def test_set_update_is_the_where_formula_to_the_bit(backend):
 
 @pytest.mark.parametrize("n_bins", [1, 2, 10, 15])
 def test_bin_counts_are_the_definition_on_edges_and_just_below(backend, n_bins):
-    """Both paths count what the definition says, from a direct loop: v in bin min(floor(B v + B t),
-    B - 1) (t = 1e-12), a value exactly on an edge in the upper bin, 1e-13 below an edge as on it,
-    1e-9 below in the lower one, 1.0 in the last bin; each bin's sum in element order, to the bit;
+    """Both paths count what the definition says, from a direct loop comparing with the edges: v in
+    bin b with b/B (1 - r) <= v < (b + 1)/B (1 - r) (r = 2^-44, the last bin closed), a value exactly
+    on an edge in the upper bin, r e / 2 below an edge e as on it, 1e-13 (above r e for every edge)
+    or 1e-9 below in the lower one, 1.0 in the last bin; each bin's sum in element order, to the bit;
     the columns as groups, and group 0 of a counter with more groups."""
+    from reference import edge_bin
+
     from calib.binning import BinCounter
 
     rng = np.random.default_rng(n_bins)
     edges = np.arange(n_bins + 1) / n_bins
-    values = np.concatenate([edges, edges[1:] - 1e-13, edges[1:] - 1e-9, rng.random(300), [0.0, 1.0]])
+    values = np.concatenate([edges, edges[1:] * (1 - 2.0**-45), edges[1:] - 1e-13, edges[1:] - 1e-9, rng.random(300), [0.0, 1.0]])
     values = np.clip(values, 0.0, 1.0)
     values = values[: len(values) // 3 * 3].reshape(-1, 3)
     hits = rng.random(values.shape) < 0.5
     expected = np.zeros((3, n_bins, 3))  # column, bin, (count, sum, hits)
     for i in range(len(values)):
         for j in range(3):
-            b = min(int(values[i, j] * n_bins + n_bins * 1e-12), n_bins - 1)
-            expected[j, b] += (1, values[i, j], hits[i, j])
+            expected[j, edge_bin(values[i, j], n_bins)] += (1, values[i, j], hits[i, j])
     pooled = BinCounter(n_bins)
     pooled.add(values, hits)
     assert pooled.count.tolist() == expected[:, :, 0].sum(axis=0).tolist()
     assert pooled.sum_true.tolist() == expected[:, :, 2].sum(axis=0).tolist()
     flat_sums = np.zeros(n_bins)
     for v in values.reshape(-1):  # element order, as np.bincount adds them
-        flat_sums[min(int(v * n_bins + n_bins * 1e-12), n_bins - 1)] += v
+        flat_sums[edge_bin(v, n_bins)] += v
     assert pooled.sum_pred.tolist() == flat_sums.tolist()
     by_class = BinCounter(n_bins, 3)
     by_class.add(values, hits, by_column=True)
@@ -211,12 +213,14 @@ def test_bin_counts_first_hit_is_the_hits_matrix_with_runs_in_and_out_of_bins(ba
     counts, with first = 0 (every column), K (none) and in between; and the sums in element order
     (a direct loop) when group 0's values run up through bins, stay in one, and jump back down
     (rows of cumulative masses, then unsorted rows), on the edges and just below them."""
+    from reference import edge_bin
+
     from calib.binning import BinCounter
 
     n_bins, k = 4, 6
     rows = np.array(
         [
-            [0.1, 0.25, 0.25, 0.5 - 1e-13, 0.75, 1.0],  # runs up, edges and just below
+            [0.1, 0.25, 0.25, 0.5 * (1 - 2.0**-45), 0.75, 1.0],  # runs up, edges and just below
             [0.9, 0.1, 0.9, 0.9, 0.0, 0.25 - 1e-9],  # jumps back down, a run after a jump
             [0.3, 0.3, 0.3, 0.3, 0.3, 0.3],  # one run the whole row
             [1.0, 0.0, 1.0, 0.0, 0.75, 0.5],
@@ -227,7 +231,7 @@ def test_bin_counts_first_hit_is_the_hits_matrix_with_runs_in_and_out_of_bins(ba
     count, sums, hit_count = np.zeros(n_bins), np.zeros(n_bins), np.zeros(n_bins)
     for i in range(len(rows)):
         for j in range(k):
-            b = min(int(rows[i, j] * n_bins + n_bins * 1e-12), n_bins - 1)
+            b = edge_bin(rows[i, j], n_bins)
             count[b] += 1
             sums[b] += rows[i, j]
             hit_count[b] += j >= first[i]

@@ -30,9 +30,13 @@ def test_isotonic_pools_ties_as_sklearn_on_its_own_vector():
     y = np.array([0, 0, 1, 0, 0, 1])
     expected = [0, 0.25, 0.25, 0.25, 0.25, 1]
     fitted = calibrator_class("isotonic")().fit(_binary_logits(x), y)
-    assert fitted.class_maps(_binary_logits(x), softmax(_binary_logits(x)))[:, 1] == pytest.approx(expected, abs=1e-12)
+    assert fitted.class_maps(_binary_logits(x), softmax(_binary_logits(x)), given=False)[:, 1] == pytest.approx(
+        expected, abs=1e-12
+    )
     swapped = calibrator_class("isotonic")().fit(_binary_logits(x[[0, 2, 1, 3, 4, 5]]), y[[0, 2, 1, 3, 4, 5]])
-    assert swapped.class_maps(_binary_logits(x), softmax(_binary_logits(x)))[:, 1] == pytest.approx(expected, abs=1e-12)
+    assert swapped.class_maps(_binary_logits(x), softmax(_binary_logits(x)), given=False)[:, 1] == pytest.approx(
+        expected, abs=1e-12
+    )
     grid, level = isotonic_fit(x, y)
     assert level[np.searchsorted(grid, x)] == pytest.approx(expected, abs=1e-15)
 
@@ -49,7 +53,9 @@ def test_isotonic_equals_sklearn_on_heavily_tied_data_and_ignores_row_order(seed
     assert level[np.searchsorted(grid, x)] == pytest.approx(reference, abs=1e-12)
     order = rng.permutation(300)
     maps = [
-        calibrator_class("isotonic")().fit(_binary_logits(x[o]), y[o]).class_maps(_binary_logits(x), softmax(_binary_logits(x)))
+        calibrator_class("isotonic")()
+        .fit(_binary_logits(x[o]), y[o])
+        .class_maps(_binary_logits(x), softmax(_binary_logits(x)), given=False)
         for o in (np.arange(300), order)
     ]
     np.testing.assert_array_equal(maps[0], maps[1])

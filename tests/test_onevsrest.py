@@ -36,11 +36,11 @@ def test_feature_logistic_maps_match_sklearn(cifar10, method):
 
     logits, labels, test = cifar10
     fitted = calibrator_class(method)().fit(logits, labels)
-    phi = fitted.features(logits, softmax(logits))
+    phi = fitted.features(logits, softmax(logits), False)
     for k in (0, 5):
         reference = LogisticRegression(C=1e6, tol=1e-12, max_iter=100000).fit(phi[:, k, :-1], labels == k)
-        ours = fitted.class_maps(test, softmax(test))[:, k]
-        theirs = reference.predict_proba(fitted.features(test, softmax(test))[:, k, :-1])[:, 1]
+        ours = fitted.class_maps(test, softmax(test), given=False)[:, k]
+        theirs = reference.predict_proba(fitted.features(test, softmax(test), False)[:, k, :-1])[:, 1]
         assert np.allclose(ours, theirs, atol=2e-3)
 
 
@@ -49,7 +49,7 @@ def test_isotonic_matches_sklearn(cifar10):
 
     logits, labels, test = cifar10
     isotonic = calibrator_class("isotonic")().fit(logits, labels)
-    maps = isotonic.class_maps(test, softmax(test))
+    maps = isotonic.class_maps(test, softmax(test), given=False)
     p, q = softmax(logits), softmax(test)
     for k in (0, 4, 9):
         reference = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(p[:, k], labels == k)
@@ -74,7 +74,7 @@ def test_hist_by_hand_and_absent_classes():
         # p~_2 = p_2 / (g_0 + g_1 + p_2), so p~_2 / (1 - p~_2) = p_2 / (g_0 + g_1)
         kept = cls(cls.parse_options({})).fit(np.log(probs), labels)
         assert kept.absent_classes_ == (2,)
-        maps = kept.class_maps(np.log(probs), probs)
+        maps = kept.class_maps(np.log(probs), probs, given=True)
         out = kept.predict_proba(np.log(probs))
         np.testing.assert_allclose(out[:, 2], 0.05 / (maps[:, 0] + maps[:, 1] + 0.05), rtol=1e-12, err_msg=method)
 

@@ -55,7 +55,8 @@ typedef struct {
 #define LN2_LO 1.90821492927058770002e-10
 #define LOG2_E 1.44269504088896338700e+00
 #define ROUNDING_SHIFT 6755399441055744.0 /* 1.5 * 2^52: x + shift rounds x to an integer in the low bits */
-#define EXP_FLOOR (-708.0)                /* below it the result is flushed to 0 (true value < 3.3e-308) */
+#define EXP_FLOOR (-746.0)                /* below it the result is 0, as in the C library (true value < 2^-1076) */
+#define SUBNORMAL_N (-1000.0)             /* 2^n below 2^-1000: built as 2^(n + 64), the product then scaled by 2^-64 */
 #define PAD_SCORE (-1e300)                /* row buffers are padded to whole vectors: weight 0, outside the set */
 
 /* Four doubles at a time through GCC's generic vectors (AVX2 registers in the x86-64-v3 clone, pairs of
@@ -76,7 +77,9 @@ static inline double lane_max(vec v) { return fmax(fmax(v[0], v[1]), fmax(v[2], 
 
 /* exp(x) for x <= 0 (x = -inf gives 0), relative error a few ulp: x = n log 2 + r, |r| <= log(2) / 2,
  * exp(r) by its Taylor polynomial of degree 13 (truncation < 5e-18), times 2^n built in the exponent
- * bits (n >= -1022 after the clamp). */
+ * bits. Results below the smallest normal number (x < -708.4) are subnormal, as NumPy's and the C
+ * library's: for n < -1000 the polynomial is multiplied by 2^(n + 64) (exact) and then by 2^-64, the one
+ * rounding to the subnormal's precision; below -746 (true value < 2^-1076) the result is 0. */
 static inline vec exp_nonpositive(vec x)
 {
     lanes below = x < splat(EXP_FLOOR);
@@ -99,8 +102,11 @@ static inline vec exp_nonpositive(vec x)
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    lanes scale = ((lanes)shifted + 1023) << 52; /* the low bits of shifted hold n (two's complement) */
-    return pick(below, splat(0.0), p * (vec)scale);
+    lanes subnormal = n < splat(SUBNORMAL_N);                    /* all ones where true */
+    lanes scale = ((lanes)shifted + 1023 + (subnormal & 64)) << 52; /* the low bits of shifted hold n (two's complement) */
+    vec result = p * (vec)scale;
+    result = pick(subnormal, result * 0x1p-64, result);
+    return pick(below, splat(0.0), result);
 }
 
 #define SQRT2 1.41421356237309514547e+00
@@ -446,20 +452,11 @@ static void set_update_rows(double *values, const uint8_t *in_set, const double 
     }
 }
 
-/* The equal-width bin of v (calib.numerics.bin_index): b = min((int32)(v B + B t), B - 1), t its edge
- * tolerance, B t passed in as slack. v B and + slack are two roundings, as in NumPy: compiled without
- * contracting them into one fused multiply-add. */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("fp-contract=off")))
-#endif
-static inline int32_t bin_of(double v, double bins, double slack, int n_bins)
+/* The equal-width bin of v (calib.numerics.bin_index): b = min((int32)(v s), B - 1), s = B (1 + r) passed
+ * in as scale, r the relative edge tolerance: one rounding, as in NumPy. */
+static inline int32_t bin_of(double v, double scale, int n_bins)
 {
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-    double scaled = v * bins;
-    scaled += slack;
-    int32_t b = (int32_t)scaled;
+    int32_t b = (int32_t)(v * scale);
     return b > n_bins - 1 ? n_bins - 1 : b;
 }
 
@@ -470,24 +467,23 @@ static inline int32_t bin_of(double v, double bins, double slack, int n_bins)
  * In group 0, consecutive values in the same bin (a row of cumulative masses, which never decreases,
  * stays in each bin for a run) are added to the bin's sum held in a register and stored when the run
  * ends: the same additions in the same order, without a store and reload of the sum between them (2.7x
- * faster on CMCE's pairs). Compiled without fused multiply-adds, as bin_of. */
+ * faster on CMCE's pairs). Compiled without fused multiply-adds. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
 #endif
 static void bin_counts_rows(const double *values, const uint8_t *hits, const int64_t *first_hit, Py_ssize_t n,
-                            Py_ssize_t k, int n_bins, double slack, int by_column, int64_t *count, double *sum,
+                            Py_ssize_t k, int n_bins, double scale, int by_column, int64_t *count, double *sum,
                             int64_t *hit)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #endif
-    const double bins = (double)n_bins;
     if (by_column) { /* every value in another group from the last: no runs */
         for (Py_ssize_t i = 0; i < n; i++) {
             const double *v = values + i * k;
             const uint8_t *h = hits != NULL ? hits + i * k : NULL;
             for (Py_ssize_t j = 0; j < k; j++) {
-                Py_ssize_t index = j * (Py_ssize_t)n_bins + bin_of(v[j], bins, slack, n_bins);
+                Py_ssize_t index = j * (Py_ssize_t)n_bins + bin_of(v[j], scale, n_bins);
                 count[index] += 1;
                 sum[index] += v[j];
                 if (h != NULL)
@@ -504,7 +500,7 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
         const uint8_t *h = hits != NULL ? hits + i * k : NULL;
         const int64_t first = first_hit != NULL ? first_hit[i] : k;
         for (Py_ssize_t j = 0; j < k; j++) {
-            int32_t b = bin_of(v[j], bins, slack, n_bins);
+            int32_t b = bin_of(v[j], scale, n_bins);
             if (b != run) {
                 if (run >= 0) {
                     sum[run] = run_sum;
@@ -849,7 +845,7 @@ done:
 }
 
 PyDoc_STRVAR(bin_counts_doc,
-"bin_counts(values, hits, first_hit, n, k, n_bins, slack, by_column, count, sums, hit_count)\n\n"
+"bin_counts(values, hits, first_hit, n, k, n_bins, scale, by_column, count, sums, hit_count)\n\n"
 "Equal-width bin counts of the C-contiguous float64 (n, k) buffer values into the zeroed int64 count,\n"
 "float64 sums and int64 hit_count buffers (k groups of n_bins when by_column, else one): the values'\n"
 "count, sum and the count of hits per bin, the hits from the uint8 (n, k) hits, or (not by_column)\n"
@@ -861,8 +857,8 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
     PyObject *hits_object, *first_hit_object;
     Py_ssize_t n, k;
     int n_bins, by_column;
-    double slack;
-    if (!PyArg_ParseTuple(args, "y*OOnnidpw*w*w*", &values, &hits_object, &first_hit_object, &n, &k, &n_bins, &slack,
+    double scale;
+    if (!PyArg_ParseTuple(args, "y*OOnnidpw*w*w*", &values, &hits_object, &first_hit_object, &n, &k, &n_bins, &scale,
                           &by_column, &count, &sums, &hit_count))
         return NULL;
     PyObject *result = NULL;
@@ -888,7 +884,7 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
         goto done;
     Py_BEGIN_ALLOW_THREADS
     bin_counts_rows(values.buf, hits.obj != NULL ? hits.buf : NULL, first_hit.obj != NULL ? first_hit.buf : NULL, n, k,
-                    n_bins, slack, by_column, count.buf, sums.buf, hit_count.buf);
+                    n_bins, scale, by_column, count.buf, sums.buf, hit_count.buf);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .numerics import EDGE_TOLERANCE, bin_index
+from .numerics import EDGE_STRETCH, bin_index
 
 
 class BinCounter:
@@ -58,7 +58,7 @@ class BinCounter:
         if by_column or (isinstance(group, int) and group == 0):
             shaped = values.reshape(-1, 1) if not by_column and first_hit is None else values
             flags = None if hits is None else hits.reshape(shaped.shape)
-            compiled = kernels.bin_counts(shaped, flags, self.n_bins, self.n_bins * EDGE_TOLERANCE, by_column, first_hit)
+            compiled = kernels.bin_counts(shaped, flags, self.n_bins, self.n_bins * EDGE_STRETCH, by_column, first_hit)
         if compiled is not None:
             count, sums, hit_count = compiled
         else:

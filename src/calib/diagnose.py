@@ -16,7 +16,14 @@ import numpy as np
 from ._version import __version__
 from .binning import BinCounter
 from .calibrators.base import CalibrationInputs, builds_sets
-from .calibrators.conformal import SCORE_PARAMETERS, conformal_quantile, min_calibration_size, nonconformity
+from .calibrators.conformal import (
+    SCORE_PARAMETERS,
+    conformal_quantile,
+    given_score_terms,
+    in_conformal_set,
+    min_calibration_size,
+    nonconformity,
+)
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups, groups_for
 from .io.predictions import Predictions
@@ -376,12 +383,13 @@ def conformal_curve(preds: Predictions, calibrator, seed: int = 0) -> dict:
     class_hits = np.zeros(preds.k)
     for rows in preds.chunks():
         logits, given, values = chunk_scores(rows)
+        terms = given_score_terms(calibrator.options, preds.k, given is not None)
         labels, side, own = preds.labels[rows], half[rows], own_scores(rows, values)
         for i in range(len(alphas)):
             # rows in one half are measured with the threshold fitted on the other half
             q = np.where(side, thresholds[False][i], thresholds[True][i])
-            covered[i] += np.sum(own <= q)
-            sizes[i] += np.sum(values <= q[:, None])
+            covered[i] += np.sum(in_conformal_set(own, q, terms))
+            sizes[i] += np.sum(in_conformal_set(values, q[:, None], terms))
         in_set = calibrator.apply(CalibrationInputs(logits, given), "sets")[0]
         hit = in_set[np.arange(len(labels)), labels]
         own_covered += int(hit.sum())

@@ -155,10 +155,10 @@ def set_update(values: np.ndarray, in_set: np.ndarray, inside: np.ndarray, outsi
 
 
 def bin_counts(
-    values: np.ndarray, hits: np.ndarray | None, n_bins: int, slack: float, by_column: bool, first_hit: np.ndarray | None = None
+    values: np.ndarray, hits: np.ndarray | None, n_bins: int, scale: float, by_column: bool, first_hit: np.ndarray | None = None
 ):
-    """Equal-width bin counts of ``values`` (N, K) float64 in [0, 1], compiled: bin b = min(floor(B v +
-    ``slack``), B - 1) (:func:`calib.numerics.bin_index`'s rule, ``slack`` = B t) in group j (the
+    """Equal-width bin counts of ``values`` (N, K) float64 in [0, 1], compiled: bin b = min(floor(v
+    ``scale``), B - 1) (:func:`calib.numerics.bin_index`'s rule, ``scale`` = B (1 + r)) in group j (the
     column) when ``by_column``, else group 0; returns (count int64, sum of the values float64, count
     of hits int64), each of (K if ``by_column`` else 1) x ``n_bins``, or None where the compiled
     path is not available (calib.binning then takes NumPy's bincounts). The hits are ``hits`` (N, K)
@@ -174,7 +174,7 @@ def bin_counts(
     count, sums, hit_count = np.zeros(size, np.int64), np.zeros(size), np.zeros(size, np.int64)
     flags = None if hits is None else np.ascontiguousarray(hits).view(np.uint8)
     first = None if first_hit is None else np.ascontiguousarray(first_hit, dtype=np.int64)
-    _compiled.bin_counts(values, flags, first, n, k, n_bins, slack, by_column, count, sums, hit_count)
+    _compiled.bin_counts(values, flags, first, n, k, n_bins, scale, by_column, count, sums, hit_count)
     return count, sums, hit_count
 
 

@@ -170,8 +170,9 @@ def _floored_log(g: OnnxGraph, probs: str) -> str:
 
 def _pair_inputs(g: OnnxGraph, column: str, input_kind: str) -> GraphInputs:
     """A multi-label input's pairs (M, 1) of P(y_l = 1) (its logit, log or value) as the two-class
-    inputs calib reads them as: logits (0, z); log-probabilities log(1 - p, p) with p = min(e^s, 1);
-    probabilities clipped to [0, 1], (1 - p, p) as given and their floored logs."""
+    inputs calib reads them as: logits (0, z); log-probabilities (log(1 - e^l), l) with l = min(s, 0),
+    1 - e^l as -l (1 + l/2 + l^2/6) for l > -1e-5 (ONNX has no expm1; relative error < 1e-11), an exact
+    0 floored at log 1e-12; probabilities clipped to [0, 1], (1 - p, p) as given and their floored logs."""
     if input_kind == "logits":
         zero = g.op(
             "ConstantOfShape",
@@ -181,11 +182,19 @@ def _pair_inputs(g: OnnxGraph, column: str, input_kind: str) -> GraphInputs:
         return GraphInputs(g.op("Concat", zero, column, axis=1), None)
     one = g.const(1.0)
     if input_kind == "log-probs":
-        p1 = g.op("Min", g.op("Exp", column), one)
-    else:
-        p1 = g.op("Clip", column, g.const(0.0), one)
+        log_p1 = g.op("Min", column, g.const(0.0))
+        series = g.op(
+            "Neg",
+            g.op(
+                "Mul", log_p1, g.op("Add", one, g.op("Mul", log_p1, g.op("Add", g.const(0.5), g.op("Div", log_p1, g.const(6.0)))))
+            ),
+        )
+        p0 = g.where(g.op("Greater", log_p1, g.const(-1e-5)), series, g.op("Sub", one, g.op("Exp", log_p1)))
+        log_p0 = g.where(g.op("Greater", p0, g.const(0.0)), g.op("Log", p0), g.const(float(np.log(PROB_FLOOR))))
+        return GraphInputs(g.op("Concat", log_p0, log_p1, axis=1), None)
+    p1 = g.op("Clip", column, g.const(0.0), one)
     probs = g.op("Concat", g.op("Sub", one, p1), p1, axis=1)
-    return GraphInputs(_floored_log(g, probs), probs if input_kind == "probs" else None)
+    return GraphInputs(_floored_log(g, probs), probs)
 
 
 def _set_codes(g: OnnxGraph, sets: str) -> str:

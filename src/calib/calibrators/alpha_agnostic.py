@@ -43,7 +43,7 @@ from ..errors import InputError
 from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
 from . import mlp
 from .base import Calibrator, add_counts
-from .conformal import EMPTY, FULL, ScoreOptions, check_choice, in_conformal_set, nonconformity, scores_at_most
+from .conformal import EMPTY, FULL, ScoreOptions, check_choice, given_score_terms, in_conformal_set, nonconformity, scores_at_most
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
 from .set_based import _count, conditioning_params, restore_conditioning, start_fit
 from .thresholds import (
@@ -161,8 +161,9 @@ class AlphaAgnostic(Calibrator):
         ``train``: the training rows' (scores, conditioning) for a method with a model)."""
 
     @abc.abstractmethod
-    def levels(self, values: np.ndarray, conditioning: np.ndarray | None):
-        """(owner row, in-set mask, target mass) of every pair, owners non-decreasing."""
+    def levels(self, values: np.ndarray, conditioning: np.ndarray | None, summed_terms: int | None = None):
+        """(owner row, in-set mask, target mass) of every pair, owners non-decreasing; ``summed_terms``
+        as :func:`calib.calibrators.conformal.set_rule_slack` takes it (None: scores of logits)."""
 
     def _conditioning(self, logits, features):
         chosen = logits
@@ -179,10 +180,12 @@ class AlphaAgnostic(Calibrator):
         The scores V are taken on ``probs`` (the model's probabilities as given) when given."""
         logits = np.asarray(logits, dtype=np.float64)
         log_probs, softmax_probs = log_softmax_and_softmax(logits)
-        probs = softmax_probs if probs is None else np.asarray(probs, dtype=np.float64)
+        given = probs is not None
+        probs = np.asarray(probs, dtype=np.float64) if given else softmax_probs
         values = nonconformity(probs, self.options, self.score_seed_)
         base = logits if self.options.variant == "prob" else -np.log(np.maximum(values, SCORE_FLOOR))
-        owner, in_set, target = self.levels(values, self._conditioning(logits, features))
+        terms = given_score_terms(self.options, probs.shape[1], given)
+        owner, in_set, target = self.levels(values, self._conditioning(logits, features), terms)
         tempered, _, category = tempered_distribution(base[owner], in_set, target, log_space=True)
         unchanged = (category == EMPTY) | (category == FULL)
         tempered[unchanged] = log_probs[owner[unchanged]]
@@ -269,9 +272,9 @@ class ATSMultiGlobal(AlphaAgnostic):
     def fit_levels(self, scores, conditioning, seed, train):
         self.arrays_ = {"sorted_scores": np.sort(scores)}
 
-    def levels(self, values, conditioning):
+    def levels(self, values, conditioning, summed_terms=None):
         sorted_scores = self.arrays_["sorted_scores"]
-        cdf = scores_at_most(sorted_scores, values) / len(sorted_scores)
+        cdf = scores_at_most(sorted_scores, values, summed_terms) / len(sorted_scores)
         return _pairs_from_levels(values, 1.0 - cdf, self.options.level_min, self.options.level_max)
 
 
@@ -299,7 +302,8 @@ class ATSMultiAdaptive(AlphaAgnostic):
             return mlp.training_warnings(self.arrays_, "mqr", "multi-head quantile regression")
         return mlp.training_warnings(self.arrays_, "flow", "flow")
 
-    def levels(self, values, conditioning):
+    def levels(self, values, conditioning, summed_terms=None):
+        # the flow's transformed scores and the heads' thresholds are computed: the slack of logits' scores
         lo, hi = self.options.level_min, self.options.level_max
         if self.options.model == "flow":
             b = flow_transform(values, flow_scale(self.arrays_, conditioning)[:, None], "gauss")

@@ -28,7 +28,7 @@ from .. import kernels
 from ..errors import InputError, UsageError
 from ..kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
 from ..kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
-from ..numerics import edge_slack, map_in_order, row_chunks, softmax
+from ..numerics import UNIT_ROUNDOFF, edge_slack, map_in_order, row_chunks, softmax
 from .scores import SCORES as SCORE_REGISTRY
 
 #: The scores' names (calib.calibrators.scores.SCORES holds the scores)
@@ -203,19 +203,42 @@ def training_part(train, options: ScoreOptions, seed: int, n_conditioning: int, 
     return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), conditioning
 
 
-def in_conformal_set(scores: np.ndarray, threshold) -> np.ndarray:
-    """The set rule V(x, y) <= q, a score within :func:`calib.numerics.edge_slack` above q counted
-    as on it; ``threshold`` broadcasts against ``scores`` (one q, one per class, or one per row).
-    A test row equal to a calibration row has a score equal to a calibration score on one kernel
-    path and an ulp off it on the other: without the slack such rows would fall in or out of the
-    set (or change level) by machine. Sets can only grow by it, so coverage >= 1 - alpha holds."""
-    return scores <= threshold + edge_slack(threshold)
+#: The size of the numbers a conformal score is computed from (probabilities, their sums and
+#: complements: at most 1, plus penalties): a score's rounding is r max(1, |V|), even where V is small.
+SCORE_SCALE = 1.0
 
 
-def scores_at_most(sorted_scores: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """#{i : V_i <= v} for each v, V_i the sorted calibration scores, with the same slack as
-    :func:`in_conformal_set` (a v within it below V_i counts V_i)."""
-    return np.searchsorted(sorted_scores, values + edge_slack(values), side="right")
+def set_rule_slack(threshold, summed_terms: int | None = None):
+    """How far above a threshold q a score still counts as on it. Scores of the softmax of logits
+    (``summed_terms`` None): r max(1, |q|), r = :data:`calib.numerics.EDGE_RTOL` (a test row equal
+    to a calibration row has a score equal to a calibration score on one kernel path and a few ulps
+    of 1 off it on the other). Scores of probabilities as the input gives them are the same bits on
+    every path, and the slack is the rounding of their own sum: 2 (n - 1) u |q| for a score that
+    adds n numbers (u = 2^-53), the most by which the same n probabilities summed in two orders can
+    differ (tied probabilities in different rows), and 0 for a score of one operation (msp, margin,
+    topk), which is compared exactly."""
+    if summed_terms is None:
+        return edge_slack(threshold, scale=SCORE_SCALE)
+    return 2.0 * max(summed_terms - 1, 0) * UNIT_ROUNDOFF * np.abs(threshold)
+
+
+def in_conformal_set(scores: np.ndarray, threshold, summed_terms: int | None = None) -> np.ndarray:
+    """The set rule V(x, y) <= q, a score within :func:`set_rule_slack` above q counted as on it;
+    ``threshold`` broadcasts against ``scores`` (one q, one per class, or one per row). Sets can only
+    grow by the slack, so coverage >= 1 - alpha holds."""
+    return scores <= threshold + set_rule_slack(threshold, summed_terms)
+
+
+def scores_at_most(sorted_scores: np.ndarray, values: np.ndarray, summed_terms: int | None = None) -> np.ndarray:
+    """#{i : V_i <= v} for each v, V_i the sorted calibration scores, with the slack of
+    :func:`in_conformal_set` (a v within :func:`set_rule_slack` of itself below V_i counts V_i)."""
+    return np.searchsorted(sorted_scores, values + set_rule_slack(values, summed_terms), side="right")
+
+
+def given_score_terms(options, k: int, given: bool) -> int | None:
+    """The ``summed_terms`` of :func:`set_rule_slack` for scores of ``options.score`` over K = ``k``
+    classes: None for scores of the softmax of logits (not ``given``)."""
+    return SCORE_REGISTRY[options.score].summed_terms(options, k) if given else None
 
 
 def min_calibration_size(alpha: float) -> int:

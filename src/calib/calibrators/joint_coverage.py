@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import UsageError
 from .base import CalibrationInputs
-from .conformal import conformal_quantile, in_conformal_set
+from .conformal import conformal_quantile, given_score_terms, in_conformal_set
 from .set_based import SetCalibrator, start_fit
 
 
@@ -42,7 +42,7 @@ def fit_joint(cls: type, options, inputs: CalibrationInputs, labels: np.ndarray,
     # the fit's bookkeeping (what it conditions on, its score seed) and the pairs' scores V_il, once
     logits, scores, _ = start_fit(calibrator, inputs.logits, labels, seed=seed, features=None, probs=probs, train=None)
     q = conformal_quantile(scores.reshape(-1, n_labels).max(axis=1), options.alpha, allow_full_set=options.allow_full_set)
-    missed = int(np.count_nonzero(~in_conformal_set(scores, q)))
+    missed = int(np.count_nonzero(~in_conformal_set(scores, q, given_score_terms(options, 2, probs is not None))))
     calibrator.threshold_ = {"q": np.array(q, dtype=np.float64)}
     calibrator.joint_ = {"labels": int(n_labels), "pair_alpha": (missed + 1) / (len(scores) + 1)}
     calibrator.fit_counts_ = calibrator._count_rows(logits, None, probs)

@@ -74,21 +74,25 @@ class OneVsRest(Calibrator):
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
         self.absent_classes_ = absent_classes(labels, logits.shape[1])
-        self.fit_maps(logits, _model_probs(logits, probs), labels)
+        self.fit_maps(logits, _model_probs(logits, probs), labels, given=probs is not None)
         return self
 
     @abc.abstractmethod
-    def fit_maps(self, logits: np.ndarray, probs: np.ndarray, labels: np.ndarray) -> None:
-        """Fit g_k of every class from the (N, K) ``logits`` and ``probs`` (as given) of the calibration rows."""
+    def fit_maps(self, logits: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, given: bool) -> None:
+        """Fit g_k of every class from the (N, K) ``logits`` and ``probs`` of the calibration rows;
+        ``given``: ``probs`` are the input's own (the same bits on every kernel path), else the
+        softmax of the logits."""
 
     @abc.abstractmethod
-    def class_maps(self, logits: np.ndarray, probs: np.ndarray) -> np.ndarray:
-        """(N, K): g_k applied to every class of every row, before renormalising."""
+    def class_maps(self, logits: np.ndarray, probs: np.ndarray, *, given: bool) -> np.ndarray:
+        """(N, K): g_k applied to every class of every row, before renormalising (``given`` as for
+        :meth:`fit_maps`)."""
 
     def transform_probs_with_info(self, logits, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
+        given = probs is not None
         probs = _model_probs(logits, probs)
-        maps = self.class_maps(logits, probs)
+        maps = self.class_maps(logits, probs, given=given)
         if self.absent_classes_:
             absent = list(self.absent_classes_)
             maps[:, absent] = probs[:, absent] if self.options.absent == "keep" else 0.0
@@ -100,14 +104,14 @@ class OneVsRest(Calibrator):
         return log_of_probs(self.transform_probs_with_info(logits, probs=probs)[0])
 
     @abc.abstractmethod
-    def onnx_class_maps(self, graph, logits: str, probs: str) -> str:
+    def onnx_class_maps(self, graph, logits: str, probs: str, *, given: bool) -> str:
         """:meth:`class_maps` in an ONNX graph (:mod:`calib.onnx_export`)."""
 
     def onnx_outputs(self, graph, inputs):
         """:meth:`transform_probs_with_info` in an ONNX graph: the class maps, the absent classes'
         columns replaced, the rows renormalised (a row of zeros uniform)."""
         probs = graph.model_probs(inputs)
-        maps = self.onnx_class_maps(graph, inputs.logits, probs)
+        maps = self.onnx_class_maps(graph, inputs.logits, probs, given=inputs.probs is not None)
         k = self.n_maps()
         if self.absent_classes_:
             absent = np.zeros((1, k), dtype=bool)
@@ -165,24 +169,24 @@ class LogisticOneVsRest(OneVsRest):
     :func:`fit_logistic`. Subclasses name the features."""
 
     @abc.abstractmethod
-    def features(self, logits: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    def features(self, logits: np.ndarray, probs: np.ndarray, given: bool) -> np.ndarray:
         """(N, K, d): the features of each class score; the last one is the constant 1."""
 
-    def fit_maps(self, logits, probs, labels):
-        phi = self.features(logits, probs)
+    def fit_maps(self, logits, probs, labels, *, given):
+        phi = self.features(logits, probs, given)
         target = (labels[:, None] == np.arange(phi.shape[1])[None, :]).astype(np.float64)
         self.weights_ = fit_logistic(phi, target)
 
-    def class_maps(self, logits, probs):
-        return sigmoid(np.einsum("nkd,kd->nk", self.features(logits, probs), self.weights_))
+    def class_maps(self, logits, probs, *, given):
+        return sigmoid(np.einsum("nkd,kd->nk", self.features(logits, probs, given), self.weights_))
 
     @abc.abstractmethod
-    def onnx_features(self, graph, logits: str, probs: str) -> list[str]:
+    def onnx_features(self, graph, logits: str, probs: str, given: bool) -> list[str]:
         """:meth:`features` in an ONNX graph: the d (N, K) feature tensors, the constant 1 last."""
 
-    def onnx_class_maps(self, graph, logits, probs):
+    def onnx_class_maps(self, graph, logits, probs, *, given):
         """sigma(sum_d w_kd phi_d) with the d features as separate (N, K) tensors."""
-        features = self.onnx_features(graph, logits, probs)
+        features = self.onnx_features(graph, logits, probs, given)
         total = graph.op("Mul", features[0], graph.const(self.weights_[None, :, 0]))
         for d, feature in enumerate(features[1:-1], start=1):
             total = graph.op("Add", total, graph.op("Mul", feature, graph.const(self.weights_[None, :, d])))
@@ -211,10 +215,10 @@ class Platt(LogisticOneVsRest):
     name = "platt"
     summary = "Platt scaling one-vs-rest: sigma(A z_k + B) per class, renormalised"
 
-    def features(self, logits, probs):
+    def features(self, logits, probs, given):
         return np.stack([logits, np.ones_like(logits)], axis=2)
 
-    def onnx_features(self, graph, logits, probs):
+    def onnx_features(self, graph, logits, probs, given):
         return [logits, None]
 
 
@@ -222,10 +226,10 @@ class Quadratic(LogisticOneVsRest):
     name = "quadratic"
     summary = "quadratic scaling one-vs-rest: logistic on z_k, z_k^2 and 1 per class, renormalised"
 
-    def features(self, logits, probs):
+    def features(self, logits, probs, given):
         return quadratic_features(logits)
 
-    def onnx_features(self, graph, logits, probs):
+    def onnx_features(self, graph, logits, probs, given):
         return [logits, graph.op("Mul", logits, logits), None]
 
 
@@ -233,14 +237,23 @@ class Beta(LogisticOneVsRest):
     name = "beta"
     summary = "beta calibration one-vs-rest: logistic on log p_k, -log(1 - p_k) and 1 (Kull et al. 2017)"
 
-    def features(self, logits, probs):
-        return beta_features(probs)
+    def features(self, logits, probs, given):
+        return beta_features(probs, None if given else logits)
 
-    def onnx_features(self, graph, logits, probs):
-        """log p and -log(1 - p) of p clipped to [1e-12, 1 - 1e-12] (log(1 - p) for log1p: ONNX has
-        no log1p; the two differ by at most 1e-16 in absolute terms)."""
+    def onnx_features(self, graph, logits, probs, given):
+        """log p and -log(1 - p) of p clipped to [1e-12, 1 - 1e-12], as :func:`beta_features`
+        computes them: log(1 - p) for log1p (ONNX has no log1p; for p <= 1/2 the two differ by at
+        most 1e-16 in absolute terms), and for logit inputs 1 - p of a probability above 1/2 as the
+        sum of the row's other weights over their total."""
         clipped = graph.op("Clip", probs, graph.const(PROB_FLOOR), graph.const(1.0 - PROB_FLOOR))
-        return [graph.op("Log", clipped), graph.op("Neg", graph.op("Log", graph.op("Sub", graph.const(1.0), clipped))), None]
+        complement = graph.op("Sub", graph.const(1.0), clipped)
+        if not given:
+            weights = graph.op("Exp", graph.op("Sub", logits, graph.row_max(logits)))
+            top = graph.op("Greater", probs, graph.const(0.5))
+            others = graph.row_sum(graph.where(top, graph.const(0.0), weights))
+            from_others = graph.op("Div", others, graph.row_sum(weights))
+            complement = graph.where(top, graph.op("Max", from_others, graph.const(PROB_FLOOR)), complement)
+        return [graph.op("Log", clipped), graph.op("Neg", graph.op("Log", complement)), None]
 
 
 def quadratic_features(z: np.ndarray) -> np.ndarray:
@@ -248,10 +261,20 @@ def quadratic_features(z: np.ndarray) -> np.ndarray:
     return np.stack([z, z**2, np.ones_like(z)], axis=2)
 
 
-def beta_features(probs: np.ndarray) -> np.ndarray:
-    """(log p, -log(1 - p), 1) of each probability, clipped to [1e-12, 1 - 1e-12]: beta calibration's inputs."""
-    probs = np.clip(probs, PROB_FLOOR, 1.0 - PROB_FLOOR)
-    return np.stack([np.log(probs), -np.log1p(-probs), np.ones_like(probs)], axis=2)
+def beta_features(probs: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+    """(log p, -log(1 - p), 1) of each probability, clipped to [1e-12, 1 - 1e-12]: beta calibration's
+    inputs. With the ``logits`` that ``probs`` is the softmax of, 1 - p of a probability above 1/2
+    (a row's top class) is computed where it is small, as sum_{j != k} w_j / sum_j w_j with w = e^(z -
+    max z): 1 - p from the rounded p would carry p's rounding of 1.1e-16, relative 1e-4 at
+    1 - p = 1e-12. For probabilities as given, 1 - p is exact (the input's own number)."""
+    clipped = np.clip(probs, PROB_FLOOR, 1.0 - PROB_FLOOR)
+    log_complement = np.log1p(-clipped)
+    if logits is not None:
+        weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+        top = probs > 0.5
+        others = np.where(top, 0.0, weights).sum(axis=1, keepdims=True) / weights.sum(axis=1, keepdims=True)
+        log_complement = np.where(top, np.log(np.maximum(others, PROB_FLOOR)), log_complement)
+    return np.stack([np.log(clipped), -log_complement, np.ones_like(probs)], axis=2)
 
 
 def sigmoid(x):
@@ -269,7 +292,7 @@ class Isotonic(OneVsRest):
     name = "isotonic"
     summary = "isotonic regression one-vs-rest: non-decreasing map of p_k per class, renormalised"
 
-    def fit_maps(self, logits, probs, labels):
+    def fit_maps(self, logits, probs, labels, *, given):
         knots_x, knots_y, offsets = [], [], [0]
         for k in range(probs.shape[1]):  # a loop over classes, each fit vectorised over rows
             x, level = isotonic_fit(probs[:, k], labels == k)
@@ -284,7 +307,7 @@ class Isotonic(OneVsRest):
         self.knots_x_, self.knots_y_ = np.concatenate(knots_x), np.concatenate(knots_y)
         self.offsets_ = np.array(offsets)
 
-    def class_maps(self, logits, probs):
+    def class_maps(self, logits, probs, *, given):
         out = np.empty_like(probs)
         for k in range(probs.shape[1]):
             piece = slice(self.offsets_[k], self.offsets_[k + 1])
@@ -301,7 +324,7 @@ class Isotonic(OneVsRest):
             for k in range(self.n_maps())
         ]
 
-    def onnx_class_maps(self, graph, logits, probs):
+    def onnx_class_maps(self, graph, logits, probs, *, given):
         """np.interp of every column on its class's knots: j = #{knots <= p} - 1 clamped to the
         class's segments, fp[j] + slope_j (p - xp[j]); fp[0] below the first knot, fp[-1] from the
         last on (a class with one knot is that constant)."""
@@ -342,7 +365,7 @@ class HistogramBinning(OneVsRest):
     name = "hist"
     summary = "histogram binning one-vs-rest: 15 equal-width bins of p_k per class, renormalised"
 
-    def fit_maps(self, logits, probs, labels):
+    def fit_maps(self, logits, probs, labels, *, given):
         n, k = probs.shape
         index = bin_index(probs, HIST_BINS) + np.arange(k)[None, :] * HIST_BINS
         counts = np.bincount(index.ravel(), minlength=k * HIST_BINS).reshape(k, HIST_BINS)
@@ -350,17 +373,17 @@ class HistogramBinning(OneVsRest):
         base_rate = np.bincount(labels, minlength=k) / n
         self.values_ = np.where(counts > 0, hits / np.maximum(counts, 1), base_rate[:, None])
 
-    def class_maps(self, logits, probs):
+    def class_maps(self, logits, probs, *, given):
         return self.values_[np.arange(probs.shape[1])[None, :], bin_index(probs, HIST_BINS)]
 
     def n_maps(self):
         return int(self.values_.shape[0])
 
-    def onnx_class_maps(self, graph, logits, probs):
-        """values[k, b], b = :func:`calib.numerics.bin_index` (B p + B t truncated, at most B - 1)."""
-        from ..numerics import EDGE_TOLERANCE
+    def onnx_class_maps(self, graph, logits, probs, *, given):
+        """values[k, b], b = :func:`calib.numerics.bin_index` (p B (1 + r) truncated, at most B - 1)."""
+        from ..numerics import EDGE_STRETCH
 
-        scaled = graph.op("Add", graph.op("Mul", probs, graph.const(float(HIST_BINS))), graph.const(HIST_BINS * EDGE_TOLERANCE))
+        scaled = graph.op("Mul", probs, graph.const(HIST_BINS * EDGE_STRETCH))
         index = graph.op("Min", graph.op("Cast", scaled, to=graph.onnx.TensorProto.INT64), graph.const(HIST_BINS - 1, np.int64))
         flat = graph.op("Add", index, graph.const(np.arange(self.n_maps())[None, :] * HIST_BINS, np.int64))
         return graph.op("Gather", graph.const(np.asarray(self.values_, dtype=np.float64).ravel()), flat)

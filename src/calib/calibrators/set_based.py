@@ -15,7 +15,7 @@ import numpy as np
 
 from ..bundle import State
 from ..errors import ExportError, InputError, UsageError
-from ..numerics import edge_slack, log_softmax_and_softmax, map_in_order, row_chunks, softmax
+from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from . import mlp
 from .base import SetBuilder, add_counts
 from .conformal import (
@@ -23,9 +23,11 @@ from .conformal import (
     ScoreOptions,
     check_alpha,
     check_choice,
+    given_score_terms,
     in_conformal_set,
     label_scores,
     nonconformity,
+    set_rule_slack,
     training_part,
 )
 from .scores import SCORES as SCORE_REGISTRY
@@ -171,14 +173,17 @@ class SetCalibrator(SetBuilder):
     def sets(self, logits, features=None, probs=None) -> np.ndarray:
         """Boolean (N, K) mask of the conformal sets C(x) = {y : V(x, y) <= q(x)}, V scored on
         ``probs`` (the model's probabilities as given) when given, else on softmax(logits)."""
-        return self._scores_and_sets(softmax(logits) if probs is None else probs, logits, features)[1]
+        return self._scores_and_sets(softmax(logits) if probs is None else probs, logits, features, probs is not None)[1]
 
-    def _scores_and_sets(self, probs, logits, features):
+    def _scores_and_sets(self, probs, logits, features, given: bool):
+        """Scores V and the set mask; ``given``: ``probs`` are the input's own, and the set rule's
+        slack is their sums' rounding (:func:`calib.calibrators.conformal.set_rule_slack`)."""
         scores = nonconformity(probs, self.options, self.score_seed_)
+        terms = given_score_terms(self.options, probs.shape[1], given)
         if self.threshold_kind in PER_CLASS:  # one threshold per class, broadcast along the rows
-            return scores, in_conformal_set(scores, self.threshold_["q"][None, :])
+            return scores, in_conformal_set(scores, self.threshold_["q"][None, :], terms)
         q = self.thresholds(logits, features)
-        return scores, in_conformal_set(scores, q[:, None])  # one threshold per row, broadcast along its classes
+        return scores, in_conformal_set(scores, q[:, None], terms)  # one threshold per row, broadcast along its classes
 
     def transform_with_info(self, logits, features=None, probs=None):
         out, category = self.calibrate(*self._prepare(logits, features, log_space=True, probs=probs))
@@ -202,13 +207,13 @@ class SetCalibrator(SetBuilder):
         log_probs = None
         if log_space:
             log_probs, model_probs = log_softmax_and_softmax(logits)
-        if probs is not None:
+        given = probs is not None
+        if given:
             model_probs = np.array(probs, dtype=np.float64)
         elif not log_space:
             model_probs = softmax(logits)
-        probs = model_probs
-        scores, in_set = self._scores_and_sets(probs, logits, features)
-        return logits, log_probs, probs, scores, in_set
+        scores, in_set = self._scores_and_sets(model_probs, logits, features, given)
+        return logits, log_probs, model_probs, scores, in_set
 
     def transform(self, logits, features=None, probs=None):
         return self.transform_with_info(logits, features, probs)[0]
@@ -230,7 +235,9 @@ class SetCalibrator(SetBuilder):
         probs = graph.model_probs(inputs)
         scores = SCORE_REGISTRY[self.options.score].onnx(graph, probs, self.options)
         q = np.asarray(self.threshold_["q"], dtype=np.float64)
-        limit = q + edge_slack(q)  # in_conformal_set's rule, the slack added here once
+        # in_conformal_set's rule for scores of logits, the slack added here once: kept for given
+        # probabilities too, since the graph's runtime computes the scores with its own sums
+        limit = q + set_rule_slack(q)
         in_set = graph.op("LessOrEqual", scores, graph.const(limit[None, :] if q.ndim else limit))
         return {"probs": self.onnx_calibrate(graph, inputs.logits, probs, scores, in_set), "sets": in_set}
 

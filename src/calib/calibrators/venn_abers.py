@@ -37,7 +37,7 @@ import functools
 import numpy as np
 
 from ..bundle import State
-from ..numerics import edge_slack
+from ..numerics import edge_slack_of
 from .onevsrest import OneVsRest
 
 
@@ -118,15 +118,19 @@ def _kernel():
     return njit(cache=True)(_sweep)
 
 
-def venn_abers_runs(scores: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def venn_abers_runs(
+    scores: np.ndarray, targets: np.ndarray, exact: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(boundaries, p0, p1, walk steps) for one class: a test score s takes run
     ``searchsorted(boundaries, s, 'right') - 1``.
 
     Position 2i + 1 is s = c_i, the distinct score, within e = :func:`calib.numerics.edge_slack` of
-    it: [c_i - e, c_i + e] (an ulp's difference between kernel paths must not move a test score
-    equal to a calibration score off it); position 2i lies strictly between (c_{i-1} + e and c_i - e;
-    -inf for i = 0). Boundaries are made non-decreasing, so scores closer than 2e share their runs'
-    edges. Consecutive positions with equal (p0, p1) are merged into one run.
+    it: [c_i - e, c_i + e], e = r c_i relative to the score (a few ulps' difference between kernel
+    paths in the softmax must not move a test score equal to a calibration score off it); position
+    2i lies strictly between (c_{i-1} + e and c_i - e; -inf for i = 0). ``exact`` (probabilities as
+    the input gives them, the same bits on every path): e = 0, position 2i + 1 is c_i alone, as in
+    the exact IVAP that pools only equal scores. Boundaries are made non-decreasing, so scores closer
+    than 2e share their runs' edges. Consecutive positions with equal (p0, p1) are merged into one run.
     """
     order = np.argsort(scores, kind="stable")
     sorted_scores = scores[order]
@@ -138,7 +142,7 @@ def venn_abers_runs(scores: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray
     values, steps = _kernel()(px, py)
     boundaries = np.empty(2 * len(distinct) + 1)
     boundaries[0] = -np.inf
-    slack = edge_slack(distinct)
+    slack = edge_slack_of(distinct, exact)
     boundaries[2::2] = np.nextafter(distinct + slack, np.inf)
     boundaries[1::2] = distinct - slack
     np.maximum.accumulate(boundaries, out=boundaries)
@@ -151,10 +155,10 @@ class VennAbers(OneVsRest):
     name = "venn-abers"
     summary = "inductive Venn-Abers one-vs-rest on p_k: p1 / (1 - p0 + p1), renormalised (Vovk et al. 2015)"
 
-    def fit_maps(self, logits, probs, labels):
+    def fit_maps(self, logits, probs, labels, *, given):
         parts, offsets, steps = [], [0], 0
         for k in range(probs.shape[1]):  # a loop over classes; each sweep is compiled code over rows
-            boundaries, p0, p1, walked = venn_abers_runs(probs[:, k], labels == k)
+            boundaries, p0, p1, walked = venn_abers_runs(probs[:, k], labels == k, exact=given)
             parts.append((boundaries, p0, p1))
             offsets.append(offsets[-1] + len(boundaries))
             steps += walked
@@ -172,7 +176,7 @@ class VennAbers(OneVsRest):
             p0[:, k], p1[:, k] = self.p0_[piece][run], self.p1_[piece][run]
         return p0, p1
 
-    def class_maps(self, logits, probs):
+    def class_maps(self, logits, probs, *, given):
         # an absent class's interval is [0, 1] above its highest calibration score: the transform
         # replaces it as for the other one-vs-rest maps (OneVsRest.transform_probs_with_info)
         p0, p1 = self.interval(probs)
@@ -181,7 +185,7 @@ class VennAbers(OneVsRest):
     def n_maps(self):
         return len(self.offsets_) - 1
 
-    def onnx_class_maps(self, graph, logits, probs):
+    def onnx_class_maps(self, graph, logits, probs, *, given):
         """p1 / (1 - p0 + p1) of each column's run: #{boundaries <= p} - 1 (-1, below the first
         boundary, is the class's last run, as NumPy's index -1 is)."""
         pieces = [slice(self.offsets_[k], self.offsets_[k + 1]) for k in range(self.n_maps())]

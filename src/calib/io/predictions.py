@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..numerics import log_of_probs, log_softmax, release_rows, row_chunks
+from ..numerics import LOG_PROB_FLOOR, log1mexp, log_of_probs, log_softmax, release_rows, row_chunks
 from ..validation import repair_probs
 
 
@@ -97,7 +97,9 @@ class Predictions:
 
         logits: as given; log-probs: log-softmax of them (exact renormalisation);
         probs: log(max(p, 1e-12)) of :meth:`probs_as_given`. A binary column becomes two columns:
-        [0, z], [log(1-p), log p].
+        [0, z] for a logit, [log(1-p), log p] for a probability, and [log(1 - e^l), l] for a
+        log-probability l, computed in the log domain (:func:`calib.numerics.log1mexp`), so
+        l = -40 stays -40 and its complement's log is exact (only an exact 0 is floored, at log 1e-12).
         """
         return self.logits_and_given(rows)[0]
 
@@ -111,8 +113,10 @@ class Predictions:
             raw = raw.reshape(-1)
             if self.kind == "logits":
                 return np.stack([np.zeros_like(raw), raw], axis=1), None
-            p1 = np.minimum(np.exp(raw), 1.0)
-            return log_of_probs(np.stack([1.0 - p1, p1], axis=1)), None
+            log_p1 = np.minimum(raw, 0.0)
+            log_p0 = log1mexp(log_p1)
+            log_p0[np.isneginf(log_p0)] = LOG_PROB_FLOOR  # an exact 0, floored as for probability inputs
+            return np.stack([log_p0, log_p1], axis=1), None
         if self.kind == "log-probs":
             return log_softmax(raw), None
         return raw, None

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import kernels
 from ..binning import BinCounter
-from ..numerics import EDGE_TOLERANCE
+from ..numerics import edge_slack
 from .batch import Batch
 
 
@@ -127,10 +127,10 @@ class CumulativeMassBins(Additive):
 
 class CumulativeMassRange(Additive):
     """Pairs with lo <= m_ik <= hi and how many of them cover the label (Coverage[lo, hi]); a mass
-    within t = :data:`calib.numerics.EDGE_TOLERANCE` of an edge counts as on it (in the band).
+    within r e of an edge e counts as on it (in the band; r = :data:`calib.numerics.EDGE_RTOL`).
 
     m_ik is non-decreasing in k, so each row's pairs in range are the positions
-    [#(m < lo - t), #(m <= hi + t)); the covered ones are those at or after the label's rank.
+    [#(m < lo - r lo), #(m <= hi + r hi)); the covered ones are those at or after the label's rank.
     """
 
     STATE = ("count", "covered")
@@ -141,7 +141,7 @@ class CumulativeMassRange(Additive):
         self.covered = 0
 
     def update(self, batch: Batch) -> None:
-        start, stop = kernels.range_counts(batch.cumulative_mass, self.lo - EDGE_TOLERANCE, self.hi + EDGE_TOLERANCE)
+        start, stop = kernels.range_counts(batch.cumulative_mass, self.lo - edge_slack(self.lo), self.hi + edge_slack(self.hi))
         self.count += int((stop - start).sum())
         self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
 
@@ -156,7 +156,7 @@ class TrueProbScores(Additive):
     - nll_true = -sum_k p_k log p^_k  (the expected NLL when labels are drawn from p);
     - brier_true = sum_k (p^_k - p_k)^2  (the expected Brier score less its irreducible part);
     - cpsme_alpha = |sum_{y in C*_alpha} (p_y - p^_y)|, C*_alpha the smallest top-k set of p with
-      mass >= 1 - alpha - t (t = :data:`calib.numerics.EDGE_TOLERANCE`: a mass on the level within
+      mass >= (1 - alpha)(1 - r) (r = :data:`calib.numerics.EDGE_RTOL`: a mass on the level within
       rounding reaches it), ties to the lower class index (ATS-CP paper, section 5.2; docs/metrics.md).
     """
 
@@ -179,5 +179,6 @@ class TrueProbScores(Additive):
         gap = np.cumsum(true_sorted - np.take_along_axis(probs, order, axis=1), axis=1)
         last = truth.shape[1] - 1
         for i, alpha in enumerate(CPSME_ALPHAS):
-            size = np.minimum((mass < 1.0 - alpha - EDGE_TOLERANCE).sum(axis=1), last)  # 0-based end of C*_alpha
+            level = 1.0 - alpha
+            size = np.minimum((mass < level - edge_slack(level)).sum(axis=1), last)  # 0-based end of C*_alpha
             self.cpsme_sum[i] += np.abs(gap[batch.rows, size]).sum()

@@ -50,6 +50,17 @@ class Score:
             by_rank = graph.op("Add", by_rank, graph.const(np.asarray(table, dtype=np.float64)[None, :]))
         return graph.op("ScatterElements", by_rank, order, by_rank, axis=1)
 
+    def summed_terms(self, options, k: int) -> int:
+        """How many numbers V(x, y) adds at most (probabilities, the top probability, a penalty, a
+        row's uniform): the same n numbers summed in two orders differ by up to 2 (n - 1) u |V|,
+        which the set rule absorbs for probabilities as given
+        (:func:`calib.calibrators.conformal.set_rule_slack`)."""
+        from ... import kernels
+
+        base, table = self.rank_terms(options, k)
+        terms = {kernels.CUMULATIVE: k, kernels.TOP: 1, kernels.NO_BASE: 0}[base] + (table is not None)
+        return max(terms, 1) + bool(getattr(options, "randomize", False))
+
     def randomised(self, start: np.ndarray, probs: np.ndarray, u: np.ndarray, options) -> np.ndarray:
         """The randomised score from ``start`` (what :meth:`rank_terms` gives, in class order), the
         probabilities and each row's u."""

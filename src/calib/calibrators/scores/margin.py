@@ -11,6 +11,9 @@ class Margin(Score):
     order = 5
     randomizable = False
 
+    def summed_terms(self, options, k):
+        return 1  # one subtraction: equal scores come from equal probabilities, compared exactly
+
     def direct(self, probs, options):
         probs = np.asarray(probs, dtype=np.float64)
         rows = np.arange(len(probs))

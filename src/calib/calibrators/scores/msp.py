@@ -8,6 +8,9 @@ class MaxSoftmax(Score):
     order = 0
     randomizable = False
 
+    def summed_terms(self, options, k):
+        return 1  # one subtraction: equal scores come from equal probabilities, compared exactly
+
     def direct(self, probs, options):
         return 1.0 - probs
 
