@@ -566,3 +566,82 @@ def test_a_group_whose_paired_replicates_have_no_value_says_so():
     current, groups, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": [None, None]}, {"a": [0.0, 0.0]})
     (entry,) = ChangeGate("cmce", 1.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups).check_groups(current)
     assert entry["noise"] == "ignored" and entry["noise_reason"] == "no paired replicates of cmce with a value"
+
+
+def test_a_baseline_of_another_problem_is_refused(run, tmp_path):
+    """The reproducer: a 97-class run gated against a 10-class baseline printed "ece rose +138%"
+    and exited 1; every metric of another class count, task or label count is incomparable: exit 2
+    with one line naming both problems. Binary against multiclass too."""
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "ten.npz", logits=data["logits"][:600], labels=data["labels"][:600])
+    np.savez(tmp_path / "nine.npz", logits=data["logits"][:600, :9], labels=np.minimum(data["labels"][:600], 8))
+    np.savez(tmp_path / "two.npz", logits=rng.normal(size=600), labels=rng.integers(0, 2, 600))
+    assert run("evaluate", tmp_path / "ten.npz", "--no-vece", "--metrics", "ece", "--json", tmp_path / "ten.json")[0] == 0
+    for other, words in (("nine.npz", "10-class problem"), ("two.npz", "this run of a binary one")):
+        code, _, err = run(
+            "evaluate",
+            tmp_path / other,
+            "--no-vece",
+            "--metrics",
+            "ece",
+            "--baseline",
+            tmp_path / "ten.json",
+            "--max-increase",
+            "ece=10%",
+        )
+        assert code == 2 and words in err and "same problem" in err and len(err.strip().splitlines()) <= 2
+
+
+def test_the_same_problem_passes_the_check():
+    from calib.evaluation.gates import check_same_problem
+
+    check_same_problem({"k": 10, "path": "a"}, 10, None)
+    check_same_problem({"k": 2, "multilabel": {"rows": 5, "labels": 3}}, 2, {"rows": 9, "labels": 3})
+    check_same_problem({}, 4, None)  # a hand-made report without an input section
+    with pytest.raises(ValueError, match="multi-label \\(3 labels\\) problem"):
+        check_same_problem({"k": 2, "multilabel": {"rows": 5, "labels": 3}}, 2, {"rows": 5, "labels": 4})
+
+
+def test_a_baseline_of_other_rows_is_compared_unpaired_and_says_so_everywhere(run, tmp_path, monkeypatch):
+    """The other half of the same model's test rows as baseline, both reports with replicates: the
+    gate reads the difference of the two independent bootstrap distributions (not raw values), and
+    the JSON entry, the table line, the stderr note, the JUnit message and GITHUB_OUTPUT say so; no
+    note says the baseline lacks replicates. Its interval is wider than a paired one: the two
+    halves' sampling spreads add."""
+    junitparser = needs("junitparser")
+    data = np.load(TEST)
+    order = np.random.default_rng(3).permutation(len(data["labels"]))
+    halves = order[:5000], order[5000:]
+    for name, rows in zip(("a", "b"), halves):
+        np.savez(tmp_path / f"{name}.npz", logits=data["logits"][rows], labels=data["labels"][rows])
+    common = ["--no-vece", "--metrics", "ece"]
+    assert run("evaluate", tmp_path / "a.npz", *common, "--json", tmp_path / "a.json")[0] == 0
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "outputs.txt"))
+    gate = ["--baseline", tmp_path / "a.json", "--max-increase", "ece=10%"]
+    code, out, err = run(
+        "evaluate", tmp_path / "b.npz", *common, *gate, "--json", tmp_path / "b.json", "--junit", tmp_path / "g.xml"
+    )
+    entry = json.loads((tmp_path / "b.json").read_text())["gates"][0]
+    assert code in (0, 1) and entry["noise"] == "unpaired bootstrap of independent rows, 0.95 interval"
+    assert "has as many rows but other labels: compared unpaired" in err
+    assert "ignore noise" not in err and "no bootstrap replicates" not in err
+    line = next(line for line in out.splitlines() if line.startswith("gate "))
+    assert "unpaired 95% interval" in line and "compared unpaired" in line
+    (suite,) = list(junitparser.JUnitXml.fromfile(str(tmp_path / "g.xml")))
+    case = list(suite)[0]
+    message = case.result[0].message if case.result else case.system_out
+    assert "compared unpaired" in message
+    pairs = dict(item.split("=", 1) for item in (tmp_path / "outputs.txt").read_text().splitlines())
+    assert "compared unpaired" in json.loads(pairs["gates"])[0]["note"]
+    lower, upper = entry["bounds"]
+    assert lower < entry["worsening"] < upper
+
+
+def test_unpaired_differences_are_the_two_reports_replicates_apart():
+    from calib.bootstrap import unpaired_differences
+
+    current, baseline = {"values": {"ece": [0.3, 0.2, None]}}, {"values": {"ece": [0.1, 0.1]}}
+    differences, reason = unpaired_differences(current, baseline, "ece")
+    assert reason is None and differences.tolist() == pytest.approx([0.2, 0.1])
+    assert unpaired_differences(current, {"values": {}}, "ece")[0] is None

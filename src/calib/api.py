@@ -182,7 +182,7 @@ class Calibration:
         class count or input kind than it was fitted on."""
         if self.input_kind is None:
             raise NotFittedError(f"calibrator {self.method!r} is not fitted yet: fit it (or load a bundle) first")
-        pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator", self.n_labels)
+        pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator", self.n_labels, self.fitted)
 
     def predict_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
         """Calibrated probabilities of new scores.

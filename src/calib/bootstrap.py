@@ -140,6 +140,20 @@ def labels_fingerprint(labels: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()
 
 
+def unpaired_differences(current: dict, baseline: dict, metric: str) -> tuple[np.ndarray | None, str | None]:
+    """(current_r - baseline_r of ``metric`` over the first min(R_current, R_baseline) replicates,
+    NaN where either lacks a value; or None and the reason there are none). For two reports of
+    other rows (or other seeds): each report's replicates are independent draws of its own
+    estimate's bootstrap distribution, so these differences are draws of the difference of two
+    independent estimates, whose spread adds both variances (the unpaired comparison)."""
+    ours = (current or {}).get("values", {}).get(metric)
+    theirs = (baseline or {}).get("values", {}).get(metric)
+    if ours is None or theirs is None:
+        return None, f"no bootstrap replicates of {metric} in both reports"
+    count = min(len(ours), len(theirs))
+    return np.array(ours[:count], dtype=float) - np.array(theirs[:count], dtype=float), None
+
+
 def paired_differences(current: dict, baseline: dict, metric: str) -> tuple[np.ndarray | None, str | None]:
     """(the paired replicate differences current_r - baseline_r of ``metric``, NaN where either
     lacks a value; or None and the reason they cannot be paired). Both are the ``bootstrap``

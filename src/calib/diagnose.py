@@ -24,6 +24,7 @@ from .calibrators.conformal import (
     min_calibration_size,
     nonconformity,
 )
+from .errors import InputError
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups, groups_for
 from .io.predictions import Predictions
@@ -427,6 +428,11 @@ def compare_methods(preds: Predictions, methods: list[str], *, folds: int = 5, s
     keys = list(dict.fromkeys([rank_by, *DEFAULT_METRICS]))
     for method in methods:
         calibrator_class(method)  # unknown names fail before any fitting
+    if preds.n < 2 * folds:
+        raise InputError(
+            f"{preds.name}: {preds.n} rows are too few to compare methods by {folds}-fold cross-validation "
+            f"(at least {2 * folds}: every fold fitted on and scored)"
+        )
     scores, warnings = _fold_scores(preds, methods, keys, folds, seed)
     critical = float(student_t.ppf(0.975, folds - 1))
     table = []

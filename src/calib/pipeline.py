@@ -208,10 +208,21 @@ def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
     return calibrator, bundle
 
 
-def check_fits(preds: Predictions, n_classes: int, input_kind: str, what: str, n_labels: int | None = None) -> None:
-    """A fitted calibrator (``what``: "bundle B", ...) applies only to inputs with its class count
-    and input kind, and, fitted on a multi-label input's pairs (``n_labels``), to a multi-label
-    input with as many labels."""
+def check_fits(
+    preds: Predictions,
+    n_classes: int,
+    input_kind: str,
+    what: str,
+    n_labels: int | None = None,
+    calibrator: Calibrator | None = None,
+) -> None:
+    """A fitted calibrator (``what``: "bundle B", ...) applies only to inputs with its class count,
+    and, fitted on a multi-label input's pairs (``n_labels``), to a multi-label input with as many
+    labels. Another input kind than the fit's applies when the map reads the logits only through
+    their softmax (:meth:`Calibrator.softmax_only`): probabilities through log p, log-probabilities
+    as logits, the same numbers; ``preds.kind_reason`` then says so. Otherwise it is refused, with a
+    way out that reads the file correctly (refitting on its kind; declaring log-probabilities as
+    logits, which they are)."""
     layout = preds.multilabel
     if n_labels is not None and (layout is None or layout.n_labels != n_labels):
         found = "not multi-label" if layout is None else f"of {layout.n_labels} labels"
@@ -222,12 +233,24 @@ def check_fits(preds: Predictions, n_classes: int, input_kind: str, what: str, n
         )
     if preds.k != n_classes:
         raise InputError(f"{preds.name}: has K = {preds.k} classes but {what} was fitted for K = {n_classes}")
-    if preds.kind != input_kind:
-        raise InputError(
-            f"{preds.name}: input kind is {preds.kind} ({preds.kind_reason}) but {what} "
-            f"was fitted on {input_kind}; declare the kind if that is what the file holds",
-            cli_hint=f"--input-kind {input_kind}",
+    if preds.kind == input_kind:
+        return
+    if calibrator is not None and calibrator.softmax_only():
+        through = "log p" if preds.kind == "probs" else "the softmax of its scores"
+        preds.kind_reason += (
+            f"; {what} was fitted on {input_kind} and applies through {through} (it reads logits only through their softmax)"
         )
+        return
+    if preds.kind == "log-probs" and input_kind == "logits":  # log-probabilities are logits: declaring so is right
+        raise InputError(
+            f"{preds.name}: input kind is log-probs ({preds.kind_reason}) but {what} was fitted on logits and reads "
+            "their values, not only their softmax; log-probabilities are logits of the same probabilities: declare them so",
+            cli_hint="--input-kind logits",
+        )
+    raise InputError(
+        f"{preds.name}: input kind is {preds.kind} ({preds.kind_reason}) but {what} was fitted on {input_kind} and "
+        f"reads the {input_kind} themselves, not only the probabilities they give; fit it on {preds.kind} to apply it here"
+    )
 
 
 def read_with_bundle(pred: str, bundle_path: str | None, **read_options) -> tuple[Predictions, Calibrator | None]:
@@ -244,7 +267,7 @@ def read_with_bundle(pred: str, bundle_path: str | None, **read_options) -> tupl
             read_options["task"] = "multilabel"  # its scores are read as (row, label) pairs, labels or not
     preds = read_predictions(pred, **read_options)
     if saved is not None:
-        check_fits(preds, saved.n_classes, saved.input_kind, f"bundle {bundle_path}", n_labels)
+        check_fits(preds, saved.n_classes, saved.input_kind, f"bundle {bundle_path}", n_labels, calibrator)
     return preds, calibrator
 
 

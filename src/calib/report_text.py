@@ -60,6 +60,8 @@ def settings_text(settings: dict) -> str:
             parts.append(f"{value} kernel, h = {settings['bandwidth']:.3g}")
         elif key == "subsampled" and value:
             parts.append(f"{settings['rows']} rows sampled")
+        elif key == "skipped":
+            parts.append(f"not estimated: {value}")
     return ", ".join(parts)
 
 
@@ -231,20 +233,31 @@ def _change_text(gate: dict, metric: str, value: float) -> str:
     if "bounds" in gate:
         lower, upper = gate["bounds"]
         level = _level(gate)
+        paired = "unpaired" if gate.get("noise", "").startswith("unpaired") else "paired"
         if outcome == "fail":
-            text += f"; the lower end of the paired {level} interval of the {what}, {format_exact(lower, allowed)}, is above the allowed {allowed_text}"
+            text += f"; the lower end of the {paired} {level} interval of the {what}, {format_exact(lower, allowed)}, is above the allowed {allowed_text}"
         elif outcome == "pass":
-            text += f"; the upper end of the paired {level} interval of the {what}, {format_exact(upper, allowed)}, is within the allowed {allowed_text}"
+            text += f"; the upper end of the {paired} {level} interval of the {what}, {format_exact(upper, allowed)}, is within the allowed {allowed_text}"
         else:
-            text += f"; the paired {level} interval of the {what} [{format_value(lower)}, {format_value(upper)}] straddles the allowed {allowed_text}"
+            text += f"; the {paired} {level} interval of the {what} [{format_value(lower)}, {format_value(upper)}] straddles the allowed {allowed_text}"
             text += _unsettled(gate, f"an {what}")
     elif worsening > allowed:
         text += f", more than the allowed {allowed_text}"
     else:
         text += f", within the allowed {allowed_text}"
     if "baseline_input" in gate:
-        text += f" (note: {gate['baseline_input']})"
+        text += f" (note: {comparison_note(gate)})"
     return text
+
+
+def comparison_note(gate: dict) -> str:
+    """What a change gate against a report of other rows compared: the rows that differ and how the
+    noise was read (the unpaired bootstrap, or raw values)."""
+    if gate.get("noise", "").startswith("unpaired"):
+        how = "compared unpaired, by the difference of the two reports' independent bootstrap distributions"
+    else:
+        how = "compared as raw values"
+    return f"{gate['baseline_input']}: {how}"
 
 
 def gate_text(gate: dict) -> str:

@@ -165,6 +165,11 @@ class AlphaAgnostic(Calibrator):
         """(owner row, in-set mask, target mass) of every pair, owners non-decreasing; ``summed_terms``
         as :func:`calib.calibrators.conformal.set_rule_slack` takes it (None: scores of logits)."""
 
+    def softmax_only(self):
+        """Levels of scores of softmax(z) and tempered softmax(z / tau); a trained model of the
+        levels is a function of the logits themselves unless it conditions on features."""
+        return not self.trains_a_model() or self.conditioning_ == "features"
+
     def _conditioning(self, logits, features):
         chosen = logits
         if self.conditioning_ == "features":

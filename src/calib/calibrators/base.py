@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..bundle import State
-from ..errors import ExportError, NotFittedError, UsageError
+from ..errors import ExportError, InputError, NotFittedError, UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +157,13 @@ class Calibrator(abc.ABC):
         map, which :class:`TrainingRows` can train (``fit(..., train=...)``)."""
         return False
 
+    def softmax_only(self) -> bool:
+        """Whether the fitted map reads the logits only through their softmax p (a constant added
+        to a row's logits changes nothing): then it applies to probabilities through log p, and to
+        log-probabilities or logits alike, whatever kind it was fitted on. False for maps of the raw
+        logits (Platt's sigma(A z_k + B), a network of the logits)."""
+        return False
+
     @abc.abstractmethod
     def fit(self, logits: np.ndarray, labels: np.ndarray, *, seed: int = 0, features: np.ndarray | None = None) -> "Calibrator":
         """Fit on calibration ``logits`` (N, K) float64 and integer ``labels`` (N,).
@@ -176,6 +183,8 @@ class Calibrator(abc.ABC):
     def fit_inputs(self, inputs: CalibrationInputs, labels: np.ndarray, *, seed: int = 0) -> "Calibrator":
         """:meth:`fit` on an inputs record: the probabilities as given for a method that scores
         them, the training rows for a method that trains a model of its own."""
+        if len(labels) == 0:
+            raise InputError(f"method {self.name!r} has no calibration rows to fit on")
         extra = {"probs": inputs.probs} if self.scores_given_probs and inputs.probs is not None else {}
         if inputs.train is not None:
             extra["train"] = inputs.train

@@ -27,6 +27,9 @@ class BiasCorrectedTemperatureScaling(Calibrator):
     )
     absent_class_effect = "their bias falls as far as the iterations allow, so their probabilities shrink towards 0"
 
+    def softmax_only(self):
+        return True  # softmax(z / T + b) of z + c is softmax(z / T + b)
+
     def fit(self, logits, labels, *, seed=0, features=None):
         from scipy.optimize import minimize
 

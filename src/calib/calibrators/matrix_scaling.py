@@ -143,6 +143,9 @@ class LinearMapCalibrator(Calibrator):
     def penalties(self, n: int, k: int) -> Penalties:
         """The ridge weights for n calibration rows and K classes."""
 
+    def softmax_only(self):
+        return True  # the map acts on log softmax(z) (or log softmax(z / T)), the same for z + c
+
     def fit(self, logits, labels, *, seed=0, features=None):
         logits = np.asarray(logits, dtype=np.float64)
         self.prepare(logits, labels)

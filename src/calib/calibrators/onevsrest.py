@@ -71,6 +71,9 @@ class OneVsRest(Calibrator):
             return "their probabilities are kept as the model gave them, renormalised with the calibrated classes"
         return "they get the constant map at their base rate, probability 0 (absent=base-rate)"
 
+    def softmax_only(self):
+        return True  # maps of p_k (Platt and quadratic scaling, maps of z_k, say otherwise)
+
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
         self.absent_classes_ = absent_classes(labels, logits.shape[1])
@@ -215,6 +218,9 @@ class Platt(LogisticOneVsRest):
     name = "platt"
     summary = "Platt scaling one-vs-rest: sigma(A z_k + B) per class, renormalised"
 
+    def softmax_only(self):
+        return False  # sigma(A z_k + B) of the raw logit
+
     def features(self, logits, probs, given):
         return np.stack([logits, np.ones_like(logits)], axis=2)
 
@@ -225,6 +231,9 @@ class Platt(LogisticOneVsRest):
 class Quadratic(LogisticOneVsRest):
     name = "quadratic"
     summary = "quadratic scaling one-vs-rest: logistic on z_k, z_k^2 and 1 per class, renormalised"
+
+    def softmax_only(self):
+        return False  # logistic on the raw logit and its square
 
     def features(self, logits, probs, given):
         return quadratic_features(logits)

@@ -105,6 +105,11 @@ class SetCalibrator(SetBuilder):
     def trains_a_model(self) -> bool:
         return self.threshold_kind in ("adaptive", "qr")
 
+    def softmax_only(self):
+        """Sets and calibrated rows come from softmax(z); an adaptive threshold is a function of the
+        logits themselves unless it conditions on features."""
+        return not self.trains_a_model() or self.conditioning_ == "features"
+
     def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for an adaptive threshold's model."""
         logits, scores, train = start_fit(self, logits, labels, seed=seed, features=features, probs=probs, train=train)

@@ -75,6 +75,9 @@ class TemperatureScaling(Calibrator):
     summary = "temperature scaling: one temperature T minimising NLL (Guo et al. 2017)"
     absent_class_effect = "one temperature serves every class, so their probabilities are scaled like the others'"
 
+    def softmax_only(self):
+        return True  # softmax(z / T) of z + c is softmax(z / T)
+
     def fit(self, logits, labels, *, seed=0, features=None):
         self.temperature_ = 1.0 / fit_inverse_temperature(np.asarray(logits, dtype=np.float64), labels)
         return self
@@ -157,6 +160,9 @@ class CMCETemperature(Calibrator):
     name = "cmce-ts"
     summary = "naive CMCE temperature: T minimising CMCE (25 bins) on a 301-point log grid (Kazantsev et al. 2025)"
     absent_class_effect = "one temperature serves every class, so their probabilities are scaled like the others'"
+
+    def softmax_only(self):
+        return True  # softmax(z / T) of z + c is softmax(z / T)
 
     def fit(self, logits, labels, *, seed=0, features=None):
         values = cmce_at_temperatures(logits, labels, CMCE_GRID)

@@ -58,9 +58,14 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Calibrate classifier logits: fit, apply, evaluate."""
 
 
+#: The exit code of an internal error (a bug, not the input): never 1, which a CI job reads as a failed gate.
+INTERNAL_ERROR = 3
+
+
 def main() -> None:
-    """Console entry point: maps errors to exit codes (0 ok, 1 gate failed, 2 usage/input error).
-    Usage errors of the parser read like every other error: one line, exit 2."""
+    """Console entry point: maps errors to exit codes (0 ok, 1 gate failed, 2 usage/input error, 3
+    internal error). Usage errors of the parser read like every other error: one line, exit 2; any
+    other exception is a bug in calib, said in one line (``CALIB_DEBUG=1`` shows the traceback)."""
     keep_freed_memory()
     skip_notebook_imports()
     try:
@@ -89,6 +94,15 @@ def main() -> None:
             raise
         render.error(f"{exc.__class__.__name__}: {exc}")
         sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - the last resort: a bug must not read as a failed gate
+        if os.environ.get("CALIB_DEBUG"):
+            raise
+        message = " ".join(str(exc).split())[:300]
+        render.error(
+            f"internal error: {exc.__class__.__name__}: {message} (a bug in calib, not in the input: "
+            "please report it; CALIB_DEBUG=1 shows the traceback)"
+        )
+        sys.exit(INTERNAL_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -9,7 +9,7 @@ import os
 
 from ..io.atomic import write_bytes_atomic
 from ..report_junit import junit_xml
-from ..report_text import gate_outcome, report_lines
+from ..report_text import comparison_note, gate_outcome, report_lines
 
 
 def overall_outcome(report: dict) -> str:
@@ -27,7 +27,14 @@ def github_outputs(report: dict) -> dict[str, str]:
     line of JSON."""
     outcomes = [gate_outcome(gate) for gate in report["gates"]]
     summary = [
-        {"expr": g["expr"], "outcome": gate_outcome(g), "passed": g["passed"], "value": g["value"]} for g in report["gates"]
+        {
+            "expr": g["expr"],
+            "outcome": gate_outcome(g),
+            "passed": g["passed"],
+            "value": g["value"],
+            **({"note": comparison_note(g)} if "baseline_input" in g else {}),
+        }
+        for g in report["gates"]
     ]
     return {
         "passed": "true" if report["passed"] else "false",

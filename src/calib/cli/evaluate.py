@@ -16,7 +16,7 @@ from ..estimators.recalibrators import DEFAULT_RECIPE, RECALIBRATORS, RECIPES
 from ..io import check_not_an_input, read_features, read_true_probs
 from ..io.atomic import write_bytes_atomic
 from ..io.formats import listed, shard_formats
-from ..report_text import gate_text
+from ..report_text import comparison_note, gate_text
 from . import options, render
 
 # The metric stack (calib.evaluate, calib.metrics, calib.estimators, calib.bootstrap) is imported in
@@ -310,8 +310,8 @@ def _emit(
         render.report_table(shown, table_format)
     for warning in report.get("warnings", []):
         render.note(f"warning: {warning}")
-    for note in dict.fromkeys(g["baseline_input"] for g in report["gates"] if "baseline_input" in g):
-        render.note(f"note: {note}; the change gates compare different data")
+    for note in dict.fromkeys(comparison_note(g) for g in report["gates"] if "baseline_input" in g):
+        render.note(f"note: {note}")
     for note in _noise_notes(report, remedy):
         render.note(note)
     write_ci_outputs(report, junit)

@@ -43,12 +43,15 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..bootstrap import paired_differences
+from ..bootstrap import paired_differences, unpaired_differences
 from ..errors import InputError, UsageError
 from ..metrics.definitions import METRICS, check_metric_keys, higher_is_better
 from .groups import gated_groups, worst_group
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+#: How a change gate against a report of other rows reads the noise: the difference of the two
+#: reports' independent bootstrap distributions.
+UNPAIRED = "unpaired bootstrap of independent rows"
 #: What an inconclusive gate counts as: ``pass`` (the default: a gate fails a build only on evidence)
 #: or ``fail``.
 INCONCLUSIVE_POLICIES = ("pass", "fail")
@@ -318,16 +321,23 @@ class ChangeGate:
         return _decided(entry, result, inconclusive)
 
     def _paired_spread(self, bootstrap: dict | None, worsening: float | None) -> tuple[Spread | None, str | None]:
-        """The spread of the paired replicate worsening, or why there is none (an error when a
-        paired comparison was required)."""
+        """The spread of the replicate worsening, or why there is none: paired when both reports'
+        replicates come from the same rows, seed and count; else, unless a paired comparison was
+        required (then an error), unpaired, from the two reports' independent replicates
+        (:func:`calib.bootstrap.unpaired_differences`)."""
+        how = "paired bootstrap"
         differences, reason = paired_differences(bootstrap or {}, self.baseline_bootstrap or {}, self.metric)
+        if differences is None and self.paired:
+            raise InputError(f"paired gate: {reason}")
+        if differences is None:
+            differences, _ = unpaired_differences(bootstrap or {}, self.baseline_bootstrap or {}, self.metric)
+            if differences is not None:
+                how, reason = UNPAIRED, None
         spread = None
         if differences is not None:
-            spread = Spread.of(self.sign * differences, bootstrap["level"], bootstrap["rows"], "paired bootstrap", worsening)
+            spread = Spread.of(self.sign * differences, bootstrap["level"], bootstrap["rows"], how, worsening)
             if spread is None:
-                reason = f"no paired replicates of {self.metric} with a value"
-        if spread is None and self.paired:
-            raise InputError(f"paired gate: {reason}")
+                reason = f"no {how.split()[0]} replicates of {self.metric} with a value"
         return spread, reason
 
     def check_groups(self, report: dict, inconclusive: str = "pass", *, ignore_noise: bool = False) -> list[dict]:
@@ -369,6 +379,28 @@ class ChangeGate:
                 return {}, why
             out[name] = found
         return out, None
+
+
+def task_of(k: int | None, multilabel: dict | None) -> str:
+    """The problem an input section describes: "multi-label (L labels)", "binary" or "K-class"."""
+    if multilabel:
+        return f"multi-label ({multilabel.get('labels')} labels)"
+    return "binary" if k == 2 else f"{k}-class"
+
+
+def check_same_problem(baseline: dict | None, k: int, multilabel: dict | None) -> None:
+    """Refuse a baseline report of another problem: another class count, task (binary, multiclass,
+    multi-label) or label count makes every metric incomparable (a 97-class run against a 10-class
+    baseline once printed "ece rose +138%" and failed the build). A baseline without an input
+    section (a hand-made report) is taken as it is."""
+    if not baseline or "k" not in baseline:
+        return
+    theirs, ours = task_of(baseline.get("k"), baseline.get("multilabel")), task_of(k, multilabel)
+    if theirs != ours:
+        raise InputError(
+            f"the baseline report is of a {theirs} problem ({baseline.get('path')}), this run of a {ours} one; "
+            "a change gate compares two runs of the same problem"
+        )
 
 
 def other_input(baseline: dict | None, current: dict | None) -> str | None:

@@ -22,7 +22,7 @@ from ..metrics import (
     check_metric_keys,
 )
 from ..metrics.sample import SampleConfig, boosted_fit_count
-from .gates import ChangeGate, Gate, check_gates
+from .gates import ChangeGate, Gate, check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
 from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
 from .sample import sample_results
@@ -59,6 +59,8 @@ def build_report(
     label: the overall values pool every pair (micro), each label is a group, and the group
     section's mean over labels is the macro average (docs/multilabel.md)."""
     groups = groups_for(preds, groups)
+    for gate in increase_gates:
+        check_same_problem(gate.baseline_input, preds.k, multilabel_layout(preds))
     keys, sample_keys = _metric_keys(preds, metrics, include_vece, gates, increase_gates, groups)
     if any(gate.paired for gate in increase_gates) and bootstrap is None:
         raise UsageError(
@@ -144,11 +146,21 @@ def apply_gates(report: EvaluationReport, gates=(), change_gates=(), *, ignore_n
 
 def input_section(preds: Predictions) -> InputSection:
     """What was evaluated: path, kind, shape and the digests of the scores and labels."""
-    layout = preds.multilabel
-    multilabel = None if layout is None else {"rows": layout.n_rows, "labels": layout.n_labels}
     return InputSection(
-        preds.name, preds.kind, preds.n, preds.k, preds.sha256, labels_fingerprint(preds.labels), multilabel=multilabel
+        preds.name,
+        preds.kind,
+        preds.n,
+        preds.k,
+        preds.sha256,
+        labels_fingerprint(preds.labels),
+        multilabel=multilabel_layout(preds),
     )
+
+
+def multilabel_layout(preds: Predictions) -> dict | None:
+    """A multi-label input's {"rows": N, "labels": L}, as the report's input section holds it; None otherwise."""
+    layout = preds.multilabel
+    return None if layout is None else {"rows": layout.n_rows, "labels": layout.n_labels}
 
 
 def _bootstrap_section(bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups) -> dict:

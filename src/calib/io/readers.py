@@ -176,6 +176,8 @@ def _validated(
     elif named_kind is not None and input_kind == "auto":  # the array name says the kind: check it holds
         kind, reason = resolve_kind(scores, named_kind, name, given_by=f"the array is named for {named_kind}")
     else:
+        if input_kind == "logits" and named_kind == "probs":
+            _refuse_probabilities_declared_logits(scores, name)
         kind, reason = resolve_kind(scores, input_kind, name, given_by="as declared")
     preds = Predictions(name, scores, kind, reason, None, sha, passthrough, multilabel=layout)
     if labels is not None:
@@ -189,6 +191,25 @@ def _validated(
             f"{reason}; multi-label: {layout.n_rows} rows x {layout.n_labels} labels, read as {preds.n} (row, label) pairs"
         )
     return preds
+
+
+def _refuse_probabilities_declared_logits(scores, name) -> None:
+    """Scores named probs that are probabilities (every row in [0, 1] summing to 1) declared logits:
+    read as logits, softmax(p) would flatten every row (an ECE of 0.72 where 0.026 is right), so
+    this is refused like logits named for probabilities; scores named probs that are not on the
+    simplex may be declared anything."""
+    try:
+        detected, _ = resolve_kind(scores, "auto", name)
+    except UnitIntervalScores:
+        return
+    if detected == "probs":
+        raise InputError(
+            f"{name}: the scores are named probs and are probabilities (every value in [0, 1], every row summing to 1), "
+            "but are declared logits, which would read them as logits and give wrong numbers; read them as probabilities "
+            "(a bundle fitted on logits applies to them through log p where its method allows it), or rename the "
+            "array if they really are logits",
+            cli_hint="drop --input-kind logits",
+        )
 
 
 def _named_logits(scores, name) -> tuple[str, str]:

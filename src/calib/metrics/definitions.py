@@ -364,8 +364,12 @@ def check_metric_keys(keys) -> list[str]:
 
 
 def compute_value(metric: Metric, state, config: MetricConfig) -> float | None:
-    """The metric's value as a float, or None where it is undefined (never NaN in a report)."""
-    value = metric.compute(state, config)
+    """The metric's value as a float, or None where it is undefined (never NaN in a report): on no
+    rows (a bootstrap replicate of a tiny input, an empty group) every mean is undefined."""
+    try:
+        value = metric.compute(state, config)
+    except ZeroDivisionError:  # a mean over no rows
+        return None
     return None if value is None or not np.isfinite(value) else float(value)
 
 

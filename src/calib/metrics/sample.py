@@ -9,6 +9,7 @@ Families (V-ECE paper): the cross-validated variational errors (``vece_*``), the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,6 +47,19 @@ class SampleFamily:
     name: str
     estimate: Callable[..., tuple[dict, dict | None, dict]]
     boosted_fits: Callable[[SampleConfig], int]
+    #: The fewest rows it estimates on (fewer: its keys are undefined, and the report says why).
+    min_rows: Callable[[SampleConfig], int]
+    #: What it needs the rows for, said when there are too few.
+    needs: str
+
+
+#: The fewest rows a WS-CatBoost fit of an inner fold trains on: below it CatBoost's row subsampling
+#: (Bernoulli, 0.5) can draw no row of a tree and fail. Measured on random logits (8 seeds, K = 2, 10
+#: and 100, each recipe): fits failed at 20 rows (paper, quick) and 25 (quick), none from 30 up; the
+#: rule below puts the least input at 27 rows for the default recipe, 23 for paper, 40 for quick.
+MIN_BOOSTED_ROWS = 16
+#: The fewest rows of an outer training fold for the other recalibrators (a temperature, a binning).
+MIN_FIT_ROWS = 2
 
 
 def _variational(folds: int):
@@ -67,7 +81,18 @@ def _variational(folds: int):
         """folds x the recipe's inner folds (0 for recalibrators other than WS-CatBoost)."""
         return 0 if config.recalibrator != "ws-catboost" else RECIPES[config.recipe].inner_folds * folds
 
-    return estimate, boosted_fits
+    def min_rows(config: SampleConfig) -> int:
+        """n such that every fit trains on enough rows: a fold's training rows are n (F - 1) / F
+        (F = ``folds``; all n in sample), and WS-CatBoost's inner folds train on (k - 1) / k of
+        those, at least :data:`MIN_BOOSTED_ROWS`; other recalibrators need :data:`MIN_FIT_ROWS`."""
+        share = 1.0 if folds == 1 else (folds - 1) / folds
+        if config.recalibrator == "ws-catboost":
+            inner = RECIPES[config.recipe].inner_folds
+            share *= (inner - 1) / inner
+            return max(math.ceil(MIN_BOOSTED_ROWS / share - 1e-9), folds)
+        return max(math.ceil(MIN_FIT_ROWS / share - 1e-9), folds)
+
+    return estimate, boosted_fits, min_rows
 
 
 def _kde(probs, labels, config: SampleConfig, sample: dict, progress):
@@ -76,10 +101,10 @@ def _kde(probs, labels, config: SampleConfig, sample: dict, progress):
 
 
 #: V-ECE: out-of-fold recalibration (OUTER_FOLDS folds)
-VARIATIONAL = SampleFamily("variational", *_variational(OUTER_FOLDS))
+VARIATIONAL = SampleFamily("variational", *_variational(OUTER_FOLDS), "its recalibrator's fits on each fold")
 #: The in-sample variants: the recalibrator fitted and scored on the same rows
-IN_SAMPLE = SampleFamily("in-sample variational", *_variational(1))
-KDE = SampleFamily("kde", _kde, lambda config: 0)
+IN_SAMPLE = SampleFamily("in-sample variational", *_variational(1), "its recalibrator's fit")
+KDE = SampleFamily("kde", _kde, lambda config: 0, lambda config: 2, "its leave-one-out bandwidth")
 #: The order the families run in
 FAMILIES = (VARIATIONAL, IN_SAMPLE, KDE)
 
@@ -129,6 +154,11 @@ def sample_entries(metrics: list, probs, labels: np.ndarray, config: SampleConfi
         if not wanted:
             continue
         sample = {"rows": len(labels), "subsampled": len(labels) < n_total}
+        least = family.min_rows(config)
+        if len(labels) < least:
+            skipped = {"skipped": f"needs at least {least} rows for {family.needs}; {len(labels)} here", **sample}
+            out.update({metric.key: {"value": None, "settings": skipped} for metric in wanted})
+            continue
         values, unclipped, settings = family.estimate(probs, labels, config, sample, progress)
         for metric in wanted:
             out[metric.key] = {"value": values[metric.field], "settings": settings}
