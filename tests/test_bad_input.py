@@ -136,7 +136,14 @@ def test_bundle_for_another_k_or_kind(good, run):
     _assert_one_line_error(*run("apply", tmp_path / "b", tmp_path / "k4.npz", "--out", tmp_path / "o.npy"), "K = 4", "K = 3")
     probs = np.full((5, 3), 1 / 3)
     np.savez(tmp_path / "p.npz", probs=probs, labels=np.zeros(5, int))
-    _assert_one_line_error(*run("evaluate", "--no-vece", tmp_path / "p.npz", "--bundle", tmp_path / "b"), "probs", "logits")
+    # ts reads logits only through their softmax: it applies to probabilities through log p
+    code, _, err = run("evaluate", "--no-vece", tmp_path / "p.npz", "--bundle", tmp_path / "b")
+    assert code == 0 and "applies through log p" in err
+    # Platt scaling reads the raw logits: refused, with refitting as the way out
+    assert run("fit", tmp_path / "good.npz", "--method", "platt", "--out", tmp_path / "platt")[0] == 0
+    _assert_one_line_error(
+        *run("evaluate", "--no-vece", tmp_path / "p.npz", "--bundle", tmp_path / "platt"), "probs", "fit it on probs"
+    )
     assert not (tmp_path / "o.npy").exists()
 
 
@@ -145,7 +152,7 @@ def test_usage_errors(good, run):
     npz = tmp_path / "good.npz"
     _assert_one_line_error(*run("fit", npz, "--method", "nope", "--out", tmp_path / "x"), "unknown method", "ts")
     _assert_one_line_error(
-        *run("fit", npz, "--method", "ts", "--alpha", "0.1", "--out", tmp_path / "x"), "takes no option --alpha"
+        *run("fit", npz, "--method", "ts", "--alpha", "0.1", "--out", tmp_path / "x"), "takes no option 'alpha'"
     )
     _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--metrics", "ece,bogus"), "unknown metric 'bogus'")
     _assert_one_line_error(*run("evaluate", "--no-vece", npz, "--fail-if", "cmce>>1"), "--fail-if")

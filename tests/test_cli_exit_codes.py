@@ -86,3 +86,39 @@ def test_an_internal_error_exits_3_in_one_line(run, tmp_path, monkeypatch, args)
     monkeypatch.setenv("CALIB_DEBUG", "1")
     with pytest.raises(RuntimeError, match="injected"):
         run(*args)
+
+
+def test_one_overwrite_rule_for_every_command_that_writes_an_artifact(run, tiny, tmp_path):
+    """fit (a bundle), diagnose (a report directory), synth (a data directory), apply (an output
+    file) and export (a model file): an existing output is refused in one line naming --force, exit
+    2, left as it was; with --force it is replaced. Run reports (evaluate --json, --junit,
+    --emit-state) are rewritten on every run, as CI reruns expect."""
+    needs_onnx = __import__("importlib.util").util.find_spec("onnx") is not None
+    path = tiny / "n20.npz"
+    targets = {
+        "fit": (("fit", path, "--method", "ts", "--out"), tmp_path / "bundle", True),
+        "diagnose": (("diagnose", path, "--out"), tmp_path / "report", True),
+        "synth": (
+            ("synth", "gaussian-grid", "--classes", "3", "--n-cal", "100", "--n-test", "100", "--out"),
+            tmp_path / "grid",
+            True,
+        ),
+        "apply": (("apply", tiny / "ts_bundle", path, "--out"), tmp_path / "out.npz", False),
+    }
+    if needs_onnx:
+        targets["export"] = (("export", tiny / "ts_bundle", "--out"), tmp_path / "model.onnx", False)
+    for name, (args, target, directory) in targets.items():
+        if directory:
+            target.mkdir()
+            (target / "keep.txt").write_text("mine")
+        else:
+            target.write_bytes(b"mine")
+        code, _, err = run(*args, target)
+        assert code == 2 and "(--force)" in err and "replacing" in err, (name, err)
+        assert (target / "keep.txt").read_text() == "mine" if directory else target.read_bytes() == b"mine"
+        code, _, err = run(*args, target, "--force")
+        assert code == 0, (name, err)
+        assert not (target / "keep.txt").exists() if directory else target.read_bytes() != b"mine"
+    report = tmp_path / "r.json"
+    for _ in range(2):
+        assert run("evaluate", path, "--no-vece", "--json", report, "--junit", tmp_path / "g.xml")[0] == 0

@@ -79,3 +79,41 @@ def test_conformal_bundle_adds_set_curves_and_the_uncalibrated_overlay(tmp_path,
     assert any("classes below 1 - alpha = 0.9" in f["text"] for f in report["findings"])
     png = (tmp_path / "r" / "conformal_sets.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and b"conformal sets" in (tmp_path / "r" / "report.html").read_bytes()
+
+
+def test_the_saturation_finding_says_what_the_tool_does_with_the_input_kind(tmp_path):
+    """Probabilities of exactly 0: NLL floors them at 1e-12 (a label at p = 0 costs 27.63, as the
+    finding says); logits whose softmax rounds to 0: NLL stays exact (a gap of 800 costs 800), and
+    the finding does not claim a clip."""
+    import calib
+    from calib.diagnose import diagnose
+
+    probs = np.array([[1.0, 0.0], [0.5, 0.5], [0.2, 0.8]])
+    labels = np.array([1, 0, 1])
+    finding = [
+        f["text"] for f in diagnose(calib.io.predictions_from_arrays(probs, labels)).findings if "exactly 0 or 1" in f["text"]
+    ][0]
+    assert "log max(p, 1e-12)" in finding and "27.63" in finding
+    assert calib.evaluate(probs[:1], labels[:1], metrics="nll").values["nll"] == pytest.approx(-np.log(1e-12))
+    logits = np.array([[0.0, -800.0], [0.0, 0.0], [1.0, 2.0]])
+    finding = [
+        f["text"] for f in diagnose(calib.io.predictions_from_arrays(logits, labels)).findings if "exactly 0 or 1" in f["text"]
+    ][0]
+    assert "stays exact" in finding and "1e-12" not in finding
+    assert calib.evaluate(logits[:1], labels[:1], metrics="nll").values["nll"] == pytest.approx(800.0)
+
+
+def test_the_absent_class_finding_is_the_calibrators_own_rule():
+    """Classes without labels: the finding states what a one-vs-rest calibrator fitted on these
+    rows does by default, which is to keep the model's probability (not a constant 0 map)."""
+    import calib
+    from calib.diagnose import diagnose
+
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(400, 4)), rng.integers(0, 3, 400)  # class 3 never appears
+    finding = [
+        f["text"] for f in diagnose(calib.io.predictions_from_arrays(logits, labels)).findings if "never appear" in f["text"]
+    ][0]
+    assert "kept as the model gave them" in finding and "absent=keep" in finding
+    fitted = calib.calibrator("isotonic").fit(logits, labels)
+    assert (fitted.predict_proba(logits)[:, 3] > 0).all()

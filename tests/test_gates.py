@@ -13,7 +13,7 @@ from statistics import NormalDist
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, needs
+from conftest import DATA, SAMPLE, needs
 
 from calib.bootstrap import CHEAP_SCORES, DEFAULT_REPLICATES, default_config
 from calib.errors import UsageError
@@ -388,11 +388,16 @@ def test_paired_differences_need_both_sections_from_the_same_draw():
     assert paired_differences({**current, "values": {}}, _section([0.0] * 3), "cmce")[1] == why.replace("ece", "cmce")
 
 
-def test_the_table_interval_is_the_two_sided_percentile_interval():
+def test_the_table_interval_is_the_two_sided_percentile_interval_centred_on_the_value():
+    """Replicates 0..100 (mean 50): the 2.5% and 97.5% quantiles are 2.5 and 97.5; centred on a
+    value of 60 they move by 60 - 50 = 10 (the gates' own interval)."""
     from calib.bootstrap import intervals
 
-    found = intervals({"m": np.arange(101.0), "none": np.array([np.nan, np.nan])}, 0.95)
+    replicates = {"m": np.arange(101.0), "none": np.array([np.nan, np.nan])}
+    found = intervals(replicates, 0.95, {})
     assert found["m"] == pytest.approx([2.5, 97.5], rel=1e-12) and found["none"] is None
+    assert intervals(replicates, 0.95, {"m": 60.0})["m"] == pytest.approx([12.5, 107.5], rel=1e-12)
+    assert Spread.of(replicates["m"], 0.95, 101, "bootstrap", 60.0).lower == pytest.approx(12.5, rel=1e-12)
 
 
 def test_two_replicates_are_enough_for_an_interval():
@@ -645,3 +650,30 @@ def test_unpaired_differences_are_the_two_reports_replicates_apart():
     differences, reason = unpaired_differences(current, baseline, "ece")
     assert reason is None and differences.tolist() == pytest.approx([0.2, 0.1])
     assert unpaired_differences(current, {"values": {}}, "ece")[0] is None
+
+
+def test_one_interval_in_the_table_the_json_and_the_gates(run, tmp_path):
+    """The table's interval of a metric is the one its gate reads (the replicates' percentile
+    interval centred on the value), and every value lies inside its own interval: the plain
+    percentile interval of a binned error's replicates sits above the value (the bootstrap repeats
+    rows, which inflates binned errors), as cw_ece 0.00357 shown as [0.003619, 0.003953] did."""
+    data = np.load(TEST)
+    np.savez(tmp_path / "s.npz", logits=data["logits"][:300], labels=data["labels"][:300])
+    metrics = "ece,cw_ece,cmce,nll"
+    gates = [arg for key in metrics.split(",") for arg in ("--fail-if", f"{key}>0.5")]
+    code, out, err = run("evaluate", tmp_path / "s.npz", "--no-vece", "--metrics", metrics, *gates, "--json", "-")
+    report = json.loads(out)
+    by_metric = {gate["metric"]: gate for gate in report["gates"]}
+    for key, entry in report["metrics"].items():
+        lower, upper = entry["ci"]
+        assert lower <= entry["value"] <= upper, key
+        assert [lower, upper] == by_metric[key]["bounds"], key
+    # CIFAR-100 test: the plain percentile interval of cw_ece, [0.00262, 0.00290], excludes its value 0.00239
+    import calib
+
+    hundred = np.load(DATA / "cifar100_resnet110_test.npz")
+    full = calib.evaluate(hundred["logits"], hundred["labels"], metrics=["cw_ece"], bootstrap=200).to_dict()
+    value, (lower, upper) = full["metrics"]["cw_ece"]["value"], full["metrics"]["cw_ece"]["ci"]
+    assert np.percentile(np.array(full["bootstrap"]["values"]["cw_ece"]), 2.5) > value and lower <= value <= upper
+    code, _, err = run("evaluate", tmp_path / "s.npz", "--no-vece", "--metrics", "ece", "--json", tmp_path / "r.json")
+    assert "note: 0.95 intervals from 200 bootstrap replicates, drawn for the JSON report" in err

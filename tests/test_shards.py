@@ -171,13 +171,22 @@ def test_apply_resumes_skipping_shards_written_with_the_same_bundle(run, apply_s
     assert code == 0 and "of 1 shards" in err and (out / "part3.parquet").exists(), err
     code, _, err = run("apply", bundle, directory, "--out", out, "--force")
     assert code == 0 and "of 4 shards" in err and "already written" not in err
-    # another bundle (or another --what) redoes every shard
+    # another bundle's (or another --what's) outputs are replaced only when asked: then every shard is redone
     val = np.load(__import__("conftest").SAMPLE / "cifar10_val.npz")
     calib.calibrator("ts").fit(val["logits"], val["labels"]).save(str(tmp_path / "ts"))
     code, _, err = run("apply", tmp_path / "ts", directory, "--out", out)
+    assert code == 2 and "holds another bundle's outputs" in err and "(--force)" in err
+    code, _, err = run("apply", tmp_path / "ts", directory, "--out", out, "--force")
     assert code == 0 and "of 4 shards" in err
     code, _, err = run("apply", tmp_path / "ts", directory, "--out", out, "--what", "log-probs")
+    assert code == 2 and "another bundle's outputs" in err
+    code, _, err = run("apply", tmp_path / "ts", directory, "--out", out, "--what", "log-probs", "--force")
     assert code == 0 and "of 4 shards" in err
+    # a directory of other files is not written into without --force
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    code, _, err = run("apply", bundle, directory, "--out", tmp_path / "other")
+    assert code == 2 and "1 files that no ledger of this bundle lists" in err
 
 
 def test_apply_to_shards_without_labels(run, apply_shards_dir, tmp_path):
@@ -202,7 +211,7 @@ def test_apply_to_a_directory_refuses_what_does_not_fit(run, apply_shards_dir, t
         ((directory, "--out", "-"), "name a directory"),
         ((directory, "--out", tmp_path / "o", "--engine", "spark"), "--engine must be one of"),
         ((directory, "--out", tmp_path / "o", "--labels", tmp_path / "file.parquet"), "carries its labels in each shard"),
-        ((directory / "part0.parquet", "--out", tmp_path / "x.parquet", "--force"), "take a directory"),
+        ((directory / "part0.parquet", "--out", tmp_path / "x.parquet", "--engine", "dask"), "take a directory"),
     ):
         code, _, err = run("apply", bundle, *args)
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)

@@ -7,7 +7,7 @@ and ``calib.InputError`` (a ValueError). The public names load on first use (PEP
 ``import calib`` and the command line pay only for the modules a command needs.
 """
 
-import importlib
+import importlib as _importlib
 
 from ._version import __version__ as __version__
 
@@ -50,16 +50,16 @@ _SUBPACKAGES = ("metrics",)
 
 def __getattr__(name):
     if name in _SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)
+        return _importlib.import_module(f".{name}", __name__)
     if name not in _PUBLIC:
         raise AttributeError(f"module 'calib' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+    value = getattr(_importlib.import_module(_PUBLIC[name], __name__), name)
     globals()[name] = value  # kept: later lookups skip this hook
     return value
 
 
 def __dir__():
-    return sorted([*globals(), *_PUBLIC])
+    return sorted([*(name for name in globals() if not name.startswith("_") or name.startswith("__")), *_PUBLIC])
 
 
 __all__ = sorted(["__version__", *_PUBLIC])

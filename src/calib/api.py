@@ -404,7 +404,7 @@ def evaluate(
     features: np.ndarray | None = None,
     gates=(),
     increase_gates=(),
-    bootstrap=None,
+    bootstrap="auto",
     bundle_path: str | None = None,
     emit_state: str | None = None,
     progress=None,
@@ -438,9 +438,12 @@ def evaluate(
         Per-row features for a calibrator with an adaptive threshold.
     gates, increase_gates : sequence
         Threshold gates as text (``"cmce>0.01"``) or Gate objects; change gates against a baseline.
-    bootstrap : int or BootstrapConfig, optional
+    bootstrap : "auto", int or BootstrapConfig
         Replicates (seed ``seed``) that give each metric an interval and the gates their noise:
-        pass, fail or inconclusive (docs/ci-gates.md).
+        pass, fail or inconclusive (docs/ci-gates.md). "auto" (the default) draws them when there
+        are gates (:func:`calib.bootstrap.resolve_config`: 200 on inputs of up to 10^7 scores, a
+        baseline's count and seed when it has replicates), as ``calib evaluate`` does, so both give
+        one outcome; 0 none. A report kept as a later baseline wants replicates: pass a count.
     bundle_path : str, optional
         Where the calibrator came from, for the report.
     emit_state : str, optional
@@ -469,7 +472,7 @@ def evaluate(
     >>> round(report.values["accuracy"], 4), round(report.values["ece"], 4)
     (0.9452, 0.0256)
     """
-    from .bootstrap import BootstrapConfig
+    from .bootstrap import resolve_config
     from .evaluation import SampleConfig, build_report, parse_gate
     from .evaluation.groups import Groups, groups_for, groups_from_values
     from .metrics import MetricConfig
@@ -487,8 +490,8 @@ def evaluate(
         groups = groups_from_values(groups, preds.n, "groups")
     groups = groups_for(preds, groups)  # a multi-label input's labels
     gates = [parse_gate(gate) if isinstance(gate, str) else gate for gate in gates]
-    if isinstance(bootstrap, int) and not isinstance(bootstrap, bool):
-        bootstrap = BootstrapConfig(bootstrap, seed) if bootstrap > 0 else None
+    baseline = increase_gates[0].baseline_bootstrap if increase_gates else None
+    bootstrap = resolve_config(bootstrap, preds.n, preds.k, seed=seed, gated=bool(gates or increase_gates), baseline=baseline)
     report = build_report(
         preds,
         metrics=metrics,

@@ -53,6 +53,34 @@ def default_config(n_rows: int, n_classes: int, level: float, baseline: dict | N
     return None
 
 
+def resolve_config(
+    bootstrap,
+    n_rows: int,
+    n_classes: int,
+    *,
+    seed: int = 0,
+    level: float = 0.95,
+    gated: bool = False,
+    baseline: dict | None = None,
+    recorded: bool = False,
+) -> BootstrapConfig | None:
+    """The replicates of an evaluation, one policy for the library and the command line: a
+    :class:`BootstrapConfig` as given; a count N (0 or None: none) with ``seed`` and ``level``; "auto"
+    draws :func:`default_config`'s replicates when the report is ``gated`` (so that its gates
+    read the noise: pass, fail or inconclusive) or ``recorded`` (a report written for later change
+    gates to pair with), pairing with the ``baseline`` report's bootstrap section when it has one,
+    and none otherwise."""
+    if bootstrap is None or isinstance(bootstrap, BootstrapConfig):
+        return bootstrap
+    if bootstrap == "auto":
+        return default_config(n_rows, n_classes, level, baseline) if gated or recorded else None
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0:
+        from .errors import UsageError
+
+        raise UsageError(f"bootstrap takes a number of replicates (0 for none) or 'auto'; got {bootstrap!r}")
+    return BootstrapConfig(int(bootstrap), seed, level) if bootstrap > 0 else None
+
+
 #: Groups of rows (``--group-by``) up to this many get replicates of their own (for noise-aware
 #: gates on groups); each costs as many metric computations as the replicates.
 MAX_GROUPS_WITH_REPLICATES = 50
@@ -125,13 +153,30 @@ class BootstrapStates(GroupedMetricSets):
         return self._values(states, self._counts(config))
 
 
-def intervals(replicates: dict[str, np.ndarray], level: float) -> dict[str, list]:
-    """Percentile intervals [lo, hi] at ``level`` (None where every replicate lacks a value)."""
-    tail = 100.0 * (1.0 - level) / 2.0
+def centred_interval(replicates, level: float, estimate: float | None = None) -> tuple[float, float, np.ndarray] | None:
+    """The one bootstrap interval of every output (the table, the JSON report, the gates): the
+    ``level`` percentile interval of the replicates (NaN ones dropped) shifted by estimate -
+    mean(replicates) when ``estimate`` is given, so that the bootstrap's own bias (resampled rows
+    repeat, which inflates binned errors) moves neither end and the value lies inside its interval.
+    Returns (lower, upper, the shifted values), or None with fewer than two values."""
+    values = np.asarray(replicates, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return None
+    if estimate is not None and np.isfinite(estimate):
+        values = values + (estimate - values.mean())
+    upper_percent = round(50.0 * (1.0 + level), 9)  # 97.5 for 0.95, not 97.50000000000001
+    lower, upper = np.percentile(values, [100.0 - upper_percent, upper_percent])
+    return float(lower), float(upper), values
+
+
+def intervals(replicates: dict[str, np.ndarray], level: float, estimates: dict) -> dict[str, list]:
+    """{metric: [lower, upper]} of :func:`centred_interval` around each metric's value in
+    ``estimates`` (None where fewer than two replicates have a value)."""
     out = {}
     for key, values in replicates.items():
-        finite = values[np.isfinite(values)]
-        out[key] = [float(v) for v in np.percentile(finite, [tail, 100.0 - tail])] if len(finite) else None
+        found = centred_interval(values, level, estimates.get(key))
+        out[key] = None if found is None else [found[0], found[1]]
     return out
 
 

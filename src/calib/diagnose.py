@@ -33,7 +33,7 @@ from .metrics.accumulators import ClasswiseBins, CumulativeMassBins
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
 from .metrics.sample import SampleConfig
-from .numerics import softmax
+from .numerics import LOG_PROB_FLOOR, softmax
 from .registry import calibrator_class
 from .report_text import format_change, format_value
 
@@ -216,15 +216,27 @@ def diagnose(
     return result
 
 
+def saturation_finding(rows: int, n: int, kind: str) -> str:
+    """What rows with a probability of exactly 0 or 1 do, by the rules the metrics and calibrators
+    apply to the input's kind: probabilities are floored at 1e-12 for their logs (NLL, the logit view
+    of calibrators); a softmax of logits rounds to 0 or 1, while NLL is taken from the log-softmax."""
+    share = f"{rows} rows ({rows / n:.1%}) hold a probability of exactly 0 or 1"
+    if kind == "probs":
+        return (
+            f"{share}: NLL takes log max(p, 1e-12), so a label given probability 0 costs {-LOG_PROB_FLOOR:.4g}, "
+            "and calibrators of logits read log 1e-12 as the logit of 0"
+        )
+    return (
+        f"{share} after the softmax (float64 rounds it): NLL is computed from the log-softmax and stays exact, "
+        "but calibrators of probabilities (isotonic, histogram binning, Venn-Abers) see exact 0s and 1s"
+    )
+
+
 def _input_findings(result: Diagnosis, preds: Predictions, support: np.ndarray, saturated: int) -> None:
     """Findings about the input itself: saturated probabilities or logits, classes without labels,
     labels that stop short of K, probabilities read as logits, too few rows for conformal alphas."""
     if saturated:
-        result.note(
-            "warning",
-            f"{saturated} rows ({saturated / preds.n:.1%}) hold a probability of exactly 0 or 1: "
-            "log-losses clip them at 1e-12 and logit-based calibrators see huge scores",
-        )
+        result.note("warning", saturation_finding(saturated, preds.n, preds.kind))
     if preds.kind == "logits":
         big = max(float(np.abs(preds.logits(rows)).max()) for rows in preds.chunks())
         if big > SATURATED_LOGIT:
@@ -232,10 +244,12 @@ def _input_findings(result: Diagnosis, preds: Predictions, support: np.ndarray, 
     unseen = np.flatnonzero(support == 0)
     if len(unseen):
         listed = ", ".join(map(str, unseen[:10])) + (" ..." if len(unseen) > 10 else "")
+        default = calibrator_class("isotonic")()  # the one-vs-rest rule for absent classes, with its default option
         result.note(
             "warning",
-            f"{len(unseen)} of {preds.k} classes never appear among the labels ({listed}); "
-            "one-vs-rest calibrators give them a constant 0 map",
+            f"{len(unseen)} of {preds.k} classes never appear among the labels ({listed}); one-vs-rest calibrators "
+            f"fitted on these rows: {default.absent_class_effect} (absent={default.options.absent}; the other rule, "
+            "absent=base-rate, gives them the constant map at 0)",
         )
     if preds.labels.max() + 1 < preds.k / 2:
         result.note("problem", f"labels only reach {preds.labels.max()} but K = {preds.k}: are the scores for another label set?")

@@ -176,6 +176,8 @@ def apply_shards(
     os.makedirs(out_dir, exist_ok=True)
     bundle_sha256 = read_bundle(bundle, CALIBRATORS).sha256
     ledger_path = os.path.join(out_dir, LEDGER)
+    if not force:
+        _refuse_other_outputs(out_dir, ledger_path, bundle_sha256, what)
     ledger = _read_ledger(ledger_path, bundle_sha256, what)
     todo, skipped = [], []
     for path in files:
@@ -213,6 +215,24 @@ def _apply_on_dask(todo: list[tuple[str, str]], args: tuple, scheduler: str | No
         futures = {client.submit(apply_shard, path, out_path, *args, pure=False): (path, out_path) for path, out_path in todo}
         for future in distributed.as_completed(futures):
             finished(*futures[future], future.result())
+
+
+def _refuse_other_outputs(out_dir: str, ledger_path: str, bundle_sha256: str, what: str) -> None:
+    """An output directory that holds files but no ledger of this bundle and output (another
+    bundle's outputs, or files of something else) is replaced only with ``force``, as an existing
+    output file or bundle is; a directory of this bundle's outputs resumes."""
+    held = [name for name in os.listdir(out_dir) if name != LEDGER]
+    if not held and not os.path.exists(ledger_path):
+        return
+    try:
+        with open(ledger_path, "rb") as handle:
+            ledger = json.loads(handle.read())
+    except (OSError, ValueError):
+        ledger = None
+    if isinstance(ledger, dict) and ledger.get("bundle_sha256") == bundle_sha256 and ledger.get("what") == what:
+        return
+    found = "another bundle's outputs" if isinstance(ledger, dict) else f"{len(held)} files that no ledger of this bundle lists"
+    raise InputError(f"{out_dir}: holds {found}; replacing them must be asked for", cli_hint="--force")
 
 
 def _read_ledger(path: str, bundle_sha256: str, what: str) -> dict:

@@ -271,8 +271,12 @@ class Calibrator(abc.ABC):
         for key, raw in given.items():
             attr = key.replace("-", "_")
             if attr not in fields:
-                valid = ", ".join(f"--{n.replace('_', '-')}" for n in fields) or "none"
-                raise UsageError(f"method {cls.name!r} takes no option --{key.replace('_', '-')} (its options: {valid})")
+                import difflib
+
+                valid = ", ".join(fields) or "none"
+                close = difflib.get_close_matches(attr, list(fields), n=1)
+                guess = f"; did you mean {close[0]!r}?" if close else ""
+                raise UsageError(f"method {cls.name!r} takes no option {attr!r} (its options: {valid}){guess}")
             values[attr] = _coerce(raw, type(fields[attr].default), key)
         try:
             options = cls.Options(**values)

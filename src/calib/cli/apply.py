@@ -12,6 +12,7 @@ from .. import pipeline
 from ..calibrators.base import absent_class_rows
 from ..errors import UsageError
 from ..io import check_output_path, read_features
+from ..io.atomic import check_output_file
 from ..io.formats import listed, shard_formats
 from ..io.writers import WRITERS
 from . import options, render
@@ -43,7 +44,12 @@ def apply(
     engine: options.Engine = "local",
     scheduler: options.Scheduler = None,
     force: Annotated[
-        bool, typer.Option("--force", help="For a directory PRED: redo the shards already written with this bundle.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace an existing output file; for a directory PRED, redo the shards already written "
+            "(those written with another bundle are replaced only with it).",
+        ),
     ] = False,
 ) -> None:
     """Apply a fitted bundle to PRED and write calibrated probabilities.
@@ -67,14 +73,15 @@ def apply(
             raise UsageError("--labels and --features take one file; a directory of shards carries its labels in each shard")
         _apply_directory(bundle, pred, out, what, read_options, engine, scheduler, force)
         return
-    if engine != "local" or scheduler is not None or force:
-        raise UsageError(f"--engine dask, --scheduler and --force take a directory of {listed(shard_formats())} files as PRED")
+    if engine != "local" or scheduler is not None:
+        raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
     if out == "-" and sys.stdout.isatty():
         raise UsageError(
             "--out - writes binary .npy to stdout, which is a terminal here; redirect it (> out.npy, | next-command)"
         )
     if out != "-":
         check_output_path(out, [pred, labels or "-", features or "-"])
+        check_output_file(out, force=force)
     preds, calibrator = options.read_inputs(
         pred,
         bundle,

@@ -200,7 +200,7 @@ def _gates_and_keys(given):
 
 def _evaluate_file(given, keys, gates, increase_gates) -> None:
     """``calib evaluate FILE``: read and validate once, stream the metrics, V-ECE on a sample, gates."""
-    from ..bootstrap import BootstrapConfig, default_config
+    from ..bootstrap import resolve_config
     from ..evaluation.groups import read_groups
     from ..metrics import METRICS, VECE_METRICS
     from ..metrics.sample import SampleConfig, boosted_fit_count
@@ -227,11 +227,16 @@ def _evaluate_file(given, keys, gates, increase_gates) -> None:
     if given.true_probs is not None:
         preds.true_probs = read_true_probs(given.true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    if given.bootstrap is None and (gates or increase_gates or given.json_path is not None):  # for noise-aware gates
-        baseline_section = increase_gates[0].baseline_bootstrap if increase_gates else None
-        replicates = default_config(preds.n, preds.k, given.confidence, baseline_section)
-    else:
-        replicates = BootstrapConfig(given.bootstrap, given.seed, given.confidence) if given.bootstrap else None
+    replicates = resolve_config(
+        "auto" if given.bootstrap is None else given.bootstrap,
+        preds.n,
+        preds.k,
+        seed=given.seed,
+        level=given.confidence,
+        gated=bool(gates or increase_gates),
+        baseline=increase_gates[0].baseline_bootstrap if increase_gates else None,
+        recorded=given.json_path is not None,  # a JSON report may serve as a later baseline
+    )
     default_vece = [] if given.no_vece or preds.multilabel is not None else VECE_METRICS  # not in a multi-label table
     wanted = [*(keys or default_vece), *(g.metric for g in (*gates, *increase_gates))]
     if any(not METRICS[key].streamed for key in wanted) and preds.n > given.vece_max_rows:
@@ -263,18 +268,32 @@ def _evaluate_file(given, keys, gates, increase_gates) -> None:
             ignore_noise=given.ignore_noise,
             inconclusive=given.inconclusive,
         ).to_dict()
+    if given.bootstrap is None and replicates is not None:
+        why = "for the gates" if gates or increase_gates else "for the JSON report, which later change gates pair with"
+        render.note(
+            f"note: {replicates.level:g} intervals from {replicates.replicates} bootstrap replicates, drawn {why} "
+            "(--bootstrap 0 for none); every interval is the replicates' percentile interval centred on the value"
+        )
     _emit(report, given.json_path, report, given.table_format, given.junit)
 
 
 def _noise_notes(report: dict, remedy: str) -> list[str]:
     """One note per reason a gate read raw values (noise ignored), unless asked for; ``remedy``
     says how this command would draw replicates."""
+    from ..metrics import METRICS
+
     notes = {}
     for gate in report["gates"]:
         reason = gate.get("noise_reason")
         if gate.get("noise") != "ignored" or reason in (None, "noise ignored on request") or "group" in gate:
             continue
-        if "allowed" in gate:
+        if not METRICS[gate["metric"]].streamed:
+            notes.setdefault(
+                "whole-sample " + gate["metric"],
+                f"note: {gate['metric']} is never bootstrapped (each replicate would refit its recalibration map), so its "
+                "gate compares the raw value: give the threshold a margin (docs/ci-gates.md has the measured false alarms)",
+            )
+        elif "allowed" in gate:
             notes.setdefault(
                 reason,
                 f"note: the change gates compare raw values and ignore noise: {reason}. A baseline written by "

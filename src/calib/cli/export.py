@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
 from ..errors import UsageError
+from ..io.atomic import check_output_file
 from . import render
 
 TARGETS = ("onnx",)
@@ -18,6 +18,7 @@ def export(
     out: Annotated[str, typer.Option("--out", "-o", help="The model file to write (.onnx).", show_default=False)],
     to: Annotated[str, typer.Option("--to", help="The format: onnx.")] = "onnx",
     dtype: Annotated[str, typer.Option("--dtype", help="float32 | float64: the graph's input and probs output.")] = "float32",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing model file.")] = False,
 ) -> None:
     """Export a fitted bundle as an ONNX graph for serving: scores in, calibrated probs (and sets) out.
 
@@ -32,8 +33,7 @@ def export(
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     if not out.lower().endswith(".onnx"):
         raise UsageError(f"{out}: an ONNX model's file name ends in .onnx")
-    if os.path.isdir(out):
-        raise UsageError(f"{out}: is a directory; name the model file")
+    check_output_file(out, force=force)
     calibration = load(bundle)
     calibration.to_onnx(out, dtype=dtype)
     outputs = "probs and sets" if "sets" in _outputs(calibration) else "probs"

@@ -43,7 +43,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..bootstrap import paired_differences, unpaired_differences
+from ..bootstrap import centred_interval, paired_differences, unpaired_differences
 from ..errors import InputError, UsageError
 from ..metrics.definitions import METRICS, check_metric_keys, higher_is_better
 from .groups import gated_groups, worst_group
@@ -82,15 +82,11 @@ class Spread:
         replicates are shifted by estimate - mean(replicates), so that the bootstrap's own bias
         (resampled rows repeat, which inflates binned errors) does not move the bounds. None with
         fewer than two values."""
-        values = np.asarray(replicates, dtype=float)
-        values = values[np.isfinite(values)]
-        if len(values) < 2:
+        found = centred_interval(replicates, level, estimate)
+        if found is None:
             return None
-        if estimate is not None:
-            values = values + (estimate - values.mean())
-        upper_percent = round(50.0 * (1.0 + level), 9)  # 97.5 for 0.95, not 97.50000000000001
-        lower, upper = np.percentile(values, [100.0 - upper_percent, upper_percent])
-        return cls(float(lower), float(upper), float(np.std(values, ddof=1)), rows, level, how)
+        lower, upper, values = found
+        return cls(lower, upper, float(np.std(values, ddof=1)), rows, level, how)
 
     def detectable(self) -> float:
         """Minimum detectable change: (z_{(1 + level) / 2} + z_power) sd."""

@@ -100,7 +100,17 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
     group_sets: dict[str, MetricSet] = {}
     group_rows: dict[str, int] = {}
     sources = set()
+    seen: dict[str, str] = {}  # input digest -> the state that brought it
     for (header, arrays), name in zip(states, names):
+        for source in header["inputs"]:
+            digest = source.get("sha256")
+            if digest is not None and digest in seen:
+                raise InputError(
+                    f"{name}: counts the rows of {source.get('path')} (sha256 {digest[:12]}), which {seen[digest]} "
+                    "already counts; merging them would count those rows twice"
+                )
+            if digest is not None:
+                seen[digest] = name
         if merged is None:
             headers = {**header, "inputs": list(header["inputs"])}
             merged = MetricSet(check_metric_keys(header["keys"]), MetricConfig(**header["config"]), int(header["k"]))

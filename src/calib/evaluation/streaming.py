@@ -279,12 +279,14 @@ def _side_accumulators(sides: list[str], new_set, n: int, groups: Groups | None,
 
 
 def _add_intervals(results: dict, grouped: dict, bootstrap, main_side: str, groups) -> dict:
-    """A percentile interval "ci" on every entry of each side from its bootstrap states; returns the
+    """The bootstrap interval "ci" (:func:`calib.bootstrap.centred_interval`, the gates' own) on every
+    entry of each side from its bootstrap states; returns the
     main side's replicate values (and each group's under "by_group")."""
     kept = {}
     for side, states in grouped.items():
         replicates = states.replicate_values(bootstrap)
-        for key, interval in intervals(replicates, bootstrap.level).items():
+        estimates = {key: entry.get("value") for key, entry in results[side].items()}
+        for key, interval in intervals(replicates, bootstrap.level, estimates).items():
             results[side][key]["ci"] = interval
         if side == main_side:
             kept = {"groups": states.clusters, "values": {k: v.tolist() for k, v in replicates.items()}}

@@ -70,6 +70,16 @@ def check_output_directory(path: str, *, force: bool) -> str:
     return path
 
 
+def check_output_file(path: str, *, force: bool) -> None:
+    """An output file an artifact is written to (calibrated scores, a model): an existing one is
+    replaced only with ``force``, as an existing bundle or report directory is
+    (:func:`check_output_directory`); a directory in its place is refused."""
+    if os.path.isdir(path):
+        raise CalibError(f"{path}: is a directory; name the file to write")
+    if os.path.exists(path) and not force:
+        raise CalibError(f"{path}: exists; replacing it must be asked for", cli_hint="--force")
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str, *, force: bool):
     """Yield a fresh temporary directory; on success it replaces ``path``.

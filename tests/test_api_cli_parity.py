@@ -1,0 +1,113 @@
+"""One engine: ``calib.evaluate`` in a notebook and ``calib evaluate`` in a CI job give the same
+metrics, the same gate entries (outcomes, intervals, notes) and the same exit outcome, on random
+inputs, metrics, threshold and change gates, with and without replicates, under both inconclusive
+policies. The replicate policy ("auto": drawn when gated) lives in the library
+(calib.bootstrap.resolve_config)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import calib
+from calib.bootstrap import resolve_config
+from calib.evaluation.gates import parse_change_gates
+
+STREAMED = ["accuracy", "nll", "brier", "ece", "mce", "cmce", "cw_ece", "ece_l2"]
+PATH_KEYS = ("path", "sha256", "baseline_input", "note")
+
+
+def _comparable(value):
+    """The report without what names the input (paths, digests, the notes that quote them)."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items() if k not in PATH_KEYS}
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    return value
+
+
+@st.composite
+def evaluations(draw):
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    n, k = draw(st.integers(40, 400)), draw(st.integers(2, 6))
+    logits = rng.normal(size=(n, k)) * draw(st.sampled_from([0.5, 2.0, 5.0]))
+    labels = rng.integers(0, k, n)
+    metrics = draw(st.lists(st.sampled_from(STREAMED), min_size=1, max_size=3, unique=True))
+    gated = draw(st.lists(st.sampled_from(metrics), max_size=2))
+    ops = draw(st.lists(st.sampled_from(["<", "<=", ">", ">="]), min_size=len(gated), max_size=len(gated)))
+    thresholds = draw(st.lists(st.floats(0.0, 1.0), min_size=len(gated), max_size=len(gated)))
+    gates = [f"{m}{op}{t:.4g}" for m, op, t in zip(gated, ops, thresholds)]
+    change = draw(st.sampled_from([None, "same rows", "other rows"]))
+    bootstrap = draw(st.sampled_from([None, 0, 30]))
+    inconclusive = draw(st.sampled_from(["pass", "fail"]))
+    return logits, labels, metrics, gates, change, bootstrap, inconclusive, seed
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(evaluations())
+def test_the_api_and_the_command_line_give_one_report_and_outcome(run, tmp_path, draw):
+    logits, labels, metrics, gates, change, bootstrap, inconclusive, seed = draw
+    path = tmp_path / f"s{seed}.npz"
+    np.savez(path, logits=logits, labels=labels)
+    cli_args = ["evaluate", path, "--no-vece", "--metrics", ",".join(metrics), "--inconclusive", inconclusive]
+    for gate in gates:
+        cli_args += ["--fail-if", gate]
+    if bootstrap is not None:
+        cli_args += ["--bootstrap", bootstrap]
+    increase_gates = []
+    if change is not None:
+        rows = slice(None) if change == "same rows" else slice(0, len(labels) // 2)
+        base = tmp_path / f"b{seed}.npz"
+        np.savez(base, logits=logits[rows] * 1.1, labels=labels[rows])
+        assert run("evaluate", base, "--no-vece", "--metrics", metrics[0], "--json", tmp_path / "base.json")[0] == 0
+        cli_args += [
+            "--baseline",
+            tmp_path / "base.json",
+            "--max-increase",
+            f"{metrics[0]}=0.001" if metrics[0] != "accuracy" else "nll=0.001",
+        ]
+        spec = f"{metrics[0]}=0.001" if metrics[0] != "accuracy" else None
+        if spec is None:  # accuracy: higher is better; gate nll's rise instead (and compute it)
+            cli_args[cli_args.index("--metrics") + 1] += ",nll" if "nll" not in metrics else ""
+            metrics = metrics + (["nll"] if "nll" not in metrics else [])
+            spec = "nll=0.001"
+            assert run("evaluate", base, "--no-vece", "--metrics", "nll", "--json", tmp_path / "base.json")[0] == 0
+        increase_gates = parse_change_gates([spec], str(tmp_path / "base.json"))
+    code, out, err = run(*cli_args, "--json", "-")
+    assert code in (0, 1), err
+    cli = json.loads(out)
+    if bootstrap is None:  # "auto", for a report written as JSON (a later baseline): what the command does
+        baseline = increase_gates[0].baseline_bootstrap if increase_gates else None
+        bootstrap = resolve_config("auto", len(labels), logits.shape[1], gated=True, baseline=baseline, recorded=True)
+    api = calib.evaluate(
+        logits,
+        labels,
+        metrics=metrics,
+        gates=gates,
+        increase_gates=increase_gates,
+        bootstrap=bootstrap,
+        inconclusive=inconclusive,
+    ).to_dict()
+    assert _comparable(api["metrics"]) == _comparable(cli["metrics"])
+    assert _comparable(api["gates"]) == _comparable(cli["gates"])
+    assert api["passed"] == cli["passed"] and code == (0 if api["passed"] else 1)
+
+
+def test_the_reproducer_a_gate_in_a_notebook_reads_the_noise_as_in_ci(run, tmp_path):
+    """2,000 CIFAR-10 test rows, ece 0.02539 against "ece>0.02": calib.evaluate returned fail
+    ("no bootstrap replicates", noise ignored) while the command returned inconclusive; now both
+    draw the same 200 replicates and give inconclusive with the same interval."""
+    from conftest import SAMPLE
+
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    logits, labels = data["logits"][:2000], data["labels"][:2000]
+    np.savez(tmp_path / "s.npz", logits=logits, labels=labels)
+    api = calib.evaluate(logits, labels, metrics=["ece"], gates=["ece>0.02"]).to_dict()["gates"][0]
+    code, out, _ = run("evaluate", tmp_path / "s.npz", "--metrics", "ece", "--fail-if", "ece>0.02", "--json", "-")
+    cli = json.loads(out)["gates"][0]
+    assert api["outcome"] == cli["outcome"] == "inconclusive" and code == 0
+    assert api["bounds"] == cli["bounds"] and api["noise"] == cli["noise"] == "bootstrap, 0.95 interval"
