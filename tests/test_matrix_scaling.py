@@ -54,6 +54,7 @@ def test_dirichlet_reaches_the_optimum_on_naive_bayes_digits():
     fitted = calib.calibrator("dirichlet", odir_lambda=1.0, odir_mu=1.0).fit(p_cal, y_cal, kind="probs")
     report = fitted.fit_report()
     assert report["converged"] is True and report["largest gradient entry"] <= 1e-9
+    assert report["loss above the minimum (Newton decrement)"] <= 1e-12 * report["loss"]
     log_p = log_softmax(np.log(np.maximum(p_cal, 1e-12)), axis=1)
     objective = odir_objective(log_p, y_cal, 1.0, 1.0)
     k = log_p.shape[1]
@@ -69,12 +70,14 @@ def test_dirichlet_reaches_the_optimum_on_naive_bayes_digits():
 
 def test_lbfgs_stays_selectable_and_is_judged_by_the_gradient():
     """solver=lbfgs is the former fit; it stops by its loss test short of the optimum here, and now
-    says so: not converged, with the largest gradient entry in the warning."""
+    says so: not converged, the loss 1.8e-9 above its minimum by the Newton decrement (the gap
+    measured against the optimum is 3.6e-9), where the Newton-CG fit's decrement is 1.5e-15."""
     p_cal, y_cal, _ = digits_naive_bayes()
     fitted = calib.calibrator("dirichlet", odir_lambda=1.0, odir_mu=1.0, solver="lbfgs").fit(p_cal, y_cal, kind="probs")
     report = fitted.fit_report()
     assert report["solver"] == "lbfgs" and report["converged"] is False and report["largest gradient entry"] > 1e-9
-    assert "L-BFGS fit stopped" in fitted.fitted.warnings()[0] and "largest gradient entry" in fitted.fitted.warnings()[0]
+    assert report["loss above the minimum (Newton decrement)"] > 1e-12 * report["loss"]
+    assert "L-BFGS fit stopped" in fitted.fitted.warnings()[0] and "Newton decrement" in fitted.fitted.warnings()[0]
 
 
 def test_the_hessian_products_are_the_gradient_s_derivative():
@@ -103,3 +106,15 @@ def test_the_hessian_products_are_the_gradient_s_derivative():
 def test_an_unknown_solver_is_refused():
     with pytest.raises(ValueError, match="'solver' must be one of trust-ncg, lbfgs"):
         calib.calibrator("sms", solver="newton")
+
+
+def test_more_weights_than_rows_warns_and_the_vector_structure_does_not():
+    """K = 12 on 100 rows: Dirichlet's 12^2 + 12 = 156 weights exceed the rows (a warning naming
+    both counts); SVS fits 2 K = 24 and says nothing; K^2 + K = rows exactly is not "more"."""
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(100, 12)) * 2, rng.integers(0, 12, 100)
+    dirichlet = calib.calibrator("dirichlet").fit(logits, labels)
+    assert "156 weights fitted on 100 rows" in dirichlet.fitted.warnings()[0]
+    assert calib.calibrator("svs").fit(logits, labels).fitted.warnings() == []
+    at_edge = calib.calibrator("dirichlet").fit(rng.normal(size=(156, 12)), rng.integers(0, 12, 156))
+    assert not any("weights fitted on" in w for w in at_edge.fitted.warnings())

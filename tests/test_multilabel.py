@@ -401,12 +401,12 @@ def test_joint_and_per_label_conformal_from_the_command_line(run, tmp_path):
         assert code == 0, err
         manifest = json.loads((bundle / "manifest.json").read_text())
         assert (manifest.get("coverage") == "joint") == (flag == "--joint")
-        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.npz")[0] == 0
+        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.npz", "--force")[0] == 0
         sets = np.load(tmp_path / "s.npz")["sets"]
         assert sets.shape == (500, 4) and sets.dtype == np.int8
-        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.parquet")[0] == 0
+        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.parquet", "--force")[0] == 0
         assert np.array_equal(np.stack(pq.read_table(tmp_path / "s.parquet").column("sets").to_numpy(zero_copy_only=False)), sets)
-        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.csv")[0] == 0
+        assert run("apply", bundle, tmp_path / "test.npz", "--what", "sets", "--out", tmp_path / "s.csv", "--force")[0] == 0
         header = (tmp_path / "s.csv").read_text().splitlines()[0]
         assert header.startswith('"set_0","set_1","set_2","set_3","label_0"')
         covered = (sets == 2) | (sets == y[500:])

@@ -91,12 +91,12 @@ def test_a_manifest_over_64_mib_is_refused_unread_and_one_at_the_limit_is_read(t
 # metric states and merged reports --------------------------------------------------------------
 
 
-def state_file(tmp_path, name="s.npz"):
+def state_file(tmp_path, name="s.npz", rows=slice(0, 300)):
     import calib
 
     data = np.load(calib.sample_path("cifar10_test.npz"))
     path = str(tmp_path / name)
-    calib.evaluate(data["logits"][:300], data["labels"][:300], metrics=["ece", "nll"], emit_state=path)
+    calib.evaluate(data["logits"][rows], data["labels"][rows], metrics=["ece", "nll"], emit_state=path)
     return path
 
 
@@ -145,9 +145,12 @@ def test_merged_states_pass_without_gates_and_name_the_first_file_when_they_diff
     import calib
     from calib.evaluation.states import merge_metric_states, read_metric_state
 
-    first, second = state_file(tmp_path, "a.npz"), state_file(tmp_path, "b.npz")
+    first, second = state_file(tmp_path, "a.npz"), state_file(tmp_path, "b.npz", slice(300, 600))
     report = merge_metric_states([read_metric_state(first), read_metric_state(second)], ["a.npz", "b.npz"]).to_json()
     assert report["passed"] is True and report["gates"] == [] and report["input"]["n"] == 600
+    twice = state_file(tmp_path, "again.npz")  # the rows of a.npz again: counting them twice is refused
+    with pytest.raises(InputError, match="again.npz: counts the rows of scores .* which a.npz already counts"):
+        merge_metric_states([read_metric_state(first), read_metric_state(twice)], ["a.npz", "again.npz"])
     data = np.load(calib.sample_path("cifar10_test.npz"))
     other = str(tmp_path / "c.npz")
     calib.evaluate(data["logits"][:300], data["labels"][:300], metrics=["ece"], emit_state=other)

@@ -102,6 +102,12 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
     sources = set()
     seen: dict[str, str] = {}  # input digest -> the state that brought it
     for (header, arrays), name in zip(states, names):
+        if merged is not None and (header["keys"], header["config"], header["k"]) != (
+            headers["keys"],
+            headers["config"],
+            headers["k"],
+        ):
+            raise InputError(f"{name}: its metrics, settings or K differ from {names[0]}'s; states cannot be merged")
         for source in header["inputs"]:
             digest = source.get("sha256")
             if digest is not None and digest in seen:
@@ -114,8 +120,6 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
         if merged is None:
             headers = {**header, "inputs": list(header["inputs"])}
             merged = MetricSet(check_metric_keys(header["keys"]), MetricConfig(**header["config"]), int(header["k"]))
-        elif (header["keys"], header["config"], header["k"]) != (headers["keys"], headers["config"], headers["k"]):
-            raise InputError(f"{name}: its metrics, settings or K differ from {names[0]}'s; states cannot be merged")
         else:
             headers["n"] += header["n"]
             headers["inputs"] += header["inputs"]
