@@ -170,3 +170,50 @@ def test_apply_never_overwrites_its_input(good, run):
     _assert_one_line_error(*run("apply", tmp_path / "b", tmp_path / "in.npy", "--out", tmp_path / "in.npy"), "input")
     assert (tmp_path / "in.npy").read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == sorted(["b", "good.npz", "in.npy"])  # no temp files left
+
+
+def test_a_semicolon_csv_gets_a_hint_and_long_column_lists_are_summarised(run, tmp_path):
+    """A ';'-separated CSV reads as one column: the error names the separator and how to convert;
+    a table of 177 columns without labels is listed as its first 12 names and a count, one line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "semi.csv").write_text("p0;p1;label\n0.2;0.8;1\n0.6;0.4;0\n")
+    code, _, err = run("evaluate", tmp_path / "semi.csv", "--no-vece")
+    assert code == 2 and "looks ';'-separated" in err and "tr ';' ','" in err
+    rng = np.random.default_rng(0)
+    table = {f"c{i}": rng.random(4) for i in range(177)}
+    table["probs"] = pa.FixedSizeListArray.from_arrays(rng.dirichlet(np.ones(3), 4).ravel(), 3)
+    pq.write_table(pa.table(table), tmp_path / "wide.parquet")
+    code, _, err = run("evaluate", tmp_path / "wide.parquet", "--no-vece")
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and "c0, c1" in line and "c11 and 166 more" in line and len(line) < 400
+
+
+def test_notebook_containers_a_bfloat16_tensor_and_a_dataframe_of_a_list_column():
+    """A bfloat16 tensor raised NumPy's raw TypeError: it is read as float32 (every bfloat16 value
+    exactly); a DataFrame whose one column holds each row's scores reads as its Series does."""
+    import calib
+
+    from conftest import needs
+
+    torch, pandas = needs("torch"), needs("pandas")
+    logits = torch.tensor([[0.5, -1.25], [2.0, 0.75]], dtype=torch.bfloat16)
+    assert calib.evaluate(logits, np.array([0, 1]), metrics="accuracy").values["accuracy"] == 0.5
+    rows = [np.array([0.2, 0.8]), np.array([0.6, 0.4])]
+    frame = calib.evaluate(pandas.DataFrame({"probs": rows}), np.array([1, 0]), metrics="nll").values["nll"]
+    assert frame == calib.evaluate(pandas.Series(rows), np.array([1, 0]), metrics="nll").values["nll"]
+
+
+def test_apply_help_lists_each_output_format_once(run):
+    """The writers are a table by suffix (.arrow and .feather are one format, .csv and .tsv one):
+    their list, as --out's help gives it, names each suffix once."""
+    import re
+
+    from calib.io.formats import listed
+    from calib.io.writers import WRITERS
+
+    suffixes = re.findall(r"\.[a-z]+", listed(WRITERS.values()))
+    assert sorted(suffixes) == sorted(WRITERS) and len(suffixes) == len(set(suffixes))
+    code, out, _ = run("apply", "--help")
+    assert code == 0 and ".arrow, .feather, .safetensors" in re.sub(r"[\s│]+", " ", out)

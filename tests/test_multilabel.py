@@ -555,3 +555,15 @@ def test_per_label_fit_report_of_entries_that_differ_or_are_missing():
     assert report["temperature per label (min / median / max)"] == pytest.approx(
         [min(temperatures), float(np.median(temperatures)), max(temperatures)], rel=1e-12
     )
+
+
+def test_a_joint_fit_summary_counts_pairs_as_pairs(run, tmp_path):
+    """The joint fit's infeasible counts are of the input's (row, label) pairs, not rows: 300 rows
+    of 4 labels give up to 1,200 of them, and the summary says pairs."""
+    z, y = _data(n=300, seed=3)
+    np.savez(tmp_path / "ml.npz", logits=z, labels=y)
+    code, out, err = run("fit", tmp_path / "ml.npz", "--method", "mr", "--joint", "--out", tmp_path / "joint")
+    report = json.loads((tmp_path / "joint" / "manifest.json").read_text())["fit_report"]
+    counted = [key for key in report if key.startswith("infeasible")]
+    assert code == 0 and counted and all(key.endswith("(cal (row, label) pairs)") for key in counted)
+    assert sum(report[key] for key in counted) <= 300 * z.shape[1]

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import method_param, needs
+from conftest import data_file, method_param, needs
 
 from calib import CALIBRATORS, calibrator_class
 from calib.calibrators import thresholds as thresholds_module
@@ -204,3 +204,19 @@ def test_venn_abers_on_cifar10_improves_nll_and_handles_absent_classes(cifar10):
     # class 0 is calibrated too, so rows the model gives to class 3 still go to class 3
     model_top3 = softmax(test).argmax(axis=1) == 3
     assert np.mean(probs[model_top3].argmax(axis=1) == 3) > 0.9
+
+
+def test_pointwise_maps_on_few_rows_per_class_warn_at_fit():
+    """CIFAR-100 validation rows: 1,000 rows (a median of 10 a class) warn for venn-abers, isotonic
+    and hist, whose per-class maps then raise the ECE; 5,000 rows (50 a class) and beta (three
+    weights a class) do not; a binary model never does (one map)."""
+    import calib
+
+    val = np.load(data_file("cifar100_resnet110_val.npz"))
+    for method in ("venn-abers", "isotonic", "hist"):
+        few = calib.calibrator(method).fit(val["logits"][:1000], val["labels"][:1000]).fitted.warnings()
+        assert len(few) == 1 and "median of 10 calibration rows a class" in few[0], method
+        assert calib.calibrator(method).fit(val["logits"], val["labels"]).fitted.warnings() == [], method
+    assert calib.calibrator("beta").fit(val["logits"][:1000], val["labels"][:1000]).fitted.warnings() == []
+    rng = np.random.default_rng(0)
+    assert calib.calibrator("isotonic").fit(rng.normal(size=(20, 2)), rng.integers(0, 2, 20)).fitted.warnings() == []

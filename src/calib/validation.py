@@ -44,12 +44,19 @@ def show_value(value) -> str:
 
 def as_array(values, name: str) -> np.ndarray:
     """``values`` as a NumPy array, from what notebooks hold: a torch tensor (detached from its
-    graph and moved to the CPU first), a pandas Series or DataFrame, a list, or a 1-d sequence
-    whose entries are equal-length rows (a Series of arrays), which is stacked into a matrix."""
+    graph and moved to the CPU first; bfloat16, which NumPy has no type for, as float32, which
+    holds every bfloat16 value exactly), a pandas Series or DataFrame, a list, or a 1-d sequence
+    whose entries are equal-length rows (a Series of arrays, or a DataFrame of one such column),
+    which is stacked into a matrix."""
     detach = getattr(values, "detach", None)
     if callable(detach) and hasattr(values, "cpu"):  # torch.Tensor, requires_grad or not
-        values = detach().cpu().numpy()
+        values = detach().cpu()
+        if str(values.dtype) == "torch.bfloat16":
+            values = values.float()
+        values = values.numpy()
     array = np.asarray(values)
+    if array.dtype == object and array.ndim == 2 and array.shape[1] == 1:  # a DataFrame of one list column
+        array = array[:, 0]
     if array.dtype == object:
         rows = [np.asarray(row) for row in array.reshape(-1)] if array.ndim == 1 else None
         if not rows or any(row.dtype == object for row in rows):

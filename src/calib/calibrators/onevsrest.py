@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -46,6 +47,12 @@ class OneVsRestOptions:
             raise ValueError(f"'absent' must be one of {', '.join(ABSENT_CLASS_RULES)}; got {self.absent!r}")
 
 
+#: Fewer calibration rows per class than this (the median over classes) make the maps fitted per
+#: class point by point (isotonic, histogram binning, Venn-Abers) noisy enough to raise the ECE they
+#: should lower. Measured on CIFAR-100 (validation rows to fit, test rows to score; ECE 0.079
+#: uncalibrated): venn-abers 0.043 at 50 rows per class, 0.090 at 20, 0.167 at 10; isotonic 0.060,
+#: 0.074, 0.086; beta and Platt, two or three weights a class, 0.055-0.086 throughout.
+MIN_ROWS_PER_CLASS = 30
 LOGISTIC_RIDGE = 1e-6
 MAX_NEWTON_STEPS = 100
 NEWTON_STEP_TOL = 1e-10
@@ -74,9 +81,13 @@ class OneVsRest(Calibrator):
     def softmax_only(self):
         return True  # maps of p_k (Platt and quadratic scaling, maps of z_k, say otherwise)
 
+    #: The maps are fitted point by point per class (no parametric form): noisy on few rows a class.
+    pointwise: ClassVar[bool] = False
+
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
         self.absent_classes_ = absent_classes(labels, logits.shape[1])
+        self.rows_per_class_ = float(np.median(np.bincount(labels, minlength=logits.shape[1])))
         self.fit_maps(logits, _model_probs(logits, probs), labels, given=probs is not None)
         return self
 
@@ -90,6 +101,16 @@ class OneVsRest(Calibrator):
     def class_maps(self, logits: np.ndarray, probs: np.ndarray, *, given: bool) -> np.ndarray:
         """(N, K): g_k applied to every class of every row, before renormalising (``given`` as for
         :meth:`fit_maps`)."""
+
+    def warnings(self):
+        rows = getattr(self, "rows_per_class_", None)  # a bundle keeps the warning in its fit report
+        if not self.pointwise or rows is None or rows >= MIN_ROWS_PER_CLASS or self.n_maps() <= 2:
+            return []
+        return [
+            f"{self.name} fits one map per class point by point, here on a median of {rows:g} calibration rows a class "
+            f"(under {MIN_ROWS_PER_CLASS}): such maps can raise the ECE they should lower (on CIFAR-100 venn-abers "
+            "went from 0.079 to 0.090 at 20 rows a class and 0.167 at 10); ts, beta or dirichlet pool the classes"
+        ]
 
     def transform_probs_with_info(self, logits, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
@@ -298,6 +319,7 @@ def _logistic_loss(weights, phi, target):
 
 
 class Isotonic(OneVsRest):
+    pointwise = True
     name = "isotonic"
     summary = "isotonic regression one-vs-rest: non-decreasing map of p_k per class, renormalised"
 
@@ -371,6 +393,7 @@ class Isotonic(OneVsRest):
 
 
 class HistogramBinning(OneVsRest):
+    pointwise = True
     name = "hist"
     summary = "histogram binning one-vs-rest: 15 equal-width bins of p_k per class, renormalised"
 

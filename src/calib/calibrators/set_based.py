@@ -286,7 +286,8 @@ class SetCalibrator(SetBuilder):
             report["q (transformed scale)"] = float(self.threshold_["q"])
             report["conditioned on"] = self.conditioning_
             report["model fitted on"] = self.trained_on_
-        report.update({f"infeasible {k.replace('_', ' ')} (cal rows)": v for k, v in self.fit_counts_.items() if v})
+        unit = "cal rows" if self.joint_ is None else "cal (row, label) pairs"  # a joint fit counts a multi-label input's pairs
+        report.update({f"infeasible {k.replace('_', ' ')} ({unit})": v for k, v in self.fit_counts_.items() if v})
         return report
 
     def warnings(self):

@@ -152,6 +152,7 @@ def venn_abers_runs(
 
 
 class VennAbers(OneVsRest):
+    pointwise = True
     name = "venn-abers"
     summary = "inductive Venn-Abers one-vs-rest on p_k: p1 / (1 - p0 + p1), renormalised (Vovk et al. 2015)"
 

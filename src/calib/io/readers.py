@@ -117,13 +117,24 @@ def read_predictions(
     if contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
         preds.kind_reason = f"{preds.kind_reason}; {contents.picked}"
     if preds.labels is None and require_labels:
-        found = ", ".join(contents.names) or "none"
+        found = listed_names(contents.names)
         raise InputError(
             f"{name}: no labels in the file (no array or column named label or labels; found {found}); "
             "name the one that holds them or give a labels file",
             cli_hint="--label-column NAME or --labels FILE",
         )
     return preds
+
+
+def listed_names(names, shown: int = 12) -> str:
+    """Names for a one-line message: all of them up to ``shown``, else the first ``shown`` and how
+    many more (a table of 177 columns is not one line of 1,500 characters)."""
+    names = list(names)
+    if not names:
+        return "none"
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def predictions_from_arrays(

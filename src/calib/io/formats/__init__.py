@@ -25,8 +25,9 @@ BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 
 
 def listed(formats=FORMATS, last: str = "or") -> str:
-    """The formats' suffixes as prose: ".npy, .npz or .parquet"."""
-    suffixes = [suffix for fmt in formats for suffix in fmt.suffixes]
+    """The formats' suffixes as prose, each once: ".npy, .npz or .parquet" (a format reached under
+    each of its suffixes, as a table of writers by suffix has it, is listed once)."""
+    suffixes = list(dict.fromkeys(suffix for fmt in formats for suffix in fmt.suffixes))
     return suffixes[0] if len(suffixes) == 1 else f"{', '.join(suffixes[:-1])} {last} {suffixes[-1]}"
 
 

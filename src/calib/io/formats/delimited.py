@@ -65,7 +65,15 @@ def _score_names(
         raise InputError(f"{path}: no column starts with {score_prefix!r} (found {', '.join(names)})")
     used = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in label and f.name not in INDEX_NAMES]
     if not used:
-        raise InputError(f"{path}: no floating-point score columns (found {', '.join(names)})", cli_hint="--score-prefix PREFIX")
+        from ..readers import listed_names
+
+        other = next((mark for mark in (";", "|", "\t", ",") if len(names) == 1 and mark in names[0]), None)
+        if other is not None:  # one column whose name holds another separator: the file is not this one's format
+            raise InputError(
+                f"{path}: the header is one column, {names[0][:80]!r}, which looks {other!r}-separated; calib reads "
+                f".csv files separated by commas and .tsv files by tabs: convert it (for example tr {other!r} ',')"
+            )
+        raise InputError(f"{path}: no floating-point score columns (found {listed_names(names)})", cli_hint="--score-prefix PREFIX")
     return used, None
 
 
