@@ -1,6 +1,7 @@
 """Readers and writers: every format round-trips, kinds are detected, parquet columns carried."""
 
 import io
+import json
 import subprocess
 import sys
 
@@ -606,3 +607,24 @@ def test_reading_a_parquet_file_does_not_import_pandas(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_same_frame_reads_alike_as_csv_parquet_and_feather(run, tmp_path):
+    """A DataFrame of predict_proba's columns and a label column, written by pandas as CSV, parquet
+    and feather: each reads with no score option (every floating-point column but the label and the
+    index), the same numbers; parquet and feather say which columns were taken."""
+    pandas = needs("pandas")
+    rng = np.random.default_rng(0)
+    frame = pandas.DataFrame(rng.dirichlet(np.ones(3), 60), columns=["setosa", "versicolor", "virginica"])
+    frame["target"] = rng.integers(0, 3, 60)
+    frame.to_csv(tmp_path / "f.csv")
+    frame.to_parquet(tmp_path / "f.parquet")
+    frame.to_feather(tmp_path / "f.feather")
+    values = {}
+    for name in ("f.csv", "f.parquet", "f.feather"):
+        code, out, err = run("evaluate", tmp_path / name, "--label-column", "target", "--no-vece", "--metrics", "nll,ece", "--json", "-")
+        assert code == 0, err
+        values[name] = json.loads(out)["metrics"]
+        if name != "f.csv":
+            assert "the 3 floating-point columns setosa ... virginica" in err
+    assert values["f.csv"] == values["f.parquet"] == values["f.feather"]

@@ -7,6 +7,7 @@ from ...errors import InputError
 from ..atomic import atomic_path
 from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
+    floating_note,
     label_columns,
     labels_of,
     list_column_to_matrix,
@@ -41,13 +42,14 @@ class Arrow(Format):
         columns = table.column_names
         label_keys = label_columns(columns, label_column, name)
         labels = labels_of([table.column(key) for key in label_keys])
-        used, kind, wide = score_columns(columns, score_prefix, path, scores)
+        used, kind, wide = score_columns(columns, score_prefix, path, scores, table.schema, label_keys)
+        picked = floating_note(used, kind, wide, score_prefix)
         if wide:
             matrix = wide_columns_to_matrix(table, used, path)
         else:
             matrix = list_column_to_matrix(table.column(used[0]), path, used[0])
         keep = [c for c in columns if c not in used and c not in label_keys]
-        return Contents(matrix, labels, kind, table.select(keep) if keep else None, tuple(columns))
+        return Contents(matrix, labels, kind, table.select(keep) if keep else None, tuple(columns), picked)
 
     def names(self, path):
         return tuple(_table(path, path).column_names)

@@ -15,10 +15,14 @@ from .base import SCORE_NAMES, label_name
 WIDE_PREFIXES = {"logit_": "logits", "log_prob_": "log-probs", "prob_": "probs"}
 
 
-def score_columns(columns, score_prefix: str | None, path: str, scores: str | None = None) -> tuple[list[str], str | None, bool]:
+def score_columns(
+    columns, score_prefix: str | None, path: str, scores: str | None = None, schema=None, labels=()
+) -> tuple[list[str], str | None, bool]:
     """(the columns holding the scores, the kind their names say, whether they are wide columns):
     the list column ``scores`` when named, else the list column named for a kind unless a prefix is
-    given, else the wide columns of ``score_prefix`` (or of the first of WIDE_PREFIXES present)."""
+    given, else the wide columns of ``score_prefix`` (or of the first of WIDE_PREFIXES present),
+    else, given the table's Arrow ``schema``, every floating-point column but the ``labels`` and
+    pandas' index, as a CSV of the same frame is read (:func:`floating_columns`)."""
     if scores is not None:
         if score_prefix is not None:
             raise InputError(
@@ -37,10 +41,33 @@ def score_columns(columns, score_prefix: str | None, path: str, scores: str | No
         used = [c for c in columns if c.startswith(prefix)]
         if used:
             return _order_wide(used), prefix_kind, True
+    if score_prefix is None and schema is not None and floating_columns(schema, labels):
+        return floating_columns(schema, labels), None, True
     raise InputError(
         f"{path}: no score column; expected a list column logits, log_probs or probs, or wide columns by a name prefix",
         cli_hint="--score-prefix PREFIX",
     )
+
+
+#: Column names pandas gives its index when a frame is written with it.
+INDEX_NAMES = ("", "Unnamed: 0", "__index_level_0__")
+
+
+def floating_columns(schema, labels=()) -> list[str]:
+    """The floating-point columns of an Arrow ``schema`` but the ``labels`` and pandas' index: the
+    score columns of a table whose names say nothing (a ``to_csv`` or ``to_parquet`` of
+    ``predict_proba``'s frame), in the table's order."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in labels and f.name not in INDEX_NAMES]
+
+
+def floating_note(used: list[str], kind: str | None, wide: bool, score_prefix: str | None) -> str | None:
+    """For the input-kind line, when the scores were taken as every floating-point column (no list
+    column, no prefix: :func:`score_columns`' last rule), which ones; else None."""
+    if not wide or kind is not None or score_prefix is not None:
+        return None
+    return f"scores: the {len(used)} floating-point columns {used[0]} ... {used[-1]}, as no list column or prefix names them"
 
 
 #: Wide label columns of a multi-label input, one 0/1 column per label: label_0, label_1, ...

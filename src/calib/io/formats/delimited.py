@@ -16,10 +16,9 @@ import numpy as np
 
 from ...errors import InputError
 from .base import Contents, Format
-from .columns import column_numbers, label_columns, labels_of, named_column_values
+from .columns import INDEX_NAMES, column_numbers, label_columns, labels_of, named_column_values
 
 #: Names pandas gives its index column when it writes one.
-INDEX_NAMES = ("", "Unnamed: 0")
 #: Bytes parsed at a time.
 BLOCK_BYTES = 1 << 24
 
@@ -49,9 +48,8 @@ def _score_names(
     """(the score columns, the kind the prefix says): the columns of ``score_prefix`` (or of a
     prefix naming a kind: logit_, log_prob_, prob_), else every floating-point column but the
     labels and pandas' index."""
-    import pyarrow as pa
 
-    from .columns import WIDE_PREFIXES, _order_wide
+    from .columns import WIDE_PREFIXES, _order_wide, floating_columns
 
     names = schema.names
     if scores is not None:
@@ -63,7 +61,7 @@ def _score_names(
             return _order_wide(used), kind
     if score_prefix is not None:
         raise InputError(f"{path}: no column starts with {score_prefix!r} (found {', '.join(names)})")
-    used = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in label and f.name not in INDEX_NAMES]
+    used = floating_columns(schema, label)
     if not used:
         from ..readers import listed_names
 

@@ -11,6 +11,7 @@ from ...errors import InputError
 from ..atomic import atomic_path
 from .base import PARSE_ERRORS, Contents, Format, unreadable
 from .columns import (
+    floating_note,
     label_columns,
     labels_of,
     list_column_to_matrix,
@@ -36,11 +37,12 @@ def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: 
         labels = labels_of([label_table.column(key) for key in label_keys])
     except (pa.ArrowException, *PARSE_ERRORS) as exc:
         raise InputError(f"{name}: not a readable parquet file ({exc})") from None
-    used, kind, wide = score_columns(columns, score_prefix, path, scores)
+    used, kind, wide = score_columns(columns, score_prefix, path, scores, parquet.schema_arrow, label_keys)
+    picked = floating_note(used, kind, wide, score_prefix)
     scores = ParquetScores(parquet, used, wide=wide, path=path)
     keep = [c for c in columns if c not in used and c not in label_keys]
     passthrough = parquet.read(columns=keep) if keep else None
-    return Contents(scores, labels, kind, passthrough, tuple(columns))
+    return Contents(scores, labels, kind, passthrough, tuple(columns), picked)
 
 
 #: Rows of a row group decoded at a time (:meth:`ParquetScores._decode_in_batches`).
