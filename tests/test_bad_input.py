@@ -193,9 +193,9 @@ def test_a_semicolon_csv_gets_a_hint_and_long_column_lists_are_summarised(run, t
 def test_notebook_containers_a_bfloat16_tensor_and_a_dataframe_of_a_list_column():
     """A bfloat16 tensor raised NumPy's raw TypeError: it is read as float32 (every bfloat16 value
     exactly); a DataFrame whose one column holds each row's scores reads as its Series does."""
-    import calib
-
     from conftest import needs
+
+    import calib
 
     torch, pandas = needs("torch"), needs("pandas")
     logits = torch.tensor([[0.5, -1.25], [2.0, 0.75]], dtype=torch.bfloat16)

@@ -622,7 +622,9 @@ def test_the_same_frame_reads_alike_as_csv_parquet_and_feather(run, tmp_path):
     frame.to_feather(tmp_path / "f.feather")
     values = {}
     for name in ("f.csv", "f.parquet", "f.feather"):
-        code, out, err = run("evaluate", tmp_path / name, "--label-column", "target", "--no-vece", "--metrics", "nll,ece", "--json", "-")
+        code, out, err = run(
+            "evaluate", tmp_path / name, "--label-column", "target", "--no-vece", "--metrics", "nll,ece", "--json", "-"
+        )
         assert code == 0, err
         values[name] = json.loads(out)["metrics"]
         if name != "f.csv":

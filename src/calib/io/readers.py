@@ -27,7 +27,7 @@ from ..validation import (
     resolve_kind,
 )
 from .formats import BY_SUFFIX, MAGIC_LENGTH, format_of, format_of_bytes, suffix_of
-from .formats.base import LABEL_NAMES, group_key, labels_key
+from .formats.base import LABEL_NAMES, group_key, labels_key, listed_names
 from .formats.columns import column_numbers
 from .formats.text import text_labels, text_values
 from .predictions import LabelLayout, Predictions
@@ -124,17 +124,6 @@ def read_predictions(
             cli_hint="--label-column NAME or --labels FILE",
         )
     return preds
-
-
-def listed_names(names, shown: int = 12) -> str:
-    """Names for a one-line message: all of them up to ``shown``, else the first ``shown`` and how
-    many more (a table of 177 columns is not one line of 1,500 characters)."""
-    names = list(names)
-    if not names:
-        return "none"
-    if len(names) <= shown:
-        return ", ".join(names)
-    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def predictions_from_arrays(

@@ -150,3 +150,14 @@ def unreadable(path: str, suffix: str, exc: Exception) -> InputError:
     if "pickle" in str(exc).lower():
         return InputError(f"{path}: not a readable {suffix} file (not a zip archive of arrays; pickled data is never loaded)")
     return InputError(f"{path}: not a readable {suffix} file ({exc})")
+
+
+def listed_names(names, shown: int = 12) -> str:
+    """Names for a one-line message: all of them up to ``shown``, else the first ``shown`` and how
+    many more (a table of 177 columns is not one line of 1,500 characters)."""
+    names = list(names)
+    if not names:
+        return "none"
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"

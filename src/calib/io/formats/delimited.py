@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 
 from ...errors import InputError
-from .base import Contents, Format
+from .base import Contents, Format, listed_names
 from .columns import INDEX_NAMES, column_numbers, label_columns, labels_of, named_column_values
 
 #: Names pandas gives its index column when it writes one.
@@ -63,15 +63,15 @@ def _score_names(
         raise InputError(f"{path}: no column starts with {score_prefix!r} (found {', '.join(names)})")
     used = floating_columns(schema, label)
     if not used:
-        from ..readers import listed_names
-
         other = next((mark for mark in (";", "|", "\t", ",") if len(names) == 1 and mark in names[0]), None)
         if other is not None:  # one column whose name holds another separator: the file is not this one's format
             raise InputError(
                 f"{path}: the header is one column, {names[0][:80]!r}, which looks {other!r}-separated; calib reads "
                 f".csv files separated by commas and .tsv files by tabs: convert it (for example tr {other!r} ',')"
             )
-        raise InputError(f"{path}: no floating-point score columns (found {listed_names(names)})", cli_hint="--score-prefix PREFIX")
+        raise InputError(
+            f"{path}: no floating-point score columns (found {listed_names(names)})", cli_hint="--score-prefix PREFIX"
+        )
     return used, None
 
 
