@@ -99,7 +99,7 @@ def log_of_probs(probs: np.ndarray) -> np.ndarray:
 #: 56 at K = 10,000 (peaked rows), relative to the value; r is 9 times the largest. Relative, so
 #: scores of 1e-14 and 1e-13 (or 1 - 1e-13 and 1 - 2e-13) stay different numbers: an absolute
 #: tolerance merged them. Values used exactly as the input gives them (probabilities as given)
-#: are compared exactly where the rule knows it (:func:`edge_slack` with ``exact``).
+#: are compared exactly where the rule knows it (:func:`edge_slack_of`).
 EDGE_RTOL = 2.0**-44
 #: u, float64's unit roundoff: a correctly rounded operation's relative error is at most u.
 UNIT_ROUNDOFF = 2.0**-53

@@ -87,7 +87,7 @@ class OneVsRest(Calibrator):
     def fit(self, logits, labels, *, seed=0, features=None, probs=None):
         logits = np.asarray(logits, dtype=np.float64)
         self.absent_classes_ = absent_classes(labels, logits.shape[1])
-        self.rows_per_class_ = float(np.median(np.bincount(labels, minlength=logits.shape[1])))
+        self.rows_per_class_ = float(np.median(np.bincount(np.asarray(labels, dtype=np.int64), minlength=logits.shape[1])))
         self.fit_maps(logits, _model_probs(logits, probs), labels, given=probs is not None)
         return self
 
