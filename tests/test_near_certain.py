@@ -371,3 +371,32 @@ def test_the_worked_example_of_tied_sums_against_torchcp():
     options = calib.calibrator("mr", score="aps").fitted.options
     terms = given_score_terms(options, 6, given=True)
     assert terms == 6 and in_conformal_set(np.array([v]), q, terms)[0] and not in_conformal_set(np.array([v]), q, 1)[0]
+
+
+def test_log1mexp_on_both_branches_and_at_the_switch():
+    """log(1 - e^l): near 0 by log(-expm1(l)) (l = -1e-13: log 1e-13 to 1e-15 relative, where
+    log1p(-e^l) would be off by 1e-3), far below by log1p(-e^l) (l = -40: -e^-40), both log 1/2 at
+    l = -log 2, and -inf at 0."""
+    from calib.numerics import log1mexp
+
+    got = log1mexp(np.array([-1e-13, -40.0, -math.log(2.0), 0.0, -1.0]))
+    assert got[0] == pytest.approx(math.log(1e-13) - 5e-14, rel=1e-15)
+    assert got[1] == pytest.approx(-math.exp(-40.0), rel=1e-15)
+    assert got[2] == pytest.approx(math.log(0.5), rel=1e-15) and got[3] == -np.inf
+    assert got[4] == pytest.approx(math.log(1.0 - math.exp(-1.0)), rel=1e-15)
+
+
+def test_a_band_edge_slack_is_relative_to_the_edge_not_to_1():
+    """Coverage[0.5, 0.75]: a mass 0.5 (1 - 1.5 r) lies 0.75 r below the edge, beyond its relative
+    slack r 0.5 (out of the band), though within r of it in absolute terms."""
+    from calib.metrics.accumulators import CumulativeMassRange
+    from calib.metrics.batch import Batch
+    from calib.numerics import EDGE_RTOL
+
+    first = 0.5 * (1.0 - 1.5 * EDGE_RTOL)
+    band = CumulativeMassRange(0.5, 0.75)
+    band.update(Batch(np.array([0]), probs=np.array([[first, 0.8 - first, 0.2]])))
+    assert band.count == 0  # the first mass is below the band, the second (0.8) above it
+    inside = 0.5 * (1.0 - 0.5 * EDGE_RTOL)
+    band.update(Batch(np.array([0]), probs=np.array([[inside, 0.8 - inside, 0.2]])))
+    assert band.count == 1
