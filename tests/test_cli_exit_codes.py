@@ -99,7 +99,7 @@ def test_one_overwrite_rule_for_every_command_that_writes_an_artifact(run, tiny,
         "fit": (("fit", path, "--method", "ts", "--out"), tmp_path / "bundle", True),
         "diagnose": (("diagnose", path, "--out"), tmp_path / "report", True),
         "synth": (
-            ("synth", "gaussian-grid", "--classes", "3", "--n-cal", "100", "--n-test", "100", "--out"),
+            ("synth", "gaussian-grid", "--classes", "3", "--n-cal", "100", "--n-test", "100", "--model", "truth", "--out"),
             tmp_path / "grid",
             True,
         ),
