@@ -99,7 +99,7 @@ def log_of_probs(probs: np.ndarray) -> np.ndarray:
 #: 56 at K = 10,000 (peaked rows), relative to the value; r is 9 times the largest. Relative, so
 #: scores of 1e-14 and 1e-13 (or 1 - 1e-13 and 1 - 2e-13) stay different numbers: an absolute
 #: tolerance merged them. Values used exactly as the input gives them (probabilities as given)
-#: are compared exactly where the rule knows it (:func:`edge_slack_of`).
+#: are compared exactly where the rule knows it (Venn-Abers runs, the conformal set rule).
 EDGE_RTOL = 2.0**-44
 #: u, float64's unit roundoff: a correctly rounded operation's relative error is at most u.
 UNIT_ROUNDOFF = 2.0**-53
@@ -113,12 +113,6 @@ def edge_slack(edge, scale: float = 0.0):
     computed from, where that exceeds the value: a conformal score 1 - p_y or p_1 - p_y of
     probabilities near 1 carries their rounding (r 1), however small it is."""
     return EDGE_RTOL * np.maximum(scale, np.abs(edge))
-
-
-def edge_slack_of(edge, exact: bool):
-    """:func:`edge_slack` of values computed through exp, log or reordered sums, 0 for values the
-    input gives (``exact``: the same bits on every path)."""
-    return np.zeros_like(np.asarray(edge, dtype=np.float64)) if exact else edge_slack(edge)
 
 
 def bin_index(values: np.ndarray, n_bins: int) -> np.ndarray:

@@ -176,9 +176,14 @@ def apply_shards(
     os.makedirs(out_dir, exist_ok=True)
     bundle_sha256 = read_bundle(bundle, CALIBRATORS).sha256
     ledger_path = os.path.join(out_dir, LEDGER)
-    if not force:
-        _refuse_other_outputs(out_dir, ledger_path, bundle_sha256, what)
     ledger = _read_ledger(ledger_path, bundle_sha256, what)
+    if not force and ledger is None and any(name != LEDGER for name in os.listdir(out_dir)):
+        raise InputError(
+            f"{out_dir}: holds files that no ledger of this bundle lists (another bundle's outputs, or other files); "
+            "replacing them must be asked for",
+            cli_hint="--force",
+        )
+    ledger = ledger or {"bundle_sha256": bundle_sha256, "what": what, "shards": {}}
     todo, skipped = [], []
     for path in files:
         name = os.path.basename(path)
@@ -217,40 +222,18 @@ def _apply_on_dask(todo: list[tuple[str, str]], args: tuple, scheduler: str | No
             finished(*futures[future], future.result())
 
 
-def _refuse_other_outputs(out_dir: str, ledger_path: str, bundle_sha256: str, what: str) -> None:
-    """An output directory that holds files but no ledger of this bundle and output (another
-    bundle's outputs, or files of something else) is replaced only with ``force``, as an existing
-    output file or bundle is; a directory of this bundle's outputs resumes."""
-    held = [name for name in os.listdir(out_dir) if name != LEDGER]
-    if not held and not os.path.exists(ledger_path):
-        return
-    try:
-        with open(ledger_path, "rb") as handle:
-            ledger = json.loads(handle.read())
-    except (OSError, ValueError):
-        ledger = None
-    if isinstance(ledger, dict) and ledger.get("bundle_sha256") == bundle_sha256 and ledger.get("what") == what:
-        return
-    found = "another bundle's outputs" if isinstance(ledger, dict) else f"{len(held)} files that no ledger of this bundle lists"
-    raise InputError(f"{out_dir}: holds {found}; replacing them must be asked for", cli_hint="--force")
-
-
-def _read_ledger(path: str, bundle_sha256: str, what: str) -> dict:
-    """The ledger of an output directory, or a new one when there is none or it was written for
-    another bundle or output (whose records then do not hold)."""
-    fresh = {"bundle_sha256": bundle_sha256, "what": what, "shards": {}}
-    if not os.path.exists(path):
-        return fresh
+def _read_ledger(path: str, bundle_sha256: str, what: str) -> dict | None:
+    """The ledger of an output directory written with this bundle and output, or None when there is
+    none, it cannot be read, or it was written for another bundle or output (whose records do not
+    hold here)."""
     try:
         with open(path, "rb") as handle:
             ledger = json.loads(handle.read())
     except (OSError, ValueError):
-        return fresh
+        return None
     if not isinstance(ledger, dict) or ledger.get("bundle_sha256") != bundle_sha256 or ledger.get("what") != what:
-        return fresh
-    if not isinstance(ledger.get("shards"), dict):
-        return fresh
-    return ledger
+        return None
+    return ledger if isinstance(ledger.get("shards"), dict) else None
 
 
 def _input_record(path: str) -> dict:

@@ -10,10 +10,11 @@ by a trust-region Newton method whose conjugate-gradient steps take Hessian-vect
 ``trust-ncg``): the analytic gradient and H v = (q * (s - q . s)) products with s = x V^T + c, never a
 K^2 x K^2 Hessian (K = 1,000 means 10^6 weights and only N x K by K x K products). D is diagonal for
 the vector structure. They start at D = 0, b = 0 (the identity map), so the fitted NLL is never above
-the starting map's. A fit has converged when the largest gradient entry is at most 1e-9; the loss
-alone is no test (on scikit-learn's digits, L-BFGS stopped by its relative loss change 2.55e-9 above
-the optimum, with gradient entries of 1e-6 and test probabilities 4e-3 away from the optimum's).
-``solver="lbfgs"`` keeps the L-BFGS fit (ftol 1e-14, gtol 1e-10), judged by the same gradient test.
+the starting map's. A fit has converged when the loss is within 1e-12 of its minimum by the Newton
+decrement (:data:`CONVERGED_DECREMENT`), whatever stopped the solver: the loss change alone is no
+test (on scikit-learn's digits, L-BFGS stopped by its relative loss change 2.55e-9 above the optimum,
+with test probabilities 4e-3 away from the optimum's). ``solver="lbfgs"`` keeps the L-BFGS fit
+(ftol 1e-14, gtol 1e-10), judged by the same test.
 
 - ``dirichlet`` (Kull et al. 2019): x = log softmax(z); ODIR: l_o = lambda / (K (K - 1)),
   l_b = mu / K, l_d = 0.
@@ -76,8 +77,8 @@ def fit_linear_map(
     x: np.ndarray, labels: np.ndarray, penalties: Penalties, *, full: bool, solver: str = "trust-ncg"
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Minimise the penalised NLL of softmax((I + D) x + b) over D (K x K if ``full``, else its
-    diagonal as a K-vector) and b; returns (D, b, report). The report's "converged" is the gradient
-    test of :data:`CONVERGED_DECREMENT`, not the solver's own stopping rule."""
+    diagonal as a K-vector) and b; returns (D, b, report). The report's "converged" is the Newton
+    decrement's test (:data:`CONVERGED_DECREMENT`), not the solver's own stopping rule."""
     from scipy.optimize import minimize
 
     n, k = x.shape
@@ -89,9 +90,12 @@ def fit_linear_map(
     penalty_weight[diagonal_index] = penalties.diagonal
     at = {"theta": None, "q": None}  # the softmax q at the last point evaluated, for the Hessian products
 
+    def mapped(weights, shift):
+        """x D^T + b for the weights of D (a K x K matrix, or its diagonal) and the intercepts b."""
+        return (x @ weights.reshape(k, k).T if full else x * weights) + shift
+
     def softmax_at(theta):
-        delta, bias = theta[:size], theta[size:]
-        log_q = log_softmax(x + (x @ delta.reshape(k, k).T if full else x * delta) + bias)
+        log_q = log_softmax(x + mapped(theta[:size], theta[size:]))
         at["theta"], at["q"] = theta.copy(), np.exp(log_q)
         return log_q
 
@@ -110,7 +114,7 @@ def fit_linear_map(
         if at["theta"] is None or not np.array_equal(theta, at["theta"]):
             softmax_at(theta)
         q, step, shift = at["q"], v[:size], v[size:]
-        s = (x @ step.reshape(k, k).T if full else x * step) + shift
+        s = mapped(step, shift)
         change = q * (s - np.einsum("ij,ij->i", q, s)[:, None]) / n
         grad_step = (change.T @ x).ravel() if full else np.einsum("ij,ij->j", change, x)
         return np.concatenate([grad_step + 2.0 * penalty_weight * step, change.sum(axis=0) + 2.0 * penalties.bias * shift])
@@ -240,11 +244,6 @@ class LinearMapCalibrator(Calibrator):
         return calibrator
 
 
-def check_solver(solver: str) -> None:
-    if solver not in SOLVERS:
-        raise ValueError(f"'solver' must be one of {', '.join(SOLVERS)}; got {solver!r}")
-
-
 @dataclasses.dataclass(frozen=True)
 class LinearMapOptions:
     """``solver``: trust-ncg (Newton-CG with Hessian-vector products, the default) or lbfgs."""
@@ -252,11 +251,12 @@ class LinearMapOptions:
     solver: str = "trust-ncg"
 
     def __post_init__(self):
-        check_solver(self.solver)
+        if self.solver not in SOLVERS:
+            raise ValueError(f"'solver' must be one of {', '.join(SOLVERS)}; got {self.solver!r}")
 
 
 @dataclasses.dataclass(frozen=True)
-class DirichletOptions:
+class DirichletOptions(LinearMapOptions):
     """Penalty weights on the *mean* squared off-diagonal weight and intercept. The defaults were
     picked on CIFAR-100 (lambda in {1, 10, 100}: test NLL 1.56, 1.14, 1.05; TS 1.10); Kull et al.
     choose them by cross-validation, which calib does not do yet. ``solver`` as for
@@ -264,10 +264,6 @@ class DirichletOptions:
 
     odir_lambda: float = 100.0
     odir_mu: float = 100.0
-    solver: str = "trust-ncg"
-
-    def __post_init__(self):
-        check_solver(self.solver)
 
 
 class Dirichlet(LinearMapCalibrator):

@@ -37,7 +37,7 @@ import functools
 import numpy as np
 
 from ..bundle import State
-from ..numerics import edge_slack_of
+from ..numerics import edge_slack
 from .onevsrest import OneVsRest
 
 
@@ -142,7 +142,7 @@ def venn_abers_runs(
     values, steps = _kernel()(px, py)
     boundaries = np.empty(2 * len(distinct) + 1)
     boundaries[0] = -np.inf
-    slack = edge_slack_of(distinct, exact)
+    slack = 0.0 if exact else edge_slack(distinct)
     boundaries[2::2] = np.nextafter(distinct + slack, np.inf)
     boundaries[1::2] = distinct - slack
     np.maximum.accumulate(boundaries, out=boundaries)

@@ -59,7 +59,7 @@ class Score:
 
         base, table = self.rank_terms(options, k)
         terms = {kernels.CUMULATIVE: k, kernels.TOP: 1, kernels.NO_BASE: 0}[base] + (table is not None)
-        return max(terms, 1) + bool(getattr(options, "randomize", False))
+        return max(terms, 1) + bool(options.randomize)
 
     def randomised(self, start: np.ndarray, probs: np.ndarray, u: np.ndarray, options) -> np.ndarray:
         """The randomised score from ``start`` (what :meth:`rank_terms` gives, in class order), the

@@ -41,8 +41,9 @@ def score_columns(
         used = [c for c in columns if c.startswith(prefix)]
         if used:
             return _order_wide(used), prefix_kind, True
-    if score_prefix is None and schema is not None and floating_columns(schema, labels):
-        return floating_columns(schema, labels), None, True
+    floating = [] if score_prefix is not None or schema is None else floating_columns(schema, labels)
+    if floating:
+        return floating, None, True
     raise InputError(
         f"{path}: no score column; expected a list column logits, log_probs or probs, or wide columns by a name prefix",
         cli_hint="--score-prefix PREFIX",
