@@ -110,4 +110,4 @@ def test_the_reproducer_a_gate_in_a_notebook_reads_the_noise_as_in_ci(run, tmp_p
     code, out, _ = run("evaluate", tmp_path / "s.npz", "--metrics", "ece", "--fail-if", "ece>0.02", "--json", "-")
     cli = json.loads(out)["gates"][0]
     assert api["outcome"] == cli["outcome"] == "inconclusive" and code == 0
-    assert api["bounds"] == cli["bounds"] and api["noise"] == cli["noise"] == "bootstrap, 0.95 interval"
+    assert api["bounds"] == cli["bounds"] and api["noise"] == cli["noise"] == "bootstrap, 0.95 interval; lower end the value less its resolution floor"

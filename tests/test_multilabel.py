@@ -114,7 +114,7 @@ def test_max_label_gate_on_its_edge(run, tmp_path):
             )
             assert code == expected, (aggregate, threshold, err)
     code, _, err = run("evaluate", tmp_path / "ml.npz", "--fail-if", f"max_label:ece_pos>{worst * 0.5!r}", "--ignore-noise")
-    assert code == 1 and "of label" in err and "(the max label)" in err
+    assert code == 1 and "of label" in err and "(the max label of 4 labels)" in err
 
 
 def test_states_of_row_halves_merge_into_the_whole(run, tmp_path):

@@ -85,20 +85,41 @@ class BinCounter:
         return merged
 
     def gaps(self) -> np.ndarray:
-        """|sum_true - sum_pred| per bin, shaped (n_groups, n_bins): n_b |mean_b true - mean_b pred|."""
-        return np.abs(self.sum_true - self.sum_pred).reshape(self.n_groups, self.n_bins)
+        """|sum_true - sum_pred| per bin, shaped (..., n_groups, n_bins): n_b |mean_b true - mean_b
+        pred| (the leading axes of drawn counters, :meth:`without_miscalibration`)."""
+        gaps = np.abs(self.sum_true - self.sum_pred)
+        return gaps.reshape(*gaps.shape[:-1], self.n_groups, self.n_bins)
 
     def weighted_error(self) -> np.ndarray:
         """Per group: sum_b (n_b / n) |mean_b true - mean_b pred| with n the group's count."""
         totals = self.count.reshape(self.n_groups, self.n_bins).sum(axis=1)
-        return self.gaps().sum(axis=1) / np.maximum(totals, 1)
+        return self.gaps().sum(axis=-1) / np.maximum(totals, 1)
 
-    def max_error(self) -> float:
-        """max over non-empty bins of |mean_b true - mean_b pred| (group 0)."""
+    def max_error(self) -> np.ndarray | float:
+        """max over non-empty bins of |mean_b true - mean_b pred| (group 0); NaN with no row."""
         nonempty = self.count > 0
         if not nonempty.any():
             return float("nan")
-        return float(np.max(np.abs(self.sum_true - self.sum_pred)[nonempty] / self.count[nonempty]))
+        gaps = np.abs(self.sum_true - self.sum_pred)[..., nonempty]
+        return np.max(gaps / self.count[nonempty], axis=-1)
+
+    def without_miscalibration(self, rng: np.random.Generator, draws: int) -> BinCounter:
+        """``draws`` counters of a perfectly calibrated model with these bins' counts: in each
+        non-empty bin b, sum_pred = n_b p_b and sum_true ~ Binomial(n_b, p_b), where p_b is whichever
+        of the bin's mean prediction and its observed outcome rate lies nearer 1/2 (the larger
+        Bernoulli variance; a binomial at the mean spreads at least as much as the rows' own
+        Poisson-binomial). The arrays are shaped (draws, bins); :meth:`gaps` and the errors read
+        them draw by draw. Their errors are the noise of the binned errors at these counts
+        (calib.evaluation.resolution)."""
+        count = self.count
+        safe = np.maximum(count, 1)
+        mean_pred, rate = self.sum_pred / safe, self.sum_true / safe
+        p = np.clip(np.where(np.abs(mean_pred - 0.5) <= np.abs(rate - 0.5), mean_pred, rate), 0.0, 1.0)
+        drawn = BinCounter(self.n_bins, self.n_groups)
+        drawn.count = count.copy()
+        drawn.sum_pred = np.broadcast_to(count * p, (draws, count.size)).copy()
+        drawn.sum_true = rng.binomial(count.astype(np.int64), p, size=(draws, count.size)).astype(np.float64)
+        return drawn
 
     def state(self) -> dict:
         return {"count": self.count, "sum_pred": self.sum_pred, "sum_true": self.sum_true}

@@ -147,10 +147,13 @@ class BootstrapStates(GroupedMetricSets):
             states = merged
         return self._values(states, self._counts(config))
 
-    def stratum_replicate_values(self, config: BootstrapConfig, stratum: int) -> dict[str, np.ndarray]:
-        """{metric: (replicates,) values} of one stratum's rows, resampled with the same counts."""
-        states = self.states()[stratum * self.clusters : (stratum + 1) * self.clusters]
-        return self._values(states, self._counts(config))
+    def stratum_replicate_values(self, config: BootstrapConfig) -> list[dict[str, np.ndarray]]:
+        """Per stratum, {metric: (replicates,) values} of its rows, resampled with the same counts."""
+        states, counts = self.states(), self._counts(config)
+        return [
+            self._values(states[stratum * self.clusters : (stratum + 1) * self.clusters], counts)
+            for stratum in range(self.n_strata)
+        ]
 
 
 def centred_interval(replicates, level: float, estimate: float | None = None) -> tuple[float, float, np.ndarray] | None:

@@ -196,6 +196,12 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
     high = op in (">", ">=")
     if outcome == "fail":
         name, end = ("lower", lower) if high else ("upper", upper)
+        if high and "floor" in gate:
+            return (
+                f"{metric} = {format_value(value)}; less its resolution floor {format_value(gate['floor'])}"
+                f"{_floor_over(gate)}, {format_exact(end, threshold)} {op} {limit} "
+                f"(the gate fails when {gate['metric']} {op} {limit})"
+            )
         return (
             f"{metric} = {format_value(value)}, the {name} end of its {level} interval {format_exact(end, threshold)} "
             f"{op} {limit} (the gate fails when {gate['metric']} {op} {limit})"
@@ -210,7 +216,23 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
         f"{metric} = {format_value(value)}: its {level} interval [{format_value(lower)}, {format_value(upper)}] "
         f"straddles {limit} (fails when {op} {limit})"
     )
+    if "floor" in gate:
+        what = "label" if str(gate.get("aggregate", "")).endswith("_label") else "group"
+        per = f" per {what}" if gate.get("aggregate") else ""
+        text += (
+            f"; with {_rows(gate['rows'])} rows{per}, {gate['metric']} below {format_value(gate['floor'])} "
+            f"cannot be told from 0{_floor_over(gate)}"
+        )
     return text + _unsettled(gate, "a value")
+
+
+def _floor_over(gate: dict) -> str:
+    """`` (simultaneous over 50 labels)`` for a floor over several groups, else nothing."""
+    count = gate.get("floor_groups", 1)
+    if count == 1:
+        return ""
+    what = "labels" if str(gate.get("aggregate", "")).endswith("_label") else "groups"
+    return f" (simultaneous over {count} {what})"
 
 
 def _change_text(gate: dict, metric: str, value: float) -> str:
@@ -271,7 +293,8 @@ def gate_text(gate: dict) -> str:
         return f"{metric} is undefined (n/a) on this input, so the gate cannot pass"
     if gate.get("aggregate") is not None:  # the worst group's value: name the group (or label)
         what = "label" if gate["aggregate"].endswith("_label") else "group"
-        metric = f"{metric} of {what} {gate['group']} (the {gate['aggregate'].replace('_', ' ')})"
+        covered = f" of {gate['groups']} {what}s" if "groups" in gate else ""
+        metric = f"{metric} of {what} {gate['group']} (the {gate['aggregate'].replace('_', ' ')}{covered})"
     elif gate.get("group") is not None:
         metric = f"{metric} of group {gate['group']}"
     if "threshold" in gate:

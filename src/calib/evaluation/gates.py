@@ -38,7 +38,7 @@ import json
 import math
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -46,7 +46,7 @@ import numpy as np
 from ..bootstrap import centred_interval, paired_differences, unpaired_differences
 from ..errors import InputError, UsageError
 from ..metrics.definitions import METRICS, check_metric_keys, higher_is_better
-from .groups import gated_groups, worst_group
+from .groups import AGGREGATES, LABELS_SOURCE, gated_groups, worst_group
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 #: How a change gate against a report of other rows reads the noise: the difference of the two
@@ -75,6 +75,17 @@ class Spread:
     rows: int
     level: float
     how: str
+    #: The resolution floor F of a binned error (calib.evaluation.resolution): the lower end is
+    #: then the value less F, a bound of the true error that the estimator's upward bias cannot move.
+    floor: float | None = None
+    #: The groups the floor is simultaneous over.
+    floor_groups: int = 1
+
+    def less_floor(self, value: float | None, floor: float | None, groups: int = 1) -> Spread:
+        """This spread with its lower end at ``value`` - ``floor`` (simultaneous over ``groups``)."""
+        if value is None or floor is None:
+            return self
+        return replace(self, lower=value - floor, floor=floor, floor_groups=groups)
 
     @classmethod
     def of(cls, replicates, level: float, rows: int, how: str, estimate: float | None = None) -> Spread | None:
@@ -121,14 +132,20 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
     and the rows that would settle the observed distance; or why noise was ignored."""
     if spread is None:
         return {"noise": "ignored", "noise_reason": why_not}
+    noise = f"{spread.how}, {spread.level:g} interval"
+    if spread.floor is not None:
+        over = "" if spread.floor_groups == 1 else f" (simultaneous over {spread.floor_groups} groups)"
+        noise += f"; lower end the value less its resolution floor{over}"
     fields = {
-        "noise": f"{spread.how}, {spread.level:g} interval",
+        "noise": noise,
         "level": spread.level,
         "bounds": [spread.lower, spread.upper],
         "power": POWER,
         "min_detectable": spread.detectable(),
         "rows": spread.rows,
     }
+    if spread.floor is not None:
+        fields.update(floor=spread.floor, floor_groups=spread.floor_groups)
     if value is not None and limit is not None:
         fields["distance"] = abs(value - limit)
         fields["rows_to_settle"] = spread.rows_to_settle(fields["distance"])
@@ -168,14 +185,19 @@ class Gate:
         spread, why = None, "noise ignored on request"
         if not ignore_noise:
             spread, why = replicate_spread((report or {}).get("bootstrap"), self.metric, value)
+            if spread is not None:
+                spread = spread.less_floor(value, floors_of(report or {}).get("values", {}).get(self.metric))
         entry.update(value=value, **noise_fields(spread, value, self.threshold, why))
         return _decided(entry, outcome(value, spread, self.op, self.threshold), inconclusive)
 
     def _check_worst_group(self, entry: dict, report: dict, ignore_noise: bool, inconclusive: str) -> dict:
         """The gate on every gated group (``per_group``), each with its own replicates at the
-        Bonferroni level when there are some: it fails when some group fails, passes when every
-        group passes, and is inconclusive otherwise. The entry names the group that decides: the
-        worst failing one, else the worst inconclusive one, else the worst."""
+        Bonferroni level (and, for a binned error, the lower end at its simultaneous resolution
+        floor) when there are some. On the largest value with a failing ``>`` (the smallest with
+        ``<``) it fails when some group fails and passes when every group passes; on the largest
+        with ``<`` (the smallest with ``>``) it fails when every group fails and passes when some
+        group passes; inconclusive otherwise. The entry names the group that decides: the worst
+        of the groups with the overall outcome, and says how many groups it covered."""
         groups = gated_groups(report)
         values = {name: group["metrics"].get(self.metric) for name, group in groups.items()}
         spreads, why = ({}, "noise ignored on request") if ignore_noise else group_spreads(report, self.metric, values)
@@ -185,21 +207,34 @@ class Gate:
             fields = {"group": name, "value": value, **noise_fields(spread, value, self.threshold, why)}
             per_group[name] = _decided(fields, outcome(value, spread, self.op, self.threshold), inconclusive)
         results = [item["outcome"] for item in per_group.values()]
-        overall = FAIL if FAIL in results or not results else INCONCLUSIVE if INCONCLUSIVE in results else PASS
+        if not results:
+            overall = FAIL
+        elif self.any_group_decides:
+            overall = FAIL if FAIL in results else INCONCLUSIVE if INCONCLUSIVE in results else PASS
+        else:
+            overall = PASS if PASS in results else INCONCLUSIVE if INCONCLUSIVE in results else FAIL
         deciding = {name: group for name, group in groups.items() if per_group[name]["outcome"] == overall}
         found = worst_group(deciding, self.metric, self.aggregate)
         name = None if found is None else found[0]
-        entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1])
+        entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1], groups=len(groups))
         fields = per_group[name] if name is not None else noise_fields(None, None, self.threshold, why)
         entry.update({key: value for key, value in fields.items() if key not in ("group", "value", "outcome", "passed")})
         entry["per_group"] = list(per_group.values())
         return _decided(entry, overall, inconclusive)
 
+    @property
+    def any_group_decides(self) -> bool:
+        """True when one failing group fails the gate: the largest value with a failing ``>`` or
+        ``>=``, the smallest with ``<`` or ``<=``. Otherwise (``max_group:accuracy<0.5``: every group
+        below 0.5) the gate fails only when every group fails."""
+        return (AGGREGATES[self.aggregate] is max) == (self.op in (">", ">="))
+
 
 def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | None]:
     """({group: the spread of its replicates of ``metric`` at the Bonferroni level 1 - (1 - level) / G,
-    G the groups with a value}, why there are none). The family of G tests then fails falsely
-    with probability at most (1 - level) / 2."""
+    G the groups with a value, its lower end at the group's simultaneous resolution floor for a
+    binned error}, why there are none). The family of G tests then fails falsely with probability
+    at most (1 - level) / 2."""
     bootstrap = report.get("bootstrap") or {}
     by_group = bootstrap.get("by_group")
     if not by_group:
@@ -208,17 +243,30 @@ def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | 
     valued = [name for name, value in values.items() if value is not None]
     level = bonferroni_level(bootstrap["level"], len(valued))
     rows = {name: entry["n"] for name, entry in report["groups"].items()}
+    floors = floors_of(report).get("by_group", {}).get(metric, {})
     spreads = {}
     for name in valued:
         replicates = by_group.get(name, {}).get(metric)
         found = (
             None
             if replicates is None
-            else Spread.of(replicates, level, rows[name], f"bootstrap, Bonferroni over {len(valued)} groups", values[name])
+            else Spread.of(
+                replicates, level, rows[name], f"bootstrap, Bonferroni over {len(valued)} {group_word(report)}", values[name]
+            )
         )
         if found is not None:
-            spreads[name] = found
+            spreads[name] = found.less_floor(values[name], floors.get("values", {}).get(name), floors.get("groups", 1))
     return spreads, None if spreads else f"no bootstrap replicates of {metric} per group"
+
+
+def group_word(report: dict) -> str:
+    """ "labels" for a multi-label input's label groups, else "groups"."""
+    return "labels" if (report.get("group_by") or {}).get("source") == LABELS_SOURCE else "groups"
+
+
+def floors_of(report: dict) -> dict:
+    """The report's resolution floors (calib.evaluation.resolution), {} when it has none."""
+    return (report.get("bootstrap") or {}).get("floors") or {}
 
 
 def replicate_spread(bootstrap: dict | None, metric: str, estimate: float | None) -> tuple[Spread | None, str | None]:
@@ -351,7 +399,7 @@ class ChangeGate:
             limit, spread, reason = gate["allowed"], None, why
             if name in differences:
                 level = bonferroni_level(report["bootstrap"]["level"], len(names))
-                how = f"paired bootstrap, Bonferroni over {len(names)} groups"
+                how = f"paired bootstrap, Bonferroni over {len(names)} {group_word(report)}"
                 spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, gate["worsening"])
                 reason = None if spread is not None else f"no paired replicates of {self.metric} with a value"
             result = FAIL if limit is None else outcome(gate["worsening"], spread, ">", limit)

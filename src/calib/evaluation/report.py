@@ -25,6 +25,7 @@ from ..metrics.sample import SampleConfig, boosted_fit_count
 from .gates import ChangeGate, Gate, check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
 from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
+from .resolution import floors_section
 from .sample import sample_results
 from .streaming import stream_metrics
 
@@ -87,6 +88,9 @@ def build_report(
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
         report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups)
+        floors = _floors(streamed, gates, bootstrap, groups, min_group_rows)
+        if floors is not None:
+            report.bootstrap["floors"] = floors
     if groups is not None:
         side = "calibrated" if calibrator is not None else "uncalibrated"
         before_groups = streamed.group_values["uncalibrated"] if calibrator is not None else None
@@ -161,6 +165,22 @@ def multilabel_layout(preds: Predictions) -> dict | None:
     """A multi-label input's {"rows": N, "labels": L}, as the report's input section holds it; None otherwise."""
     layout = preds.multilabel
     return None if layout is None else {"rows": layout.n_rows, "labels": layout.n_labels}
+
+
+def _floors(streamed, gates, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int) -> dict | None:
+    """The resolution floors of the binned errors that threshold gates read: of all rows, and
+    simultaneous over the gated groups (those with at least ``min_group_rows`` rows) for gates on
+    the worst group or label (:mod:`calib.evaluation.resolution`)."""
+    keys = list(dict.fromkeys(gate.metric for gate in gates))
+    group_sets = None
+    if groups is not None and streamed.group_states is not None and any(gate.aggregate for gate in gates):
+        counts = groups.counts
+        group_sets = {
+            name: metric_set
+            for name, metric_set, count in zip(groups.names, streamed.group_states, counts)
+            if count >= min_group_rows
+        }
+    return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed)
 
 
 def _bootstrap_section(bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups) -> dict:

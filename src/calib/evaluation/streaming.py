@@ -292,7 +292,7 @@ def _add_intervals(results: dict, grouped: dict, bootstrap, main_side: str, grou
             kept = {"groups": states.clusters, "values": {k: v.tolist() for k, v in replicates.items()}}
             if states.n_strata > 1:
                 kept["by_group"] = {
-                    name: {k: v.tolist() for k, v in states.stratum_replicate_values(bootstrap, i).items()}
-                    for i, name in enumerate(groups.names)
+                    name: {k: v.tolist() for k, v in values.items()}
+                    for name, values in zip(groups.names, states.stratum_replicate_values(bootstrap))
                 }
     return kept

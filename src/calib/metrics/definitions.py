@@ -50,6 +50,10 @@ class Metric:
     #: Defined for binary models (K = 2) only: the positive-class conventions of scikit-learn and
     #: torchmetrics' binary metrics; in the default table of a binary input.
     binary: bool = False
+    #: The value is a norm of its bins' gaps |mean_b outcome - mean_b score|, with bins set by the
+    #: scores alone: by the triangle inequality it exceeds the truth by at most the same norm of the
+    #: bins' noise, whose quantile is the resolution floor (calib.evaluation.resolution).
+    binned_norm: bool = False
 
     @property
     def streamed(self) -> bool:
@@ -104,9 +108,9 @@ def ece_l2(state: acc.TopLabelBins, config: MetricConfig) -> float:
     counter = state.counter
     keep = counter.count > 0
     n_b = counter.count[keep]
-    f_b = counter.sum_pred[keep] / n_b
-    y_b = counter.sum_true[keep] / n_b
-    return float(np.sqrt(np.sum(n_b / state.n * (f_b - y_b) ** 2)))
+    f_b = counter.sum_pred[..., keep] / n_b
+    y_b = counter.sum_true[..., keep] / n_b
+    return np.sqrt(np.sum(n_b / state.n * (f_b - y_b) ** 2, axis=-1))
 
 
 def ece_quantile(state: acc.TopLabelValues, config: MetricConfig) -> float:
@@ -143,7 +147,7 @@ def ece_positive(state: acc.ClasswiseBins, config: MetricConfig) -> float | None
     """Positive-class ECE of a binary model: sum_b (n_b / N) |mean p_1 - share of y = 1| over
     equal-width bins of p_1 (torchmetrics' ``BinaryCalibrationError``): classwise ECE's class 1.
     None unless K = 2."""
-    return float(state.counter.weighted_error()[1]) if state.n_classes == 2 else None
+    return state.counter.weighted_error()[..., 1] if state.n_classes == 2 else None
 
 
 def _coverage_value(state: acc.CumulativeMassRange, config: MetricConfig) -> float | None:
@@ -179,11 +183,17 @@ _METRICS = [
         "ece",
         "top-label expected calibration error, equal-width bins",
         _top_bins,
-        lambda s, c: float(s.counter.weighted_error()[0]),
+        lambda s, c: s.counter.weighted_error()[..., 0],
         _bins,
+        binned_norm=True,
     ),
     Metric(
-        "mce", "top-label maximum calibration error over non-empty bins", _top_bins, lambda s, c: s.counter.max_error(), _bins
+        "mce",
+        "top-label maximum calibration error over non-empty bins",
+        _top_bins,
+        lambda s, c: s.counter.max_error(),
+        _bins,
+        binned_norm=True,
     ),
     Metric(
         "ece_l2",
@@ -191,6 +201,7 @@ _METRICS = [
         _top_bins,
         ece_l2,
         lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l2", "label": "top"},
+        binned_norm=True,
     ),
     Metric(
         "ece_quantile",
@@ -224,8 +235,9 @@ _METRICS = [
         "cw_ece",
         "classwise ECE averaged over all K classes",
         _classwise,
-        lambda s, c: float(np.mean(s.counter.weighted_error())),
+        lambda s, c: np.mean(s.counter.weighted_error(), axis=-1),
         lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l1", "label": "classwise"},
+        binned_norm=True,
     ),
     Metric(
         "ece_pos",
@@ -240,13 +252,15 @@ _METRICS = [
             "as": "torchmetrics BinaryCalibrationError",
         },
         binary=True,
+        binned_norm=True,
     ),
     Metric(
         "cmce",
         "cumulative mass calibration error, weighted over N*K pairs",
         _cumulative,
-        lambda s, c: float(s.counter.weighted_error()[0]),
+        lambda s, c: s.counter.weighted_error()[..., 0],
         lambda c, s: {"bins": c.cmce_bins, "scheme": "equal-width", "weighting": "weighted"},
+        binned_norm=True,
     ),
     Metric(
         "coverage_0.9_0.92",
