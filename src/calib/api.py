@@ -394,8 +394,8 @@ def evaluate(
     calibrator: Calibration | Calibrator | None = None,
     vece: bool = False,
     kind: str = "auto",
-    bins: int = 15,
-    cmce_bins: int = 25,
+    bins: int | str = 15,
+    cmce_bins: int | str = 25,
     vece_recalibrator: str = "ws-catboost",
     seed: int = 0,
     vece_max_rows: int = 20_000,
@@ -430,8 +430,9 @@ def evaluate(
         ``vece_max_rows``, ``seed``) to the default table.
     kind : str
         "auto", "logits", "probs" or "log-probs".
-    bins, cmce_bins : int
-        Equal-width bins of the binned metrics and of CMCE.
+    bins, cmce_bins : int or "auto"
+        Equal-width bins of the binned metrics and of CMCE; "auto": ceil((2 n)^(1/3)) for n rows
+        (the rows per label of a multi-label input; :func:`calib.metrics.definitions.auto_bins`).
     true_probs : ndarray (N, K), optional
         The true conditional probabilities (synthetic data): adds nll_true, brier_true, CPSME.
     features : ndarray (N, d), optional
@@ -475,7 +476,7 @@ def evaluate(
     from .bootstrap import resolve_config
     from .evaluation import SampleConfig, build_report, parse_gate
     from .evaluation.groups import Groups, groups_for, groups_from_values
-    from .metrics import MetricConfig
+    from .evaluation.report import metric_config
 
     if isinstance(metrics, str):  # one key, not a sequence of one-letter keys
         metrics = [metrics]
@@ -495,7 +496,7 @@ def evaluate(
     report = build_report(
         preds,
         metrics=metrics,
-        config=MetricConfig(bins=bins, cmce_bins=cmce_bins),
+        config=metric_config(bins, cmce_bins, preds),
         calibrator=fitted,
         bundle_path=bundle_path,
         gates=gates,

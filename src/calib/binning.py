@@ -123,3 +123,23 @@ class BinCounter:
 
     def state(self) -> dict:
         return {"count": self.count, "sum_pred": self.sum_pred, "sum_true": self.sum_true}
+
+
+#: A bin with fewer rows than this is drawn as too few to read: its band spans most of [0, 1].
+MIN_BIN_ROWS = 10
+
+
+def clopper_pearson(successes, trials, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The exact (Clopper-Pearson 1934) interval of a binomial rate at ``level``: [B((1 - level) / 2;
+    k, n - k + 1), B((1 + level) / 2; k + 1, n - k)] with B(q; a, b) the q quantile of Beta(a, b),
+    0 at k = 0 and 1 at k = n. Never narrower than its level, also where a bootstrap collapses
+    (every row of a bin with the same outcome)."""
+    from scipy.special import betaincinv
+
+    k = np.asarray(successes, dtype=float)
+    n = np.asarray(trials, dtype=float)
+    tail = (1.0 - level) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower = np.where(k > 0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, tail), 0.0)
+        upper = np.where(k < n, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - tail), 1.0)
+    return lower, upper

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._version import __version__
-from .binning import BinCounter
+from .binning import MIN_BIN_ROWS, BinCounter, clopper_pearson
 from .calibrators.base import CalibrationInputs, builds_sets
 from .calibrators.conformal import (
     SCORE_PARAMETERS,
@@ -40,6 +40,8 @@ from .report_text import format_change, format_value
 #: Logits beyond this magnitude make softmax saturate to exact 0/1 in float64.
 SATURATED_LOGIT = 700.0
 CONFORMAL_ALPHAS = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
+#: The level of each reliability bin's interval of its observed rate.
+BAND_LEVEL = 0.95
 
 
 #: How much a finding matters, mildest first.
@@ -109,7 +111,11 @@ def _curves(
     return pooled, cumulative.counter, classwise.counter, support, saturated, by_group
 
 
-def _bin_rows(counter, value_key: str) -> list[dict]:
+def _bin_rows(counter, value_key: str, bands: bool = False) -> list[dict]:
+    """One entry per non-empty bin: its edges, rows, mean prediction, observed rate and weighted
+    over/under gaps; with ``bands`` (bins of one outcome per row: the reliability diagrams) the
+    observed rate's 95% Clopper-Pearson interval and whether the bin has too few rows to read
+    (fewer than :data:`calib.binning.MIN_BIN_ROWS`)."""
     rows = []
     for b in np.flatnonzero(counter.count > 0):
         n_b = counter.count[b]
@@ -124,6 +130,9 @@ def _bin_rows(counter, value_key: str) -> list[dict]:
                 "under": float(max(mean_true - mean_pred, 0.0) * n_b / counter.count.sum()),
             }
         )
+        if bands:
+            lower, upper = clopper_pearson(counter.sum_true[b], n_b, BAND_LEVEL)
+            rows[-1].update(interval=[float(lower), float(upper)], few_rows=bool(n_b < MIN_BIN_ROWS))
     return rows
 
 
@@ -176,7 +185,7 @@ def diagnose(
     top, cumulative, classwise, support, saturated, by_group = _curves(preds, calibrator, groups=groups, positive=positive)
     measure = "positive-class (P(y_l = 1), pairs pooled)" if positive else "top-label"
     _input_findings(result, preds, support, saturated)
-    result.reliability = _bin_rows(top, "confidence")
+    result.reliability = _bin_rows(top, "confidence", bands=True)
     result.cumulative_mass = _bin_rows(cumulative, "mass")
     if calibrator is not None:
         result.cumulative_mass_uncalibrated = _bin_rows(_curves(preds)[1], "mass")
@@ -331,7 +340,12 @@ def _group_calibration(counter: BinCounter, groups: Groups, min_rows: int, label
         part = slice(i * counter.n_bins, (i + 1) * counter.n_bins)
         single.count, single.sum_pred, single.sum_true = counter.count[part], counter.sum_pred[part], counter.sum_true[part]
         curves.append(
-            {"group": groups.names[i], "n": int(counts[i]), "ece": float(ece[i]), "reliability": _bin_rows(single, "confidence")}
+            {
+                "group": groups.names[i],
+                "n": int(counts[i]),
+                "ece": float(ece[i]),
+                "reliability": _bin_rows(single, "confidence", bands=True),
+            }
         )
     values = ece[gated] if gated else np.zeros(0)
     spread = None

@@ -13,6 +13,7 @@ import io
 import json
 import os
 
+from .binning import MIN_BIN_ROWS
 from .io.atomic import atomic_directory
 from .report_text import OVER_COLOUR, UNDER_COLOUR
 
@@ -61,7 +62,25 @@ def _reliability_figure(plt, result):
     for r in result.reliability:
         colour = OVER_COLOUR if r["observed"] < r["confidence"] else UNDER_COLOUR
         top.plot([r["confidence"]] * 2, [r["confidence"], r["observed"]], color=colour, lw=2, alpha=0.7)
-    top.plot(conf, [r["observed"] for r in result.reliability], "o-", color=MODEL_COLOUR, label="accuracy per confidence bin")
+    _bands(top, result.reliability, "confidence")
+    read = [r for r in result.reliability if not r.get("few_rows")]
+    top.plot(
+        [r["confidence"] for r in read],
+        [r["observed"] for r in read],
+        "o-",
+        color=MODEL_COLOUR,
+        label="accuracy per confidence bin",
+    )
+    few = [r for r in result.reliability if r.get("few_rows")]
+    if few:
+        top.plot(
+            [r["confidence"] for r in few],
+            [r["observed"] for r in few],
+            "o",
+            markerfacecolor="none",
+            color=MODEL_COLOUR,
+            label=f"bin with fewer than {MIN_BIN_ROWS} rows",
+        )
     top.plot([], [], color=OVER_COLOUR, lw=2, label="over-confident gap")
     top.plot([], [], color=UNDER_COLOUR, lw=2, label="under-confident gap")
     top.set_ylabel("accuracy")
@@ -75,6 +94,21 @@ def _reliability_figure(plt, result):
     bottom.set_ylabel("rows")
     _legend_below(bottom, source=top)
     return fig
+
+
+def _bands(ax, rows: list[dict], key: str) -> None:
+    """Each bin's 95% interval of its observed rate (Clopper-Pearson), as a band around the curve."""
+    banded = [r for r in rows if "interval" in r]
+    if banded:
+        ax.fill_between(
+            [r[key] for r in banded],
+            [r["interval"][0] for r in banded],
+            [r["interval"][1] for r in banded],
+            color=MODEL_COLOUR,
+            alpha=0.18,
+            lw=0,
+            label="95% interval per bin (Clopper-Pearson)",
+        )
 
 
 def _cumulative_mass_figure(plt, result):

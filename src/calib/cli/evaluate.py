@@ -35,8 +35,10 @@ def evaluate(
         Optional[str],
         typer.Option("--metrics", help="Comma-separated metric keys (`calib methods` lists them).", show_default=False),
     ] = None,
-    bins: Annotated[int, typer.Option("--bins", min=1, help="Equal-width bins of the ECE family.")] = 15,
-    cmce_bins: Annotated[int, typer.Option("--cmce-bins", min=1, help="Equal-width bins of CMCE.")] = 25,
+    bins: Annotated[
+        str, typer.Option("--bins", help="Equal-width bins of the ECE family: a count, or auto (ceil((2n)^(1/3)) for n rows).")
+    ] = "15",
+    cmce_bins: Annotated[str, typer.Option("--cmce-bins", help="Equal-width bins of CMCE: a count, or auto.")] = "25",
     json_path: Annotated[
         Optional[str],
         typer.Option("--json", help="Write the JSON report to PATH; - prints it instead of the table.", show_default=False),
@@ -344,6 +346,7 @@ def _evaluate_directory(given, keys, gates, increase_gates) -> None:
     """``calib evaluate DIR``: streamed metrics of every shard, merged (calib.shards)."""
     from ..evaluation import apply_gates
     from ..metrics import DEFAULT_METRICS, METRICS, MetricConfig, check_metric_keys
+    from ..metrics.definitions import AUTO_BINS, bin_count
     from ..shards import ENGINES, evaluate_shards
 
     if given.engine not in ENGINES:
@@ -367,10 +370,12 @@ def _evaluate_directory(given, keys, gates, increase_gates) -> None:
         raise UsageError(
             f"{additive[0]} needs every row at once and cannot be merged from shards; pick streamed metrics with --metrics"
         )
+    if AUTO_BINS in (given.bins, given.cmce_bins):
+        raise UsageError("bins 'auto' depend on the rows of all shards together; give a number of bins for a directory of shards")
     report = evaluate_shards(
         given.pred,
         keys,
-        MetricConfig(bins=given.bins, cmce_bins=given.cmce_bins),
+        MetricConfig(bins=bin_count(given.bins, 0, "--bins"), cmce_bins=bin_count(given.cmce_bins, 0, "--cmce-bins")),
         bundle=given.bundle,
         input_kind=given.input_kind,
         score_prefix=given.score_prefix,

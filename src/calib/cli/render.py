@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+from ..binning import MIN_BIN_ROWS
 from ..errors import UsageError
 from ..report_text import (
     OVER_COLOUR,
@@ -276,22 +277,34 @@ def diagnosis(result) -> None:
         ("cumulative mass calibration curve", result.cumulative_mass, "mass"),
     ):
         scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
+        banded = any("interval" in r for r in rows)
         cells = []
         for r in rows:
             gap = r["observed"] - r[key]
             colour = OVER_COLOUR if gap < 0 else UNDER_COLOUR
+            interval = []
+            if banded:
+                lower, upper = r["interval"]
+                interval = [f"[{format_value(lower)}, {format_value(upper)}]" + (" few rows" if r["few_rows"] else "")]
             cells.append(
                 [
                     f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f})",
                     str(r["count"]),
                     format_value(r[key]),
                     format_value(r["observed"]),
+                    *interval,
                     (format_change(gap), colour),
                     (_bar(abs(gap), scale), colour),
                 ]
             )
-        table(title, ["bin", "rows", key, "observed", "gap", ""], cells, [False, True, True, True, True, False])
-    lines(["gap = observed - predicted: below 0 (red) over-confident, above 0 (blue) under-confident"])
+        header = ["bin", "rows", key, "observed", *(["95% interval"] if banded else []), "gap", ""]
+        table(title, header, cells, [False, True, True, True, *([False] if banded else []), True, False])
+    lines(
+        [
+            "gap = observed - predicted: below 0 (red) over-confident, above 0 (blue) under-confident",
+            f"95% interval: the observed rate's Clopper-Pearson interval per bin; few rows: under {MIN_BIN_ROWS}, too few to read",
+        ]
+    )
     if result.groups is not None and result.groups["worst"]:
         cells = []
         for curve in result.groups["worst"]:

@@ -21,6 +21,7 @@ from ..metrics import (
     MetricConfig,
     check_metric_keys,
 )
+from ..metrics.definitions import bin_count
 from ..metrics.sample import SampleConfig, boosted_fit_count
 from .gates import ChangeGate, Gate, check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
@@ -146,6 +147,14 @@ def apply_gates(report: EvaluationReport, gates=(), change_gates=(), *, ignore_n
     report.gates, report.passed = [GateResult.from_json(entry) for entry in checked], passed
     report.inconclusive_counts_as = inconclusive if checked else None
     return report
+
+
+def metric_config(bins, cmce_bins, preds: Predictions) -> MetricConfig:
+    """The bins of the binned metrics and of CMCE, each a positive count or "auto"
+    (:func:`calib.metrics.definitions.auto_bins` of the rows; of the rows per label for a multi-label
+    input, whose gates and table read each label's rows)."""
+    rows = preds.multilabel.n_rows if preds.multilabel is not None else preds.n
+    return MetricConfig(bins=bin_count(bins, rows, "bins"), cmce_bins=bin_count(cmce_bins, rows, "cmce_bins"))
 
 
 def input_section(preds: Predictions) -> InputSection:

@@ -29,6 +29,36 @@ class MetricConfig:
     cmce_bins: int = 25
 
 
+#: A bin count chosen from the rows: :func:`auto_bins`.
+AUTO_BINS = "auto"
+
+
+def auto_bins(n: int) -> int:
+    """The bins of ``bins="auto"``: the smallest B with B^3 >= 2 n, i.e. ceil((2 n)^(1/3)), the
+    oversmoothed histogram rule of Terrell & Scott (1985). Binned errors trade the noise of few rows
+    per bin (their resolution floor grows as sqrt(B / n)) against the smoothing of wide bins, which
+    hides miscalibration that changes within a bin; B ~ n^(1/3) balances the two. 2,000 rows get
+    16 bins (close to the customary 15), 10,000 rows 28, 100 rows 6."""
+    count = max(1, round((2.0 * n) ** (1.0 / 3.0)) - 1)
+    while count**3 < 2 * n:
+        count += 1
+    return count
+
+
+def bin_count(value, n: int, name: str = "bins") -> int:
+    """A bin count as given (a positive integer) or :data:`AUTO_BINS` resolved for ``n`` rows."""
+    if value == AUTO_BINS:
+        return auto_bins(n)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        flag = "--" + name.lstrip("-").replace("_", "-")
+        raise UsageError(
+            f"{name} takes a positive number of bins or {AUTO_BINS!r}; got {value!r}", cli_hint=f"{flag} 15 or {flag} auto"
+        )
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Metric:
     key: str
