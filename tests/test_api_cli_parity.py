@@ -40,20 +40,29 @@ def evaluations(draw):
     gated = draw(st.lists(st.sampled_from(metrics), max_size=2))
     ops = draw(st.lists(st.sampled_from(["<", "<=", ">", ">="]), min_size=len(gated), max_size=len(gated)))
     thresholds = draw(st.lists(st.floats(0.0, 1.0), min_size=len(gated), max_size=len(gated)))
-    gates = [f"{m}{op}{t:.4g}" for m, op, t in zip(gated, ops, thresholds)]
+    n_groups = draw(st.sampled_from([0, 0, 2, 4]))
+    groups = rng.integers(0, n_groups, n) if n_groups else None
+    prefixes = ["", "max_group:", "min_group:"] if n_groups else [""]
+    aggregates = draw(st.lists(st.sampled_from(prefixes), min_size=len(gated), max_size=len(gated)))
+    gates = [f"{a}{m}{op}{t:.4g}" for a, m, op, t in zip(aggregates, gated, ops, thresholds)]
     change = draw(st.sampled_from([None, "same rows", "other rows"]))
     bootstrap = draw(st.sampled_from([None, 0, 30]))
     inconclusive = draw(st.sampled_from(["pass", "fail"]))
-    return logits, labels, metrics, gates, change, bootstrap, inconclusive, seed
+    bins = draw(st.sampled_from(["15", "auto"])) if change != "other rows" else "15"  # auto: other rows, other bins
+    return logits, labels, metrics, gates, change, bootstrap, inconclusive, seed, groups, bins
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(evaluations())
 def test_the_api_and_the_command_line_give_one_report_and_outcome(run, tmp_path, draw):
-    logits, labels, metrics, gates, change, bootstrap, inconclusive, seed = draw
+    logits, labels, metrics, gates, change, bootstrap, inconclusive, seed, groups, bins = draw
     path = tmp_path / f"s{seed}.npz"
     np.savez(path, logits=logits, labels=labels)
     cli_args = ["evaluate", path, "--no-vece", "--metrics", ",".join(metrics), "--inconclusive", inconclusive]
+    cli_args += ["--bins", bins, "--cmce-bins", bins, "--min-group-rows", "10"]
+    if groups is not None:
+        np.save(tmp_path / "groups.npy", groups)
+        cli_args += ["--groups", tmp_path / "groups.npy"]
     for gate in gates:
         cli_args += ["--fail-if", gate]
     if bootstrap is not None:
@@ -63,7 +72,22 @@ def test_the_api_and_the_command_line_give_one_report_and_outcome(run, tmp_path,
         rows = slice(None) if change == "same rows" else slice(0, len(labels) // 2)
         base = tmp_path / f"b{seed}.npz"
         np.savez(base, logits=logits[rows] * 1.1, labels=labels[rows])
-        assert run("evaluate", base, "--no-vece", "--metrics", metrics[0], "--json", tmp_path / "base.json")[0] == 0
+        assert (
+            run(
+                "evaluate",
+                base,
+                "--no-vece",
+                "--metrics",
+                metrics[0],
+                "--bins",
+                bins,
+                "--cmce-bins",
+                bins,
+                "--json",
+                tmp_path / "base.json",
+            )[0]
+            == 0
+        )
         cli_args += [
             "--baseline",
             tmp_path / "base.json",
@@ -75,7 +99,9 @@ def test_the_api_and_the_command_line_give_one_report_and_outcome(run, tmp_path,
             cli_args[cli_args.index("--metrics") + 1] += ",nll" if "nll" not in metrics else ""
             metrics = metrics + (["nll"] if "nll" not in metrics else [])
             spec = "nll=0.001"
-            assert run("evaluate", base, "--no-vece", "--metrics", "nll", "--json", tmp_path / "base.json")[0] == 0
+            assert (
+                run("evaluate", base, "--no-vece", "--metrics", "nll", "--bins", bins, "--json", tmp_path / "base.json")[0] == 0
+            )
         increase_gates = parse_change_gates([spec], str(tmp_path / "base.json"))
     code, out, err = run(*cli_args, "--json", "-")
     assert code in (0, 1), err
@@ -91,7 +117,12 @@ def test_the_api_and_the_command_line_give_one_report_and_outcome(run, tmp_path,
         increase_gates=increase_gates,
         bootstrap=bootstrap,
         inconclusive=inconclusive,
+        groups=groups,
+        min_group_rows=10,
+        bins=bins,
+        cmce_bins=bins,
     ).to_dict()
+    assert _comparable(api.get("groups")) == _comparable(cli.get("groups"))
     assert _comparable(api["metrics"]) == _comparable(cli["metrics"])
     assert _comparable(api["gates"]) == _comparable(cli["gates"])
     assert api["passed"] == cli["passed"] and code == (0 if api["passed"] else 1)
@@ -110,4 +141,7 @@ def test_the_reproducer_a_gate_in_a_notebook_reads_the_noise_as_in_ci(run, tmp_p
     code, out, _ = run("evaluate", tmp_path / "s.npz", "--metrics", "ece", "--fail-if", "ece>0.02", "--json", "-")
     cli = json.loads(out)["gates"][0]
     assert api["outcome"] == cli["outcome"] == "inconclusive" and code == 0
-    assert api["bounds"] == cli["bounds"] and api["noise"] == cli["noise"] == "bootstrap, 0.95 interval; lower end the value less its resolution floor"
+    assert (
+        api["bounds"] == cli["bounds"]
+        and api["noise"] == cli["noise"] == "bootstrap, 0.95 interval; lower end the value less its resolution floor"
+    )

@@ -120,6 +120,11 @@ def table_footnotes(report: dict) -> list[str]:
     if worst_labels:
         listed = ", ".join(f"{c['label']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst_labels)
         lines.append(f"lowest label coverage of the sets: {listed}")
+    analytic = {key: entry["ci_analytic"] for key, entry in report["metrics"].items() if entry.get("ci_analytic")}
+    if analytic:
+        level = (report.get("bootstrap") or {}).get("level", 0.95)
+        shown = "; ".join(f"{key} [{format_value(lo)}, {format_value(hi)}]" for key, (lo, hi) in analytic.items())
+        lines.append(f"analytic {level:.0%} intervals (docs/metrics.md): {shown}")
     entries = [*report["metrics"].values(), *(report.get("uncalibrated_metrics") or {}).values()]
     if any(clipped_note(entry) for entry in entries):
         lines.append(CLIPPED_FOOTNOTE)

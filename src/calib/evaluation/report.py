@@ -82,6 +82,9 @@ def build_report(
                 f"baseline {gate.metric} was computed with settings {gate.baseline.get('settings')}, "
                 f"this run with {values[gate.metric]['settings']}; the numbers are not comparable"
             )
+    if bootstrap is not None and preds.multilabel is None:  # a multi-label row's pairs are not independent
+        for key, interval in streamed.state.intervals(bootstrap.level).items():
+            values[key]["ci_analytic"] = interval
     report = EvaluationReport(
         __version__, input_section(preds), bundle_path, entries_from_json(values), entries_from_json(before)
     )

@@ -12,10 +12,12 @@ which way is better (``direction``). A new metric is one entry here; its functio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
 
+from ..binning import clopper_pearson
 from ..errors import UsageError
 from ..numerics import PROB_FLOOR, edge_index, isotonic_fit
 from . import accumulators as acc
@@ -84,6 +86,9 @@ class Metric:
     #: scores alone: by the triangle inequality it exceeds the truth by at most the same norm of the
     #: bins' noise, whose quantile is the resolution floor (calib.evaluation.resolution).
     binned_norm: bool = False
+    #: Streamed: (accumulator, config, level) -> the metric's asymptotic or exact interval at that
+    #: level, computed from the same state (beside the bootstrap's; docs/metrics.md).
+    interval: Callable[[object, MetricConfig, float], tuple[float, float]] | None = None
 
     @property
     def streamed(self) -> bool:
@@ -130,6 +135,38 @@ def debiased_ece_sq(state: acc.TopLabelBins, config: MetricConfig) -> float:
     f_b = counter.sum_pred[keep] / n_b
     y_b = counter.sum_true[keep] / n_b
     return float(np.sum(n_b / state.n * ((f_b - y_b) ** 2 - y_b * (1.0 - y_b) / (n_b - 1.0))))
+
+
+def debiased_ece_sq_interval(state: acc.TopLabelBins, config: MetricConfig, level: float) -> tuple[float, float]:
+    """The asymptotic interval of the binned squared error given the scores: the estimate
+    +- z_{(1 + level) / 2} sqrt(V), V = sum_b (n_b / N)^2 [4 d_b^2 s_b / n_b + 2 s_b^2 / n_b^2] over
+    bins with n_b > 1, the variance of (f_b - y_b)^2 when the bin's rate y_b is normal around its
+    truth with variance s_b / n_b (Kumar et al. 2019), with s_b = y_b (1 - y_b) n_b / (n_b - 1) and
+    d_b^2 the bin's debiased term clipped at 0."""
+    counter = state.counter
+    keep = counter.count > 1
+    n_b = counter.count[keep]
+    f_b = counter.sum_pred[keep] / n_b
+    y_b = counter.sum_true[keep] / n_b
+    term = (f_b - y_b) ** 2 - y_b * (1.0 - y_b) / (n_b - 1.0)
+    s_b = y_b * (1.0 - y_b) * n_b / (n_b - 1.0)
+    variance = np.sum((n_b / state.n) ** 2 * (4.0 * np.maximum(term, 0.0) * s_b / n_b + 2.0 * s_b**2 / n_b**2))
+    estimate = float(np.sum(n_b / state.n * term))
+    half = NormalDist().inv_cdf((1.0 + level) / 2.0) * float(np.sqrt(variance))
+    return estimate - half, estimate + half
+
+
+def ece_l2_interval(state: acc.TopLabelBins, config: MetricConfig, level: float) -> tuple[float, float]:
+    """The true binned L2 error's interval: the square roots of :func:`debiased_ece_sq_interval`'s
+    ends, clipped at 0 (the plug-in ece_l2 itself is biased upward and may lie above it)."""
+    lower, upper = debiased_ece_sq_interval(state, config, level)
+    return float(np.sqrt(max(lower, 0.0))), float(np.sqrt(max(upper, 0.0)))
+
+
+def accuracy_interval(state: acc.ProperScores, config: MetricConfig, level: float) -> tuple[float, float]:
+    """Clopper-Pearson interval of the share of correct rows."""
+    lower, upper = clopper_pearson(state.n_correct, state.n, level)
+    return float(lower), float(upper)
 
 
 def ece_l2(state: acc.TopLabelBins, config: MetricConfig) -> float:
@@ -192,6 +229,7 @@ _METRICS = [
         lambda s, c: s.n_correct / s.n,
         lambda c, s: {},
         direction="higher",
+        interval=accuracy_interval,
     ),
     Metric("nll", "negative log-likelihood of the label", _proper, lambda s, c: s.nll_sum / s.n, _clip_settings),
     Metric(
@@ -232,6 +270,7 @@ _METRICS = [
         ece_l2,
         lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l2", "label": "top"},
         binned_norm=True,
+        interval=ece_l2_interval,
     ),
     Metric(
         "ece_quantile",
@@ -260,6 +299,7 @@ _METRICS = [
         _top_bins,
         debiased_ece_sq,
         lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "squared", "label": "top"},
+        interval=debiased_ece_sq_interval,
     ),
     Metric(
         "cw_ece",

@@ -59,6 +59,22 @@ class MetricSet:
             }
         return out
 
+    def intervals(self, level: float) -> dict[str, list[float]]:
+        """{metric: [lower, upper]} of the metrics with an analytic interval (Metric.interval) at
+        ``level``, where the rows define it."""
+        out = {}
+        for metric in self.metrics:
+            if metric.interval is None:
+                continue
+            state = self.accumulators[self.source[metric.key]]
+            try:
+                lower, upper = metric.interval(state, self.config, level)
+            except ZeroDivisionError:
+                continue
+            if np.isfinite(lower) and np.isfinite(upper):
+                out[metric.key] = [float(lower), float(upper)]
+        return out
+
 
 class GroupedMetricSets:
     """One :class:`MetricSet` per group of rows, fed from the same batches as the main one:
