@@ -320,7 +320,7 @@ def test_usage_errors_are_one_line_exit_2():
     for args, words in [
         (["fit"], ["Missing argument 'PRED'", "calib fit --help"]),
         (["evaluate", TEST, "--bogus"], ["No such option: --bogus"]),
-        (["evaluate", TEST, "--bins", "x"], ["'x' is not a valid"]),
+        (["evaluate", TEST, "--bins", "x"], ["positive number of bins or 'auto'; got 'x'", "--bins auto"]),
         (["frobnicate"], ["No such command 'frobnicate'"]),
     ]:
         code, out, err = _cli(*args)

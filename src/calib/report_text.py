@@ -120,6 +120,10 @@ def table_footnotes(report: dict) -> list[str]:
     if worst_labels:
         listed = ", ".join(f"{c['label']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst_labels)
         lines.append(f"lowest label coverage of the sets: {listed}")
+    floors = ((report.get("bootstrap") or {}).get("floors") or {}).get("values") or {}
+    if floors:
+        shown = "; ".join(f"{key} {format_value(value)}" for key, value in floors.items())
+        lines.append(f"resolution floor (the smallest value these rows tell from 0, docs/metrics.md): {shown}")
     analytic = {key: entry["ci_analytic"] for key, entry in report["metrics"].items() if entry.get("ci_analytic")}
     if analytic:
         level = (report.get("bootstrap") or {}).get("level", 0.95)
@@ -201,7 +205,7 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
     high = op in (">", ">=")
     if outcome == "fail":
         name, end = ("lower", lower) if high else ("upper", upper)
-        if high and "floor" in gate:
+        if high and "floor" in gate and end == value - gate["floor"]:
             return (
                 f"{metric} = {format_value(value)}; less its resolution floor {format_value(gate['floor'])}"
                 f"{_floor_over(gate)}, {format_exact(end, threshold)} {op} {limit} "

@@ -173,6 +173,11 @@ def evaluate(
 def _check_choices(given) -> None:
     """Options with a fixed set of values, and options that contradict each other."""
     from ..evaluation.gates import INCONCLUSIVE_POLICIES
+    from ..metrics.definitions import AUTO_BINS, bin_count
+
+    for name in ("bins", "cmce_bins"):  # before any input is read: one line
+        if getattr(given, name) != AUTO_BINS:
+            bin_count(getattr(given, name), 1, name)
 
     if given.vece_recalibrator not in RECALIBRATORS:
         raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {given.vece_recalibrator!r}")

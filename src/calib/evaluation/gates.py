@@ -82,10 +82,12 @@ class Spread:
     floor_groups: int = 1
 
     def less_floor(self, value: float | None, floor: float | None, groups: int = 1) -> Spread:
-        """This spread with its lower end at ``value`` - ``floor`` (simultaneous over ``groups``)."""
+        """This spread with its lower end at min(its own, ``value`` - ``floor``), the floor
+        simultaneous over ``groups``: both are lower bounds of the true error at the level, and the
+        smaller never fails a gate that the bootstrap's end alone would pass."""
         if value is None or floor is None:
             return self
-        return replace(self, lower=value - floor, floor=floor, floor_groups=groups)
+        return replace(self, lower=min(self.lower, value - floor), floor=floor, floor_groups=groups)
 
     @classmethod
     def of(cls, replicates, level: float, rows: int, how: str, estimate: float | None = None) -> Spread | None:
