@@ -257,6 +257,12 @@ def _change_text(gate: dict, metric: str, value: float) -> str:
         moved += f" ({100 * gate['relative_change']:+.3g}%)"
     text = f"{metric} {moved} ({format_value(old)} -> {format_value(value)})"
     what = "increase" if gate.get("direction", "increase") == "increase" else "decrease"
+    if "worsening_less_noise" in gate:
+        theirs, ours = gate["mean_noise"]
+        text += (
+            f", {format_change(gate['worsening_less_noise'])} less the change in their mean noise "
+            f"({format_value(theirs)} -> {format_value(ours)})"
+        )
     allowed_text = format_value(allowed)
     if "allowed_relative" in gate:
         allowed_text = f"{gate['allowed_relative'] * 100:g}% of the baseline ({format_value(allowed)})"
@@ -305,7 +311,7 @@ def gate_text(gate: dict) -> str:
         covered = f" of {gate['groups']} {what}s" if "groups" in gate else ""
         metric = f"{metric} of {what} {gate['group']} (the {gate['aggregate'].replace('_', ' ')}{covered})"
     elif gate.get("group") is not None:
-        metric = f"{metric} of group {gate['group']}"
+        metric = f"{metric} of {gate.get('unit', 'group')} {gate['group']}"
     if "threshold" in gate:
         return _threshold_text(gate, metric, value)
     if "allowed" not in gate:  # a report written before gates carried their parts

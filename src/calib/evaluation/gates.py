@@ -266,6 +266,14 @@ def group_word(report: dict) -> str:
     return "labels" if (report.get("group_by") or {}).get("source") == LABELS_SOURCE else "groups"
 
 
+def mean_noise(bootstrap: dict | None, metric: str, group: str | None = None) -> float | None:
+    """A report's mean noise of a binned error (of all rows, or of ``group``), None where it has none."""
+    floors = (bootstrap or {}).get("floors") or {}
+    if group is None:
+        return floors.get("means", {}).get(metric)
+    return floors.get("by_group", {}).get(metric, {}).get("means", {}).get(group)
+
+
 def floors_of(report: dict) -> dict:
     """The report's resolution floors (calib.evaluation.resolution), {} when it has none."""
     return (report.get("bootstrap") or {}).get("floors") or {}
@@ -351,20 +359,34 @@ class ChangeGate:
             raise InputError(f"paired gate on {self.metric}: {other}; a paired comparison needs the same rows")
         entry = self._entry(metrics[self.metric]["value"], self.baseline["value"])
         limit = entry["allowed"]
-        spread, why = None, "noise ignored on request"
+        spread, why, worsening = None, "noise ignored on request", entry["worsening"]
         if not ignore_noise:
-            spread, why = self._paired_spread(bootstrap, entry["worsening"])
+            worsening = self._less_noise(entry, bootstrap, self.baseline_bootstrap)
+            spread, why = self._paired_spread(bootstrap, worsening)
         if limit is None:
             result = FAIL
         else:
-            result = outcome(entry["worsening"], spread, ">", limit)
-        entry.update(noise_fields(spread, entry["worsening"], limit, why))
+            result = outcome(worsening, spread, ">", limit)
+        entry.update(noise_fields(spread, worsening, limit, why))
         if spread is not None:
             entry["increase_lower_bound"] = spread.lower if self.sign > 0 else -spread.upper
             entry["increase_upper_bound"] = spread.upper if self.sign > 0 else -spread.lower
         if other is not None:
             entry["baseline_input"] = other
         return _decided(entry, result, inconclusive)
+
+    def _less_noise(self, entry: dict, current: dict | None, baseline: dict | None, group: str | None = None) -> float | None:
+        """The worsening of a binned error less the change of the two reports' mean noise m (the
+        expected estimate of a perfectly calibrated model with each one's bin counts,
+        calib.evaluation.resolution): sign ((new - m_new) - (old - m_old)). Recorded in ``entry``
+        (``worsening_less_noise``, ``mean_noise``); the raw worsening where either report lacks m."""
+        ours, theirs = mean_noise(current, self.metric, group), mean_noise(baseline, self.metric, group)
+        worsening = entry["worsening"]
+        if worsening is None or ours is None or theirs is None:
+            return worsening
+        adjusted = worsening - self.sign * (ours - theirs)
+        entry.update(worsening_less_noise=adjusted, mean_noise=[theirs, ours])
+        return adjusted
 
     def _paired_spread(self, bootstrap: dict | None, worsening: float | None) -> tuple[Spread | None, str | None]:
         """The spread of the replicate worsening, or why there is none: paired when both reports'
@@ -398,14 +420,16 @@ class ChangeGate:
             gate = self._entry(
                 current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name
             )
-            limit, spread, reason = gate["allowed"], None, why
+            gate["unit"] = group_word(report)[:-1]
+            limit, spread, reason, worsening = gate["allowed"], None, why, gate["worsening"]
             if name in differences:
+                worsening = self._less_noise(gate, report.get("bootstrap"), self.baseline_bootstrap, name)
                 level = bonferroni_level(report["bootstrap"]["level"], len(names))
                 how = f"paired bootstrap, Bonferroni over {len(names)} {group_word(report)}"
-                spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, gate["worsening"])
+                spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, worsening)
                 reason = None if spread is not None else f"no paired replicates of {self.metric} with a value"
-            result = FAIL if limit is None else outcome(gate["worsening"], spread, ">", limit)
-            gate.update(noise_fields(spread, gate["worsening"], limit, reason))
+            result = FAIL if limit is None else outcome(worsening, spread, ">", limit)
+            gate.update(noise_fields(spread, worsening, limit, reason))
             entries.append(_decided(gate, result, inconclusive))
         return entries
 

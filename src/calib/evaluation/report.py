@@ -92,7 +92,7 @@ def build_report(
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
         report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups)
-        floors = _floors(streamed, gates, bootstrap, groups, min_group_rows)
+        floors = _floors(streamed, keys, bootstrap, groups, min_group_rows)
         if floors is not None:
             report.bootstrap["floors"] = floors
     if groups is not None:
@@ -179,17 +179,15 @@ def multilabel_layout(preds: Predictions) -> dict | None:
     return None if layout is None else {"rows": layout.n_rows, "labels": layout.n_labels}
 
 
-def _floors(streamed, gates, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int) -> dict | None:
-    """The resolution floors of the binned errors that threshold gates read: of all rows, and
-    simultaneous over the gated groups (those with at least ``min_group_rows`` rows) for gates on
-    the worst group or label (:mod:`calib.evaluation.resolution`)."""
-    keys = list(dict.fromkeys(gate.metric for gate in gates))
+def _floors(streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int) -> dict | None:
+    """The resolution floors and mean noise of the report's binned errors: of all rows, and
+    simultaneous over the gated groups (those with at least ``min_group_rows`` rows) where the
+    groups have replicates of their own (:mod:`calib.evaluation.resolution`)."""
     group_sets = None
-    if groups is not None and streamed.group_states is not None and any(gate.aggregate for gate in gates):
-        counts = groups.counts
+    if groups is not None and streamed.group_states is not None and "by_group" in streamed.replicates:
         group_sets = {
             name: metric_set
-            for name, metric_set, count in zip(groups.names, streamed.group_states, counts)
+            for name, metric_set, count in zip(groups.names, streamed.group_states, groups.counts)
             if count >= min_group_rows
         }
     return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed)

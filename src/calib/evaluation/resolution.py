@@ -23,6 +23,12 @@ over draws of max_g (N_g - m_g) / s_g (the groups drawn independently), and F_g 
 every group of a perfect model stays below its floor together with probability (1 + level) / 2,
 so a gate on the worst group fails a perfectly calibrated model at most (1 - level) / 2 of the time
 at any threshold. With G = 1, F is the quantile itself.
+
+Two models of the same rows have binned errors biased by different amounts (a model whose scores
+sit nearer 1/2 has noisier bins), so their raw difference moves although both are perfectly
+calibrated. A change gate on a binned error compares the values less each one's mean noise m (the
+expected estimate of a perfectly calibrated model with its bin counts), which is the bias at a true
+error of 0 and at most the bias elsewhere.
 """
 
 from __future__ import annotations
@@ -83,24 +89,31 @@ def floors_section(
     seed: int,
     draws: int = NULL_DRAWS,
 ) -> dict | None:
-    """The floors of the binned errors among ``keys`` (the gated ones), as a report's bootstrap
-    section holds them: {"method", "draws", "quantile", "values": {key: F}, "by_group": {key:
-    {"groups": G, "values": {group: F_g}}}} for the ``group_sets`` given (the gated groups). None when
-    no key is a binned error. Seeded by ``seed``: the same rows and seed give the same floors."""
+    """The floors of the binned errors among ``keys``, as a report's bootstrap section holds them:
+    {"method", "draws", "quantile", "values": {key: F}, "means": {key: mean noise}, "by_group": {key:
+    {"groups": G, "values": {group: F_g}, "means": {group: mean noise}}}} for the ``group_sets``
+    given (the gated groups). The mean noise is the expected estimate of a perfectly calibrated model
+    with these bin counts: change gates subtract it from both sides (calib.evaluation.gates). None
+    when no key is a binned error. Seeded by ``seed``: the same rows and seed give the same floors."""
     binned = [key for key in keys if METRICS[key].binned_norm]
     if not binned:
         return None
     rng = np.random.default_rng([seed, 3])
-    values, by_group = {}, {}
+    values, means, by_group = {}, {}, {}
     for key in binned:
         found = noise_draws(overall, key, rng, draws)
         if found is not None:
             values[key] = simultaneous_floors({"": found}, level)[""]
+            means[key] = float(found.mean())
         if group_sets:
             per_group = {name: noise_draws(metric_set, key, rng, draws) for name, metric_set in group_sets.items()}
             per_group = {name: found for name, found in per_group.items() if found is not None}
-            by_group[key] = {"groups": len(per_group), "values": simultaneous_floors(per_group, level)}
-    section = {"method": METHOD, "draws": draws, "quantile": (1.0 + level) / 2.0, "values": values}
+            by_group[key] = {
+                "groups": len(per_group),
+                "values": simultaneous_floors(per_group, level),
+                "means": {name: float(found.mean()) for name, found in per_group.items()},
+            }
+    section = {"method": METHOD, "draws": draws, "quantile": (1.0 + level) / 2.0, "values": values, "means": means}
     if by_group:
         section["by_group"] = by_group
     return section
