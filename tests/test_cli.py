@@ -105,7 +105,9 @@ def test_gates_and_exit_codes(tmp_path, run):
     assert "gate pass: accuracy = 0.9452 >= 0.5 (fails when < 0.5)" in out
     # by default the gates read the ends of the bootstrap's 95% interval, and say which end decided
     code, out, err = run("evaluate", "--no-vece", test, *gates)
-    assert code == 1 and re.search(r"gate FAIL: cmce = 0.00269; less its resolution floor 0.00[0-9]+, 0.00[0-9]+ > 0.0001 \(", out)
+    assert code == 1 and re.search(
+        r"gate FAIL: cmce = 0.00269; less its resolution floor 0.00[0-9]+, 0.00[0-9]+ > 0.0001 \(", out
+    )
     assert re.search(
         r"gate pass: accuracy = 0.9452, the lower end of its 95% interval 0.9[0-9]+ >= 0.5 \(fails when < 0.5\)", out
     )

@@ -102,7 +102,9 @@ def test_cli_group_by_a_parquet_column_and_gates_on_the_worst_group(run, grouped
     raw = ["--ignore-noise"]  # the worst group's value itself (tests/test_gates.py has the bounds)
     code, out, err = run("evaluate", path, "--group-by", "family", "--no-vece", *raw, "--fail-if", f"max_group:ece>{limit}")
     assert code == 1
-    assert f"gate FAIL: ece of group {worst} (the max group of 2 groups) = " in out and f"(the gate fails when ece > {limit})" in out
+    assert (
+        f"gate FAIL: ece of group {worst} (the max group of 2 groups) = " in out and f"(the gate fails when ece > {limit})" in out
+    )
     assert "by group: family (3 groups)" in out and "rare*" in out and "fewer than 100 rows" in out
     code, out, _ = run(
         "evaluate", path, "--group-by", "family", "--no-vece", *raw, "--fail-if", f"max_group:ece>{worst_ece + 0.001:.4f}"

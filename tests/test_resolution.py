@@ -347,3 +347,38 @@ def test_accuracy_and_the_l2_error_get_analytic_intervals_in_the_report(run, tmp
     assert "analytic 95% intervals" in calib.report_text.report_lines(report)[-1] or any(
         "analytic 95% intervals" in line for line in calib.report_text.report_lines(report)
     )
+
+
+def test_a_change_gate_on_a_binned_error_subtracts_the_change_in_mean_noise(tmp_path):
+    """Two perfectly calibrated models of the same rows, one sharper: the change gate compares the
+    values less each one's mean noise (the bias of a perfect model's estimate at its bin counts);
+    against a baseline without mean noise (an older report) the raw change is read."""
+    from calib.evaluation.gates import parse_change_gates
+
+    rng = np.random.default_rng(14)
+    z = rng.normal(0.0, 2.0, (1500, 4))
+    y = (rng.random((1500, 4)) < expit(z)).astype(np.int64)
+    base = calib.evaluate(z, y, metrics=["ece_pos"], bootstrap=100).to_dict()
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    blunt = z / 1.0001
+    report = calib.evaluate(
+        blunt,
+        y,
+        metrics=["ece_pos"],
+        increase_gates=parse_change_gates(["ece_pos=0"], str(tmp_path / "base.json")),
+        bootstrap=100,
+    ).to_dict()
+    gate = report["gates"][0]
+    old_mean = base["bootstrap"]["floors"]["means"]["ece_pos"]
+    new_mean = report["bootstrap"]["floors"]["means"]["ece_pos"]
+    assert gate["mean_noise"] == [old_mean, new_mean]
+    assert gate["worsening_less_noise"] == pytest.approx(gate["worsening"] - (new_mean - old_mean), abs=1e-15)
+    per_label = [g for g in report["gates"] if g.get("group") == "2"][0]
+    means = report["bootstrap"]["floors"]["by_group"]["ece_pos"]["means"]["2"]
+    assert per_label["mean_noise"][1] == means and per_label["unit"] == "label"
+    del base["bootstrap"]["floors"]
+    (tmp_path / "old.json").write_text(json.dumps(base))
+    report = calib.evaluate(
+        blunt, y, metrics=["ece_pos"], increase_gates=parse_change_gates(["ece_pos=0"], str(tmp_path / "old.json")), bootstrap=100
+    ).to_dict()
+    assert "worsening_less_noise" not in report["gates"][0]
