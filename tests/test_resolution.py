@@ -344,9 +344,8 @@ def test_accuracy_and_the_l2_error_get_analytic_intervals_in_the_report(run, tmp
     assert accuracy["ci_analytic"] == pytest.approx([reference.low, reference.high], abs=1e-12)
     lower, upper = report["metrics"]["ece_l2"]["ci_analytic"]
     assert 0.0 <= lower < upper
-    assert "analytic 95% intervals" in calib.report_text.report_lines(report)[-1] or any(
-        "analytic 95% intervals" in line for line in calib.report_text.report_lines(report)
-    )
+    lines = calib.report_text.report_lines(report)
+    assert f"accuracy: analytic 95% interval [{calib.report_text.format_value(reference.low)}, " in "\n".join(lines)
 
 
 def test_a_change_gate_on_a_binned_error_subtracts_the_change_in_mean_noise(tmp_path):

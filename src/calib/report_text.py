@@ -121,14 +121,15 @@ def table_footnotes(report: dict) -> list[str]:
         listed = ", ".join(f"{c['label']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst_labels)
         lines.append(f"lowest label coverage of the sets: {listed}")
     floors = ((report.get("bootstrap") or {}).get("floors") or {}).get("values") or {}
-    if floors:
-        shown = "; ".join(f"{key} {format_value(value)}" for key, value in floors.items())
-        lines.append(f"resolution floor (the smallest value these rows tell from 0, docs/metrics.md): {shown}")
-    analytic = {key: entry["ci_analytic"] for key, entry in report["metrics"].items() if entry.get("ci_analytic")}
-    if analytic:
-        level = (report.get("bootstrap") or {}).get("level", 0.95)
-        shown = "; ".join(f"{key} [{format_value(lo)}, {format_value(hi)}]" for key, (lo, hi) in analytic.items())
-        lines.append(f"analytic {level:.0%} intervals (docs/metrics.md): {shown}")
+    gated = {gate.get("metric") for gate in report.get("gates", [])}
+    for key, value in floors.items():
+        if key in gated:
+            lines.append(f"{key}: resolution floor {format_value(value)}, the smallest value these rows tell from 0")
+    level = (report.get("bootstrap") or {}).get("level", 0.95)
+    for key, entry in report["metrics"].items():
+        if entry.get("ci_analytic"):
+            lower, upper = entry["ci_analytic"]
+            lines.append(f"{key}: analytic {level:.0%} interval [{format_value(lower)}, {format_value(upper)}]")
     entries = [*report["metrics"].values(), *(report.get("uncalibrated_metrics") or {}).values()]
     if any(clipped_note(entry) for entry in entries):
         lines.append(CLIPPED_FOOTNOTE)
