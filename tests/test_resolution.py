@@ -136,7 +136,7 @@ def test_simultaneous_floors_exceed_each_groups_own_quantile():
     # every group below its floor together in about 97.5% of the draws
     together = np.mean(np.all(np.stack([draws[g] <= floors[g] for g in draws]), axis=0))
     assert 0.96 <= together <= 0.985
-    assert simultaneous_floors({"a": np.full(10, 0.3)}, 0.95) == {"a": 0.3}  # no spread: the mean
+    assert simultaneous_floors({"a": np.full(1000, 0.25), "b": draws["0"]}, 0.95)["a"] == 0.25  # no spread: the mean
 
 
 # --- gates on many labels and groups ------------------------------------------------------------
@@ -239,6 +239,7 @@ def test_the_gate_line_states_the_floor_and_how_many_labels(run, tmp_path):
     assert gate["floor"] == floor and gate["bounds"][0] == min(gate["value"] - floor, gate["bounds"][0])
     assert gate["bounds"][0] == gate["value"] - floor  # the floor is the lower of the two ends here
     assert "(the max label of 6 labels)" in out
+    assert gate["noise"].startswith("bootstrap, Bonferroni over 6 labels, ")
     assert f"with 800 rows per label, ece_pos below {calib.report_text.format_value(floor)} cannot be told from 0" in out
     assert "(simultaneous over 6 labels)" in out
 
