@@ -156,6 +156,12 @@ class BootstrapStates(GroupedMetricSets):
         ]
 
 
+def upper_percent(level: float) -> float:
+    """The percent of a two-sided interval's upper end at ``level``: 97.5 for 0.95 (rounded, not
+    97.50000000000001)."""
+    return round(50.0 * (1.0 + level), 9)
+
+
 def centred_interval(replicates, level: float, estimate: float | None = None) -> tuple[float, float, np.ndarray] | None:
     """The one bootstrap interval of every output (the table, the JSON report, the gates): the
     ``level`` percentile interval of the replicates (NaN ones dropped) shifted by estimate -
@@ -168,8 +174,8 @@ def centred_interval(replicates, level: float, estimate: float | None = None) ->
         return None
     if estimate is not None and np.isfinite(estimate):
         values = values + (estimate - values.mean())
-    upper_percent = round(50.0 * (1.0 + level), 9)  # 97.5 for 0.95, not 97.50000000000001
-    lower, upper = np.percentile(values, [100.0 - upper_percent, upper_percent])
+    upper = upper_percent(level)
+    lower, upper = np.percentile(values, [100.0 - upper, upper])
     return float(lower), float(upper), values
 
 

@@ -117,7 +117,10 @@ def _bin_rows(counter, value_key: str, bands: bool = False) -> list[dict]:
     observed rate's 95% Clopper-Pearson interval and whether the bin has too few rows to read
     (fewer than :data:`calib.binning.MIN_BIN_ROWS`)."""
     rows = []
-    for b in np.flatnonzero(counter.count > 0):
+    nonempty = np.flatnonzero(counter.count > 0)
+    if bands:
+        lowers, uppers = clopper_pearson(counter.sum_true[nonempty], counter.count[nonempty], BAND_LEVEL)
+    for i, b in enumerate(nonempty):
         n_b = counter.count[b]
         mean_pred, mean_true = counter.sum_pred[b] / n_b, counter.sum_true[b] / n_b
         rows.append(
@@ -131,8 +134,7 @@ def _bin_rows(counter, value_key: str, bands: bool = False) -> list[dict]:
             }
         )
         if bands:
-            lower, upper = clopper_pearson(counter.sum_true[b], n_b, BAND_LEVEL)
-            rows[-1].update(interval=[float(lower), float(upper)], few_rows=bool(n_b < MIN_BIN_ROWS))
+            rows[-1].update(interval=[float(lowers[i]), float(uppers[i])], few_rows=bool(n_b < MIN_BIN_ROWS))
     return rows
 
 

@@ -227,8 +227,7 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
         f"straddles {limit} (fails when {op} {limit})"
     )
     if "floor" in gate:
-        what = "label" if str(gate.get("aggregate", "")).endswith("_label") else "group"
-        per = f" per {what}" if gate.get("aggregate") else ""
+        per = f" per {_unit(gate)}" if gate.get("aggregate") else ""
         text += (
             f"; with {_rows(gate['rows'])} rows{per}, {gate['metric']} below {format_value(gate['floor'])} "
             f"cannot be told from 0{_floor_over(gate)}"
@@ -239,10 +238,13 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
 def _floor_over(gate: dict) -> str:
     """`` (simultaneous over 50 labels)`` for a floor over several groups, else nothing."""
     count = gate.get("floor_groups", 1)
-    if count == 1:
-        return ""
-    what = "labels" if str(gate.get("aggregate", "")).endswith("_label") else "groups"
-    return f" (simultaneous over {count} {what})"
+    return "" if count == 1 else f" (simultaneous over {count} {_unit(gate)}s)"
+
+
+def _unit(gate: dict) -> str:
+    """What a gate's groups are: "label" or "group" (as the gate says; a report written before gates
+    said so: by their aggregate's name)."""
+    return gate.get("unit") or ("label" if str(gate.get("aggregate") or "").endswith("_label") else "group")
 
 
 def _change_text(gate: dict, metric: str, value: float) -> str:
@@ -308,11 +310,10 @@ def gate_text(gate: dict) -> str:
     if value is None:
         return f"{metric} is undefined (n/a) on this input, so the gate cannot pass"
     if gate.get("aggregate") is not None:  # the worst group's value: name the group (or label)
-        what = "label" if gate["aggregate"].endswith("_label") else "group"
-        covered = f" of {gate['groups']} {what}s" if "groups" in gate else ""
-        metric = f"{metric} of {what} {gate['group']} (the {gate['aggregate'].replace('_', ' ')}{covered})"
+        covered = f" of {gate['groups']} {_unit(gate)}s" if "groups" in gate else ""
+        metric = f"{metric} of {_unit(gate)} {gate['group']} (the {gate['aggregate'].replace('_', ' ')}{covered})"
     elif gate.get("group") is not None:
-        metric = f"{metric} of {gate.get('unit', 'group')} {gate['group']}"
+        metric = f"{metric} of {_unit(gate)} {gate['group']}"
     if "threshold" in gate:
         return _threshold_text(gate, metric, value)
     if "allowed" not in gate:  # a report written before gates carried their parts

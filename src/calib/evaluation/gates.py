@@ -78,16 +78,17 @@ class Spread:
     #: The resolution floor F of a binned error (calib.evaluation.resolution): the lower end is
     #: then the value less F, a bound of the true error that the estimator's upward bias cannot move.
     floor: float | None = None
-    #: The groups the floor is simultaneous over.
+    #: The groups (of ``floor_unit``: "group" or "label") the floor is simultaneous over.
     floor_groups: int = 1
+    floor_unit: str = "group"
 
-    def less_floor(self, value: float | None, floor: float | None, groups: int = 1) -> Spread:
+    def less_floor(self, value: float | None, floor: float | None, groups: int = 1, unit: str = "group") -> Spread:
         """This spread with its lower end at min(its own, ``value`` - ``floor``), the floor
-        simultaneous over ``groups``: both are lower bounds of the true error at the level, and the
-        smaller never fails a gate that the bootstrap's end alone would pass."""
+        simultaneous over ``groups`` of ``unit``: both are lower bounds of the true error at the
+        level, and the smaller never fails a gate that the bootstrap's end alone would pass."""
         if value is None or floor is None:
             return self
-        return replace(self, lower=min(self.lower, value - floor), floor=floor, floor_groups=groups)
+        return replace(self, lower=min(self.lower, value - floor), floor=floor, floor_groups=groups, floor_unit=unit)
 
     @classmethod
     def of(cls, replicates, level: float, rows: int, how: str, estimate: float | None = None) -> Spread | None:
@@ -136,7 +137,7 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
         return {"noise": "ignored", "noise_reason": why_not}
     noise = f"{spread.how}, {spread.level:g} interval"
     if spread.floor is not None:
-        over = "" if spread.floor_groups == 1 else f" (simultaneous over {spread.floor_groups} groups)"
+        over = "" if spread.floor_groups == 1 else f" (simultaneous over {spread.floor_groups} {spread.floor_unit}s)"
         noise += f"; lower end the value less its resolution floor{over}"
     fields = {
         "noise": noise,
@@ -188,7 +189,7 @@ class Gate:
         if not ignore_noise:
             spread, why = replicate_spread((report or {}).get("bootstrap"), self.metric, value)
             if spread is not None:
-                spread = spread.less_floor(value, floors_of(report or {}).get("values", {}).get(self.metric))
+                spread = spread.less_floor(value, floors_of((report or {}).get("bootstrap")).get("values", {}).get(self.metric))
         entry.update(value=value, **noise_fields(spread, value, self.threshold, why))
         return _decided(entry, outcome(value, spread, self.op, self.threshold), inconclusive)
 
@@ -218,7 +219,8 @@ class Gate:
         deciding = {name: group for name, group in groups.items() if per_group[name]["outcome"] == overall}
         found = worst_group(deciding, self.metric, self.aggregate)
         name = None if found is None else found[0]
-        entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1], groups=len(groups))
+        entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1])
+        entry.update(groups=len(groups), unit=group_unit(report))
         fields = per_group[name] if name is not None else noise_fields(None, None, self.threshold, why)
         entry.update({key: value for key, value in fields.items() if key not in ("group", "value", "outcome", "passed")})
         entry["per_group"] = list(per_group.values())
@@ -245,7 +247,7 @@ def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | 
     valued = [name for name, value in values.items() if value is not None]
     level = bonferroni_level(bootstrap["level"], len(valued))
     rows = {name: entry["n"] for name, entry in report["groups"].items()}
-    floors = floors_of(report).get("by_group", {}).get(metric, {})
+    floors = floors_of(bootstrap).get("by_group", {}).get(metric, {})
     spreads = {}
     for name in valued:
         replicates = by_group.get(name, {}).get(metric)
@@ -253,30 +255,31 @@ def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | 
             None
             if replicates is None
             else Spread.of(
-                replicates, level, rows[name], f"bootstrap, Bonferroni over {len(valued)} {group_word(report)}", values[name]
+                replicates, level, rows[name], f"bootstrap, Bonferroni over {len(valued)} {group_unit(report)}s", values[name]
             )
         )
         if found is not None:
-            spreads[name] = found.less_floor(values[name], floors.get("values", {}).get(name), floors.get("groups", 1))
+            floor = floors.get("values", {}).get(name)
+            spreads[name] = found.less_floor(values[name], floor, floors.get("groups", 1), group_unit(report))
     return spreads, None if spreads else f"no bootstrap replicates of {metric} per group"
 
 
-def group_word(report: dict) -> str:
-    """ "labels" for a multi-label input's label groups, else "groups"."""
-    return "labels" if (report.get("group_by") or {}).get("source") == LABELS_SOURCE else "groups"
+def group_unit(report: dict) -> str:
+    """ "label" for a multi-label input's label groups, else "group"."""
+    return "label" if (report.get("group_by") or {}).get("source") == LABELS_SOURCE else "group"
 
 
 def mean_noise(bootstrap: dict | None, metric: str, group: str | None = None) -> float | None:
     """A report's mean noise of a binned error (of all rows, or of ``group``), None where it has none."""
-    floors = (bootstrap or {}).get("floors") or {}
+    floors = floors_of(bootstrap)
     if group is None:
         return floors.get("means", {}).get(metric)
     return floors.get("by_group", {}).get(metric, {}).get("means", {}).get(group)
 
 
-def floors_of(report: dict) -> dict:
-    """The report's resolution floors (calib.evaluation.resolution), {} when it has none."""
-    return (report.get("bootstrap") or {}).get("floors") or {}
+def floors_of(bootstrap: dict | None) -> dict:
+    """A report's bootstrap section's resolution floors (calib.evaluation.resolution), {} when it has none."""
+    return (bootstrap or {}).get("floors") or {}
 
 
 def replicate_spread(bootstrap: dict | None, metric: str, estimate: float | None) -> tuple[Spread | None, str | None]:
@@ -420,12 +423,12 @@ class ChangeGate:
             gate = self._entry(
                 current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name
             )
-            gate["unit"] = group_word(report)[:-1]
+            gate["unit"] = group_unit(report)
             limit, spread, reason, worsening = gate["allowed"], None, why, gate["worsening"]
             if name in differences:
                 worsening = self._less_noise(gate, report.get("bootstrap"), self.baseline_bootstrap, name)
                 level = bonferroni_level(report["bootstrap"]["level"], len(names))
-                how = f"paired bootstrap, Bonferroni over {len(names)} {group_word(report)}"
+                how = f"paired bootstrap, Bonferroni over {len(names)} {group_unit(report)}s"
                 spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, worsening)
                 reason = None if spread is not None else f"no paired replicates of {self.metric} with a value"
             result = FAIL if limit is None else outcome(worsening, spread, ">", limit)

@@ -37,6 +37,7 @@ import copy
 
 import numpy as np
 
+from ..bootstrap import upper_percent
 from ..metrics.definitions import METRICS
 from ..metrics.metric_set import MetricSet
 
@@ -51,7 +52,7 @@ METHOD = "noise of a perfectly calibrated model with the same bin counts (binomi
 def noise_draws(metric_set: MetricSet, key: str, rng: np.random.Generator, draws: int = NULL_DRAWS) -> np.ndarray | None:
     """``draws`` values of the binned error ``key`` of a perfectly calibrated model with the bin
     counts of ``metric_set``'s rows; None where the metric is undefined on them."""
-    accumulator = metric_set.accumulators[metric_set.source[key]]
+    accumulator = metric_set.accumulator_of(key)
     counter = accumulator.counter
     block = max(1, DRAW_BLOCK // max(1, counter.count.size))
     parts = []
@@ -75,8 +76,7 @@ def simultaneous_floors(draws: dict[str, np.ndarray], level: float) -> dict[str,
     mean = stacked.mean(axis=1, keepdims=True)
     spread = stacked.std(axis=1, ddof=1, keepdims=True)
     standard = np.divide(stacked - mean, spread, out=np.zeros_like(stacked), where=spread > 0)
-    quantile = round(50.0 * (1.0 + level), 9)
-    c = float(np.percentile(standard.max(axis=0), quantile))
+    c = float(np.percentile(standard.max(axis=0), upper_percent(level)))
     floors = mean[:, 0] + c * spread[:, 0]
     return {name: float(value) for name, value in zip(draws, floors)}
 

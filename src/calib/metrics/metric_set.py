@@ -23,6 +23,10 @@ class MetricSet:
                 self.accumulators[identity] = factory()
             self.source[metric.key] = identity
 
+    def accumulator_of(self, key: str):
+        """The accumulator that metric ``key`` reads."""
+        return self.accumulators[self.source[key]]
+
     def update(self, batch: Batch) -> None:
         for accumulator in self.accumulators.values():
             accumulator.update(batch)
@@ -52,7 +56,7 @@ class MetricSet:
     def results(self) -> dict[str, dict]:
         out = {}
         for metric in self.metrics:
-            state = self.accumulators[self.source[metric.key]]
+            state = self.accumulator_of(metric.key)
             out[metric.key] = {
                 "value": compute_value(metric, state, self.config),
                 "settings": metric.settings(self.config, state),
@@ -66,7 +70,7 @@ class MetricSet:
         for metric in self.metrics:
             if metric.interval is None:
                 continue
-            state = self.accumulators[self.source[metric.key]]
+            state = self.accumulator_of(metric.key)
             try:
                 lower, upper = metric.interval(state, self.config, level)
             except ZeroDivisionError:
