@@ -31,6 +31,7 @@ from benchmarks.results import write_results
 from calib.bootstrap import BootstrapConfig
 from calib.evaluation import ChangeGate, Gate, build_report, check_gates
 from calib.evaluation.groups import gated_groups, groups_from_values
+from calib.evaluation.request import EvaluationRequest
 from calib.io import Predictions
 
 K, SPREAD, NOISE = 10, 2.5, 0.5
@@ -59,7 +60,7 @@ def expected_at(n, draws=200, seed=7):
     for _ in range(draws):
         z, labels = world(rng, n)
         preds = Predictions("draw", model(rng, z), "logits", "draw", labels, "draw")
-        found = build_report(preds, metrics=["ece", "cmce"]).to_json()["metrics"]
+        found = build_report(preds, EvaluationRequest(metrics=("ece", "cmce"))).to_json()["metrics"]
         values.append([found["ece"]["value"], found["cmce"]["value"]])
     return dict(zip(["ece", "cmce"], np.mean(values, axis=0)))
 
@@ -67,14 +68,11 @@ def expected_at(n, draws=200, seed=7):
 def report(logits, labels, metrics, groups=None, vece=None):
     preds = Predictions("pair", logits, "logits", "pair", labels, "pair")
     keys = metrics + ([] if vece is None else ["vece_l1"])
-    kwargs = {}
-    if vece is not None:
-        from calib.evaluation import SampleConfig
-
-        kwargs = {"vece": SampleConfig("ts", 0, 20000)}
-    return build_report(
-        preds, metrics=keys, bootstrap=BootstrapConfig(REPLICATES, 0, 0.95), groups=groups, min_group_rows=1, **kwargs
-    ).to_json()
+    vece_recalibrator = "ts" if vece is not None else "ws-catboost"
+    request = EvaluationRequest.of(
+        metrics=keys, bootstrap=BootstrapConfig(REPLICATES, 0, 0.95), min_group_rows=1, vece_recalibrator=vece_recalibrator
+    )
+    return build_report(preds, request, groups=groups).to_json()
 
 
 def truth(scale, metrics, draws=20, rows=50_000):

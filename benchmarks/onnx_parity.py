@@ -18,31 +18,10 @@ import time
 
 import numpy as np
 
-#: Every method with a graph, with the options that exercise its variants.
-EXPORTED = (
-    ("ts", {}),
-    ("bcts", {}),
-    ("cmce-ts", {}),
-    ("dirichlet", {}),
-    ("svs", {}),
-    ("sms", {}),
-    ("platt", {}),
-    ("quadratic", {}),
-    ("beta", {}),
-    ("isotonic", {}),
-    ("hist", {}),
-    ("venn-abers", {}),
-    ("mr", {}),
-    ("mr", {"score": "aps"}),
-    ("mr", {"score": "raps"}),
-    ("mr", {"score": "saps"}),
-    ("mr", {"score": "topk"}),
-    ("mr", {"score": "margin"}),
-    ("mr", {"threshold": "classwise"}),
-    ("mr", {"threshold": "clustered"}),
-    ("conformal-ts", {}),
-    ("ats-gq", {"variant": "score", "score": "aps"}),
-)
+from calib.registry import onnx_cases
+
+#: Every method with a graph, with the options that exercise its variants (from the registries).
+EXPORTED = tuple(onnx_cases())
 #: The methods among them that build sets.
 SET_METHODS = ("mr", "conformal-ts", "ats-gq")
 #: A score this close to the set's threshold may land on either side of it in float32 inputs'

@@ -67,7 +67,7 @@ def main(argv=None) -> None:
     from distributed import Client, LocalCluster
 
     import calib
-    from calib.metrics import MetricConfig
+    from calib.evaluation.request import EvaluationRequest
     from calib.shards import apply_shard, apply_shards, evaluate_shards
 
     shards_dir = os.path.join(args.dir, "shards")
@@ -78,7 +78,7 @@ def main(argv=None) -> None:
     bundle = os.path.join(args.dir, "ts_bundle")
     calib.calibrator("ts").fit(first.logits(slice(0, 50_000)), first.labels[:50_000]).save(bundle, force=True)
     total = args.shards * args.rows
-    config = MetricConfig()
+    request = EvaluationRequest(metrics=tuple(KEYS))
     cluster = LocalCluster(
         n_workers=2,
         threads_per_worker=1,
@@ -96,7 +96,7 @@ def main(argv=None) -> None:
                 return sorted(client.run(_peak_mb).values())
 
             started = time.perf_counter()
-            report = evaluate_shards(shards_dir, KEYS, config, bundle=bundle, engine="dask", scheduler=address)
+            report = evaluate_shards(shards_dir, request, bundle=bundle, engine="dask", scheduler=address)
             seconds = time.perf_counter() - started
             rows.append(("evaluate (after the bundle)", seconds, worker_peaks()))
             out_dir = os.path.join(args.dir, "applied")
@@ -120,7 +120,7 @@ def main(argv=None) -> None:
     names = sorted(n for n in os.listdir(shards_dir) if n.endswith(".parquet"))[:3]
     for name in names:
         os.symlink(os.path.join(shards_dir, name), os.path.join(subset, name))
-    merged = evaluate_shards(subset, KEYS, config, bundle=bundle, engine="dask").values
+    merged = evaluate_shards(subset, request, bundle=bundle, engine="dask").values
     parts = [calib.read_predictions(os.path.join(subset, n), require_labels=True) for n in names]
     logits = np.concatenate([p.logits() for p in parts])
     labels = np.concatenate([p.labels for p in parts])

@@ -263,6 +263,7 @@ def test_public_api_is_pinned():
         "CalibError",
         "Calibration",
         "Calibrator",
+        "EvaluationRequest",
         "ExportError",
         "InputError",
         "METRICS",

@@ -416,7 +416,7 @@ def test_flow_trainings_by_name(monkeypatch, training, flow, expected):
     pytest.importorskip("torch")  # the flow's loss is a torch function
     seen = {}
 
-    def spy(inputs, targets, hidden, n_out, loss, **settings):
+    def spy(inputs, targets, layers, loss, **settings):
         seen.update(settings, rows=len(inputs))
         raise RuntimeError("stop")
 

@@ -145,8 +145,9 @@ def test_allowances_that_cannot_be_read_are_refused(spec, direction, message):
 
 
 def test_default_replicates_follow_the_baseline_else_the_input_size():
-    config = default_config(1000, 10, 0.9, {"replicates": 50, "seed": 3})
-    assert (config.replicates, config.seed, config.level) == (50, 3, 0.9)
+    config = default_config(1000, 10, 0.9, {"replicates": 50, "seed": 3}, seed=8)
+    assert (config.replicates, config.seed, config.level) == (50, 3, 0.9)  # the baseline's seed, to pair
+    assert default_config(1000, 10, 0.9, seed=8).seed == 8
     config = default_config(CHEAP_SCORES // 10, 10, 0.95)  # exactly the cheap limit
     assert (config.replicates, config.seed) == (DEFAULT_REPLICATES, 0)
     assert default_config(CHEAP_SCORES // 10 + 1, 10, 0.95) is None
@@ -197,7 +198,7 @@ def test_a_baseline_without_replicates_is_compared_raw_and_says_so(run, small_pa
 
 def test_usage_errors_of_the_gate_options(run, small_pair):
     code, _, err = run("evaluate", small_pair / "new.npz", "--no-vece", "--inconclusive", "maybe")
-    assert code == 2 and "--inconclusive must be one of pass, fail" in err
+    assert code == 2 and "inconclusive must be one of pass, fail; got 'maybe' (--inconclusive pass|fail)" in err
     code, _, err = run("evaluate", small_pair / "new.npz", "--no-vece", "--paired", "--ignore-noise")
     assert code == 2 and "drop one of the two" in err
 

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 from conftest import INSTALL, data_file, needs
 
-from benchmarks.onnx_parity import EXPORTED  # every method with a graph, with options for its variants
+from calib.registry import onnx_cases
+
+#: Every method with a graph, with options for each of its variants (from the registries).
+EXPORTED = onnx_cases()
 
 INSTALL.setdefault("onnxruntime", "pip install 'calib-cli[test-all]'")
 INSTALL.setdefault("onnx", "pip install 'calib-cli[onnx]'")

@@ -125,7 +125,7 @@ def test_small_torch_models_train_on_one_thread_and_restore_the_setting():
     torch.set_num_threads(2)
     try:
         rng = np.random.default_rng(0)
-        mlp.train(rng.random((20, 2)), rng.random(20), (4,), 1, loss, prefix="t", steps=3, lr=1e-3, batch_size=5, seed=0)
+        mlp.train(rng.random((20, 2)), rng.random(20), (4, 1), loss, prefix="t", steps=3, lr=1e-3, batch_size=5, seed=0)
         assert set(seen) == {1} and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

@@ -53,7 +53,7 @@ def test_directory_inputs_refuse_what_cannot_be_merged(run, shards, tmp_path):
     for args, message in (
         ((tmp_path / "empty",), "found none"),
         ((directory, "--metrics", "ece,vece_l1"), "cannot be merged from shards"),
-        ((directory, "--engine", "spark"), "--engine must be one of"),
+        ((directory, "--engine", "spark"), "engine must be one of local, dask; got 'spark' (--engine local|dask)"),
         ((directory, "--bootstrap", "10"), "--bootstrap does not apply"),
         ((tmp_path / "all.npz", "--engine", "dask"), "take a directory"),
     ):

@@ -116,7 +116,7 @@ def test_when_no_attempt_reaches_the_loss_bound_the_best_is_kept():
     def loss(out, v):
         return torch.mean((out[:, 0] - v) ** 2) + 20.0
 
-    settings = dict(hidden=(8,), n_out=1, loss_fn=loss, prefix="m", steps=300, batch_size=80)
+    settings = dict(layers=(8, 1), loss_fn=loss, prefix="m", steps=300, batch_size=80)
     kept = mlp.train(inputs, targets, lr=1e-2, seed=0, restarts=2, **settings)
     last = mlp.train(inputs, targets, lr=1e-4, seed=2, restarts=0, **settings)
     assert int(kept["m_attempts"]) == 3 and int(last["m_attempts"]) == 1

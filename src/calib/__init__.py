@@ -25,6 +25,7 @@ _PUBLIC = {
     "ExportError": ".errors",
     "NotFittedError": ".errors",
     "UsageError": ".errors",
+    "EvaluationRequest": ".evaluation.request",
     "Predictions": ".io",
     "read_predictions": ".io",
     "METRICS": ".metrics",

@@ -26,14 +26,17 @@ import numpy as np
 
 from . import pipeline
 from .calibrators.base import Calibrator
-from .errors import NotFittedError
-from .estimators.recalibrators import DEFAULT_RECIPE
+from .errors import NotFittedError, UsageError
 from .io.predictions import Predictions
 from .io.readers import predictions_from_arrays
+from .registry import CALIBRATORS as CALIBRATORS  # re-exported: the command line reads the registries here
+from .registry import OPTION_CHOICES as OPTION_CHOICES
+from .registry import choices_text as choices_text
 from .validation import check_true_probs
 
 if TYPE_CHECKING:
     from .evaluation import EvaluationReport
+    from .evaluation.request import EvaluationRequest
 
 
 def sample_path(name: str) -> str:
@@ -389,29 +392,16 @@ class Report:
 def evaluate(
     scores,
     labels=None,
+    request: EvaluationRequest | None = None,
     *,
-    metrics: list[str] | None = None,
     calibrator: Calibration | Calibrator | None = None,
-    vece: bool = False,
+    groups=None,
     kind: str = "auto",
-    bins: int | str = 15,
-    cmce_bins: int | str = 25,
-    vece_recalibrator: str = "ws-catboost",
-    seed: int = 0,
-    vece_max_rows: int = 20_000,
-    vece_recipe: str = DEFAULT_RECIPE,
     true_probs: np.ndarray | None = None,
     features: np.ndarray | None = None,
-    gates=(),
-    increase_gates=(),
-    bootstrap="auto",
     bundle_path: str | None = None,
-    emit_state: str | None = None,
     progress=None,
-    groups=None,
-    min_group_rows: int = 100,
-    ignore_noise: bool = False,
-    inconclusive: str = "pass",
+    **settings,
 ) -> Report:
     """Evaluate scores against labels, after a calibrator when one is given.
 
@@ -421,45 +411,44 @@ def evaluate(
         Logits, probabilities or log-probabilities (``kind``; detected when "auto").
     labels : array_like, (N,)
         Integer labels in [0, K).
-    metrics : list of str, optional
-        Metric keys (``calib methods``); the default table when None.
+    request : EvaluationRequest, optional
+        Every setting at once (:class:`calib.evaluation.request.EvaluationRequest`, what
+        ``calib evaluate`` builds from its flags); or give the settings below by name.
     calibrator : Calibration or Calibrator, optional
         Applied first; the report then also holds the model's own metrics.
-    vece : bool
-        Add the V-ECE family (its settings: ``vece_recalibrator``, ``vece_recipe``,
-        ``vece_max_rows``, ``seed``) to the default table.
+    groups : array_like (N,), optional
+        One group value per row (a source, a language): adds every group's streamed metrics
+        (``Report.group_values``) and the worst group per metric.
     kind : str
         "auto", "logits", "probs" or "log-probs".
-    bins, cmce_bins : int or "auto"
-        Equal-width bins of the binned metrics and of CMCE; "auto": ceil((2 n)^(1/3)) for n rows
-        (the rows per label of a multi-label input; :func:`calib.metrics.definitions.auto_bins`).
     true_probs : ndarray (N, K), optional
         The true conditional probabilities (synthetic data): adds nll_true, brier_true, CPSME.
     features : ndarray (N, d), optional
         Per-row features for a calibrator with an adaptive threshold.
-    gates, increase_gates : sequence
-        Threshold gates as text (``"cmce>0.01"``) or Gate objects; change gates against a baseline.
-    bootstrap : "auto", int or BootstrapConfig
-        Replicates (seed ``seed``) that give each metric an interval and the gates their noise:
-        pass, fail or inconclusive (docs/ci-gates.md). "auto" (the default) draws them when there
-        are gates (:func:`calib.bootstrap.resolve_config`: 200 on inputs of up to 10^7 scores, a
-        baseline's count and seed when it has replicates), as ``calib evaluate`` does, so both give
-        one outcome; 0 none. A report kept as a later baseline wants replicates: pass a count.
     bundle_path : str, optional
         Where the calibrator came from, for the report.
-    emit_state : str, optional
-        Also write the additive metric state file there (for merging shards).
     progress : callable, optional
         Called once per boosted fit of V-ECE.
-    groups : array_like (N,), optional
-        One group value per row (a source, a language): adds every group's streamed metrics
-        (``Report.group_values``) and the worst group per metric.
-    min_group_rows : int
-        Groups with fewer rows are listed but not gated.
-    ignore_noise : bool
-        Gates compare raw values.
-    inconclusive : str
-        What an inconclusive gate counts as: "pass" or "fail".
+    **settings
+        The request's settings by name (:meth:`EvaluationRequest.of`), when ``request`` is not given:
+
+        - ``metrics`` (list of str): metric keys (``calib methods``); the default table when None.
+        - ``bins``, ``cmce_bins`` (int or "auto"): equal-width bins of the binned metrics and of
+          CMCE, 15 and 25; "auto": ceil((2 n)^(1/3)) for n rows (the rows per label of a
+          multi-label input; :func:`calib.metrics.definitions.auto_bins`).
+        - ``vece`` (bool): add the V-ECE family to the default table; its settings
+          ``vece_recalibrator`` ("ws-catboost"), ``vece_recipe``, ``vece_max_rows`` (20,000).
+        - ``gates``, ``increase_gates``: threshold gates as text (``"cmce>0.01"``) or Gate
+          objects; change gates against a baseline (:func:`calib.evaluation.parse_change_gates`).
+        - ``bootstrap`` ("auto", int or BootstrapConfig), ``level`` (0.95), ``seed`` (0, also of
+          V-ECE's folds), ``keep_as_baseline``: replicates that give each metric an interval and
+          the gates their noise: pass, fail or inconclusive (docs/ci-gates.md). "auto" draws them
+          when there are gates or ``keep_as_baseline`` (200 on inputs of up to 10^7 scores, a
+          baseline's count and seed when it has replicates), as ``calib evaluate`` does, so both
+          give one outcome; 0 none.
+        - ``ignore_noise`` (gates compare raw values), ``inconclusive`` ("pass" or "fail": what an
+          inconclusive gate counts as), ``min_group_rows`` (100: smaller groups are not gated),
+          ``emit_state`` (also write the additive metric state file there, for merging shards).
 
     Returns
     -------
@@ -473,13 +462,14 @@ def evaluate(
     >>> round(report.values["accuracy"], 4), round(report.values["ece"], 4)
     (0.9452, 0.0256)
     """
-    from .bootstrap import resolve_config
-    from .evaluation import SampleConfig, build_report, parse_gate
-    from .evaluation.groups import Groups, groups_for, groups_from_values
-    from .evaluation.report import metric_config
+    from .evaluation import build_report
+    from .evaluation.groups import Groups, groups_from_values
+    from .evaluation.request import EvaluationRequest
 
-    if isinstance(metrics, str):  # one key, not a sequence of one-letter keys
-        metrics = [metrics]
+    if request is None:
+        request = EvaluationRequest.of(**settings)
+    elif settings:
+        raise UsageError(f"give the settings in the request or by name, not both (got {', '.join(sorted(settings))})")
     preds = as_predictions(scores, labels, kind=kind)
     if true_probs is not None:
         preds.true_probs = check_true_probs(true_probs, preds.n, preds.k, "true probabilities")
@@ -489,33 +479,50 @@ def evaluate(
         fitted = calibrator.fitted
     if groups is not None and not isinstance(groups, Groups):
         groups = groups_from_values(groups, preds.n, "groups")
-    groups = groups_for(preds, groups)  # a multi-label input's labels
-    gates = [parse_gate(gate) if isinstance(gate, str) else gate for gate in gates]
-    baseline = increase_gates[0].baseline_bootstrap if increase_gates else None
-    bootstrap = resolve_config(bootstrap, preds.n, preds.k, seed=seed, gated=bool(gates or increase_gates), baseline=baseline)
     report = build_report(
-        preds,
-        metrics=metrics,
-        config=metric_config(bins, cmce_bins, preds),
-        calibrator=fitted,
-        bundle_path=bundle_path,
-        gates=gates,
-        increase_gates=increase_gates,
-        features=features,
-        vece=SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
-        include_vece=vece,
-        progress=progress,
-        bootstrap=bootstrap,
-        groups=groups,
-        min_group_rows=min_group_rows,
-        ignore_noise=ignore_noise,
-        inconclusive=inconclusive,
+        preds, request, calibrator=fitted, groups=groups, features=features, bundle_path=bundle_path, progress=progress
     )
-    if emit_state is not None:  # the accumulators behind the streamed metrics, for merge-states
-        from .evaluation import write_metric_state
-
-        streamed = report.streamed
-        write_metric_state(
-            emit_state, streamed.state, streamed.keys, streamed.config, preds, bundle_path, groups, streamed.group_states
-        )
     return Report(report)
+
+
+def planned_work(preds: Predictions, request: EvaluationRequest, groups=None, calibrated: bool = False) -> tuple[int, bool]:
+    """(the CatBoost models an evaluation of ``preds`` for ``request`` trains; whether its
+    whole-sample metrics run on a seeded subsample), known before the work starts: for a progress
+    bar and a note (:func:`calib.evaluation.report.planned_work`)."""
+    from .evaluation.report import planned_work as plan
+
+    return plan(preds, request, groups, calibrated)
+
+
+def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **read) -> EvaluationReport:
+    """The merged report of every shard (.parquet, .arrow, .csv, ... file) in ``directory``, its
+    gates checked, as ``request`` asks (streamed metrics only; no replicates); ``read``: how to read
+    each shard and where (``bundle``, ``input_kind``, ``score_prefix``, ``scores``,
+    ``label_column``, ``group_by``, ``engine`` "local" or "dask", ``scheduler``;
+    :func:`calib.shards.evaluate_shards`).
+
+    >>> import calib, numpy as np, os, tempfile
+    >>> from calib.io.writers import write_matrix
+    >>> test, folder = np.load(calib.sample_path("cifar10_test.npz")), tempfile.mkdtemp()
+    >>> for part, rows in enumerate(np.array_split(np.arange(len(test["labels"])), 2)):
+    ...     write_matrix(os.path.join(folder, f"{part}.parquet"), test["logits"][rows], "logits", labels=test["labels"][rows])
+    >>> report = calib.api.evaluate_shards(folder, calib.EvaluationRequest(metrics=("accuracy",)))
+    >>> round(report.to_json()["metrics"]["accuracy"]["value"], 4)
+    0.9452
+    """
+    from .evaluation.request import EvaluationRequest
+    from .shards import evaluate_shards as merged
+
+    return merged(directory, request or EvaluationRequest(), **read)
+
+
+#: The request types, loaded with the metric stack on first use (calib.evaluation.request).
+REQUEST_TYPES = ("EvaluationRequest", "GateSettings", "BootstrapSettings")
+
+
+def __getattr__(name):
+    if name in REQUEST_TYPES:
+        from .evaluation import request
+
+        return getattr(request, name)
+    raise AttributeError(f"module 'calib.api' has no attribute {name!r}")

@@ -42,14 +42,16 @@ class BootstrapConfig:
     level: float = 0.95
 
 
-def default_config(n_rows: int, n_classes: int, level: float, baseline: dict | None = None) -> BootstrapConfig | None:
+def default_config(
+    n_rows: int, n_classes: int, level: float, baseline: dict | None = None, seed: int = 0
+) -> BootstrapConfig | None:
     """The replicates a report records when none were asked for: the baseline report's count and
-    seed when it has replicates (so that the two pair), else :data:`DEFAULT_REPLICATES` with seed 0
-    when the input has at most :data:`CHEAP_SCORES` scores; None otherwise."""
+    seed when it has replicates (so that the two pair), else :data:`DEFAULT_REPLICATES` with
+    ``seed`` when the input has at most :data:`CHEAP_SCORES` scores; None otherwise."""
     if baseline and baseline.get("replicates"):
         return BootstrapConfig(int(baseline["replicates"]), int(baseline.get("seed", 0)), level)
     if n_rows * n_classes <= CHEAP_SCORES:
-        return BootstrapConfig(DEFAULT_REPLICATES, 0, level)
+        return BootstrapConfig(DEFAULT_REPLICATES, seed, level)
     return None
 
 
@@ -73,7 +75,7 @@ def resolve_config(
     if bootstrap is None or isinstance(bootstrap, BootstrapConfig):
         return bootstrap
     if bootstrap == "auto":
-        return default_config(n_rows, n_classes, level, baseline) if gated or recorded else None
+        return default_config(n_rows, n_classes, level, baseline, seed) if gated or recorded else None
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0:
         from .errors import UsageError
 

@@ -27,12 +27,12 @@ from .calibrators.conformal import (
 from .errors import InputError
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups, groups_for
+from .evaluation.request import BootstrapSettings, EvaluationRequest
 from .io.predictions import Predictions
 from .metrics import DEFAULT_METRICS, Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
-from .metrics.sample import SampleConfig
 from .numerics import LOG_PROB_FLOOR, softmax
 from .registry import calibrator_class
 from .report_text import format_change, format_value
@@ -140,6 +140,7 @@ def _bin_rows(counter, value_key: str, bands: bool = False) -> list[dict]:
 
 def diagnose(
     preds: Predictions,
+    request: EvaluationRequest = EvaluationRequest(vece=True, bootstrap=BootstrapSettings(0)),
     *,
     calibrator=None,
     compare: list[str] = (),
@@ -148,16 +149,13 @@ def diagnose(
     rank_by: str = "cmce",
     worst: int = 10,
     groups: Groups | None = None,
-    min_group_rows: int = 100,
     bundle_path: str | None = None,
-    bootstrap=None,
-    vece: SampleConfig | None = SampleConfig(),
     progress=None,
 ) -> Diagnosis:
-    """Findings, curves, worst classes, the metric table of ``calib evaluate`` (with the V-ECE
-    family and its over/under-confidence split, computed with ``vece``'s settings; None leaves it
-    out), (with ``groups``) the spread of top-label ECE over the groups and the worst groups'
-    reliability curves, and (with ``compare``) a cross-validated ranking of methods."""
+    """Findings, curves, worst classes, the metric table of ``calib evaluate`` as ``request`` asks
+    (by default with the V-ECE family and its over/under-confidence split, no replicates), (with
+    ``groups``) the spread of top-label ECE over the groups and the worst groups' reliability
+    curves, and (with ``compare``) a cross-validated ranking of methods (folds drawn with ``seed``)."""
     from .evaluation import build_report
 
     # a multi-label input's pairs: the reliability of P(y_l = 1) pooled and per label (the groups)
@@ -171,15 +169,7 @@ def diagnose(
             unused = set(SCORE_PARAMETERS) - set(calibrator.options.score_settings())
             options = {key: value for key, value in options.items() if key not in unused}
         result.source.update(bundle=bundle_path, method=calibrator.name, options=options)
-    result.report = build_report(
-        preds,
-        calibrator=calibrator,
-        bundle_path=bundle_path,
-        include_vece=vece is not None,
-        vece=vece or SampleConfig(),
-        bootstrap=bootstrap,
-        progress=progress,
-    )
+    result.report = build_report(preds, request, calibrator=calibrator, bundle_path=bundle_path, progress=progress)
     result.note("info", f"input kind: {preds.kind} ({preds.kind_reason})")
     if calibrator is not None:
         for warning in calibrator.fit_warnings():
@@ -214,7 +204,7 @@ def diagnose(
         f"{under:.4f} from under-confidence ({direction})",
     )
     if by_group is not None:
-        result.groups = _group_calibration(by_group, groups, min_group_rows, labels=positive)
+        result.groups = _group_calibration(by_group, groups, request.min_group_rows, labels=positive)
         for text in result.groups.pop("findings"):
             result.note("warning", text)
     if compare:

@@ -22,13 +22,15 @@ import json
 import os
 
 from . import extras, pipeline
-from .errors import InputError
+from .errors import InputError, UsageError
 from .evaluation import merge_metric_states, state_header, stream_metrics
 from .evaluation.report_types import EvaluationReport
+from .evaluation.request import EvaluationRequest
 from .evaluation.states import state_arrays
 from .io.formats import listed, shard_formats
 from .io.readers import file_sha256
-from .metrics import MetricConfig
+from .metrics import DEFAULT_METRICS, METRICS, MetricConfig, check_metric_keys
+from .metrics.definitions import AUTO_BINS
 
 ENGINES = ("local", "dask")
 
@@ -75,8 +77,7 @@ def shard_state(
 
 def evaluate_shards(
     directory: str,
-    keys: list[str],
-    config: MetricConfig,
+    request: EvaluationRequest = EvaluationRequest(),
     *,
     bundle: str | None = None,
     input_kind: str = "auto",
@@ -84,21 +85,36 @@ def evaluate_shards(
     scores: str | None = None,
     label_column: str | None = None,
     group_by: str | None = None,
-    min_group_rows: int = 100,
     engine: str = "local",
     scheduler: str | None = None,
 ) -> EvaluationReport:
-    """The merged report of every .parquet file in ``directory`` (per group of the column
-    ``group_by`` too, when given: each group's numbers are those of its rows in every file)."""
+    """The merged report of every shard in ``directory`` as ``request`` asks, its gates checked (per
+    group of the column ``group_by`` too, when given: each group's numbers are those of its rows in
+    every file). Only streamed metrics merge, so the request's metrics (default: the streamed
+    default table) must all be streamed, its bins a number, and it gets no replicates: its gates
+    compare raw values."""
+    from .evaluation import apply_gates
+
+    if engine not in ENGINES:
+        raise UsageError(f"the engine must be one of {', '.join(ENGINES)}; got {engine!r}", cli_hint="--engine local|dask")
+    keys = check_metric_keys(list(request.metrics or DEFAULT_METRICS) + request.gates.metrics)
+    whole_sample = [key for key in keys if not METRICS[key].streamed]
+    if whole_sample:
+        raise UsageError(f"{whole_sample[0]} needs every row at once and cannot be merged from shards; pick streamed metrics")
+    if AUTO_BINS in (request.bins, request.cmce_bins):
+        raise UsageError("bins 'auto' depend on the rows of all shards together; give a number of bins for a directory of shards")
+    if request.bootstrap.replicates not in ("auto", 0) or request.emit_state is not None:
+        what = "bootstrap replicates" if request.emit_state is None else "a state file of its own"
+        raise UsageError(f"a directory of shards is evaluated without {what}: each shard's state merges into one report")
     files = shard_files(directory)
-    args = (keys, config.bins, config.cmce_bins, bundle, input_kind, score_prefix, label_column, group_by, scores)
+    args = (keys, request.bins, request.cmce_bins, bundle, input_kind, score_prefix, label_column, group_by, scores)
     if engine == "local":
         states = [shard_state(path, *args) for path in files]
     else:
         states = _on_dask(files, args, scheduler)
-    report = merge_metric_states(states, files, min_group_rows)
+    report = merge_metric_states(states, files, request.min_group_rows)
     report.input = dataclasses.replace(report.input, path=directory)
-    return report
+    return apply_gates(report, request.gates)
 
 
 def _on_dask(files: list[str], args: tuple, scheduler: str | None) -> list:

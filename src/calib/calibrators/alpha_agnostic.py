@@ -42,6 +42,7 @@ from ..bundle import State
 from ..errors import InputError
 from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
 from . import mlp
+from .ats import VARIANTS
 from .base import Calibrator, add_counts
 from .conformal import EMPTY, FULL, ScoreOptions, check_choice, given_score_terms, in_conformal_set, nonconformity, scores_at_most
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
@@ -58,6 +59,8 @@ from .thresholds import (
 )
 
 AGGREGATES = ("mean", "geometric", "central", "kl-forward", "kl-reverse")
+#: ats-maq's models of the conditional quantiles.
+QUANTILE_MODELS = ("multiqr", "flow")
 #: ats-maq --model multiqr alpha grid (docs/calibrators.md), in head order: levels 1 - alpha increasing.
 HEAD_ALPHAS = np.array([0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05])
 GOLDEN_TOL = 1e-9
@@ -73,7 +76,7 @@ class AlphaAgnosticOptions(ScoreOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_choice("variant", self.variant, ("prob", "score"))
+        check_choice("variant", self.variant, VARIANTS)
         check_choice("aggregate", self.aggregate, AGGREGATES)
         if not 0.0 < self.level_min <= self.level_max < 1.0:
             raise ValueError(f"need 0 < level_min <= level_max < 1; got {self.level_min}, {self.level_max}")
@@ -86,7 +89,7 @@ class MAQOptions(AlphaAgnosticOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_choice("model", self.model, ("multiqr", "flow"))
+        check_choice("model", self.model, QUANTILE_MODELS)
         check_choice("flow_training", self.flow_training, tuple(FLOW_TRAININGS))
 
 

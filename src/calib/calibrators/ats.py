@@ -112,6 +112,7 @@ class ATSAdaptive(ATSGlobal):
     requires = ("torch",)
     summary = "ATS-CP, adaptive quantile: conformalised quantile-regression MLP threshold (Kotelevskii et al. 2025)"
     Options = AQOptions
+    not_exportable = "its threshold is a neural network of the logits, which the export does not translate"
 
     @property
     def threshold_kind(self) -> str:

@@ -34,8 +34,7 @@ def forward(arrays: dict, prefix: str, inputs: np.ndarray) -> np.ndarray:
 def train(
     inputs: np.ndarray,
     targets: np.ndarray,
-    hidden: tuple[int, ...],
-    n_out: int,
+    layers: tuple[int, ...],
     loss_fn: Callable,
     *,
     prefix: str,
@@ -47,7 +46,8 @@ def train(
     bad_loss: float = RESTART_LOSS,
     weight_decay: float = 0.0,
 ) -> dict:
-    """Train an MLP with Adam on minibatches; returns its arrays (weights, biases, input statistics).
+    """Train an MLP of ``layers`` (the hidden widths, then the output width) with Adam on
+    minibatches; returns its arrays (weights, biases, input statistics).
 
     ``loss_fn(output, target_batch)`` is a torch scalar. When the final full-data loss is NaN or
     above ``bad_loss``, training restarts from a fresh initialisation with lr / 10, at most
@@ -64,7 +64,7 @@ def train(
         mean, std = standardise_stats(inputs)
         x = torch.as_tensor((inputs - mean) / std, dtype=torch.float32)
         y = torch.as_tensor(targets, dtype=torch.float32)
-        sizes = (x.shape[1], *hidden, n_out)
+        sizes = (x.shape[1], *layers)
         batch_size = max(1, min(batch_size, len(x)))
         kept = None  # (final loss, model) of the attempt with the lowest finite loss
         for attempt in range(restarts + 1):

@@ -43,6 +43,8 @@ from .thresholds import (
 
 #: Where a threshold's model was fitted without training rows: a seeded half of the calibration rows.
 TRAINED_ON_HALVES = "half of the calibration rows"
+#: The thresholds a set method offers (docs/calibrators.md).
+THRESHOLDS = ("constant", "adaptive", "classwise", "clustered")
 #: Thresholds with one q per class (the candidate class's), not per row.
 PER_CLASS = ("classwise", "clustered")
 
@@ -71,7 +73,7 @@ class SetOptions(ConformalOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_choice("threshold", self.threshold, ("constant", "adaptive", "classwise", "clustered"))
+        check_choice("threshold", self.threshold, THRESHOLDS)
         check_choice("flow", self.flow, FLOWS)
         check_choice("flow_training", self.flow_training, tuple(FLOW_TRAININGS))
         if self.min_class_rows < 0:

@@ -233,8 +233,7 @@ class AdaptiveTemperature(Calibrator):
         self.arrays_ = mlp.train(
             z,
             target,
-            ADAPTIVE_HIDDEN,
-            1,
+            (*ADAPTIVE_HIDDEN, 1),
             nll,
             prefix="temperature",
             steps=steps,

@@ -106,8 +106,7 @@ def fit_threshold(
         arrays = mlp.train(
             fit_features,
             fit_scores,
-            QR_HIDDEN,
-            1,
+            (*QR_HIDDEN, 1),
             pinball,
             prefix="qr",
             batch_size=max(1, len(fit_scores) // 5),
@@ -142,8 +141,7 @@ def fit_flow(
     arrays = mlp.train(
         fit_features,
         target_v,
-        FLOW_HIDDEN,
-        1,
+        (*FLOW_HIDDEN, 1),
         loss,
         prefix="flow",
         steps=recipe.steps,
@@ -186,8 +184,7 @@ def fit_multi_quantile(
     arrays = mlp.train(
         fit_features,
         fit_scores,
-        QR_HIDDEN,
-        len(alphas),
+        (*QR_HIDDEN, len(alphas)),
         pinball,
         prefix="mqr",
         batch_size=max(1, len(fit_scores) // 5),

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import api
 from . import options, render
 
 
@@ -49,12 +50,9 @@ def diagnose(
 
     Example: calib diagnose val.npz --compare ts,cmce-ts,mr,isotonic --out report/
     """
-    from ..bootstrap import BootstrapConfig
     from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
     from ..evaluation.groups import read_groups
     from ..io.atomic import check_output_directory
-    from ..metrics import METRICS, VECE_METRICS
-    from ..metrics.sample import SampleConfig, boosted_fit_count
 
     if out is not None:  # refused before the work, not after it
         check_output_directory(out, force=force)
@@ -72,21 +70,19 @@ def diagnose(
     )
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     groups = read_groups(preds, pred, group_by, groups_file, label_column)
-    vece = None if no_vece else SampleConfig(seed=seed)
-    fits = 0 if vece is None else boosted_fit_count([METRICS[key] for key in VECE_METRICS], vece) * (2 if bundle else 1)
+    request = api.EvaluationRequest.of(vece=not no_vece, seed=seed, bootstrap=bootstrap or 0, min_group_rows=min_group_rows)
+    fits, _ = api.planned_work(preds, request, calibrated=bundle is not None)
     with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE") as advance:
         result = run_diagnosis(
             preds,
+            request,
             calibrator=calibrator,
             compare=methods,
             folds=folds,
             seed=seed,
             rank_by=rank_by,
             groups=groups,
-            min_group_rows=min_group_rows,
             bundle_path=bundle,
-            bootstrap=BootstrapConfig(bootstrap, seed) if bootstrap else None,
-            vece=vece,
             progress=advance,
         )
     render.diagnosis(result)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from types import SimpleNamespace
 from typing import Annotated, Optional
 
 import typer
@@ -157,131 +156,108 @@ def evaluate(
     Exit code 1 when a gate fails (the report is still written). Example:
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
-    given = SimpleNamespace(**locals())  # the command's options, read by the steps below
     render.resolve_format(table_format)
-    _check_choices(given)
-    gates, increase_gates, keys = _gates_and_keys(given)
+    request = _request(locals())
     for path in (json_path, junit):
         if path not in (None, "-"):
             check_not_an_input(path, [pred, labels, true_probs, features, baseline])
+    read = {"input_kind": input_kind, "score_prefix": score_prefix, "scores": scores, "label_column": label_column}
     if os.path.isdir(pred):
-        _evaluate_directory(given, keys, gates, increase_gates)
-    else:
-        _evaluate_file(given, keys, gates, increase_gates)
-
-
-def _check_choices(given) -> None:
-    """Options with a fixed set of values, and options that contradict each other."""
-    from ..evaluation.gates import INCONCLUSIVE_POLICIES
-    from ..metrics.definitions import AUTO_BINS, bin_count
-
-    for name in ("bins", "cmce_bins"):  # before any input is read: one line
-        if getattr(given, name) != AUTO_BINS:
-            bin_count(getattr(given, name), 1, name)
-
-    if given.vece_recalibrator not in RECALIBRATORS:
-        raise UsageError(f"--vece-recalibrator must be one of {', '.join(RECALIBRATORS)}; got {given.vece_recalibrator!r}")
-    if given.vece_recipe not in RECIPES:
-        raise UsageError(f"--vece-recipe must be one of {', '.join(RECIPES)}; got {given.vece_recipe!r}")
-    if given.inconclusive not in INCONCLUSIVE_POLICIES:
-        raise UsageError(f"--inconclusive must be one of {', '.join(INCONCLUSIVE_POLICIES)}; got {given.inconclusive!r}")
-    if given.paired and given.ignore_noise:
-        raise UsageError("--paired asks for the bootstrap's intervals and --ignore-noise for the raw values; drop one of the two")
-
-
-def _gates_and_keys(given):
-    """(threshold gates, change gates, metric keys asked for or None)."""
-    from ..evaluation import parse_change_gates, parse_gate
-    from ..metrics import VECE_METRICS, check_metric_keys
-
-    gates = [parse_gate(expr) for expr in given.fail_if or []]
-    increase_gates = parse_change_gates(given.max_increase or [], given.baseline, given.paired, given.max_decrease or [])
-    keys = check_metric_keys([k.strip() for k in given.metrics.split(",") if k.strip()]) if given.metrics else None
-    if given.no_vece:  # a V-ECE key asked for by name contradicts --no-vece
-        asked = [*(keys or []), *(g.metric for g in (*gates, *increase_gates))]
-        contradicting = next((key for key in asked if key in VECE_METRICS), None)
-        if contradicting is not None:
-            raise UsageError(f"{contradicting} is a V-ECE value, which --no-vece skips; drop one of the two")
-    return gates, increase_gates, keys
-
-
-def _evaluate_file(given, keys, gates, increase_gates) -> None:
-    """``calib evaluate FILE``: read and validate once, stream the metrics, V-ECE on a sample, gates."""
-    from ..bootstrap import resolve_config
+        refused = {
+            "--groups": groups_file,
+            "--renormalise": renormalise,
+            "--true-probs": true_probs,
+            "--labels": labels,
+            "--features": features,
+            "--bootstrap": bootstrap,
+            "--emit-state": emit_state,
+        }
+        named = [flag for flag, value in refused.items() if value]
+        if named:
+            raise UsageError(f"{named[0]} does not apply to a directory of shards")
+        shards = api.evaluate_shards(
+            pred, request, bundle=bundle, group_by=group_by, engine=engine, scheduler=scheduler, **read
+        ).to_json()
+        inputs = shards["input"]
+        shown = {"path": f"{pred} ({len(inputs['merged_from'])} files, {engine})", "n": inputs["n"], "k": inputs["k"]}
+        _emit(shards, json_path, {**shards, "input": {**shown, "kind": "shards"}}, table_format, junit, SHARDS_REMEDY)
+        return
     from ..evaluation.groups import read_groups
-    from ..metrics import METRICS, VECE_METRICS
-    from ..metrics.sample import SampleConfig, boosted_fit_count
 
-    if given.engine != "local" or given.scheduler is not None:
+    if engine != "local" or scheduler is not None:
         raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
-    preds, calibrator = options.read_inputs(
-        given.pred,
-        given.bundle,
-        given.labels,
-        given.label_column,
-        given.input_kind,
-        given.score_prefix,
-        require_labels=True,
-        renormalise=given.renormalise,
-        scores=given.scores,
-        task=given.task,
-    )
-    if given.json_path is not None or given.emit_state is not None:  # the only outputs that hold the sha256
+    preds, calibrator = options.read_inputs(pred, bundle, labels, require_labels=True, renormalise=renormalise, task=task, **read)
+    if json_path is not None or emit_state is not None:  # the only outputs that hold the sha256
         preds.hash_in_background()  # on the other core while the metrics stream
     else:
         preds.skip_digest()
-    groups = read_groups(preds, given.pred, given.group_by, given.groups_file, given.label_column)
-    if given.true_probs is not None:
-        preds.true_probs = read_true_probs(given.true_probs, preds)
+    groups = read_groups(preds, pred, group_by, groups_file, label_column)
+    if true_probs is not None:
+        preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    replicates = resolve_config(
-        "auto" if given.bootstrap is None else given.bootstrap,
-        preds.n,
-        preds.k,
-        seed=given.seed,
-        level=given.confidence,
-        gated=bool(gates or increase_gates),
-        baseline=increase_gates[0].baseline_bootstrap if increase_gates else None,
-        recorded=given.json_path is not None,  # a JSON report may serve as a later baseline
-    )
-    default_vece = [] if given.no_vece or preds.multilabel is not None else VECE_METRICS  # not in a multi-label table
-    wanted = [*(keys or default_vece), *(g.metric for g in (*gates, *increase_gates))]
-    if any(not METRICS[key].streamed for key in wanted) and preds.n > given.vece_max_rows:
-        render.note(f"V-ECE and KDE-ECE on a seeded subsample of {given.vece_max_rows} of {preds.n} rows (--vece-max-rows)")
-    # one V-ECE pass per side: the model's own probabilities and, with a bundle, the calibrated ones
-    sample_config = SampleConfig(given.vece_recalibrator, given.seed, given.vece_max_rows, given.vece_recipe)
-    fits = boosted_fit_count([METRICS[key] for key in wanted], sample_config) * (2 if given.bundle is not None else 1)
-    with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if keys is None else "") as advance:
+    fits, subsampled = api.planned_work(preds, request, groups, calibrated=bundle is not None)
+    if subsampled:
+        render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
+    with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if metrics is None else "") as advance:
         report = api.evaluate(
             preds,
-            metrics=keys,
+            request=request,
             calibrator=calibrator,
-            vece=not given.no_vece,
-            bins=given.bins,
-            cmce_bins=given.cmce_bins,
-            vece_recalibrator=given.vece_recalibrator,
-            vece_recipe=given.vece_recipe,
-            seed=given.seed,
-            vece_max_rows=given.vece_max_rows,
-            features=read_features(given.features, preds.n),
-            gates=gates,
-            increase_gates=increase_gates,
-            bootstrap=replicates,
-            bundle_path=given.bundle,
-            emit_state=given.emit_state,
-            progress=advance,
+            features=read_features(features, preds.n),
+            bundle_path=bundle,
             groups=groups,
-            min_group_rows=given.min_group_rows,
-            ignore_noise=given.ignore_noise,
-            inconclusive=given.inconclusive,
+            progress=advance,
         ).to_dict()
-    if given.bootstrap is None and replicates is not None:
-        why = "for the gates" if gates or increase_gates else "for the JSON report, which later change gates pair with"
+    if bootstrap is None and report.get("bootstrap"):
+        replicates = report["bootstrap"]
+        why = "for the gates" if request.gates.any else "for the JSON report, which later change gates pair with"
         render.note(
-            f"note: {replicates.level:g} intervals from {replicates.replicates} bootstrap replicates, drawn {why} "
+            f"note: {replicates['level']:g} intervals from {replicates['replicates']} bootstrap replicates, drawn {why} "
             "(--bootstrap 0 for none); every interval is the replicates' percentile interval centred on the value"
         )
-    _emit(report, given.json_path, report, given.table_format, given.junit)
+    _emit(report, json_path, report, table_format, junit)
+
+
+#: How a directory of shards would draw replicates: it does not (each shard's state merges).
+SHARDS_REMEDY = "a directory of shards is evaluated without replicates"
+
+
+def _request(flags: dict):
+    """The evaluation request the flags ask for (calib.evaluation.request.EvaluationRequest); the
+    flags' own contradictions refused first, each naming the flags."""
+    from ..evaluation import parse_change_gates
+    from ..metrics import VECE_METRICS
+
+    keys = [k.strip() for k in flags["metrics"].split(",") if k.strip()] if flags["metrics"] else None
+    if flags["paired"] and flags["ignore_noise"]:
+        raise UsageError("--paired asks for the bootstrap's intervals and --ignore-noise for the raw values; drop one of the two")
+    request = api.EvaluationRequest.of(
+        metrics=keys,
+        bins=flags["bins"],
+        cmce_bins=flags["cmce_bins"],
+        vece=not flags["no_vece"],
+        vece_recalibrator=flags["vece_recalibrator"],
+        vece_recipe=flags["vece_recipe"],
+        vece_max_rows=flags["vece_max_rows"],
+        seed=flags["seed"],
+        gates=flags["fail_if"] or (),
+        increase_gates=parse_change_gates(
+            flags["max_increase"] or [], flags["baseline"], flags["paired"], flags["max_decrease"] or []
+        ),
+        ignore_noise=flags["ignore_noise"],
+        inconclusive=flags["inconclusive"],
+        bootstrap="auto" if flags["bootstrap"] is None else flags["bootstrap"],
+        level=flags["confidence"],
+        keep_as_baseline=flags["json_path"] is not None,  # a JSON report may serve as a later baseline
+        min_group_rows=flags["min_group_rows"],
+        emit_state=flags["emit_state"],
+    )
+    if flags["no_vece"]:  # a V-ECE key asked for by name contradicts --no-vece
+        asked = [*(request.metrics or ()), *request.gates.metrics]
+        contradicting = next((key for key in asked if key in VECE_METRICS), None)
+        if contradicting is not None:
+            raise UsageError(f"{contradicting} is a V-ECE value, which --no-vece skips; drop one of the two")
+    return request
 
 
 def _noise_notes(report: dict, remedy: str) -> list[str]:
@@ -345,72 +321,6 @@ def _emit(
     if failed:
         render.error("gate failed: " + "; ".join(gate_text(g) for g in failed))
         raise typer.Exit(1)
-
-
-def _evaluate_directory(given, keys, gates, increase_gates) -> None:
-    """``calib evaluate DIR``: streamed metrics of every shard, merged (calib.shards)."""
-    from ..evaluation import apply_gates
-    from ..metrics import DEFAULT_METRICS, METRICS, MetricConfig, check_metric_keys
-    from ..metrics.definitions import AUTO_BINS, bin_count
-    from ..shards import ENGINES, evaluate_shards
-
-    if given.engine not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {given.engine!r}")
-    refused = {
-        "--groups": given.groups_file,
-        "--renormalise": given.renormalise,
-        "--bootstrap": given.bootstrap,
-        "--true-probs": given.true_probs,
-        "--labels": given.labels,
-        "--features": given.features,
-        "--emit-state": given.emit_state,
-    }
-    named = [flag for flag, value in refused.items() if value]
-    if named:
-        raise UsageError(f"{named[0]} does not apply to a directory of shards")
-    keys = list(keys or DEFAULT_METRICS)
-    keys = check_metric_keys(keys + [g.metric for g in (*gates, *increase_gates)])
-    additive = [key for key in keys if not METRICS[key].streamed]
-    if additive:
-        raise UsageError(
-            f"{additive[0]} needs every row at once and cannot be merged from shards; pick streamed metrics with --metrics"
-        )
-    if AUTO_BINS in (given.bins, given.cmce_bins):
-        raise UsageError("bins 'auto' depend on the rows of all shards together; give a number of bins for a directory of shards")
-    report = evaluate_shards(
-        given.pred,
-        keys,
-        MetricConfig(bins=bin_count(given.bins, 0, "--bins"), cmce_bins=bin_count(given.cmce_bins, 0, "--cmce-bins")),
-        bundle=given.bundle,
-        input_kind=given.input_kind,
-        score_prefix=given.score_prefix,
-        scores=given.scores,
-        label_column=given.label_column,
-        group_by=given.group_by,
-        min_group_rows=given.min_group_rows,
-        engine=given.engine,
-        scheduler=given.scheduler,
-    )
-    report = apply_gates(
-        report, gates, increase_gates, ignore_noise=given.ignore_noise, inconclusive=given.inconclusive
-    ).to_json()
-    inputs = report["input"]
-    _emit(
-        report,
-        given.json_path,
-        {
-            **report,
-            "input": {
-                "path": f"{given.pred} ({len(inputs['merged_from'])} files, {given.engine})",
-                "n": inputs["n"],
-                "k": inputs["k"],
-                "kind": "shards",
-            },
-        },
-        given.table_format,
-        given.junit,
-        "a directory of shards is evaluated without replicates",
-    )
 
 
 def merge_states(

@@ -12,13 +12,14 @@ import typer
 
 from .. import api, pipeline
 from .._version import __version__
+from ..api import OPTION_CHOICES, choices_text
 from ..errors import UsageError
 from ..io import check_not_an_input, read_features
 from ..io.atomic import write_bytes_atomic
 from . import options, render
 
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
-FLAG_OPTIONS = ("alpha", "score", "threshold", "variant", "flow", "aggregate", "model")
+FLAG_OPTIONS = ("alpha", *OPTION_CHOICES)
 
 
 def fit(
@@ -34,29 +35,29 @@ def fit(
     ] = None,
     score: Annotated[
         Optional[str],
-        typer.Option(
-            "--score", help="Nonconformity score of conformal methods: msp | aps | raps | saps | topk.", show_default=False
-        ),
+        typer.Option("--score", help=f"Nonconformity score of conformal methods: {choices_text('score')}.", show_default=False),
     ] = None,
     threshold: Annotated[
         Optional[str],
-        typer.Option("--threshold", help="Conformal threshold: constant | adaptive | classwise | clustered.", show_default=False),
+        typer.Option("--threshold", help=f"Conformal threshold: {choices_text('threshold')}.", show_default=False),
     ] = None,
-    variant: Annotated[Optional[str], typer.Option("--variant", help="ATS-CP variant: prob | score.", show_default=False)] = None,
+    variant: Annotated[
+        Optional[str], typer.Option("--variant", help=f"ATS-CP variant: {choices_text('variant')}.", show_default=False)
+    ] = None,
     flow: Annotated[
-        Optional[str], typer.Option("--flow", help="Flow of the adaptive threshold: er | gauss.", show_default=False)
+        Optional[str], typer.Option("--flow", help=f"Flow of the adaptive threshold: {choices_text('flow')}.", show_default=False)
     ] = None,
     aggregate: Annotated[
         Optional[str],
         typer.Option(
             "--aggregate",
-            help="Alpha-agnostic ATS-CP: how the levels' distributions combine: mean | geometric | central | kl-forward | kl-reverse.",
+            help=f"Alpha-agnostic ATS-CP: how the levels' distributions combine: {choices_text('aggregate')}.",
             show_default=False,
         ),
     ] = None,
     model: Annotated[
         Optional[str],
-        typer.Option("--model", help="ats-maq's conditional quantiles: multiqr | flow.", show_default=False),
+        typer.Option("--model", help=f"ats-maq's conditional quantiles: {choices_text('model')}.", show_default=False),
     ] = None,
     option: Annotated[
         Optional[list[str]],

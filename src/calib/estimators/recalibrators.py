@@ -75,11 +75,21 @@ RECIPES = {
 DEFAULT_RECIPE = "compact-es10"
 
 
+def check_recalibrator(name: str) -> str:
+    from ..errors import UsageError
+
+    if name not in RECALIBRATORS:
+        raise UsageError(
+            f"the V-ECE recalibrator must be one of {', '.join(RECALIBRATORS)}; got {name!r}", cli_hint="--vece-recalibrator NAME"
+        )
+    return name
+
+
 def check_recipe(recipe: str) -> str:
     from ..errors import UsageError
 
     if recipe not in RECIPES:
-        raise UsageError(f"the V-ECE recipe must be one of {', '.join(RECIPES)}; got {recipe!r}")
+        raise UsageError(f"the V-ECE recipe must be one of {', '.join(RECIPES)}; got {recipe!r}", cli_hint="--vece-recipe NAME")
     return recipe
 
 

@@ -22,48 +22,45 @@ from ..metrics import (
     check_metric_keys,
 )
 from ..metrics.definitions import bin_count
-from ..metrics.sample import SampleConfig, boosted_fit_count
-from .gates import ChangeGate, Gate, check_gates, check_same_problem
+from ..metrics.sample import boosted_fit_count
+from .gates import check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
 from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
+from .request import EvaluationRequest, GateSettings
 from .resolution import floors_section
 from .sample import sample_results
+from .states import write_metric_state
 from .streaming import stream_metrics
 
 
 def build_report(
     preds: Predictions,
+    request: EvaluationRequest = EvaluationRequest(),
     *,
-    metrics: list[str] | None = None,
-    config: MetricConfig = MetricConfig(),
     calibrator: Calibrator | None = None,
-    bundle_path: str | None = None,
-    gates: list[Gate] = (),
-    increase_gates: list[ChangeGate] = (),
-    features: np.ndarray | None = None,
-    vece: SampleConfig = SampleConfig(),
-    include_vece: bool = True,
-    progress=None,
-    bootstrap: BootstrapConfig | None = None,
     groups: Groups | None = None,
-    min_group_rows: int = 100,
-    ignore_noise: bool = False,
-    inconclusive: str = "pass",
+    features: np.ndarray | None = None,
+    bundle_path: str | None = None,
+    progress=None,
 ) -> EvaluationReport:
-    """The report of ``calib evaluate`` (docs/cli.md) on validated ``preds``. Gate metrics are
-    computed even when not asked for; V-ECE keys (computed with ``vece``'s settings) are in the
-    default list when ``include_vece``. ``groups`` adds each group's streamed metrics and the worst
-    group per metric; groups with fewer than ``min_group_rows`` rows are listed but not gated.
-    Gates read the bootstrap replicates when there are some (three outcomes,
-    :mod:`calib.evaluation.gates`) unless ``ignore_noise``; ``inconclusive`` ("pass" or "fail") is
-    what an inconclusive gate counts as. The report's ``streamed`` holds the accumulators behind
-    it (what a metric state file holds). A multi-label input's (row, label) pairs are grouped by
-    label: the overall values pool every pair (micro), each label is a group, and the group
-    section's mean over labels is the macro average (docs/multilabel.md)."""
+    """The report of ``calib evaluate`` (docs/cli.md) on validated ``preds``, as ``request`` asks
+    (:class:`calib.evaluation.request.EvaluationRequest`: the metrics, bins, V-ECE settings,
+    replicates, gates, and the state file to write). Gate metrics are computed even when not asked
+    for. ``groups`` adds each group's streamed metrics and the worst group per metric; groups with
+    fewer than ``request.min_group_rows`` rows are listed but not gated. Gates read the bootstrap
+    replicates when there are some (three outcomes, :mod:`calib.evaluation.gates`) unless they ignore
+    the noise. ``progress`` is called once per boosted fit of V-ECE. The report's ``streamed``
+    holds the accumulators behind it (what a metric state file holds). A multi-label input's (row,
+    label) pairs are grouped by label: the overall values pool every pair (micro), each label is a
+    group, and the group section's mean over labels is the macro average (docs/multilabel.md)."""
+    gates, increase_gates = request.gates.thresholds, request.gates.changes
+    config = metric_config(request.bins, request.cmce_bins, preds)
+    vece, min_group_rows = request.vece_settings, request.min_group_rows
+    bootstrap = request.bootstrap.resolve(preds.n, preds.k, request.gates)
     groups = groups_for(preds, groups)
     for gate in increase_gates:
         check_same_problem(gate.baseline_input, preds.k, multilabel_layout(preds))
-    keys, sample_keys = _metric_keys(preds, metrics, include_vece, gates, increase_gates, groups)
+    keys, sample_keys = _metric_keys(preds, request.metrics, request.vece, gates, increase_gates, groups)
     if any(gate.paired for gate in increase_gates) and bootstrap is None:
         raise UsageError(
             "a paired gate needs bootstrap replicates (the same number and seed as the baseline run)", cli_hint="--bootstrap N"
@@ -110,7 +107,11 @@ def build_report(
     absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
     if absent_rows is not None:
         report.warnings = [absent_rows]
-    return apply_gates(report, gates, increase_gates, ignore_noise=ignore_noise, inconclusive=inconclusive)
+    if request.emit_state is not None:  # the accumulators behind the streamed metrics, for merge-states
+        write_metric_state(
+            request.emit_state, streamed.state, streamed.keys, streamed.config, preds, bundle_path, groups, streamed.group_states
+        )
+    return apply_gates(report, request.gates)
 
 
 def _metric_keys(preds: Predictions, metrics, include_vece: bool, gates, increase_gates, groups) -> tuple[list[str], list[str]]:
@@ -143,10 +144,25 @@ def _metric_keys(preds: Predictions, metrics, include_vece: bool, gates, increas
     return streamed, [key for key in keys if not METRICS[key].streamed]
 
 
-def apply_gates(report: EvaluationReport, gates=(), change_gates=(), *, ignore_noise: bool = False, inconclusive: str = "pass"):
+def planned_work(preds: Predictions, request: EvaluationRequest, groups: Groups | None, calibrated: bool) -> tuple[int, bool]:
+    """(the CatBoost models a report of ``preds`` for ``request`` trains, twice as many with a
+    calibrator: the model's own probabilities and the calibrated ones; whether its whole-sample
+    metrics run on a seeded subsample), for a progress bar and a note before the work starts."""
+    gates = request.gates
+    _, sample_keys = _metric_keys(
+        preds, request.metrics, request.vece, gates.thresholds, gates.changes, groups_for(preds, groups)
+    )
+    fits = boosted_fit_count([METRICS[key] for key in sample_keys], request.vece_settings) * (2 if calibrated else 1)
+    return fits, bool(sample_keys) and preds.n > request.vece_settings.max_rows
+
+
+def apply_gates(report: EvaluationReport, gates: GateSettings):
     """``report`` with every gate checked against its serialised form (as a baseline is read): the
     gate results, whether all passed, and what an inconclusive gate counted as."""
-    checked, passed = check_gates(report.to_json(), gates, change_gates, ignore_noise=ignore_noise, inconclusive=inconclusive)
+    inconclusive = gates.inconclusive
+    checked, passed = check_gates(
+        report.to_json(), gates.thresholds, gates.changes, ignore_noise=gates.ignore_noise, inconclusive=inconclusive
+    )
     report.gates, report.passed = [GateResult.from_json(entry) for entry in checked], passed
     report.inconclusive_counts_as = inconclusive if checked else None
     return report

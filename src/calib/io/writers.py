@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import InputError
 from .atomic import atomic_path
-from .formats import FORMATS
+from .formats import FORMATS, suffix_of
 
 #: Array / column name used for each output kind.
 OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs", "logits": "logits", "sets": "sets"}
@@ -16,7 +16,7 @@ OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs", "logits": "logits", 
 
 def check_output_path(path: str, inputs: list[str]) -> None:
     """Refuse unknown extensions and any output that would overwrite one of the inputs."""
-    suffix = os.path.splitext(path)[1].lower()
+    suffix = suffix_of(path)
     if suffix not in WRITERS:
         raise InputError(f"{path}: unknown output type {suffix or '(none)'}; use {', '.join(WRITERS)}")
     check_not_an_input(path, inputs)
@@ -39,7 +39,7 @@ def write_matrix(path: str, matrix: np.ndarray, what: str, *, labels=None, passt
     .parquet: a fixed-size-list column named for the kind (sets: a list column ``set`` of each row's
     class indices, ascending), ``label``, and the carried-through columns.
     """
-    WRITERS[os.path.splitext(path)[1].lower()].write(path, OUTPUT_NAMES[what], matrix, labels, passthrough)
+    WRITERS[suffix_of(path)].write(path, OUTPUT_NAMES[what], matrix, labels, passthrough)
 
 
 def write_sets(path: str, in_set: np.ndarray, *, labels=None, passthrough=None) -> None:

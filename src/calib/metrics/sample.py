@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from ..estimators import OUTER_FOLDS, RECIPES, kde_calibration_errors, variational_calibration_error
-from ..estimators.recalibrators import DEFAULT_RECIPE, check_recipe
+from ..estimators.recalibrators import DEFAULT_RECIPE, check_recalibrator, check_recipe
 from ..estimators.variational import as_rows
 from ..numerics import softmax
 
@@ -33,6 +33,7 @@ class SampleConfig:
     recipe: str = DEFAULT_RECIPE
 
     def __post_init__(self):
+        check_recalibrator(self.recalibrator)
         check_recipe(self.recipe)
 
 

@@ -37,7 +37,11 @@ def shard_formats() -> list[Format]:
 
 
 def suffix_of(path: str) -> str:
-    return os.path.splitext(path)[1].lower()
+    """The suffix that names ``path``'s format, lower case: the longest registered suffix the name
+    ends with (".jsonl.gz" before ".gz"), else its last extension ("" for none)."""
+    name = os.path.basename(path).lower()
+    known = [suffix for suffix in BY_SUFFIX if name.endswith(suffix) and len(name) > len(suffix)]
+    return max(known, key=len) if known else os.path.splitext(name)[1]
 
 
 def format_of(path: str) -> Format:
