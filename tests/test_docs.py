@@ -80,3 +80,26 @@ def test_the_readme_and_the_cli_page_list_every_input_format():
     inputs = cli[cli.index("## Inputs") :].split("\n## ")[0]
     missing = [suffix for suffix in BY_SUFFIX if f"`{suffix}`" not in paragraph or f"`{suffix}`" not in inputs]
     assert missing == []
+
+
+def test_the_generated_lists_are_what_the_registries_hold():
+    """README's metric, method and suffix lists and docs/metrics.md's key table are written from
+    the registries by tools/docs_tables.py; a registry changed without rerunning it fails here."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "docs_tables.py"), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_fit_help_lists_every_value_of_the_options_with_fixed_values(run, monkeypatch):
+    """`calib fit --help` names every score, threshold, variant, flow, aggregate and model the
+    library accepts (calib.registry.OPTION_CHOICES), margin included."""
+    from calib.registry import OPTION_CHOICES
+
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = run("fit", "--help")
+    assert code == 0
+    flat = " ".join(out.split())
+    missing = [(option, value) for option, values in OPTION_CHOICES.items() for value in values if value not in flat]
+    assert missing == [] and "msp | aps | raps | saps | topk | margin" in flat

@@ -630,3 +630,15 @@ def test_the_same_frame_reads_alike_as_csv_parquet_and_feather(run, tmp_path):
         if name != "f.csv":
             assert "the 3 floating-point columns setosa ... virginica" in err
     assert values["f.csv"] == values["f.parquet"] == values["f.feather"]
+
+
+def test_a_suffix_of_two_parts_names_its_format(monkeypatch):
+    """suffix_of takes the longest registered suffix a name ends with, so a format registered
+    under ".jsonl.gz" is found for "x.JSONL.GZ" (not ".gz"), and writers and readers agree."""
+    from calib.io import formats
+    from calib.io.formats import BY_SUFFIX, JSON_LINES, suffix_of
+
+    assert suffix_of("/a.b/preds.NPZ") == ".npz" and suffix_of("preds") == "" and suffix_of("x.tar.gz") == ".gz"
+    monkeypatch.setattr(formats, "BY_SUFFIX", {**BY_SUFFIX, ".jsonl.gz": JSON_LINES})
+    assert suffix_of("runs/x.JSONL.GZ") == ".jsonl.gz" and suffix_of("x.jsonl") == ".jsonl"
+    assert suffix_of(".jsonl.gz") == ".gz"  # a name that is only the suffix has none of it

@@ -122,3 +122,43 @@ def test_no_function_is_longer_than_80_lines():
                 if lines > 80:
                     long.append(f"{module_name(path)}.{node.name}: {lines} lines")
     assert long == []
+
+
+#: What the command line may import: the library's API and the renderers (and its own modules).
+CLI_MAY_IMPORT = ("calib.api", "calib.report_text", "calib.report_junit", "calib.report_html", "calib.plots")
+
+
+def test_the_command_line_reaches_the_library_only_through_its_api():
+    """calib.cli maps flags, calls calib.api and renders: every policy and default stays in the
+    library, so a notebook and a CI job get the same answer."""
+    reached = sorted(
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if module.startswith("calib.cli")
+        for target in targets
+        if not target.startswith("calib.cli") and target not in CLI_MAY_IMPORT
+    )
+    assert reached == []
+
+
+def _is_flag_declaration(node: ast.FunctionDef) -> bool:
+    """A command whose parameters are its flags (typer options and arguments, or the shared ones
+    of calib.cli.options): their count is the command line's, not an API's."""
+    annotations = [ast.unparse(arg.annotation) for arg in node.args.args if arg.annotation is not None]
+    return any("typer.Option" in text or "typer.Argument" in text or text.startswith("options.") for text in annotations)
+
+
+def test_no_public_function_takes_more_than_12_parameters():
+    """Settings that travel together are one value (calib.evaluation.request.EvaluationRequest,
+    a calibrator's Options), not a long parameter list; the command functions, whose parameters
+    are their flags, aside."""
+    long = []
+    for path in (SRC / "calib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("_"):
+                continue
+            args = node.args
+            names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.arg not in ("self", "cls")]
+            if len(names) > 12 and not _is_flag_declaration(node):
+                long.append(f"{module_name(path)}.{node.name}: {len(names)} parameters")
+    assert long == []

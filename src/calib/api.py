@@ -516,13 +516,48 @@ def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **
     return merged(directory, request or EvaluationRequest(), **read)
 
 
-#: The request types, loaded with the metric stack on first use (calib.evaluation.request).
-REQUEST_TYPES = ("EvaluationRequest", "GateSettings", "BootstrapSettings")
+#: The rest of what the command line (calib.cli) takes from the library, which it reaches only
+#: through this module (tests/test_layers.py): name -> the module that defines it, loaded on first
+#: use so that each command pays only for what it needs (the request types load the metric stack).
+_NAMES_BY_MODULE = {
+    "._version": ("__version__",),
+    ".binning": ("MIN_BIN_ROWS",),
+    ".bundle": ("dumps",),
+    ".calibrators.base": ("absent_class_rows", "builds_sets"),
+    ".diagnose": ("diagnose",),
+    ".errors": ("CalibError",),
+    ".estimators.recalibrators": ("DEFAULT_RECIPE", "RECALIBRATORS", "RECIPES"),
+    ".evaluation": ("merge_metric_states", "parse_change_gates", "read_metric_state"),
+    ".evaluation.groups": ("read_groups",),
+    ".evaluation.request": ("BootstrapSettings", "EvaluationRequest", "GateSettings"),
+    ".io": ("check_not_an_input", "check_output_path", "read_features", "read_predictions", "read_true_probs"),
+    ".io.atomic": ("atomic_directory", "check_output_directory", "check_output_file", "write_bytes_atomic"),
+    ".io.formats": ("listed", "shard_formats"),
+    ".io.formats.npz": ("npz_bytes",),
+    ".io.writers": ("WRITERS", "write_matrix"),
+    ".kernels": ("BACKEND",),
+    ".metrics": ("METRICS", "VECE_METRICS"),
+    ".onnx_export": ("DTYPES", "INPUT_NAMES", "OPSET"),
+    ".pipeline": ("full_fit_report", "read_with_bundle", "write_applied"),
+    ".shards": ("ENGINES", "apply_shards"),
+    ".synth": (
+        "contaminate",
+        "contamination_temperatures",
+        "known_ce_data",
+        "multilabel_data",
+        "true_calibration_errors",
+        "true_label_errors",
+    ),
+    ".synth.gaussian_grid": ("CIRCLE_RADIUS", "SIGMA", "make_gaussian_grid"),
+}
+LIBRARY_NAMES = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}
 
 
 def __getattr__(name):
-    if name in REQUEST_TYPES:
-        from .evaluation import request
+    if name in LIBRARY_NAMES:
+        import importlib
 
-        return getattr(request, name)
+        value = getattr(importlib.import_module(LIBRARY_NAMES[name], __package__), name)
+        globals()[name] = value  # kept: later lookups skip this hook
+        return value
     raise AttributeError(f"module 'calib.api' has no attribute {name!r}")

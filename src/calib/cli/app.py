@@ -7,8 +7,7 @@ import sys
 
 import typer
 
-from .._version import __version__
-from ..errors import CalibError
+from ..api import CalibError, __version__
 from . import render
 from .allocator import keep_freed_memory
 from .apply import apply
@@ -47,7 +46,7 @@ app.add_typer(synth_app, name="synth")
 
 def _version(value: bool) -> None:
     if value:
-        from ..kernels import BACKEND
+        from ..api import BACKEND
 
         print(f"calib {__version__} (kernels: {BACKEND})")
         raise typer.Exit()

@@ -8,13 +8,17 @@ from typing import Annotated
 
 import typer
 
-from .. import pipeline
-from ..calibrators.base import absent_class_rows
-from ..errors import UsageError
-from ..io import check_output_path, read_features
-from ..io.atomic import check_output_file
-from ..io.formats import listed, shard_formats
-from ..io.writers import WRITERS
+from .. import api
+from ..api import (
+    WRITERS,
+    UsageError,
+    absent_class_rows,
+    check_output_file,
+    check_output_path,
+    listed,
+    read_features,
+    shard_formats,
+)
 from . import options, render
 
 WHAT = ("probs", "log-probs", "sets")
@@ -96,7 +100,7 @@ def apply(
     )
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n)
-    counts = pipeline.write_applied(calibrator, preds, sys.stdout.buffer if out == "-" else out, what, feature_rows)
+    counts = api.write_applied(calibrator, preds, sys.stdout.buffer if out == "-" else out, what, feature_rows)
     _note_infeasible(counts)
     absent_rows = absent_class_rows(calibrator, preds)
     if absent_rows is not None:
@@ -109,7 +113,7 @@ def apply(
 
 def _apply_directory(bundle: str, pred: str, out: str, what: str, read_options: dict, engine: str, scheduler, force: bool):
     """``calib apply BUNDLE shards/ --out out_shards/``: one output per shard (calib.shards)."""
-    from ..shards import ENGINES, apply_shards
+    from ..api import ENGINES, apply_shards
 
     if engine not in ENGINES:
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {engine!r}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..io.atomic import write_bytes_atomic
+from ..api import write_bytes_atomic
 from ..report_junit import junit_xml
 from ..report_text import comparison_note, gate_outcome, report_lines
 

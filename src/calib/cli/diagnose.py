@@ -50,9 +50,8 @@ def diagnose(
 
     Example: calib diagnose val.npz --compare ts,cmce-ts,mr,isotonic --out report/
     """
-    from ..diagnose import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
-    from ..evaluation.groups import read_groups
-    from ..io.atomic import check_output_directory
+    from ..api import check_output_directory, read_groups
+    from ..api import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
 
     if out is not None:  # refused before the work, not after it
         check_output_directory(out, force=force)

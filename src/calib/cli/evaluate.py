@@ -10,11 +10,18 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from ..errors import UsageError
-from ..estimators.recalibrators import DEFAULT_RECIPE, RECALIBRATORS, RECIPES
-from ..io import check_not_an_input, read_features, read_true_probs
-from ..io.atomic import write_bytes_atomic
-from ..io.formats import listed, shard_formats
+from ..api import (
+    DEFAULT_RECIPE,
+    RECALIBRATORS,
+    RECIPES,
+    UsageError,
+    check_not_an_input,
+    listed,
+    read_features,
+    read_true_probs,
+    shard_formats,
+    write_bytes_atomic,
+)
 from ..report_text import comparison_note, gate_text
 from . import options, render
 
@@ -182,7 +189,7 @@ def evaluate(
         shown = {"path": f"{pred} ({len(inputs['merged_from'])} files, {engine})", "n": inputs["n"], "k": inputs["k"]}
         _emit(shards, json_path, {**shards, "input": {**shown, "kind": "shards"}}, table_format, junit, SHARDS_REMEDY)
         return
-    from ..evaluation.groups import read_groups
+    from ..api import read_groups
 
     if engine != "local" or scheduler is not None:
         raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
@@ -225,8 +232,7 @@ SHARDS_REMEDY = "a directory of shards is evaluated without replicates"
 def _request(flags: dict):
     """The evaluation request the flags ask for (calib.evaluation.request.EvaluationRequest); the
     flags' own contradictions refused first, each naming the flags."""
-    from ..evaluation import parse_change_gates
-    from ..metrics import VECE_METRICS
+    from ..api import VECE_METRICS, parse_change_gates
 
     keys = [k.strip() for k in flags["metrics"].split(",") if k.strip()] if flags["metrics"] else None
     if flags["paired"] and flags["ignore_noise"]:
@@ -263,7 +269,7 @@ def _request(flags: dict):
 def _noise_notes(report: dict, remedy: str) -> list[str]:
     """One note per reason a gate read raw values (noise ignored), unless asked for; ``remedy``
     says how this command would draw replicates."""
-    from ..metrics import METRICS
+    from ..api import METRICS
 
     notes = {}
     for gate in report["gates"]:
@@ -340,7 +346,7 @@ def merge_states(
     The numbers equal one evaluation over all the rows (V-ECE, which is not additive, is left out).
     Example: calib merge-states part1.npz part2.npz --json -
     """
-    from ..evaluation import merge_metric_states, read_metric_state
+    from ..api import merge_metric_states, read_metric_state
 
     report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows).to_json()
     inputs = report["input"]

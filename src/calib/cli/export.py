@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import UsageError
-from ..io.atomic import check_output_file
+from ..api import UsageError, check_output_file
 from . import render
 
 TARGETS = ("onnx",)
@@ -24,8 +23,7 @@ def export(
 
     Example: calib export ts_bundle --to onnx --out calibrator.onnx
     """
-    from ..api import load
-    from ..onnx_export import DTYPES, INPUT_NAMES, OPSET
+    from ..api import DTYPES, INPUT_NAMES, OPSET, load
 
     if to not in TARGETS:
         raise UsageError(f"--to must be one of {', '.join(TARGETS)}; got {to!r}")
@@ -45,6 +43,6 @@ def export(
 
 
 def _outputs(calibration) -> tuple[str, ...]:
-    from ..calibrators.base import builds_sets
+    from ..api import builds_sets
 
     return ("probs", "sets") if builds_sets(calibration.fitted) else ("probs",)

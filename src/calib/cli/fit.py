@@ -10,12 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api, pipeline
-from .._version import __version__
-from ..api import OPTION_CHOICES, choices_text
-from ..errors import UsageError
-from ..io import check_not_an_input, read_features
-from ..io.atomic import write_bytes_atomic
+from .. import api
+from ..api import OPTION_CHOICES, UsageError, __version__, check_not_an_input, choices_text, read_features, write_bytes_atomic
 from . import options, render
 
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
@@ -144,7 +140,7 @@ def fit(
         "options": dataclasses.asdict(calibrator.options),
         "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k},
         **({"train": {"path": train_preds.name, "n": train_preds.n}} if train_preds is not None else {}),
-        "fit_report": pipeline.full_fit_report(calibrator),
+        "fit_report": api.full_fit_report(calibrator),
         "warnings": calibrator.fit_warnings(),
         "bundle": out,
     }

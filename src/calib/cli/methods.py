@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import CALIBRATORS
+from ..api import CALIBRATORS
 from . import render
 from .fit import FLAG_OPTIONS
 
@@ -12,6 +12,6 @@ def methods() -> None:
 
     Example: calib methods
     """
-    from ..metrics import METRICS
+    from ..api import METRICS
 
     render.methods_table(CALIBRATORS, METRICS, FLAG_OPTIONS)

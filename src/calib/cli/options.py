@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperCommand
 
-from ..io.formats import listed
+from .. import api
+from ..api import listed
 
 Labels = Annotated[
     Optional[str],
@@ -140,9 +141,8 @@ def read_inputs(
 ):
     """The predictions (and the bundle's calibrator, when ``bundle`` is given) as the shared input
     options ask: the start of fit, apply, evaluate and diagnose."""
-    from .. import pipeline
 
-    return pipeline.read_with_bundle(
+    return api.read_with_bundle(
         pred,
         bundle,
         labels_path=labels,

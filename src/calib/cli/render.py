@@ -9,8 +9,7 @@ import os
 import sys
 import time
 
-from ..binning import MIN_BIN_ROWS
-from ..errors import UsageError
+from ..api import MIN_BIN_ROWS, UsageError
 from ..report_text import (
     OVER_COLOUR,
     UNDER_COLOUR,

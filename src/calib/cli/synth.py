@@ -9,15 +9,23 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from ..bundle import dumps
-from ..errors import UsageError
-from ..io import check_output_path, read_predictions
-from ..io.atomic import atomic_directory, write_bytes_atomic
-from ..io.formats.npz import npz_bytes
-from ..io.writers import write_matrix
-from ..synth import contaminate as contaminate_logits
-from ..synth import contamination_temperatures, known_ce_data, true_calibration_errors
-from ..synth.gaussian_grid import CIRCLE_RADIUS, SIGMA, make_gaussian_grid
+from ..api import (
+    CIRCLE_RADIUS,
+    SIGMA,
+    UsageError,
+    atomic_directory,
+    check_output_path,
+    contamination_temperatures,
+    dumps,
+    known_ce_data,
+    make_gaussian_grid,
+    npz_bytes,
+    read_predictions,
+    true_calibration_errors,
+    write_bytes_atomic,
+    write_matrix,
+)
+from ..api import contaminate as contaminate_logits
 from . import options, render
 
 app = typer.Typer(
@@ -179,7 +187,7 @@ def multilabel(
     per-label temperatures and biases and the true calibration error of every label (test rows).
     Example: calib synth multilabel --labels 50 --out ml
     """
-    from ..synth import multilabel_data, true_label_errors
+    from ..api import multilabel_data, true_label_errors
 
     rng = np.random.default_rng(seed)
     logits, label_matrix, truth, temperatures, biases = multilabel_data(n_cal + n_test, labels, rng, correlation=correlation)
