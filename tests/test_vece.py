@@ -560,7 +560,9 @@ def test_an_unknown_recipe_is_one_line_and_exit_2(run):
 
     code, out, err = run("evaluate", SAMPLE / "cifar10_test.npz", "--vece-recipe", "fast")
     assert (
-        code == 2 and err.strip().count("\n") == 0 and "recipe must be one of compact-es10, compact, paper, quick; got 'fast' (--vece-recipe NAME)" in err
+        code == 2
+        and err.strip().count("\n") == 0
+        and "recipe must be one of compact-es10, compact, paper, quick; got 'fast' (--vece-recipe NAME)" in err
     )
 
 
