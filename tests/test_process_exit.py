@@ -41,12 +41,13 @@ def test_the_output_is_complete_and_the_exit_handlers_run(code, status):
 
 
 def test_another_live_thread_is_waited_for_as_in_a_normal_exit(tmp_path):
-    """A thread still working when the command returns (here: writing a file after 0.3 s) finishes:
-    the process takes the normal exit, which joins it."""
+    """A thread still working when the command returns (here: writing a file once the main thread
+    has finished, which only a normal exit lets it see) finishes: the process takes the normal exit,
+    which joins it."""
     code = (
-        "import sys, threading, time\n"
+        "import sys, threading\n"
         "from calib.cli.process_exit import exit_without_teardown\n"
-        "def work():\n    time.sleep(0.3)\n    open(sys.argv[1], 'w').write('done')\n"
+        "def work():\n    threading.main_thread().join()\n    open(sys.argv[1], 'w').write('done')\n"
         "threading.Thread(target=work).start()\n"
         "exit_without_teardown(3)\n"
     )

@@ -366,7 +366,6 @@ def test_threads_waiting_for_the_same_parquet_row_group_decode_it_once(tmp_path,
     that waited for the lock takes the group the other decoded (before, each decoded it, and a pass
     over the rows on two threads decoded most groups twice)."""
     import threading
-    import time
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -382,14 +381,31 @@ def test_threads_waiting_for_the_same_parquet_row_group_decode_it_once(tmp_path,
     original = ParquetScores._decode_in_batches
     monkeypatch.setattr(ParquetScores, "_decode_in_batches", lambda self, index: decoded.append(index) or original(self, index))
     scores = ParquetScores(pq.ParquetFile(path), ["logits"], wide=False, path=str(path))
+    lock, arrived = scores._lock, threading.Condition()
+    waiting = []
+
+    class CountedLock:
+        """The reader's lock, counting the threads that came to take it."""
+
+        def __enter__(self):
+            with arrived:
+                waiting.append(threading.current_thread())
+                arrived.notify_all()
+            return lock.__enter__()
+
+        def __exit__(self, *exc):
+            return lock.__exit__(*exc)
+
+    scores._lock = CountedLock()
     blocks = {}
     readers = [
         threading.Thread(target=lambda start=start: blocks.update({start: scores[start : start + 200]})) for start in (900, 1100)
     ]
-    with scores._lock:  # both readers miss the cache and wait here
+    with lock:  # both readers miss the cache and wait here
         for reader in readers:
             reader.start()
-        time.sleep(0.2)
+        with arrived:
+            arrived.wait_for(lambda: len(waiting) == 2)
     for reader in readers:
         reader.join()
     assert decoded == [0, 1], decoded  # group 0 when opened, group 1 once
