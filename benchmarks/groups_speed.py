@@ -1,5 +1,5 @@
 """Evaluation by groups against the ungrouped evaluation and the floor, in alternating rounds of
-whole processes (docs/benchmarks.md, "Evaluation by groups"):
+whole processes (docs/groups.md, "Cost"):
 
     python -m benchmarks.groups_speed --rows 50000 --classes 1000 --groups 1000 --rounds 3
 

@@ -156,7 +156,7 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
     for score in ("msp", "aps"):
         bundle, sets = tmp / f"mr-{score}", tmp / f"sets-{score}.npz"
         fit = [*CALIB, "fit", str(cal), "--method", "mr", "--option", f"score={score}", "--out", str(bundle), "--force"]
-        apply = [*CALIB, "apply", str(bundle), str(test), "--what", "sets", "--out", str(sets)]
+        apply = [*CALIB, "apply", str(bundle), str(test), "--what", "sets", "--out", str(sets), "--force"]
         task = f"conformal sets ({score} / {MAPIE_SCORE[score]})"
         lines.append((task, "calib fit", fit, None))
         lines.append((task, "calib apply", apply, lambda s=sets: float(np.load(s)["sets"].sum(1).mean())))
@@ -177,7 +177,7 @@ def size_lines(tmp: Path, n: int, k: int, repeats: int, timeout: float, tasks=No
             (
                 f"{method} probabilities",
                 "calib apply (80% rows)",
-                [*CALIB, "apply", str(bundle), str(test), "--out", str(out)],
+                [*CALIB, "apply", str(bundle), str(test), "--out", str(out), "--force"],
                 None,
             )
         )

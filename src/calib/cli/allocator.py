@@ -12,7 +12,7 @@ One heap for all threads: glibc gives each thread that allocates its own heap (a
 freed in one is kept there, not reused by another thread, so with the thresholds above each worker
 kept its own chunk-sized blocks. With one heap, `calib apply` of 40,000 x 1,000 writes the same
 bytes in the same time with a peak of 268 instead of 276 MB, and `calib evaluate --no-vece` of a
-.npy, .npz or stdin peaks 8-12 MiB lower (docs/benchmarks.md, "Speed goals again").
+.npy, .npz or stdin peaks 8-12 MiB lower (docs/benchmarks.md, "Where the time goes").
 
 Only the command line sets this (a process-wide setting is the program's to choose, not a
 library's); `calib` as a library leaves the host process's allocator alone.
