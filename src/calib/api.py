@@ -233,6 +233,32 @@ class Calibration:
         """The fitted parameters and counts (as printed by ``calib fit`` and kept in the bundle)."""
         return pipeline.full_fit_report(self.fitted)
 
+    def summary(self, preds: Predictions, train: Predictions | None = None, bundle: str | None = None) -> dict:
+        """The fit's summary, the JSON of ``calib fit --json``: version, method, options, the rows it
+        was fitted on (``preds``; ``train``, the training rows of a model, when given), the fit
+        report, the warnings and the bundle it was saved to.
+
+        >>> import numpy as np, calib
+        >>> val = np.load(calib.sample_path("cifar10_val.npz"))
+        >>> preds = calib.api.as_predictions(val["logits"], val["labels"])
+        >>> summary = calib.calibrator("ts").fit(preds).summary(preds)
+        >>> summary["method"], summary["input"]["n"], round(summary["fit_report"]["temperature"], 4)
+        ('ts', 5000, 1.1714)
+        """
+        from ._version import __version__
+
+        fitted = self.fitted
+        return {
+            "calib_version": __version__,
+            "method": self.method,
+            "options": dataclasses.asdict(fitted.options),
+            "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k},
+            **({"train": {"path": train.name, "n": train.n}} if train is not None else {}),
+            "fit_report": pipeline.full_fit_report(fitted),
+            "warnings": fitted.fit_warnings(),
+            "bundle": bundle,
+        }
+
     def save(self, path: str, *, force: bool = False) -> dict:
         """Write the bundle directory (manifest, arrays, hashes; no pickle).
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -11,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from ..api import OPTION_CHOICES, UsageError, __version__, check_not_an_input, choices_text, read_features, write_bytes_atomic
+from ..api import OPTION_CHOICES, UsageError, check_not_an_input, choices_text, read_features, write_bytes_atomic
 from . import options, render
 
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
@@ -132,18 +131,8 @@ def fit(
         preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x
     )
     fitted.save(out, force=force)
-    calibrator = fitted.fitted
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    summary = {
-        "calib_version": __version__,
-        "method": method,
-        "options": dataclasses.asdict(calibrator.options),
-        "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k},
-        **({"train": {"path": train_preds.name, "n": train_preds.n}} if train_preds is not None else {}),
-        "fit_report": api.full_fit_report(calibrator),
-        "warnings": calibrator.fit_warnings(),
-        "bundle": out,
-    }
+    summary = fitted.summary(preds, train_preds, out)
     seconds = time.perf_counter() - start
     if json_path is not None:
         text = json.dumps(summary, indent=2) + "\n"
