@@ -300,24 +300,39 @@ def test_map_in_order_keeps_order_for_any_worker_count():
 
     items = list(range(37))
     for workers in (1, 2, 5):
-        assert list(map_in_order(lambda i: i * i, items, workers)) == [i * i for i in items]
+        assert list(map_in_order(lambda i: i * i, items, values=10**9, workers=workers)) == [i * i for i in items]
 
 
-@pytest.mark.parametrize("workers", [1, 2, 4])
-def test_map_in_order_draws_at_most_two_items_per_worker_ahead(workers):
-    """The bound on memory whatever the number of chunks: when the consumer holds result i, at most
-    2 * workers further items have been drawn from the input."""
+@pytest.mark.parametrize(
+    "workers, values, pending",
+    [
+        (1, 0, 1),  # one worker draws as it goes
+        (2, 0, 4),  # 64 MiB: two chunks of 32 MiB computed at once, two pending each
+        (16, 50_000 * 1_000, 4),  # 0.3 x 4 bytes x 5e7 = 60 MB < 64 MiB: still two
+        (16, 83_886_079, 4),  # 1.2 bytes a value: just under 3 x 32 MiB
+        (16, 83_886_080, 6),  # exactly 3 x 32 MiB = 100,663,296 bytes: three
+        (64, 10**9, 70),  # 1.2 GB: 35 threads
+        (4, 10**9, 8),  # never more than the workers
+    ],
+)
+def test_map_in_order_keeps_one_memory_budget_whatever_the_workers(workers, values, pending):
+    """The bound on memory whatever the number of chunks or workers: threads compute chunks at once
+    within a budget of 64 MiB or 30% of the values as float32, 32 MiB a chunk; when the consumer
+    takes result i, items i to i + pending - 1 have been drawn, pending = two per thread (so none
+    waits)."""
     from calib.numerics import map_in_order
 
     drawn = []
 
     def items():
-        for i in range(50):
+        for i in range(200):
             drawn.append(i)
             yield i
 
-    for position, result in enumerate(map_in_order(lambda i: i, items(), workers)):
-        assert result == position and len(drawn) - (position + 1) <= 2 * workers
+    ahead = [
+        len(drawn) - position for position, _ in enumerate(map_in_order(lambda i: i, items(), values=values, workers=workers))
+    ]
+    assert max(ahead) == pending and ahead[-1] == 1
 
 
 def test_conformal_apply_is_the_same_bytes_on_one_thread_and_many(tmp_path, monkeypatch):
@@ -356,7 +371,11 @@ def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_pa
     preds = read_predictions(str(path))
     from calib.numerics import map_in_order
 
-    chunks = list(map_in_order(lambda rows: (rows, preds.logits(rows)), [slice(s, s + 450) for s in range(0, 6000, 450)]))
+    chunks = list(
+        map_in_order(
+            lambda rows: (rows, preds.logits(rows)), [slice(s, s + 450) for s in range(0, 6000, 450)], values=preds.n * preds.k
+        )
+    )
     for rows, block in chunks:
         assert np.array_equal(block, z[rows].astype(np.float64))
 

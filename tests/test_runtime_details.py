@@ -72,9 +72,9 @@ def test_calib_threads_sets_the_worker_count(monkeypatch):
 
 def test_one_worker_runs_in_the_calling_thread_and_more_on_a_pool():
     names = lambda item: threading.current_thread().name  # noqa: E731
-    assert set(map_in_order(names, range(4), workers=1)) == {threading.current_thread().name}
-    assert set(map_in_order(names, range(4), workers=0)) == {threading.current_thread().name}
-    on_pool = list(map_in_order(names, range(8), workers=2))
+    assert set(map_in_order(names, range(4), values=0, workers=1)) == {threading.current_thread().name}
+    assert set(map_in_order(names, range(4), values=0, workers=0)) == {threading.current_thread().name}
+    on_pool = list(map_in_order(names, range(8), values=0, workers=2))
     assert all(name.startswith("calib") for name in on_pool)
 
 
@@ -87,7 +87,7 @@ def test_at_most_twice_the_workers_are_pending_and_the_order_is_kept():
             taken.append(i)
             yield i
 
-    results = map_in_order(lambda i: i * i, items(), workers=2)
+    results = map_in_order(lambda i: i * i, items(), values=0, workers=2)
     assert next(results) == 0 and len(taken) == 4
     assert list(results) == [i * i for i in range(1, 10)]
 

@@ -209,14 +209,37 @@ def worker_count() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def map_in_order(function: Callable[[T], R], items: Iterable[T], workers: int | None = None) -> Iterator[R]:
+#: What one chunk being computed holds: its values and a pass's temporaries, about four float64
+#: arrays of :data:`CHUNK_ELEMENTS` (32 MiB).
+CHUNK_WORKING_SET = 4 * 8 * CHUNK_ELEMENTS
+#: The memory the chunks being computed may hold together, whatever the number of workers: 64 MiB,
+#: or 30% of the values' size as float32 (the form exports take) when that is more, so that a pass
+#: stays within 1.3x its input or the input + 64 MiB, whichever is larger.
+MIN_CHUNK_BUDGET = 64 << 20
+CHUNK_BUDGET_SHARE = 0.3
+
+
+def chunk_threads(workers: int, values: int) -> int:
+    """Threads that compute chunks at once in a pass over ``values`` numbers: ``workers``, within the
+    budget of :data:`MIN_CHUNK_BUDGET` or :data:`CHUNK_BUDGET_SHARE` of the values as float32 (at least 1).
+    With two chunks in flight per worker and no budget, `calib evaluate --no-vece` of 50,000 x 1,000
+    float32 (191 MiB) peaked at 106, 400 and 692 MiB with 2, 16 and 64 workers, and of 20,000 x 1,000
+    (76 MiB) at 327 MiB with 16 (docs/benchmarks.md, "Memory"); so did any pass on a many-core
+    machine. A pass of 50,000 x 1,000 gets 2 threads, of 1,000,000 x 1,000 (3.7 GiB) 35."""
+    budget = max(MIN_CHUNK_BUDGET, CHUNK_BUDGET_SHARE * 4 * values)
+    return max(1, min(workers, int(budget // CHUNK_WORKING_SET)))
+
+
+def map_in_order(function: Callable[[T], R], items: Iterable[T], *, values: int, workers: int | None = None) -> Iterator[R]:
     """``map(function, items)`` on a pool of threads, yielding results in input order.
 
     numpy releases the GIL inside its loops over large arrays, so chunks of rows run in parallel
-    on several cores. At most ``2 * workers`` results are pending at once (bounded memory whatever
-    the number of chunks), and the output is the same, in the same order, for any worker count.
+    on several cores: :func:`chunk_threads` of them for a pass over ``values`` numbers (memory within
+    one budget, whatever the number of workers), each with two chunks pending so that none waits
+    (bounded memory whatever the number of chunks). The output is the same, in the same order, for
+    any worker count: the chunks do not depend on it.
     """
-    workers = worker_count() if workers is None else workers
+    workers = chunk_threads(worker_count() if workers is None else workers, values)
     if workers <= 1:
         yield from map(function, items)
         return

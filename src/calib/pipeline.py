@@ -282,7 +282,7 @@ def calibrated_blocks(
     def block(rows: slice):
         return rows, *calibrator.apply(CalibrationInputs.of(preds, rows, features), what)
 
-    yield from map_in_order(block, preds.chunks())
+    yield from map_in_order(block, preds.chunks(), values=preds.n * preds.k)
 
 
 def apply_calibrator(

@@ -179,7 +179,7 @@ def label_scores(
         probs_rows = softmax(logits[rows]) if probs is None else np.asarray(probs[rows], dtype=np.float64)
         return nonconformity(probs_rows, options, seed)[np.arange(len(probs_rows)), labels[rows]]
 
-    return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape))])
+    return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape), values=logits.size)])
 
 
 def training_part(train, options: ScoreOptions, seed: int, n_conditioning: int, with_features: bool) -> tuple:

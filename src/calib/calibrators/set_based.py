@@ -151,7 +151,7 @@ class SetCalibrator(SetBuilder):
             )
 
         counts: dict = {}
-        for chunk_counts in map_in_order(count, row_chunks(*logits.shape)):
+        for chunk_counts in map_in_order(count, row_chunks(*logits.shape), values=logits.size):
             add_counts(counts, chunk_counts)
         return counts
 

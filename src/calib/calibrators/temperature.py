@@ -31,7 +31,9 @@ def nll_gradient(beta: float, logits: np.ndarray, labels: np.ndarray) -> tuple[f
         return float((mean_z - z[np.arange(len(z)), labels[rows]]).sum()), float(np.maximum(var_z, 0.0).sum())
 
     grad = curvature = 0.0
-    for chunk_grad, chunk_curvature in map_in_order(chunk_sums, row_chunks(*logits.shape)):  # summed in row order
+    for chunk_grad, chunk_curvature in map_in_order(
+        chunk_sums, row_chunks(*logits.shape), values=logits.size
+    ):  # summed in row order
         grad += chunk_grad
         curvature += chunk_curvature
     return grad / len(labels), curvature / len(labels)

@@ -198,7 +198,7 @@ def stream_metrics(
         chunks = (order[rows] for rows in chunks)
     # with groups, the overall states are the sum of the groups' (added after the pass, not counted twice)
     overall = {"uncalibrated": uncalibrated, "calibrated": calibrated}
-    for rows, by_side, in_set in map_in_order(batches, chunks):
+    for rows, by_side, in_set in map_in_order(batches, chunks, values=preds.n * preds.k):
         for side, side_batch in by_side.items():
             if side_batch is not None:
                 _add_chunk(side_batch, rows, per_chunk, sliced.get(side), overall[side], grouped.get(side))
