@@ -177,3 +177,40 @@ def test_truth_metrics_need_true_probs(run):
     assert code == 2 and "--true-probs" in err
     code, _, err = run("evaluate", "--no-vece", SAMPLE / "cifar10_test.npz", "--true-probs", SAMPLE / "cifar10_test.npz")
     assert code == 2 and "true_probs" in err
+
+
+def test_large_k_data_is_imagenet_shaped_and_its_truth_exact(run, tmp_path):
+    """`calib synth large-k`: the written logits z and true probabilities C satisfy C = softmax(T z)
+    (to float32 rounding), so temperature scaling at 1 / T recovers the truth; the labels are drawn
+    from C (mean top-1 accuracy = mean C of the predicted class, within the sampling error); the
+    truth file's errors equal a direct computation on the file's arrays; the same seed gives the
+    same bytes."""
+    import calib
+    from calib.numerics import softmax
+    from calib.synth import large_k_data, large_k_errors, true_calibration_errors
+
+    z, labels, truth = large_k_data(4000, 200, 0.8, np.random.default_rng(3))
+    assert z.dtype == truth.dtype == np.float32 and z.shape == truth.shape == (4000, 200)
+    exact = softmax(0.8 * z.astype(np.float64))
+    assert np.abs(truth - exact).max() < 1e-6
+    top = z.argmax(axis=1)
+    accuracy, expected = np.mean(top == labels), exact[np.arange(4000), top].mean()
+    assert abs(accuracy - expected) < 4 * np.sqrt(expected * (1 - expected) / 4000)
+    renormalised = truth.astype(np.float64) / truth.astype(np.float64).sum(axis=1, keepdims=True)
+    direct = true_calibration_errors(softmax(z.astype(np.float64)), renormalised)
+    chunked = large_k_errors(z, truth)
+    assert all(abs(chunked[key] - direct[key]) < 1e-12 for key in direct)
+    assert direct["over"] > 0 and direct["under"] == 0  # T < 1: over-confident only
+    again = large_k_data(4000, 200, 0.8, np.random.default_rng(3))
+    assert all(np.array_equal(a, b) for a, b in zip((z, labels, truth), again))
+
+    out = tmp_path / "big.npz"
+    code, _, err = run("synth", "large-k", "--classes", "100", "--n", "3000", "--temperature", "0.7", "--out", out)
+    assert code == 0, err
+    written = np.load(out)
+    report = json.loads((tmp_path / "big.truth.json").read_text())
+    assert report["true_errors"] == pytest.approx(large_k_errors(written["logits"], written["true_probs"]), abs=1e-12)
+    fitted = calib.calibrator("ts").fit(written["logits"], written["labels"])
+    assert abs(fitted.fitted.temperature_ - 1 / 0.7) < 0.1  # the truth's temperature, within noise
+    code, _, err = run("synth", "large-k", "--temperature", "0", "--out", tmp_path / "x.npz")
+    assert code == 2 and "--temperature must be > 0" in err

@@ -570,9 +570,11 @@ _NAMES_BY_MODULE = {
         "contaminate",
         "contamination_temperatures",
         "known_ce_data",
+        "large_k_data",
         "multilabel_data",
         "true_calibration_errors",
         "true_label_errors",
+        "large_k_errors",
     ),
     ".synth.gaussian_grid": ("CIRCLE_RADIUS", "SIGMA", "make_gaussian_grid"),
 }

@@ -1,4 +1,4 @@
-"""`calib synth gaussian-grid | contaminate | known-ce | multilabel`: data with known truth (docs/benchmarks.md)."""
+"""`calib synth gaussian-grid | contaminate | known-ce | large-k | multilabel`: data with known truth (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from ..api import (
     contamination_temperatures,
     dumps,
     known_ce_data,
+    large_k_data,
+    large_k_errors,
     make_gaussian_grid,
     npz_bytes,
     read_predictions,
@@ -131,19 +133,44 @@ def _other_npz_arrays(path: str) -> dict:
         return {key: archive[key] for key in archive.files if key not in ("logits", "log_probs", "probs")}
 
 
+TruthOut = Annotated[
+    str,
+    typer.Option(
+        "--out", "-o", help="Output .npz (scores, labels, true_probs); the truths go to OUT.truth.json.", show_default=False
+    ),
+]
+Rows = Annotated[int, typer.Option("--n", min=1, help="Rows.")]
+Classes = Annotated[int, typer.Option("--classes", "-k", min=2, help="Number of classes K.")]
+
+
+def _check_truth_options(command: str, out: str, temperature: float) -> None:
+    """known-ce's and large-k's options, refused before any row is drawn."""
+    if temperature <= 0:
+        raise UsageError(f"--temperature must be > 0; got {temperature}")
+    if not out.lower().endswith(".npz"):
+        raise UsageError(f"--out {out}: {command} writes a .npz file")
+
+
+def _write_truth(command: str, out: str, arrays: dict, report: dict, errors: dict) -> None:
+    """Write ``arrays`` to the .npz ``out`` and ``report`` with the exact ``errors`` beside it
+    (OUT.truth.json), and print them."""
+    write_bytes_atomic(out, npz_bytes(arrays))
+    write_bytes_atomic(truth_path(out), dumps({**report, "true_errors": errors}))
+    shown = {key: value for key, value in report.items() if key == "accuracy"}
+    render.key_values(
+        f"calib synth {command} -> {out} (+ {os.path.basename(truth_path(out))})",
+        {**shown, **{f"true {key}": value for key, value in errors.items()}},
+    )
+
+
 @app.command("known-ce", cls=options.Command)
 def known_ce(
-    out: Annotated[
-        str,
-        typer.Option(
-            "--out", "-o", help="Output .npz (probs, labels, true_probs); the truths go to OUT.truth.json.", show_default=False
-        ),
-    ],
-    classes: Annotated[int, typer.Option("--classes", "-k", min=2, help="Number of classes K.")] = 10,
+    out: TruthOut,
+    classes: Classes = 10,
     temperature: Annotated[
         float, typer.Option("--temperature", "-t", help="f = softmax(log C / T): T < 1 over-confident, T > 1 under-confident.")
     ] = 0.5,
-    n: Annotated[int, typer.Option("--n", min=1, help="Rows.")] = 10000,
+    n: Rows = 10000,
     seed: Seed = 0,
 ) -> None:
     """Predictions with an exactly known calibration error: C ~ Dirichlet(1), y ~ C, f = softmax(log C / T).
@@ -151,19 +178,35 @@ def known_ce(
     Writes the TRUE l1, l2, sq, top_l1, over and under errors of f (exact given C and f).
     Example: calib synth known-ce --classes 4 --temperature 0.5 --out known.npz
     """
-    if temperature <= 0:
-        raise UsageError(f"--temperature must be > 0; got {temperature}")
-    if not out.lower().endswith(".npz"):
-        raise UsageError(f"--out {out}: known-ce writes a .npz file")
+    _check_truth_options("known-ce", out, temperature)
     probs, labels, truth = known_ce_data(n, classes, temperature, np.random.default_rng(seed))
-    errors = true_calibration_errors(probs, truth)
-    write_bytes_atomic(out, npz_bytes({"probs": probs, "labels": labels, "true_probs": truth}))
-    report = {"classes": classes, "temperature": temperature, "n": n, "seed": seed, "true_errors": errors}
-    write_bytes_atomic(truth_path(out), dumps(report))
-    render.key_values(
-        f"calib synth known-ce -> {out} (+ {os.path.basename(truth_path(out))})",
-        {f"true {key}": value for key, value in errors.items()},
-    )
+    report = {"classes": classes, "temperature": temperature, "n": n, "seed": seed}
+    arrays = {"probs": probs, "labels": labels, "true_probs": truth}
+    _write_truth("known-ce", out, arrays, report, true_calibration_errors(probs, truth))
+
+
+@app.command("large-k", cls=options.Command)
+def large_k(
+    out: TruthOut,
+    classes: Classes = 1000,
+    temperature: Annotated[
+        float, typer.Option("--temperature", "-t", help="z = u / T: T < 1 over-confident, T > 1 under-confident.")
+    ] = 0.9,
+    n: Rows = 50000,
+    seed: Seed = 0,
+) -> None:
+    """Logits at ImageNet's shape with known true probabilities: C = softmax(u), one class lifted per
+    row, y ~ C, z = u / T (top-1 accuracy about 0.75 at K = 1,000).
+
+    Writes the TRUE l1, l2, sq, top_l1, over and under errors of softmax(z) (exact given the file).
+    Example: calib synth large-k --classes 1000 --n 50000 --out imagenet_like.npz
+    """
+    _check_truth_options("large-k", out, temperature)
+    logits, labels, truth = large_k_data(n, classes, temperature, np.random.default_rng(seed))
+    accuracy = float(np.mean(logits.argmax(axis=1) == labels))
+    report = {"classes": classes, "temperature": temperature, "n": n, "seed": seed, "accuracy": accuracy}
+    arrays = {"logits": logits, "labels": labels, "true_probs": truth}
+    _write_truth("large-k", out, arrays, report, large_k_errors(logits, truth))
 
 
 @app.command("multilabel", cls=options.Command)
