@@ -141,3 +141,23 @@ def test_planned_work_counts_the_boosted_fits_and_says_when_the_rows_are_subsamp
     boosted = EvaluationRequest(metrics=("vece_l1",))
     fits, _ = planned_work(preds, boosted)
     assert fits > 0 and planned_work(preds, boosted, calibrated=True)[0] == 2 * fits
+
+
+def test_one_row_is_the_smallest_group_that_may_be_gated():
+    assert EvaluationRequest(min_group_rows=1).min_group_rows == 1
+
+
+def test_a_paired_change_gate_and_raw_values_are_refused_together(tmp_path):
+    """A paired gate reads the bootstrap's paired differences; ignore_noise compares raw values:
+    the two together are refused, each alone is taken."""
+    from calib.evaluation import parse_change_gates
+
+    scores, labels = _scores()
+    report = calib.evaluate(scores, labels, metrics=["ece"], keep_as_baseline=True).to_dict()
+    (tmp_path / "base.json").write_text(json.dumps(report))
+    paired = parse_change_gates(["ece=0.01"], str(tmp_path / "base.json"), paired=True)
+    unpaired = parse_change_gates(["ece=0.01"], str(tmp_path / "base.json"))
+    with pytest.raises(UsageError, match="a paired change gate reads the bootstrap's intervals and ignore_noise the raw values"):
+        GateSettings(changes=paired, ignore_noise=True)
+    assert GateSettings(changes=paired).changes == tuple(paired)
+    assert GateSettings(changes=unpaired, ignore_noise=True).ignore_noise
