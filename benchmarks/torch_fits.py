@@ -45,7 +45,9 @@ def fit_in_process(args: list[str], data: str, bundle: str) -> tuple[float, floa
     """(wall seconds, CPU seconds) of one `calib fit` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "calib", "fit", data, *args, "--out", bundle, "--force"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "calib", "fit", data, *args, "--out", bundle, "--force"], check=True, capture_output=True
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
