@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,6 +19,8 @@ from calib import kernels
 from calib.errors import InputError
 from calib.numerics import EDGE_RTOL, bin_index, edge_index, softmax
 from calib.registry import CALIBRATORS
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # 1. CatBoost fits never run at the same time in one process ------------------------------------
 
@@ -60,11 +64,17 @@ def test_no_two_catboost_fits_run_at_once_even_from_two_threads(monkeypatch):
 
 @pytest.mark.slow
 def test_the_default_evaluate_never_crashes_in_repeated_runs(tmp_path):
-    """A short version of benchmarks/stress_evaluate.py: the default `calib evaluate` (V-ECE on)
-    in fresh processes on the three stress inputs, every exit 0 and every report the same."""
-    from benchmarks.stress_evaluate import stress
-
-    rows = stress(6, tmp_path, log=lambda line: None)
+    """A short run of the stress command (`python -m benchmarks.stress_evaluate`, as documented in
+    docs/benchmarks.md): the default `calib evaluate` (V-ECE on) in fresh processes on the three
+    stress inputs, every exit 0 and every report the same; the command exits 1 on any failure."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.stress_evaluate", "--runs", "6", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = json.loads((tmp_path / "stress_evaluate.json").read_text())
     assert all(row["runs"] == 2 for row in rows)
     assert [(row["crashes"], row["other failures"], row["reports differ"]) for row in rows] == [(0, 0, 0)] * 3
 
