@@ -511,15 +511,6 @@ def evaluate(
     return Report(report)
 
 
-def planned_work(preds: Predictions, request: EvaluationRequest, groups=None, calibrated: bool = False) -> tuple[int, bool]:
-    """(the CatBoost models an evaluation of ``preds`` for ``request`` trains; whether its
-    whole-sample metrics run on a seeded subsample), known before the work starts: for a progress
-    bar and a note (:func:`calib.evaluation.report.planned_work`)."""
-    from .evaluation.report import planned_work as plan
-
-    return plan(preds, request, groups, calibrated)
-
-
 def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **read) -> EvaluationReport:
     """The merged report of every shard (.parquet, .arrow, .csv, ... file) in ``directory``, its
     gates checked, as ``request`` asks (streamed metrics only; no replicates); ``read``: how to read
@@ -554,6 +545,7 @@ _NAMES_BY_MODULE = {
     ".errors": ("CalibError",),
     ".estimators.recalibrators": ("DEFAULT_RECIPE", "RECALIBRATORS", "RECIPES"),
     ".evaluation": ("merge_metric_states", "parse_change_gates", "read_metric_state"),
+    ".evaluation.report": ("planned_work",),
     ".evaluation.groups": ("read_groups",),
     ".evaluation.request": ("BootstrapSettings", "EvaluationRequest", "GateSettings"),
     ".io": ("check_not_an_input", "check_output_path", "read_features", "read_predictions", "read_true_probs"),

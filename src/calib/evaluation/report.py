@@ -144,7 +144,9 @@ def _metric_keys(preds: Predictions, metrics, include_vece: bool, gates, increas
     return streamed, [key for key in keys if not METRICS[key].streamed]
 
 
-def planned_work(preds: Predictions, request: EvaluationRequest, groups: Groups | None, calibrated: bool) -> tuple[int, bool]:
+def planned_work(
+    preds: Predictions, request: EvaluationRequest, groups: Groups | None = None, calibrated: bool = False
+) -> tuple[int, bool]:
     """(the CatBoost models a report of ``preds`` for ``request`` trains, twice as many with a
     calibrator: the model's own probabilities and the calibrated ones; whether its whole-sample
     metrics run on a seeded subsample), for a progress bar and a note before the work starts."""

@@ -1,6 +1,6 @@
-"""Data generators with known truth (docs/benchmarks.md): the Gaussian grid of the CMCE paper (and the
-ATS-CP paper's circle), the ATS-CP paper's contamination, predictions with an exactly known calibration error (also at ImageNet's shape), and multi-label
-predictions with known per-label truth.
+"""Data generators with known truth (docs/synth.md): the Gaussian grid of the CMCE paper (and the
+ATS-CP paper's circle), the ATS-CP paper's contamination, predictions with an exactly known
+calibration error (also at ImageNet's shape), and multi-label predictions with known per-label truth.
 
 Torch is imported only by :mod:`calib.synth.classifier`, when a model is trained.
 """
@@ -18,10 +18,10 @@ __all__ = [
     "grid_centres",
     "known_ce_data",
     "large_k_data",
+    "large_k_errors",
     "multilabel_data",
     "sample_points",
     "true_calibration_errors",
     "true_label_errors",
     "true_posterior",
-    "large_k_errors",
 ]
