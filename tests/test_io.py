@@ -219,9 +219,18 @@ def test_stdin_takes_each_format_by_its_magic_number(tmp_path, suffix):
     assert from_stdin["input"]["sha256"] == from_file["input"]["sha256"]
 
 
-def test_stdin_of_unknown_bytes_is_one_line_exit_2():
+@pytest.mark.parametrize("stream", [b"\x00\x9f\x92binary", b"hello world"])
+def test_stdin_of_unknown_bytes_or_headerless_text_is_one_line_exit_2(stream):
+    done = subprocess.run([sys.executable, "-m", "calib", "evaluate", "-", "--no-vece"], input=stream, capture_output=True)
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("calib: error: <stdin>"), lines
+    if stream.startswith(b"\x00"):
+        assert "nor text (CSV, TSV, JSON lines)" in lines[0]
+
+
+def test_stdin_of_unknown_bytes_names_the_formats_told_by_their_first_bytes():
     done = subprocess.run(
-        [sys.executable, "-m", "calib", "evaluate", "-", "--no-vece"], input=b"hello world", capture_output=True
+        [sys.executable, "-m", "calib", "evaluate", "-", "--no-vece"], input=b"\x00\x01\x02\x03", capture_output=True
     )
     lines = done.stderr.decode().strip().splitlines()
     # the formats told by their first bytes (a magic number, or a sniff of their own); text formats
@@ -230,7 +239,7 @@ def test_stdin_of_unknown_bytes_is_one_line_exit_2():
 
     told = [fmt for fmt in FORMATS if fmt.magic is not None or type(fmt).sniff is not Format.sniff]
     assert {".npy", ".npz", ".parquet", ".arrow", ".safetensors"} <= {fmt.suffixes[0] for fmt in told}
-    assert done.returncode == 2 and len(lines) == 1 and f"not {listed(told)} bytes" in lines[0], lines
+    assert done.returncode == 2 and len(lines) == 1 and f"neither {listed(told)} bytes" in lines[0], lines
 
 
 def test_feather_and_arrow_files_read_as_the_npz_does_and_round_trip(tmp_path):

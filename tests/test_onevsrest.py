@@ -220,3 +220,21 @@ def test_pointwise_maps_on_few_rows_per_class_warn_at_fit():
     assert calib.calibrator("beta").fit(val["logits"][:1000], val["labels"][:1000]).fitted.warnings() == []
     rng = np.random.default_rng(0)
     assert calib.calibrator("isotonic").fit(rng.normal(size=(20, 2)), rng.integers(0, 2, 20)).fitted.warnings() == []
+
+
+@pytest.mark.parametrize("method", ["isotonic", "hist", "beta", "venn-abers", "platt", "quadratic"])
+def test_log_probs_of_probabilities_as_given_apply(tmp_path, run, method):
+    """`calib apply --what log-probs` of a method that reads probabilities as given (one map per
+    class): once a crash (the probabilities reached a method that did not take them); now the log
+    of what --what probs writes, the log floored at 1e-12."""
+    assert calibrator_class(method).scores_given_probs
+    data = np.load(data_file("cifar10_resnet110_val.npz"))
+    path = tmp_path / "p.npz"
+    np.savez(path, probs=softmax(data["logits"][:2000].astype(np.float64)), labels=data["labels"][:2000])
+    assert run("fit", path, "--method", method, "--out", tmp_path / "b")[0] == 0
+    for what in ("probs", "log-probs"):
+        code, _, err = run("apply", tmp_path / "b", path, "--what", what, "--out", tmp_path / f"{what}.npz")
+        assert code == 0, err
+    probs = np.load(tmp_path / "probs.npz")["probs"]
+    log_probs = np.load(tmp_path / "log-probs.npz")["log_probs"]
+    np.testing.assert_allclose(np.exp(log_probs), np.maximum(probs, 1e-12), rtol=1e-12, atol=0)

@@ -115,6 +115,18 @@ class Calibration:
     def options(self) -> dict:
         return dataclasses.asdict(self.fitted.options)
 
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's parameters (scikit-learn's estimator protocol, so ``sklearn.base.clone``
+        makes an unfitted copy): method, per_label, joint and every option of the method."""
+        return {"method": self.method, "per_label": self.per_label, "joint": self.joint, **self.options}
+
+    def set_params(self, **params) -> "Calibration":
+        """Change parameters (scikit-learn's protocol): the options are checked as the constructor
+        checks them, and the calibrator is unfitted again."""
+        merged = {**self.get_params(), **params}
+        self.__init__(merged.pop("method"), merged.pop("per_label"), merged.pop("joint"), **merged)
+        return self
+
     def fit(
         self,
         scores,
@@ -551,6 +563,7 @@ _NAMES_BY_MODULE = {
     ".io": ("check_not_an_input", "check_output_path", "read_features", "read_predictions", "read_true_probs"),
     ".io.atomic": ("atomic_directory", "check_output_directory", "check_output_file", "write_bytes_atomic"),
     ".io.formats": ("listed", "shard_formats"),
+    ".io.formats.harness_samples": ("sample_files",),
     ".io.formats.npz": ("npz_bytes",),
     ".io.writers": ("WRITERS", "write_matrix"),
     ".kernels": ("BACKEND",),

@@ -42,6 +42,8 @@ def settings_text(settings: dict) -> str:
     for key, value in settings.items():
         if key == "bins":
             parts.append(f"{value} bins")
+        elif key == "rows_per_bin":
+            parts.append(f"bins of {value} rows")
         elif key == "range":
             parts.append(f"mass in [{value[0]}, {value[1]}]")
         elif key == "prob_clip":

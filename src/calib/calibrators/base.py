@@ -209,9 +209,10 @@ class Calibrator(abc.ABC):
             return self.transform_with_info(inputs.logits, inputs.features, **given)
         return self.transform(inputs.logits, inputs.features, **given), {}
 
-    def transform_with_info(self, logits: np.ndarray, features: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
-        """:meth:`transform` plus counts of rows worth reporting (e.g. infeasible rows)."""
-        return self.transform(logits, features), {}
+    def transform_with_info(self, logits: np.ndarray, features: np.ndarray | None = None, **given) -> tuple[np.ndarray, dict]:
+        """:meth:`transform` plus counts of rows worth reporting (e.g. infeasible rows); ``given``:
+        the probabilities as read, for a method that takes them (``scores_given_probs``)."""
+        return self.transform(logits, features, **given), {}
 
     def transform_probs_with_info(self, logits: np.ndarray, features: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Calibrated probabilities and row counts; methods that can skip the log override this."""

@@ -43,6 +43,8 @@ def apply(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    input_format: options.InputFormat = None,
+    confidence_column: options.ConfidenceColumn = None,
     scores: options.Scores = None,
     task: options.Task = "auto",
     engine: options.Engine = "local",
@@ -72,7 +74,9 @@ def apply(
         "scores": scores,
         "task": task,
     }
-    if os.path.isdir(pred):
+    if os.path.isdir(pred) and not api.sample_files(pred):  # a harness results directory is one input
+        if input_format is not None or confidence_column is not None:
+            raise UsageError("--input-format and --confidence-column take one file; shards are told by their suffixes")
         if labels is not None or features is not None:
             raise UsageError("--labels and --features take one file; a directory of shards carries its labels in each shard")
         _apply_directory(bundle, pred, out, what, read_options, engine, scheduler, force)
@@ -97,6 +101,8 @@ def apply(
         renormalise=renormalise,
         scores=scores,
         task=task,
+        input_format=input_format,
+        confidence_column=confidence_column,
     )
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds.n)

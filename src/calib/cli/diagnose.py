@@ -33,6 +33,8 @@ def diagnose(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    input_format: options.InputFormat = None,
+    confidence_column: options.ConfidenceColumn = None,
     scores: options.Scores = None,
     task: options.Task = "auto",
     group_by: options.GroupBy = None,
@@ -66,6 +68,8 @@ def diagnose(
         renormalise=renormalise,
         scores=scores,
         task=task,
+        input_format=input_format,
+        confidence_column=confidence_column,
     )
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     groups = read_groups(preds, pred, group_by, groups_file, label_column)

@@ -152,6 +152,8 @@ def evaluate(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    input_format: options.InputFormat = None,
+    confidence_column: options.ConfidenceColumn = None,
     scores: options.Scores = None,
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
@@ -169,7 +171,7 @@ def evaluate(
         if path not in (None, "-"):
             check_not_an_input(path, [pred, labels, true_probs, features, baseline])
     read = {"input_kind": input_kind, "score_prefix": score_prefix, "scores": scores, "label_column": label_column}
-    if os.path.isdir(pred):
+    if os.path.isdir(pred) and not api.sample_files(pred):  # a harness results directory is one input
         refused = {
             "--groups": groups_file,
             "--renormalise": renormalise,
@@ -178,6 +180,8 @@ def evaluate(
             "--features": features,
             "--bootstrap": bootstrap,
             "--emit-state": emit_state,
+            "--input-format": input_format,
+            "--confidence-column": confidence_column,
         }
         named = [flag for flag, value in refused.items() if value]
         if named:
@@ -193,7 +197,17 @@ def evaluate(
 
     if engine != "local" or scheduler is not None:
         raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
-    preds, calibrator = options.read_inputs(pred, bundle, labels, require_labels=True, renormalise=renormalise, task=task, **read)
+    preds, calibrator = options.read_inputs(
+        pred,
+        bundle,
+        labels,
+        require_labels=True,
+        renormalise=renormalise,
+        task=task,
+        input_format=input_format,
+        confidence_column=confidence_column,
+        **read,
+    )
     if json_path is not None or emit_state is not None:  # the only outputs that hold the sha256
         preds.hash_in_background()  # on the other core while the metrics stream
     else:

@@ -74,6 +74,8 @@ def fit(
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
     score_prefix: options.ScorePrefix = None,
+    input_format: options.InputFormat = None,
+    confidence_column: options.ConfidenceColumn = None,
     scores: options.Scores = None,
     task: options.Task = "auto",
     per_label: Annotated[
@@ -115,7 +117,8 @@ def fit(
 
     def read(path: str, labels_path: str | None):
         """The calibration (or training) rows, read with the command's input options."""
-        shared = {"renormalise": renormalise, "scores": scores, "task": task}
+        shared = {"renormalise": renormalise, "scores": scores, "task": task, "confidence_column": confidence_column}
+        shared["input_format"] = input_format if path == pred else None
         return options.read_inputs(
             path, None, labels_path, label_column, input_kind, score_prefix, require_labels=True, **shared
         )[0]

@@ -24,7 +24,8 @@ LabelColumn = Annotated[
     Optional[str],
     typer.Option(
         "--label-column",
-        help="The array (.npz) or column (.parquet, .csv) holding the labels, in --labels if given, else in PRED (default: label or labels).",
+        "--correct-column",
+        help="The array (.npz) or column (.parquet, .csv) holding the labels, in --labels if given, else in PRED (default: label or labels; with --confidence-column: correct, else label or labels).",
         show_default=False,
     ),
 ]
@@ -52,6 +53,24 @@ Renormalise = Annotated[
     typer.Option(
         "--renormalise",
         help="Read probabilities whose rows sum to less than 1 (e.g. only the top k classes kept), each row divided by its sum.",
+    ),
+]
+InputFormat = Annotated[
+    Optional[str],
+    typer.Option(
+        "--input-format",
+        help="Read PRED as this format, named by its suffix (csv, tsv, jsonl, npz, parquet, ...), whatever its name; "
+        "stdin (-) is otherwise told by its first bytes (JSON lines when it starts with {, else CSV, TSV when the header has tabs).",
+        show_default=False,
+    ),
+]
+ConfidenceColumn = Annotated[
+    Optional[str],
+    typer.Option(
+        "--confidence-column",
+        help="A column of one confidence per row in [0, 1] (stated, verbalised, a judge's or a router's), read as "
+        "P(correct) against the 0/1 column --correct-column (default: correct): a binary problem.",
+        show_default=False,
     ),
 ]
 ScorePrefix = Annotated[
@@ -138,6 +157,8 @@ def read_inputs(
     renormalise: bool = False,
     scores: str | None = None,
     task: str = "auto",
+    input_format: str | None = None,
+    confidence_column: str | None = None,
 ):
     """The predictions (and the bundle's calibrator, when ``bundle`` is given) as the shared input
     options ask: the start of fit, apply, evaluate and diagnose."""
@@ -153,4 +174,6 @@ def read_inputs(
         renormalise=renormalise,
         scores=scores,
         task=task,
+        input_format=input_format,
+        confidence_column=confidence_column,
     )

@@ -101,10 +101,13 @@ def groups_from_values(values, n_rows: int, source: str) -> Groups:
 
 def read_groups(preds, pred_path: str, column: str | None, path: str | None, label_column: str | None = None) -> Groups | None:
     """The rows' groups: the values of ``column`` in the predictions file, or of the file ``path``
-    (its ``column`` when it has several; calib.io.readers.read_group_values). None when neither
-    is given."""
+    (its ``column`` when it has several; calib.io.readers.read_group_values). When neither is
+    given, the column the input itself groups by (``preds.groups_by``: the task of each row of a
+    harness results directory), else None."""
     if column is None and path is None:
-        return None
+        column = getattr(preds, "groups_by", None)
+        if column is None:
+            return None
     from ..io.readers import read_group_values
 
     values, source = read_group_values(preds, pred_path, column, path, label_column)

@@ -50,6 +50,9 @@ class Predictions:
     true_probs: np.ndarray | None = None  # (N, K) true conditional probabilities (synthetic data)
     #: A multi-label input: its layout, the scores and labels being its (row, label) pairs.
     multilabel: LabelLayout | None = None
+    #: The carried column whose values group the rows when no grouping is asked for (the task of
+    #: each row of a harness results directory), or None
+    groups_by: str | None = None
 
     @functools.cached_property
     def sha256(self) -> str | None:

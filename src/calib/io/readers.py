@@ -26,9 +26,10 @@ from ..validation import (
     multilabel_pairs,
     resolve_kind,
 )
-from .formats import BY_SUFFIX, MAGIC_LENGTH, format_of, format_of_bytes, suffix_of
-from .formats.base import LABEL_NAMES, group_key, labels_key, listed_names
+from .formats import BY_SUFFIX, MAGIC_LENGTH, TEXT_SNIFF, format_by_magic, format_named, format_of, format_of_bytes, suffix_of
+from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_names, pick_name
 from .formats.columns import column_numbers
+from .formats.harness_samples import read_samples, sample_files
 from .formats.text import text_labels, text_values
 from .predictions import LabelLayout, Predictions
 
@@ -38,6 +39,11 @@ def file_sha256(path: str) -> str:
     through a memory map adds nothing to the peak resident memory."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _files_sha256(paths: list[str]) -> str:
+    """sha256 of several files: of their sha256s in order."""
+    return hashlib.sha256("".join(file_sha256(p) for p in paths).encode()).hexdigest()
 
 
 def read_predictions(
@@ -51,6 +57,8 @@ def read_predictions(
     renormalise: bool = False,
     scores: str | None = None,
     task: str = "auto",
+    input_format: str | None = None,
+    confidence_column: str | None = None,
 ) -> Predictions:
     """Read and validate a predictions file, once: everything after takes the result as it is.
 
@@ -58,7 +66,8 @@ def read_predictions(
     ----------
     path : str
         A file in a format of :data:`calib.io.formats.FORMATS`, or "-" for stdin (its format told
-        by its magic number).
+        by its magic number, else read as text: JSON lines when it starts with "{", else CSV, or TSV
+        when its header line holds tabs and no comma).
     labels_path : str, optional
         A labels file (its array or column ``label_column``); else the labels come from ``path``.
     input_kind : str
@@ -88,34 +97,53 @@ def read_predictions(
     if path == "-":
         stream = sys.stdin.buffer
         head = stream.read(MAGIC_LENGTH)
-        fmt = format_of_bytes(head, name)
+        if input_format is None and format_by_magic(head) is None and b"\n" not in head:
+            head += stream.readline(TEXT_SNIFF)  # text is told by its first line
+        fmt, suffix = format_named(input_format, name) if input_format is not None else format_of_bytes(head, name)
         digest = hashlib.sha256(head)
         with tempfile.TemporaryDirectory(prefix="calib-stdin-") as folder:  # the readers take a path
-            staged = os.path.join(folder, "stdin" + fmt.suffixes[0])
+            staged = os.path.join(folder, "stdin" + suffix)
             with open(staged, "wb") as handle:  # copied a block at a time: the stream is never whole in memory
                 handle.write(head)
                 for block in iter(functools.partial(stream.read, STDIN_BLOCK), b""):
                     digest.update(block)
                     handle.write(block)
             sha = digest.hexdigest()
-            contents = fmt.read_predictions(staged, name, score_prefix, in_file, scores)
+            contents = _contents(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
             if not isinstance(contents.scores, np.ndarray):
                 contents.scores = contents.scores[:]
             elif isinstance(contents.scores, np.memmap) and os.name != "posix":
                 contents.scores = np.array(contents.scores)  # Windows deletes no file that a mapping holds
             # elsewhere a mapping outlives the deleted file: the .npy stays mapped, read a chunk at a time
+    elif input_format is not None:
+        _require_file(path)
+        sha = functools.partial(file_sha256, path)
+        fmt, suffix = format_named(input_format, name)
+        with tempfile.TemporaryDirectory(prefix="calib-named-") as folder:  # the readers tell the format by the name
+            staged = os.path.join(folder, "input" + suffix)
+            os.symlink(os.path.abspath(path), staged)
+            contents = _contents(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
+            if not isinstance(contents.scores, np.ndarray):
+                contents.scores = contents.scores[:]
+    elif os.path.isdir(path) and sample_files(path):  # an lm-evaluation-harness results directory
+        files = sample_files(path)
+        sha = functools.partial(_files_sha256, [file for _, file in files])
+        contents = read_samples(files, name, scores)
     else:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
-        contents = format_of(path).read_predictions(path, name, score_prefix, in_file, scores)
+        contents = _contents(format_of(path), path, name, (score_prefix, in_file, scores, confidence_column))
     labels, label_name = contents.labels, name
     if labels_path is not None:
         labels, label_name = read_labels(labels_path, label_column), labels_path
     preds = _validated(
         name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name, renormalise, task
     )
-    if contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
+    if contents.reader_says:  # a confidence column, a harness log: what the scores are is the reader's to say
+        preds.kind_reason = contents.picked
+    elif contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
         preds.kind_reason = f"{preds.kind_reason}; {contents.picked}"
+    preds.groups_by = contents.groups_by
     if preds.labels is None and require_labels:
         found = listed_names(contents.names)
         raise InputError(
@@ -124,6 +152,38 @@ def read_predictions(
             cli_hint="--label-column NAME or --labels FILE",
         )
     return preds
+
+
+def _contents(fmt, path: str, name: str, picks: tuple) -> Contents:
+    """What the predictions file ``path`` of format ``fmt`` holds, picked by ``picks`` = (score
+    prefix, label column, scores, confidence column)."""
+    score_prefix, label_column, scores, confidence_column = picks
+    if confidence_column is None:
+        return fmt.read_predictions(path, name, score_prefix, label_column, scores)
+    if score_prefix is not None or scores is not None:
+        raise UsageError("a confidence column is the scores; name the scores once")
+    names = fmt.names(path) or ()
+    correct = pick_name(names, label_column, name, preferred=CORRECT_NAMES) or pick_name(
+        names, None, name, preferred=LABEL_NAMES, what="0/1 correctness", hint="--correct-column NAME"
+    )
+    confidence = np.asarray(fmt.read_named(path, pick_name(names, confidence_column, name)), dtype=np.float64)
+    if confidence.ndim != 1:
+        raise InputError(f"{name}: the confidence column {confidence_column!r} holds lists; it takes one number per row")
+    finite = confidence[np.isfinite(confidence)]
+    if finite.size and finite.max() > 1.0 and finite.max() <= 100.0 and finite.min() >= 0.0:
+        raise InputError(
+            f"{name}: the confidence column {confidence_column!r} holds values up to {finite.max():g}, above 1; "
+            "if they are percentages, divide them by 100"
+        )
+    correctness = np.asarray(fmt.read_named(path, correct, labels=True))
+    if correctness.dtype == np.bool_:
+        correctness = correctness.astype(np.int64)
+    picked = f"confidence column {confidence_column!r} read as P(correct), column {correct!r} as correct (1) or not (0)"
+    return Contents(confidence, correctness, "probs", None, tuple(names), picked, reader_says=True)
+
+
+#: The column of 0/1 correctness beside a confidence column, when none is named
+CORRECT_NAMES = ("correct", "is_correct")
 
 
 def predictions_from_arrays(

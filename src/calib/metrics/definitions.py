@@ -21,6 +21,7 @@ from ..binning import clopper_pearson
 from ..errors import UsageError
 from ..numerics import PROB_FLOOR, edge_index, isotonic_fit
 from . import accumulators as acc
+from . import conventions
 from .sample import IN_SAMPLE, KDE, VARIATIONAL, SampleFamily
 from .smooth import GRID, smooth_ece
 
@@ -105,6 +106,10 @@ def _top_bins(config, k):
 
 def _top_values(config, k):
     return ("top-values",), acc.TopLabelValues
+
+
+def _answer_values(config, k):
+    return ("answer-values",), conventions.AnswerValues
 
 
 def _classwise(config, k):
@@ -292,6 +297,40 @@ _METRICS = [
         _top_values,
         isotonic_ece,
         lambda c, s: {"scheme": "isotonic", "norm": "l1", "label": "top"},
+    ),
+    Metric(
+        "rms_ce",
+        "RMS calibration error, adaptive bins of 100 rows (the LLM literature's; binary: of P(class 1))",
+        _answer_values,
+        lambda s, c: conventions.rms_calibration_error(*s.values()),
+        lambda c, s: {"rows_per_bin": conventions.ROWS_PER_BIN, "scheme": "adaptive", "norm": "l2", "label": "answer"},
+    ),
+    Metric(
+        "rms_ce_hle",
+        "rms_ce as the Humanity's Last Exam reference code computes it: its last bin skipped",
+        _answer_values,
+        lambda s, c: conventions.rms_calibration_error(*s.values(), skip_last=True),
+        lambda c, s: {
+            "rows_per_bin": conventions.ROWS_PER_BIN,
+            "scheme": "adaptive, its last bin skipped as the reference code does",
+            "norm": "l2",
+            "label": "answer",
+        },
+    ),
+    Metric(
+        "ece_extra_bin",
+        "top-label ECE binned as torchmetrics bins it: a confidence of exactly 1.0 in a bin of its own",
+        _top_values,
+        lambda s, c: conventions.extra_bin_ece(np.concatenate(s.confidence), np.concatenate(s.correct), c.bins),
+        lambda c, s: {"bins": c.bins + 1, "scheme": "equal-width and 1.0 apart", "norm": "l1", "label": "top"},
+    ),
+    Metric(
+        "ece_pos_quantile",
+        "binary models: ECE of scikit-learn's calibration_curve(strategy='quantile') bins of p_1",
+        _answer_values,
+        lambda s, c: conventions.quantile_curve_ece(*s.values(), c.bins),
+        lambda c, s: {"bins": c.bins, "scheme": "equal-mass, as scikit-learn", "norm": "l1", "label": "class 1"},
+        binary=True,
     ),
     Metric(
         "debiased_ece_sq",

@@ -78,8 +78,10 @@ def _sniffs(fmt: Format) -> bool:
 def _looks_like_text(start: bytes) -> bool:
     try:
         text = start.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
+    except UnicodeDecodeError as exc:  # a character cut at the end of the bytes read is still text
+        if exc.start < len(start) - 3:
+            return False
+        text = start[: exc.start].decode("utf-8")
     return all(c.isprintable() or c.isspace() for c in text)
 
 
@@ -93,15 +95,54 @@ def format_by_magic(start: bytes) -> Format | None:
     return next((fmt for fmt in FORMATS if fmt.sniff(start)), None)
 
 
-def format_of_bytes(data: bytes, name: str) -> Format:
-    """The format of a byte stream by its magic number."""
+def format_of_bytes(data: bytes, name: str) -> tuple[Format, str]:
+    """(the format, the suffix to read it under) of a byte stream: by its magic number, else as
+    text (:func:`format_of_text`; ``data`` then holds the stream's first line whole)."""
     fmt = format_by_magic(data)
     if fmt is not None:
-        return fmt
-    if not data:
+        return fmt, fmt.suffixes[0]
+    if not data.strip():
         raise InputError(f"{name}: empty input")
+    text = format_of_text(data, name)
+    if text is not None:
+        return text
     with_magic = [fmt for fmt in FORMATS if _sniffs(fmt)]
-    raise InputError(f"{name}: not {listed(with_magic)} bytes (the stream starts {data[:8]!r})")
+    raise InputError(
+        f"{name}: neither {listed(with_magic)} bytes nor text (CSV, TSV, JSON lines); the stream starts {data[:8]!r}",
+        cli_hint="--input-format",
+    )
+
+
+#: Bytes of a text stream's first line read to tell CSV, TSV and JSON lines apart
+TEXT_SNIFF = 1 << 20
+
+
+def format_named(name: str, where: str) -> tuple[Format, str]:
+    """(the format, the suffix its reader reads the input under) of an input format named by one of
+    its suffixes without the dot ("csv", "tsv", "jsonl", "npz", ...), case aside."""
+    suffix = "." + name.lower().lstrip(".")
+    fmt = BY_SUFFIX.get(suffix)
+    if fmt is None or not fmt.holds_predictions:
+        names = ", ".join(s.lstrip(".") for s, f in BY_SUFFIX.items() if f.holds_predictions)
+        raise InputError(f"{where}: unknown input format {name!r}; expected one of {names}", cli_hint="--input-format")
+    return fmt, suffix
+
+
+def format_of_text(start: bytes, name: str) -> tuple[Format, str] | None:
+    """(the format, the suffix to read it under) of a text stream starting with ``start`` (its
+    first line whole, or :data:`TEXT_SNIFF` bytes of it): JSON lines when its first character
+    other than white space is "{"; else a header line of names, TSV when it holds a tab and no
+    comma, else CSV. None when ``start`` is not UTF-8 text."""
+    start = start.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark
+    if not _looks_like_text(start[:TEXT_SNIFF]):
+        return None
+    text = start.decode("utf-8", errors="replace")
+    if text.lstrip().startswith("{"):
+        return JSON_LINES, ".jsonl"
+    first = text.splitlines()[0] if text.strip() else ""
+    if not first:
+        return None
+    return DELIMITED, ".tsv" if "\t" in first and "," not in first else ".csv"
 
 
 __all__ = [
@@ -113,5 +154,7 @@ __all__ = [
     "format_by_magic",
     "format_of",
     "format_of_bytes",
+    "format_of_text",
+    "format_named",
     "listed",
 ]

@@ -48,6 +48,10 @@ class Contents:
     names: tuple[str, ...]
     #: How the scores and labels were picked when no name said it (for the input-kind line)
     picked: str | None = None
+    #: What the scores are, said by the reader instead of the kind's own reason (``picked`` is then it)
+    reader_says: bool = False
+    #: The carried column that groups the rows when no grouping is asked for
+    groups_by: str | None = None
 
 
 class Format:

@@ -23,7 +23,7 @@ from .columns import INDEX_NAMES, column_numbers, label_columns, labels_of, name
 BLOCK_BYTES = 1 << 24
 
 
-def _reader(path: str, delimiter: str, column_types: dict | None = None):
+def _reader(path: str, delimiter: str, column_types: dict | None = None, name: str | None = None):
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -35,7 +35,7 @@ def _reader(path: str, delimiter: str, column_types: dict | None = None):
             convert_options=pacsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=True),
         )
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable {_what(delimiter)} file ({exc})") from None
+        raise InputError(f"{name or path}: not a readable {_what(delimiter)} file ({exc})") from None
 
 
 def _what(delimiter: str) -> str:
@@ -87,7 +87,7 @@ class Delimited(Format):
         import pyarrow as pa
 
         delimiter = "\t" if path.lower().endswith(".tsv") else ","
-        schema = _reader(path, delimiter).schema
+        schema = _reader(path, delimiter, name=name).schema
         if all(_is_number(n) for n in schema.names):
             raise InputError(
                 f"{name}: the first line holds numbers, not column names; a {_what(delimiter)} of scores needs a header line"

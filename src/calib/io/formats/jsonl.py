@@ -5,9 +5,12 @@ option log-likelihoods. Other fields are carried through."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ...errors import InputError
+from . import harness_samples
 from .base import Contents, Format
 from .columns import (
     label_columns,
@@ -36,6 +39,10 @@ class JsonLines(Format):
     shards = True
 
     def read_predictions(self, path, name, score_prefix, label_column, scores=None):
+        if _first_line_is_harness_sample(path):  # an lm-evaluation-harness sample log
+            match = harness_samples.SAMPLE_FILE.search(os.path.basename(name))
+            task = match.group("task") if match else os.path.basename(name)
+            return harness_samples.read_samples([(task, path)], name, scores)
         table = _table(path, name)
         columns = table.column_names
         label_keys = label_columns(columns, label_column, name)
@@ -79,6 +86,12 @@ class JsonLines(Format):
         if key is None:
             raise InputError(f"{path}: no field named {' or '.join(names)} (found {', '.join(table.column_names) or 'none'})")
         return list_column_to_matrix(_as_floats(table.column(key)), path, key)
+
+
+def _first_line_is_harness_sample(path: str) -> bool:
+    with open(path, "rb") as handle:
+        line = handle.readline(harness_samples.FIRST_LINE)
+    return harness_samples.is_sample_record(line)
 
 
 def _as_floats(column):

@@ -1,0 +1,97 @@
+"""Calibration errors as other tools and papers compute them, each under its own key, so a number
+from calib can be set beside the number a paper or a peer printed (docs/metrics.md, "Which ECE is
+this"). They read every row's confidence and correctness (:class:`AnswerValues`): the top label's
+probability and whether the label is it; for a binary input (K = 2), P(class 1) and whether the
+label is 1, as a confidence-and-correctness file is read (class 1 = correct) and as scikit-learn
+and the LLM literature bin a binary model.
+
+- ``rms_ce``: the root-mean-square calibration error with adaptive bins of :data:`ROWS_PER_BIN`
+  rows, as in Hendrycks et al. (2019) and the LLM literature (Humanity's Last Exam, Phan et al.
+  2025): the rows sorted by confidence, consecutive bins of 100 rows, the last holding the rest
+  (with fewer than 100 rows, one bin); sqrt(sum_b (n_b / N) (mean_b conf - mean_b correct)^2).
+- ``rms_ce_hle``: the same as the reference code computes it, which skips its last bin (its loop
+  runs over ``range(len(bins) - 1)``): the last bin's rows count in N but not in the sum, and with
+  fewer than 200 rows the value is 0. Reproduced to compare with published numbers; ``rms_ce`` is
+  the error.
+- ``ece_extra_bin``: top-label ECE as torchmetrics bins it: edges ``linspace(0, 1, B + 1)``, a
+  row in bin b when e_b <= conf < e_{b+1} (``bucketize(..., right=True) - 1``), so a confidence of
+  exactly 1.0 lands in a bin of its own, B + 1 bins in all (here in float64; torchmetrics in float32).
+- ``ece_pos_quantile``: the ECE of scikit-learn's ``calibration_curve(y, p, n_bins=B,
+  strategy="quantile")`` bins, each weighted by its rows: edges at the B + 1 percentiles of p
+  (``np.percentile``), a row in bin ``searchsorted(edges[1:-1], p)`` (a value on an interior edge
+  in the bin below it), empty bins dropped.
+
+Rows of equal confidence are ordered for the adaptive bins as NumPy's default ``argsort`` orders
+them, as the reference code does: a bin edge may split tied rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .accumulators import Additive
+from .batch import Batch
+
+#: Rows a bin of the adaptive RMS calibration error (the reference code's ``beta``)
+ROWS_PER_BIN = 100
+
+
+class AnswerValues(Additive):
+    """Every row's confidence in its answer and whether the answer is right (O(N) memory): the
+    top label's for K > 2, P(class 1) against y = 1 for K = 2."""
+
+    STATE = ("confidence", "correct")
+
+    def __init__(self):
+        self.confidence: list[np.ndarray] = []
+        self.correct: list[np.ndarray] = []
+
+    def update(self, batch: Batch) -> None:
+        if batch.probs.shape[1] == 2:
+            self.confidence.append(batch.probs[:, 1].copy())
+            self.correct.append((batch.labels == 1).astype(np.float64))
+        else:
+            self.confidence.append(batch.confidence.copy())
+            self.correct.append(np.asarray(batch.correct, dtype=np.float64))
+
+    def values(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.concatenate(self.confidence), np.concatenate(self.correct)
+
+
+def adaptive_bins(n: int, rows_per_bin: int = ROWS_PER_BIN) -> list[tuple[int, int]]:
+    """[start, stop) of the adaptive bins of ``n`` sorted rows: floor(n / rows_per_bin) bins of
+    ``rows_per_bin`` rows, the last one extended to n; one bin of all rows when n < rows_per_bin."""
+    count = max(n // rows_per_bin, 1)
+    return [(i * rows_per_bin, n if i == count - 1 else (i + 1) * rows_per_bin) for i in range(count)]
+
+
+def rms_calibration_error(confidence: np.ndarray, correct: np.ndarray, *, skip_last: bool = False) -> float:
+    """sqrt(sum_b (n_b / N) (mean_b conf - mean_b correct)^2) over :func:`adaptive_bins` of the
+    rows sorted by confidence; ``skip_last`` leaves the last bin out of the sum (not out of N), as
+    the reference code does."""
+    order = np.argsort(confidence)
+    confidence, correct = confidence[order], correct[order]
+    bins = adaptive_bins(len(confidence))
+    total = 0.0
+    for start, stop in bins[:-1] if skip_last else bins:
+        total += (stop - start) / len(confidence) * (confidence[start:stop].mean() - correct[start:stop].mean()) ** 2
+    return float(np.sqrt(total))
+
+
+def extra_bin_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
+    """sum_b (n_b / N) |mean_b correct - mean_b conf| over B + 1 bins: b = #{j : e_j <= conf} - 1
+    for edges e = linspace(0, 1, B + 1), a confidence of 1.0 alone in bin B."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    index = np.searchsorted(edges, confidence, side="right") - 1
+    gap = np.bincount(index, weights=correct - confidence, minlength=n_bins + 1)
+    return float(np.abs(gap).sum() / len(confidence))
+
+
+def quantile_curve_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
+    """sum_b (n_b / N) |mean_b correct - mean_b conf| over the bins of scikit-learn's
+    ``calibration_curve(strategy="quantile")``: edges ``np.percentile(p, linspace(0, 100, B + 1))``,
+    bin ``searchsorted(edges[1:-1], p)``, empty bins dropped."""
+    edges = np.percentile(confidence, np.linspace(0.0, 1.0, n_bins + 1) * 100)
+    index = np.searchsorted(edges[1:-1], confidence)
+    gap = np.bincount(index, weights=correct - confidence, minlength=n_bins)
+    return float(np.abs(gap).sum() / len(confidence))

@@ -1,0 +1,159 @@
+"""The calibration errors of other tools and papers, each under its own key (calib.metrics.conventions),
+against the reference code's own formula on shared vectors: the adaptive RMS calibration error of
+Hendrycks et al. and Humanity's Last Exam (whose reference skips its last bin), torchmetrics' bin of
+its own for a confidence of exactly 1.0, and scikit-learn's quantile calibration curve."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import SAMPLE, needs
+
+import calib
+
+
+def reference_calib_err(confidence, correct, p="2", beta=100):
+    """The reference code's calib_err (Hendrycks et al., outlier-exposure utils/calibration_tools.py,
+    as Humanity's Last Exam's judge script calls it), its logic unchanged: note the loop over
+    range(len(bins) - 1)."""
+    idxs = np.argsort(confidence)
+    confidence = confidence[idxs]
+    correct = correct[idxs]
+    bins = [[i * beta, (i + 1) * beta] for i in range(len(confidence) // beta)]
+    bins[-1] = [bins[-1][0], len(confidence)]
+    cerr = 0
+    total_examples = len(confidence)
+    for i in range(len(bins) - 1):
+        bin_confidence = confidence[bins[i][0] : bins[i][1]]
+        bin_correct = correct[bins[i][0] : bins[i][1]]
+        num_examples_in_bin = len(bin_confidence)
+        if num_examples_in_bin > 0:
+            difference = np.abs(np.nanmean(bin_confidence) - np.nanmean(bin_correct))
+            if p == "2":
+                cerr += num_examples_in_bin / total_examples * np.square(difference)
+    if p == "2":
+        cerr = np.sqrt(cerr)
+    return cerr
+
+
+def all_bins_calib_err(confidence, correct, beta=100):
+    """The same formula over every bin (the loop the reference meant), written independently."""
+    order = np.argsort(confidence)
+    confidence, correct = confidence[order], correct[order]
+    n = len(confidence)
+    starts = list(range(0, max(n // beta, 1) * beta, beta))
+    stops = starts[1:] + [n]
+    return np.sqrt(sum((b - a) / n * (confidence[a:b].mean() - correct[a:b].mean()) ** 2 for a, b in zip(starts, stops)))
+
+
+def _top_label(logits, labels):
+    from scipy.special import softmax
+
+    probs = softmax(logits.astype(np.float64), axis=1)
+    return probs, probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(np.float64)
+
+
+@pytest.mark.parametrize("n", [200, 250, 399, 1000, 10000])
+def test_rms_ce_and_the_reference_with_its_skipped_bin(n):
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    probs, confidence, correct = _top_label(data["logits"][:n], data["labels"][:n])
+    values = calib.evaluate(probs, data["labels"][:n], metrics=["rms_ce", "rms_ce_hle"], kind="probs").values
+    assert values["rms_ce_hle"] == pytest.approx(reference_calib_err(confidence, correct), abs=1e-12)
+    assert values["rms_ce"] == pytest.approx(all_bins_calib_err(confidence, correct), abs=1e-12)
+
+
+def test_the_adaptive_bins_on_their_edges():
+    from calib.metrics.conventions import adaptive_bins
+
+    assert adaptive_bins(99) == [(0, 99)]  # fewer than 100 rows: one bin
+    assert adaptive_bins(100) == [(0, 100)]
+    assert adaptive_bins(199) == [(0, 199)]  # the last bin holds the rest
+    assert adaptive_bins(200) == [(0, 100), (100, 200)]
+    assert adaptive_bins(299) == [(0, 100), (100, 299)]
+
+
+def test_under_200_rows_the_reference_reports_0_and_rms_ce_does_not():
+    """With one bin the reference's loop runs no time: 0 for any model, which rms_ce_hle
+    reproduces (its settings say why) and rms_ce does not."""
+    confidence = np.full(150, 0.9)
+    correct = np.r_[np.ones(75), np.zeros(75)]
+    probs = np.column_stack([1 - confidence, confidence])
+    report = calib.evaluate(probs, correct.astype(int), metrics=["rms_ce", "rms_ce_hle"], kind="probs")
+    assert report.values["rms_ce_hle"] == 0.0 == reference_calib_err(confidence, correct)
+    assert report.values["rms_ce"] == pytest.approx(0.4, abs=1e-15)  # |0.9 - 0.5|, one bin
+    settings = report.to_dict()["metrics"]["rms_ce_hle"]["settings"]
+    assert "last bin skipped" in settings["scheme"]
+
+
+def test_a_binary_input_is_binned_on_p1_against_y():
+    """A confidence-and-correctness input (K = 2): the adaptive bins take P(class 1) against y = 1,
+    as the reference takes a stated confidence against correctness, below 0.5 as well."""
+    rng = np.random.default_rng(3)
+    p1 = rng.uniform(0, 1, 500)
+    y = (rng.uniform(size=500) < p1**1.3).astype(int)
+    values = calib.evaluate(np.column_stack([1 - p1, p1]), y, metrics=["rms_ce", "rms_ce_hle"], kind="probs").values
+    assert values["rms_ce_hle"] == pytest.approx(reference_calib_err(p1, y.astype(float)), abs=1e-12)
+    assert values["rms_ce"] == pytest.approx(all_bins_calib_err(p1, y.astype(float)), abs=1e-12)
+
+
+def extra_bin_reference(confidence, correct, n_bins):
+    """torchmetrics' _binning_bucketize and _ce_compute (norm l1) in float64: bucketize(conf,
+    linspace(0, 1, B + 1), right=True) - 1 over B + 1 counters."""
+    boundaries = np.linspace(0, 1, n_bins + 1)
+    indices = np.searchsorted(boundaries, confidence, side="right") - 1
+    count = np.bincount(indices, minlength=n_bins + 1).astype(float)
+    conf = np.bincount(indices, weights=confidence, minlength=n_bins + 1)
+    acc = np.bincount(indices, weights=correct, minlength=n_bins + 1)
+    keep = count > 0
+    return np.sum(np.abs(acc[keep] / count[keep] - conf[keep] / count[keep]) * count[keep] / count.sum())
+
+
+def test_ece_extra_bin_puts_a_confidence_of_1_in_a_bin_of_its_own():
+    """Rows at exactly 1.0 (half right) and at 0.95 (all right): in one top bin |mean - acc| mixes
+    them; in torchmetrics' layout each is its own bin. By hand: 0.5 |1 - 0.5| + 0.5 |0.95 - 1|."""
+    probs = np.array([[1.0, 0.0]] * 4 + [[0.95, 0.05]] * 4)
+    labels = np.array([0, 0, 1, 1, 0, 0, 0, 0])
+    values = calib.evaluate(probs, labels, metrics=["ece", "ece_extra_bin"], kind="probs", bins=10).values
+    assert values["ece_extra_bin"] == pytest.approx(0.5 * 0.5 + 0.5 * 0.05, abs=1e-15)
+    assert values["ece"] == pytest.approx(abs(0.975 - 0.75), abs=1e-15)
+
+
+@pytest.mark.parametrize("bins", [10, 15])
+def test_ece_extra_bin_equals_the_float64_formula_and_torchmetrics(bins):
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    probs, _, _ = _top_label(data["logits"][:3000], data["labels"][:3000])
+    probs[:40] = np.eye(10)[probs[:40].argmax(axis=1)]  # near-certain rows, exactly 1.0
+    confidence, correct = probs.max(axis=1), (probs.argmax(axis=1) == data["labels"][:3000]).astype(float)
+    value = calib.evaluate(probs, data["labels"][:3000], metrics=["ece_extra_bin"], kind="probs", bins=bins).values["ece_extra_bin"]
+    assert value == pytest.approx(extra_bin_reference(confidence, correct, bins), abs=1e-12)
+    torchmetrics = needs("torchmetrics.functional.classification")
+    torch = needs("torch")
+    theirs = torchmetrics.multiclass_calibration_error(
+        torch.tensor(probs, dtype=torch.float64), torch.tensor(data["labels"][:3000]), num_classes=10, n_bins=bins, norm="l1"
+    )
+    assert value == pytest.approx(float(theirs), abs=1e-6)  # torchmetrics sums in float32
+
+
+def test_ece_pos_quantile_equals_scikit_learn_calibration_curve():
+    """The quantile strategy's bins, each weighted by its rows, on scores with ties on the edges
+    (multiples of 1/20): scikit-learn's own curve and counts."""
+    calibration_curve = needs("sklearn.calibration").calibration_curve
+
+    rng = np.random.default_rng(7)
+    p1 = np.round(rng.uniform(0, 1, 2000) * 20) / 20
+    y = (rng.uniform(size=2000) < p1).astype(int)
+    for bins in (5, 10, 15):
+        prob_true, prob_pred = calibration_curve(y, p1, n_bins=bins, strategy="quantile")
+        edges = np.percentile(p1, np.linspace(0, 1, bins + 1) * 100)
+        counts = np.bincount(np.searchsorted(edges[1:-1], p1), minlength=bins)
+        counts = counts[counts > 0]
+        theirs = np.sum(counts / counts.sum() * np.abs(prob_true - prob_pred))
+        ours = calib.evaluate(np.column_stack([1 - p1, p1]), y, metrics=["ece_pos_quantile"], kind="probs", bins=bins)
+        assert ours.values["ece_pos_quantile"] == pytest.approx(theirs, abs=1e-12)
+
+
+def test_the_keys_are_listed_with_their_reference(run):
+    code, out, _ = run("methods")
+    assert code == 0
+    for key in ("rms_ce", "rms_ce_hle", "ece_extra_bin", "ece_pos_quantile"):
+        assert key in out

@@ -1,0 +1,182 @@
+"""lm-evaluation-harness sample logs (calib.io.formats.harness_samples), read from files that the
+harness's own code wrote (tests/data/lm_eval, made by tools/make_lm_eval_samples.py with lm-eval
+0.4.9): the accuracy the harness reported, the grouping by task, coverage of a conformal set fitted
+on them, and one line naming the row for every bad row."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+from conftest import DATA
+
+import calib
+from calib.io.formats import harness_samples
+from calib.io.readers import read_predictions
+
+RUN = DATA / "lm_eval" / "seeded-lm"
+
+
+def _results() -> dict:
+    (path,) = glob.glob(str(RUN / "results_*.json"))
+    with open(path) as handle:
+        return json.load(handle)["results"]
+
+
+def _samples(task: str) -> str:
+    (path,) = glob.glob(str(RUN / f"samples_{task}_*.jsonl"))
+    return path
+
+
+TASKS = ("toy_mc_easy", "toy_mc_hard")
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("reading", ["acc", "acc_norm"])
+def test_a_sample_log_gives_the_accuracy_the_harness_reported(run, task, reading):
+    """`calib evaluate samples_<task>.jsonl` with no options: the harness's acc; with --scores
+    acc_norm, its acc_norm (the length-normalised reading)."""
+    args = ["evaluate", _samples(task), "--metrics", "accuracy", "--no-vece", "--json", "-"]
+    code, out, err = run(*args, *(["--scores", "acc_norm"] if reading == "acc_norm" else []))
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["accuracy"]["value"] == pytest.approx(_results()[task][f"{reading},none"], abs=1e-12)
+    assert f"as the harness's {reading} reads them" in err
+
+
+def test_a_results_directory_is_one_input_grouped_by_task(run):
+    """The run's folder (or the results directory above it): every task's rows, each task a group
+    whose accuracy is the harness's."""
+    for folder in (RUN, RUN.parent):
+        code, out, err = run("evaluate", folder, "--metrics", "accuracy,ece", "--no-vece", "--json", "-")
+        assert code == 0, err
+        report = json.loads(out)
+        results = _results()
+        assert report["input"]["n"] == 240 + 160
+        groups = report["groups"]
+        assert sorted(groups) == sorted(TASKS)
+        for task in TASKS:
+            assert groups[task]["metrics"]["accuracy"] == pytest.approx(results[task]["acc,none"], abs=1e-12)
+        assert "toy_mc_easy: 240 rows, toy_mc_hard: 160 rows" in err
+
+
+def test_ragged_rows_are_padded_with_probability_zero_and_said():
+    preds = read_predictions(_samples("toy_mc_easy"))
+    with open(_samples("toy_mc_easy")) as handle:
+        widths = [len(json.loads(line)["filtered_resps"]) for line in handle]
+    assert preds.k == max(widths) == 5 and min(widths) == 2
+    from scipy.special import softmax
+
+    probs = softmax(np.asarray(preds.scores), axis=1)
+    for row, width in enumerate(widths):
+        assert (probs[row, width:] == 0.0).all()  # exp(-1000) underflows: no mass on a choice the row has not
+        assert probs[row, :width].sum() == pytest.approx(1.0, abs=1e-12)
+    padded = sum(w < 5 for w in widths)
+    assert f"the {padded} rows with fewer than 5 padded 1000 below their least (probability 0)" in preds.kind_reason
+
+
+def test_softmax_of_the_acc_reading_is_the_harness_prob_norm():
+    """The acc reading's probabilities are softmax over the row's own log-likelihoods, the harness's
+    prob_norm (utils.softmax(lls)), whatever the padding."""
+    preds = read_predictions(_samples("toy_mc_hard"))
+    with open(_samples("toy_mc_hard")) as handle:
+        first = json.loads(handle.readline())
+    lls = np.array([float(r[0]) for r in first["filtered_resps"]])
+    harness = np.exp(lls - lls.max()) / np.exp(lls - lls.max()).sum()
+    scores = np.asarray(preds.scores[0], dtype=np.float64)
+    ours = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    np.testing.assert_allclose(ours[: len(lls)], harness, rtol=0, atol=1e-15)
+
+
+def test_a_conformal_set_fitted_on_a_sample_log_covers_over_100_splits():
+    """Split conformal (mr, alpha 0.1) over 100 seeded random halves of the 400 rows: the mean
+    coverage is at least 1 - alpha less three standard errors of the mean, and near it."""
+    preds = read_predictions(str(RUN))
+    scores, labels = np.asarray(preds.scores), preds.labels
+    rng = np.random.default_rng(0)
+    coverage = []
+    for _ in range(100):
+        order = rng.permutation(len(labels))
+        fit, test = order[:200], order[200:]
+        sets = calib.calibrator("mr", alpha=0.1).fit(scores[fit], labels[fit], kind="logits").predict_sets(scores[test])
+        coverage.append(sets[np.arange(len(test)), labels[test]].mean())
+    coverage = np.array(coverage)
+    standard_error = coverage.std(ddof=1) / np.sqrt(len(coverage))
+    assert coverage.mean() >= 0.9 - 3 * standard_error, (coverage.mean(), standard_error)
+    assert coverage.mean() <= 0.95
+
+
+def _write_rows(tmp_path, edit) -> str:
+    """The easy task's sample log with its second row edited by ``edit`` (a record -> None)."""
+    with open(_samples("toy_mc_easy")) as handle:
+        records = [json.loads(line) for line in handle]
+    edit(records[1])
+    path = tmp_path / "samples_toy_mc_easy_2026-01-01T00-00-00.000000.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def _drop_a_choice(record):
+    record["filtered_resps"].pop()
+
+
+def _nan(record):
+    record["filtered_resps"][0][0] = "nan"
+
+
+def _gold_out_of_range(record):
+    record["target"] = str(len(record["filtered_resps"]))
+
+
+def _several_golds(record):
+    record["target"] = [0, 1]
+
+
+def _disagrees(record):
+    record["acc"] = 1.0 - record["acc"]
+
+
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (_drop_a_choice, "log-likelihoods for"),
+        (_nan, "log-likelihood is nan"),
+        (_gold_out_of_range, "gold index"),
+        (_several_golds, "several gold answers"),
+        (_disagrees, "the harness recorded acc"),
+    ],
+)
+def test_a_bad_row_is_one_line_naming_it_exit_2(run, tmp_path, edit, says):
+    code, _, err = run("evaluate", _write_rows(tmp_path, edit), "--no-vece")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "row 2 (doc_id 1)" in lines[0] and says in lines[0], lines[0]
+
+
+def test_two_runs_of_one_task_in_a_directory_are_refused(run, tmp_path):
+    for name in ("samples_toy_mc_easy_2026-01-01T00-00-00.000000.jsonl", "samples_toy_mc_easy_2026-02-01T00-00-00.000000.jsonl"):
+        (tmp_path / name).write_text(open(_samples("toy_mc_easy")).read())
+    code, _, err = run("evaluate", tmp_path, "--no-vece")
+    assert code == 2 and "two sample files of task 'toy_mc_easy'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unknown_reading_is_refused(run):
+    code, _, err = run("evaluate", _samples("toy_mc_easy"), "--scores", "acc_mutual_info", "--no-vece")
+    assert code == 2 and "read as acc or acc_norm" in err
+
+
+def test_the_target_delimiter_comes_from_the_results_file(tmp_path):
+    """acc_norm divides by the choice's length less the task's target delimiter, read from the
+    run's results file; a delimiter that does not match the continuations is caught by the
+    harness's own per-row acc_norm."""
+    for path in glob.glob(str(RUN / "*")):
+        (tmp_path / os.path.basename(path)).write_text(open(path).read())
+    (results,) = glob.glob(str(tmp_path / "results_*.json"))
+    data = json.load(open(results))
+    assert data["configs"]["toy_mc_easy"]["target_delimiter"] == " "
+    data["configs"]["toy_mc_easy"]["target_delimiter"] = " gold"
+    json.dump(data, open(results, "w"))
+    assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "toy_mc_easy") == " gold"
+    assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "another") == " "
