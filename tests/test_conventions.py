@@ -124,7 +124,9 @@ def test_ece_extra_bin_equals_the_float64_formula_and_torchmetrics(bins):
     probs, _, _ = _top_label(data["logits"][:3000], data["labels"][:3000])
     probs[:40] = np.eye(10)[probs[:40].argmax(axis=1)]  # near-certain rows, exactly 1.0
     confidence, correct = probs.max(axis=1), (probs.argmax(axis=1) == data["labels"][:3000]).astype(float)
-    value = calib.evaluate(probs, data["labels"][:3000], metrics=["ece_extra_bin"], kind="probs", bins=bins).values["ece_extra_bin"]
+    value = calib.evaluate(probs, data["labels"][:3000], metrics=["ece_extra_bin"], kind="probs", bins=bins).values[
+        "ece_extra_bin"
+    ]
     assert value == pytest.approx(extra_bin_reference(confidence, correct, bins), abs=1e-12)
     torchmetrics = needs("torchmetrics.functional.classification")
     torch = needs("torch")

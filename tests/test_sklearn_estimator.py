@@ -56,7 +56,9 @@ def test_a_fitted_classifier_is_used_as_it_is_and_never_refitted():
     calibrated = CalibratedClassifier(model, method="ts").fit(X_cal, y_cal)
     assert calibrated.estimator_ is model and np.array_equal(model.coef_, coef)
     direct = calib.calibrator("ts").fit(model.predict_proba(X_cal), y_cal, kind="probs")
-    np.testing.assert_array_equal(calibrated.predict_proba(X_test), direct.predict_proba(model.predict_proba(X_test), kind="probs"))
+    np.testing.assert_array_equal(
+        calibrated.predict_proba(X_test), direct.predict_proba(model.predict_proba(X_test), kind="probs")
+    )
 
 
 def test_class_labels_of_any_kind_map_to_columns():

@@ -97,11 +97,18 @@ def _by_hand(metric: str) -> float:
 def test_a_confidence_column_against_a_correct_column_is_a_binary_problem(run, tmp_path, layout):
     if layout == "csv":
         path = tmp_path / "judge.csv"
-        path.write_text("question,confidence,correct\n" + "".join(f"q{i},{c},{y}\n" for i, (c, y) in enumerate(zip(CONFIDENCE, CORRECT))))
+        path.write_text(
+            "question,confidence,correct\n" + "".join(f"q{i},{c},{y}\n" for i, (c, y) in enumerate(zip(CONFIDENCE, CORRECT)))
+        )
     else:
         path = tmp_path / "judge.jsonl"
         value = bool if layout == "jsonl-bool" else int
-        path.write_text("".join(json.dumps({"q": i, "confidence": c, "correct": value(y)}) + "\n" for i, (c, y) in enumerate(zip(CONFIDENCE, CORRECT))))
+        path.write_text(
+            "".join(
+                json.dumps({"q": i, "confidence": c, "correct": value(y)}) + "\n"
+                for i, (c, y) in enumerate(zip(CONFIDENCE, CORRECT))
+            )
+        )
     code, out, err = run("evaluate", path, "--confidence-column", "confidence", "--metrics", "accuracy,brier_pos", "--json", "-")
     assert code == 0, err
     metrics = json.loads(out)["metrics"]
@@ -113,8 +120,11 @@ def test_a_confidence_column_against_a_correct_column_is_a_binary_problem(run, t
 def test_the_correct_column_is_named_by_correct_column(run, tmp_path):
     path = tmp_path / "judge.csv"
     path.write_text("conf,right\n0.9,1\n0.2,0\n0.6,1\n")
-    code, out, err = run("evaluate", path, "--confidence-column", "conf", "--correct-column", "right", "--metrics", "accuracy", "--json", "-")
-    assert code == 0, err and json.loads(out)["metrics"]["accuracy"]["value"] == 1.0
+    code, out, err = run(
+        "evaluate", path, "--confidence-column", "conf", "--correct-column", "right", "--metrics", "accuracy", "--json", "-"
+    )
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["accuracy"]["value"] == 1.0
     code, _, err = run("evaluate", path, "--confidence-column", "conf", "--metrics", "accuracy")
     assert code == 2 and "which array or column holds the 0/1 correctness" in err
 

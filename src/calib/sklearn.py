@@ -31,7 +31,6 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
 from sklearn.utils.validation import check_is_fitted  # noqa: E402
 
-
 #: scikit-learn's estimator checks CalibratedClassifier does not pass, by the method options that
 #: fail them, with the reason (``check_estimator(..., expected_failed_checks=...)``)
 EXPECTED_FAILED_CHECKS = {

@@ -60,7 +60,9 @@ def sample_files(directory: str) -> list[tuple[str, str]]:
     """(task, path) of every harness sample file in ``directory`` or one folder below it (a
     results directory holds one folder per model), by task; [] when there are none. Two files of
     one task (two runs) are refused: which one is meant is the user's to say."""
-    paths = sorted(glob.glob(os.path.join(directory, "samples_*.jsonl")) + glob.glob(os.path.join(directory, "*", "samples_*.jsonl")))
+    paths = sorted(
+        glob.glob(os.path.join(directory, "samples_*.jsonl")) + glob.glob(os.path.join(directory, "*", "samples_*.jsonl"))
+    )
     found: dict[str, str] = {}
     for path in paths:
         match = SAMPLE_FILE.search(os.path.basename(path))
@@ -80,7 +82,9 @@ def read_samples(files: list[tuple[str, str]], name: str, reading: str | None) -
 
     reading = reading or READINGS[0]
     if reading not in READINGS:
-        raise InputError(f"{name}: harness sample logs are read as {' or '.join(READINGS)}; got {reading!r}", cli_hint="--scores acc_norm")
+        raise InputError(
+            f"{name}: harness sample logs are read as {' or '.join(READINGS)}; got {reading!r}", cli_hint="--scores acc_norm"
+        )
     rows, tasks, labels = [], [], []
     for task, path in files:
         delimiter = _target_delimiter(path, task)
@@ -105,7 +109,9 @@ def read_samples(files: list[tuple[str, str]], name: str, reading: str | None) -
     counts = ", ".join(f"{task}: {tasks.count(task)} rows" for task, _ in files)
     padded = int((widths < matrix.shape[1]).sum())
     what = "log-likelihoods" if reading == "acc" else "log-likelihoods per character of their choice"
-    picked = f"lm-evaluation-harness samples ({counts}): each row's {what} over its choices, as the harness's {reading} reads them"
+    picked = (
+        f"lm-evaluation-harness samples ({counts}): each row's {what} over its choices, as the harness's {reading} reads them"
+    )
     if padded:
         picked += (
             f"; {widths.min()}-{widths.max()} choices a row, the {padded} rows with fewer than {widths.max()} padded "
