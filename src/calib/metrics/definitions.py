@@ -90,6 +90,9 @@ class Metric:
     #: Streamed: (accumulator, config, level) -> the metric's asymptotic or exact interval at that
     #: level, computed from the same state (beside the bootstrap's; docs/metrics.md).
     interval: Callable[[object, MetricConfig, float], tuple[float, float]] | None = None
+    #: Another tool's or paper's binning reproduced under its own key, to compare with the numbers
+    #: it prints (calib.metrics.conventions): asked for by name, never in a default table.
+    convention: bool = False
 
     @property
     def streamed(self) -> bool:
@@ -304,6 +307,7 @@ _METRICS = [
         _answer_values,
         lambda s, c: conventions.rms_calibration_error(*s.values()),
         lambda c, s: {"rows_per_bin": conventions.ROWS_PER_BIN, "scheme": "adaptive", "norm": "l2", "label": "answer"},
+        convention=True,
     ),
     Metric(
         "rms_ce_hle",
@@ -316,6 +320,7 @@ _METRICS = [
             "norm": "l2",
             "label": "answer",
         },
+        convention=True,
     ),
     Metric(
         "ece_extra_bin",
@@ -323,6 +328,7 @@ _METRICS = [
         _top_values,
         lambda s, c: conventions.extra_bin_ece(np.concatenate(s.confidence), np.concatenate(s.correct), c.bins),
         lambda c, s: {"bins": c.bins + 1, "scheme": "equal-width and 1.0 apart", "norm": "l1", "label": "top"},
+        convention=True,
     ),
     Metric(
         "ece_pos_quantile",
@@ -331,6 +337,7 @@ _METRICS = [
         lambda s, c: conventions.quantile_curve_ece(*s.values(), c.bins),
         lambda c, s: {"bins": c.bins, "scheme": "equal-mass, as scikit-learn", "norm": "l1", "label": "class 1"},
         binary=True,
+        convention=True,
     ),
     Metric(
         "debiased_ece_sq",
@@ -471,7 +478,7 @@ TRUTH_METRICS = tuple(m.key for m in _TRUTH_METRICS)
 #: The default table of `calib evaluate` (docs/metrics.md keys; V-ECE joins when it exists).
 DEFAULT_METRICS = ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "coverage_0.9_0.92", "coverage_0.99_0.995")
 #: Added to the default table of a binary input (K = 2).
-BINARY_METRICS = tuple(m.key for m in _METRICS if m.binary)
+BINARY_METRICS = tuple(m.key for m in _METRICS if m.binary and not m.convention)
 #: The default table of a multi-label input: its (row, label) pairs are binary predictions.
 MULTILABEL_METRICS = ("accuracy", "nll", *BINARY_METRICS)
 #: The V-ECE keys, in the default table unless V-ECE is switched off.
