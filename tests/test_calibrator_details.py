@@ -355,7 +355,7 @@ def test_an_adaptive_threshold_refuses_features_of_another_width():
     logits, labels = rng.normal(size=(300, 3)), rng.integers(0, 3, 300)
     features = rng.normal(size=(300, 2))
     fitted = CALIBRATORS["mr"](CALIBRATORS["mr"].Options(threshold="adaptive")).fit(logits, labels, features=features)
-    with pytest.raises(InputError, match="the threshold expects 2 features columns; got 3"):
+    with pytest.raises(InputError, match="threshold expects 2 features columns; got 3"):
         fitted.transform(logits[:5], rng.normal(size=(5, 3)))
 
 

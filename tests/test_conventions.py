@@ -159,3 +159,15 @@ def test_the_keys_are_listed_with_their_reference(run):
     assert code == 0
     for key in ("rms_ce", "rms_ce_hle", "ece_extra_bin", "ece_pos_quantile"):
         assert key in out
+
+
+def test_ece_pos_quantile_on_continuous_scores():
+    calibration_curve = needs("sklearn.calibration").calibration_curve
+    rng = np.random.default_rng(11)
+    p1 = rng.beta(2, 5, 3001)
+    y = (rng.uniform(size=3001) < p1**0.8).astype(int)
+    prob_true, prob_pred = calibration_curve(y, p1, n_bins=10, strategy="quantile")
+    counts = np.bincount(np.searchsorted(np.percentile(p1, np.linspace(0, 1, 11) * 100)[1:-1], p1), minlength=10)
+    theirs = np.sum(counts[counts > 0] / len(p1) * np.abs(prob_true - prob_pred))
+    ours = calib.evaluate(np.column_stack([1 - p1, p1]), y, metrics=["ece_pos_quantile"], kind="probs", bins=10)
+    assert ours.values["ece_pos_quantile"] == pytest.approx(theirs, abs=1e-12)

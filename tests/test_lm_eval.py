@@ -180,3 +180,84 @@ def test_the_target_delimiter_comes_from_the_results_file(tmp_path):
     json.dump(data, open(results, "w"))
     assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "toy_mc_easy") == " gold"
     assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "another") == " "
+
+
+def test_the_input_kind_line_is_the_readers_and_names_the_reading(run):
+    for reading, words in (
+        ("acc", "each row's log-likelihoods over"),
+        ("acc_norm", "log-likelihoods per character of their choice"),
+    ):
+        code, _, err = run("evaluate", _samples("toy_mc_hard"), "--scores", reading, "--metrics", "accuracy", "--no-vece")
+        assert code == 0
+        line = next(line for line in err.splitlines() if line.startswith("input kind:"))
+        assert line.startswith("input kind: logits (lm-evaluation-harness samples (toy_mc_hard: 160 rows)") and words in line
+
+
+def test_one_task_is_not_grouped():
+    preds = read_predictions(_samples("toy_mc_easy"))
+    assert preds.groups_by is None and read_predictions(str(RUN)).groups_by == "task"
+
+
+def _rewrite(tmp_path, edit, name="samples_toy_mc_easy_2026-01-01T00-00-00.000000.jsonl"):
+    with open(_samples("toy_mc_easy")) as handle:
+        records = [json.loads(line) for line in handle]
+    for record in records:
+        edit(record)
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def test_targets_as_numbers_or_as_choice_texts_and_choices_in_any_key_order(tmp_path):
+    reference = read_predictions(_samples("toy_mc_easy"))
+
+    def as_number(record):
+        record["target"] = int(record["target"])
+
+    def as_text(record):
+        record["target"] = record["doc"]["choices"][int(record["target"])]
+
+    def reversed_keys(record):
+        record["arguments"] = dict(reversed(list(record["arguments"].items())))
+
+    for edit in (as_number, as_text, reversed_keys):
+        preds = read_predictions(_rewrite(tmp_path, edit))
+        np.testing.assert_array_equal(preds.labels, reference.labels)
+        np.testing.assert_array_equal(np.asarray(preds.scores), np.asarray(reference.scores))
+
+
+def test_eleven_choices_are_ordered_by_number_not_text(tmp_path):
+    """gen_args_10 comes after gen_args_9 (as text it would come after gen_args_1)."""
+    record = {
+        "doc_id": 0,
+        "target": 10,
+        "arguments": {f"gen_args_{j}": {"arg_0": "q", "arg_1": f" c{j}"} for j in range(11)},
+        "filtered_resps": [[str(-float(j)), "False"] for j in range(11)],
+    }
+    path = tmp_path / "samples_eleven_2026-01-01T00-00-00.000000.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    preds = read_predictions(str(path))
+    assert preds.k == 11 and preds.labels.tolist() == [10]
+    np.testing.assert_array_equal(np.asarray(preds.scores)[0], -np.arange(11.0))
+
+
+def test_an_empty_choice_is_refused_under_acc_norm(run, tmp_path):
+    def empty(record):
+        record["arguments"]["gen_args_0"]["arg_1"] = " "
+        record.pop("acc_norm", None)
+
+    code, _, err = run("evaluate", _rewrite(tmp_path, empty), "--scores", "acc_norm", "--no-vece")
+    assert code == 2 and "an empty choice" in err
+
+
+def test_a_file_named_otherwise_takes_its_name_as_the_task(tmp_path):
+    path = tmp_path / "samples_mytask.jsonl"
+    path.write_text(open(_samples("toy_mc_easy")).read())
+    ((task, found),) = harness_samples.sample_files(str(tmp_path))
+    assert task == "mytask" and found == str(path)
+
+
+def test_the_newest_results_file_gives_the_delimiter(tmp_path):
+    for name, delimiter in (("results_2026-01-01T00-00-00.json", " old"), ("results_2026-02-01T00-00-00.json", " new")):
+        (tmp_path / name).write_text(json.dumps({"configs": {"t": {"target_delimiter": delimiter}}}))
+    assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "t") == " new"

@@ -46,6 +46,7 @@ from .ats import VARIANTS
 from .base import Calibrator, add_counts
 from .conformal import EMPTY, FULL, ScoreOptions, check_choice, given_score_terms, in_conformal_set, nonconformity, scores_at_most
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
+from .conditioning import check_conditioning, conditioning_inputs
 from .set_based import _count, conditioning_params, restore_conditioning, start_fit
 from .thresholds import (
     DEFAULT_FLOW_TRAINING,
@@ -86,10 +87,13 @@ class AlphaAgnosticOptions(ScoreOptions):
 class MAQOptions(AlphaAgnosticOptions):
     model: str = "multiqr"
     flow_training: str = DEFAULT_FLOW_TRAINING
+    #: What the quantile model is a function of (calib.calibrators.conditioning)
+    conditioning: str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
         check_choice("model", self.model, QUANTILE_MODELS)
+        check_conditioning(self.conditioning)
         check_choice("flow_training", self.flow_training, tuple(FLOW_TRAININGS))
 
 
@@ -147,7 +151,7 @@ class AlphaAgnostic(Calibrator):
     def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for ats-maq's model."""
         logits, scores, train = start_fit(self, logits, labels, seed=seed, features=features, probs=probs, train=train)
-        self.fit_levels(scores, features if features is not None else logits, seed, train)
+        self.fit_levels(scores, self._conditioning(logits, features), seed, train)
         self.fit_counts_ = {}
         for rows in row_chunks(*logits.shape):
             add_counts(
@@ -170,18 +174,12 @@ class AlphaAgnostic(Calibrator):
 
     def softmax_only(self):
         """Levels of scores of softmax(z) and tempered softmax(z / tau); a trained model of the
-        levels is a function of the logits themselves unless it conditions on features."""
-        return not self.trains_a_model() or self.conditioning_ == "features"
+        levels is a function of the logits themselves unless it conditions on features or on the
+        ranked log-probabilities."""
+        return not self.trains_a_model() or self.conditioning_ in ("features", "ranked")
 
     def _conditioning(self, logits, features):
-        chosen = logits
-        if self.conditioning_ == "features":
-            if features is None:
-                raise InputError("this bundle was fitted on per-row features; give the same features", cli_hint="--features FILE")
-            chosen = features
-        if chosen.shape[1] != self.n_conditioning_:
-            raise InputError(f"the bundle expects {self.n_conditioning_} {self.conditioning_} columns; got {chosen.shape[1]}")
-        return chosen
+        return conditioning_inputs(self.conditioning_, self.n_conditioning_, logits, features, "this bundle")
 
     def tempered_levels(self, logits, features=None, probs=None):
         """(owner, base scores u of the rows, tempered log-probs per pair, categories per pair, log_probs of the rows).

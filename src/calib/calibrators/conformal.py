@@ -182,11 +182,16 @@ def label_scores(
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape), values=logits.size)])
 
 
-def training_part(train, options: ScoreOptions, seed: int, n_conditioning: int, with_features: bool) -> tuple:
+def training_part(train, options: ScoreOptions, seed: int, conditioning: tuple[str, int]) -> tuple:
     """(V(x, y) of the :class:`~calib.calibrators.base.TrainingRows` ``train``, what the model
-    conditions on there: their features if the calibration rows came with features, else their
-    logits), computed as the calibration rows' are; their widths must match the calibration rows'."""
+    conditions on there: ``conditioning`` = (kind, width) as the calibration rows' was chosen, their
+    features, logits or ranked log-probabilities), computed as the calibration rows' are; their
+    widths must match the calibration rows'."""
+    from .conditioning import conditioning_inputs
+
     logits = np.asarray(train.logits, dtype=np.float64)
+    kind, width = conditioning
+    with_features = kind == "features"
     if with_features != (train.features is not None):
         given, missing = ("calibration", "training") if with_features else ("training", "calibration")
         raise InputError(
@@ -194,13 +199,15 @@ def training_part(train, options: ScoreOptions, seed: int, n_conditioning: int, 
             "same kind of input in both",
             cli_hint="--features and --train-features go together",
         )
-    conditioning = np.asarray(train.features, dtype=np.float64) if with_features else logits
-    if conditioning.shape[1] != n_conditioning or len(conditioning) != len(logits):
+    features = None if train.features is None else np.asarray(train.features, dtype=np.float64)
+    source = features if with_features else logits
+    if len(source) != len(logits) or (kind != "ranked" and source.shape[1] != width):
         raise InputError(
-            f"the training rows have {conditioning.shape[1]} {'feature' if with_features else 'class'} columns over "
-            f"{len(conditioning)} rows; the calibration rows have {n_conditioning}"
+            f"the training rows have {source.shape[1]} {'feature' if with_features else 'class'} columns over "
+            f"{len(source)} rows; the calibration rows have {width}"
         )
-    return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), conditioning
+    conditioning_rows = conditioning_inputs(kind, width, logits, features, "the model")
+    return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), conditioning_rows
 
 
 #: The size of the numbers a conformal score is computed from (probabilities, their sums and

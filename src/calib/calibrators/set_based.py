@@ -18,6 +18,7 @@ from ..errors import ExportError, InputError, UsageError
 from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from . import mlp
 from .base import SetBuilder, add_counts
+from .conditioning import check_conditioning, chosen, conditioning_inputs
 from .conformal import (
     CATEGORY_NAMES,
     ScoreOptions,
@@ -56,10 +57,13 @@ class ConformalOptions(ScoreOptions):
 
     alpha: float = 0.1
     allow_full_set: bool = False
+    #: What a model-trained threshold is a function of (calib.calibrators.conditioning)
+    conditioning: str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
         check_alpha(self.alpha)
+        check_conditioning(self.conditioning)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,8 +113,8 @@ class SetCalibrator(SetBuilder):
 
     def softmax_only(self):
         """Sets and calibrated rows come from softmax(z); an adaptive threshold is a function of the
-        logits themselves unless it conditions on features."""
-        return not self.trains_a_model() or self.conditioning_ == "features"
+        logits themselves unless it conditions on features or on the ranked log-probabilities."""
+        return not self.trains_a_model() or self.conditioning_ in ("features", "ranked")
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for an adaptive threshold's model."""
@@ -156,20 +160,11 @@ class SetCalibrator(SetBuilder):
         return counts
 
     def _conditioning(self, logits, features):
-        """What an adaptive threshold is a function of: the logits, or the features it was fitted on."""
+        """What an adaptive threshold is a function of: the logits, the ranked log-probabilities or
+        the features it was fitted on (calib.calibrators.conditioning)."""
         if self.threshold_kind == "constant" or self.threshold_kind in PER_CLASS:
             return None
-        if self.conditioning_ == "features":
-            if features is None:
-                raise InputError(
-                    "this bundle's threshold was fitted on per-row features; give the same features", cli_hint="--features FILE"
-                )
-            chosen = features
-        else:
-            chosen = logits
-        if chosen.shape[1] != self.n_conditioning_:
-            raise InputError(f"the threshold expects {self.n_conditioning_} {self.conditioning_} columns; got {chosen.shape[1]}")
-        return chosen
+        return conditioning_inputs(self.conditioning_, self.n_conditioning_, logits, features, "this bundle's threshold")
 
     def thresholds(self, logits, features=None) -> np.ndarray:
         """q(x) for every row."""
@@ -322,14 +317,16 @@ def start_fit(calibrator, logits, labels, *, seed, features, probs, train) -> tu
     calibration scores V(x_i, y_i), the training rows' (scores, conditioning) or None)."""
     logits = np.asarray(logits, dtype=np.float64)
     calibrator.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
-    calibrator.conditioning_ = "features" if features is not None else "logits"
-    calibrator.n_conditioning_ = int((features if features is not None else logits).shape[1])
+    option = getattr(calibrator.options, "conditioning", "auto") if calibrator.trains_a_model() else "logits"
+    calibrator.conditioning_, calibrator.n_conditioning_ = chosen(option, logits.shape[1], features)
     calibrator.trained_on_ = None
     if calibrator.trains_a_model():
         calibrator.trained_on_ = TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
     scores = label_scores(logits, labels, calibrator.options, probs=probs, seed=seed)
     if train is not None:
-        train = training_part(train, calibrator.options, seed, calibrator.n_conditioning_, features is not None)
+        if np.shape(train.logits)[1] != logits.shape[1]:
+            raise InputError(f"the training rows have {np.shape(train.logits)[1]} classes; the calibration rows have {logits.shape[1]}")
+        train = training_part(train, calibrator.options, seed, (calibrator.conditioning_, calibrator.n_conditioning_))
     return logits, scores, train
 
 

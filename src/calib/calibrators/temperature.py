@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import extras
 from ..bundle import State
 from ..numerics import log_softmax, softmax
 from .base import Calibrator
+from .conditioning import check_conditioning, chosen, conditioning_inputs
 
 #: Bracket for beta = 1/T (docs/calibrators.md): [e^-16, e^16].
 LOG_BETA_BOUND = 16.0
@@ -204,6 +207,16 @@ ADAPTIVE_BATCH = 256
 TEMPERATURE_FLOOR = 1e-6
 
 
+@dataclasses.dataclass(frozen=True)
+class AdaptiveOptions:
+    """adaptive-ts's one option: what T(x) is a function of (calib.calibrators.conditioning)."""
+
+    conditioning: str = "auto"
+
+    def __post_init__(self):
+        check_conditioning(self.conditioning)
+
+
 class AdaptiveTemperature(Calibrator):
     """``adaptive-ts`` (sample-dependent temperature, Joy et al. 2023; docs/calibrators.md):
     p = softmax(z / T(x)), T(x) = softplus(MLP(z)) + 1e-6, MLP (128, 64) ReLU on the logits, trained on
@@ -211,6 +224,7 @@ class AdaptiveTemperature(Calibrator):
     The argmax is kept. Weights are stored as arrays and applied in numpy."""
 
     name = "adaptive-ts"
+    Options = AdaptiveOptions
     requires = ("torch",)
     not_exportable = "its temperature is a neural network of the logits, which the export does not translate"
     summary = "adaptive temperature: T(x) = softplus(MLP(z)) + 1e-6 trained on NLL (Joy et al. 2023)"
@@ -223,6 +237,7 @@ class AdaptiveTemperature(Calibrator):
 
         z = np.asarray(logits, dtype=np.float64)
         k = z.shape[1]
+        self.conditioning_, self.n_conditioning_ = chosen(self.options.conditioning, k, None)
         # the target carries the raw logits (the loss needs them) and the label in its last column
         target = np.concatenate([z, labels[:, None].astype(np.float64)], axis=1)
 
@@ -233,7 +248,7 @@ class AdaptiveTemperature(Calibrator):
 
         steps = max(1, ADAPTIVE_EPOCHS * len(z) // ADAPTIVE_BATCH)
         self.arrays_ = mlp.train(
-            z,
+            self._inputs(z),
             target,
             (*ADAPTIVE_HIDDEN, 1),
             nll,
@@ -249,17 +264,26 @@ class AdaptiveTemperature(Calibrator):
     def temperatures(self, logits) -> np.ndarray:
         from . import mlp
 
-        return np.logaddexp(0.0, mlp.forward(self.arrays_, "temperature", logits)[:, 0]) + TEMPERATURE_FLOOR
+        return np.logaddexp(0.0, mlp.forward(self.arrays_, "temperature", self._inputs(logits))[:, 0]) + TEMPERATURE_FLOOR
+
+    def _inputs(self, logits):
+        return conditioning_inputs(self.conditioning_, self.n_conditioning_, logits, None, "this bundle's temperature")
 
     def transform(self, logits, features=None):
         z = np.asarray(logits, dtype=np.float64)
         return log_softmax(z / self.temperatures(z)[:, None])
 
+    def fit_report(self):
+        return {"conditioned on": self.conditioning_}
+
     def to_state(self):
-        return State(arrays=self.arrays_)
+        return State(params={"conditioning": self.conditioning_, "n_conditioning": self.n_conditioning_}, arrays=self.arrays_)
 
     @classmethod
     def from_state(cls, options, state):
         calibrator = cls(options)
         calibrator.arrays_ = dict(state.arrays)
+        # bundles written before the ranked conditioning: the logits, as wide as the first layer
+        calibrator.conditioning_ = state.params.get("conditioning", "logits")
+        calibrator.n_conditioning_ = int(state.params.get("n_conditioning", calibrator.arrays_["temperature_w0"].shape[0]))
         return calibrator

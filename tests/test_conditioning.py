@@ -1,0 +1,114 @@
+"""What the model-trained parts condition on (calib.calibrators.conditioning): the logits up to 128
+classes, the 32 largest log-probabilities of the row above, or features; a width that does not
+grow with K, the same for any order of the classes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import method_param
+
+import calib
+from calib.calibrators.conditioning import RANKED_ABOVE, RANKED_WIDTH, chosen, ranked_log_probs
+from calib.errors import UsageError
+
+
+def test_ranked_log_probs_by_hand():
+    """log softmax of (0, log 3, log 6): log(1/10), log(3/10), log(6/10), largest first."""
+    logits = np.array([[0.0, np.log(3.0), np.log(6.0)], [np.log(6.0), 0.0, np.log(3.0)]])
+    expected = np.log([0.6, 0.3, 0.1])
+    np.testing.assert_allclose(ranked_log_probs(logits, 3), [expected, expected], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(ranked_log_probs(logits, 2), [expected[:2], expected[:2]], rtol=0, atol=1e-15)
+
+
+def test_ranked_log_probs_with_ties_and_a_shift():
+    logits = np.array([[2.0, 2.0, 1.0, 2.0]])
+    top = ranked_log_probs(logits, 3)
+    assert top[0, 0] == top[0, 1] == top[0, 2]  # the three tied logits, one log-probability
+    np.testing.assert_array_equal(ranked_log_probs(logits + 1e3, 3), top)  # a function of softmax(z)
+
+
+@pytest.mark.parametrize(
+    "option, k, expected",
+    [
+        ("auto", RANKED_ABOVE, ("logits", RANKED_ABOVE)),  # on the edge: still the logits
+        ("auto", RANKED_ABOVE + 1, ("ranked", RANKED_WIDTH)),
+        ("logits", 1000, ("logits", 1000)),
+        ("ranked", 10, ("ranked", 10)),  # fewer classes than the width: all of them, ranked
+        ("ranked", RANKED_WIDTH, ("ranked", RANKED_WIDTH)),
+        ("ranked", RANKED_WIDTH + 1, ("ranked", RANKED_WIDTH)),
+    ],
+)
+def test_chosen_on_its_edges(option, k, expected):
+    assert chosen(option, k, None) == expected
+    assert chosen(option, k, np.zeros((3, 7))) == ("features", 7)  # features, when given, always
+
+
+def _large_k(n=1200, k=200, seed=0):
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((n, k)) * 3.0
+    labels = rng.integers(0, k, n)
+    u[np.arange(n), labels] += 9.0
+    return u, labels
+
+
+@pytest.mark.parametrize(
+    "method, options",
+    [
+        method_param("mr", {"threshold": "adaptive"}),
+        method_param("ats-aq", {}),
+        method_param("ats-maq", {}),
+        method_param("adaptive-ts", {}),
+    ],
+)
+def test_above_128_classes_the_models_condition_on_ranked_log_probs_whatever_the_class_order(
+    method, options, short_flow_training_fixture
+):
+    """K = 200: the fit reports the ranked conditioning, and permuting the classes of the
+    calibration and test rows alike permutes the calibrated probabilities (the model sees the same
+    inputs), which a model of the raw logits does not do."""
+    logits, labels = _large_k()
+    order = np.random.default_rng(1).permutation(logits.shape[1])
+    inverse = np.argsort(order)
+    fitted = calib.calibrator(method, **options).fit(logits[:1000], labels[:1000])
+    assert fitted.fitted.conditioning_ == "ranked" and fitted.fitted.n_conditioning_ == RANKED_WIDTH
+    if method == "adaptive-ts":  # its NLL sums over the classes in their order: float32 rounding, then chaos
+        return
+    permuted = calib.calibrator(method, **options).fit(logits[:1000, order], inverse[labels[:1000]])
+    np.testing.assert_allclose(
+        permuted.predict_proba(logits[1000:, order])[:, inverse], fitted.predict_proba(logits[1000:]), rtol=0, atol=1e-9
+    )
+
+
+@pytest.fixture
+def short_flow_training_fixture(monkeypatch):
+    from conftest import short_flow_training
+
+    short_flow_training(monkeypatch, 30)
+
+
+def test_the_old_conditioning_is_kept_by_name_and_saved(tmp_path):
+    pytest.importorskip("torch")
+    logits, labels = _large_k(n=600)
+    fitted = calib.calibrator("adaptive-ts", conditioning="logits").fit(logits, labels)
+    assert fitted.fitted.conditioning_ == "logits" and fitted.fitted.n_conditioning_ == 200
+    fitted.save(str(tmp_path / "b"))
+    loaded = calib.load(str(tmp_path / "b"))
+    assert loaded.fitted.conditioning_ == "logits"
+    np.testing.assert_array_equal(loaded.predict_proba(logits[:5]), fitted.predict_proba(logits[:5]))
+    with pytest.raises(UsageError, match="'conditioning' must be one of auto, logits, ranked"):
+        calib.calibrator("ats-aq", conditioning="sorted")
+
+
+def test_a_ranked_model_applies_to_probabilities_as_given():
+    """The ranked log-probabilities are a function of softmax(z): a bundle fitted on logits applies
+    to the same rows' probabilities with the same result."""
+    pytest.importorskip("torch")
+    from scipy.special import softmax
+
+    logits, labels = _large_k()
+    fitted = calib.calibrator("mr", threshold="adaptive").fit(logits[:1000], labels[:1000])
+    assert fitted.fitted.softmax_only()
+    from_logits = fitted.predict_sets(logits[1000:])
+    from_probs = fitted.predict_sets(softmax(logits[1000:], axis=1), kind="probs")
+    assert (from_logits == from_probs).mean() > 0.999
