@@ -34,6 +34,11 @@ METHODS = (
     ("ats-mgq", ["--method", "ats-mgq"]),
     ("mr --threshold adaptive", ["--method", "mr", "--threshold", "adaptive"]),
     ("adaptive-ts", ["--method", "adaptive-ts"]),
+    # the earlier default, the networks on all K logits (selectable by name: --methods "ats-aq (logits)" ...)
+    ("ats-aq (logits)", ["--method", "ats-aq", "--option", "conditioning=logits"]),
+    ("ats-maq (multiqr, logits)", ["--method", "ats-maq", "--option", "conditioning=logits"]),
+    ("mr --threshold adaptive (logits)", ["--method", "mr", "--threshold", "adaptive", "--option", "conditioning=logits"]),
+    ("adaptive-ts (logits)", ["--method", "adaptive-ts", "--option", "conditioning=logits"]),
     # references: the closed-form methods the model-trained ones refine
     ("ts", ["--method", "ts"]),
     ("mr", ["--method", "mr"]),
@@ -69,7 +74,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--classes", type=int, default=1_000)
     parser.add_argument("--test-rows", type=int, default=10_000)
-    parser.add_argument("--methods", nargs="+", default=[label for label, _ in METHODS])
+    parser.add_argument("--methods", nargs="+", default=[label for label, _ in METHODS if "logits" not in label])
     parser.add_argument("--out", default=None, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     rows = []

@@ -112,3 +112,46 @@ def test_a_ranked_model_applies_to_probabilities_as_given():
     from_logits = fitted.predict_sets(logits[1000:])
     from_probs = fitted.predict_sets(softmax(logits[1000:], axis=1), kind="probs")
     assert (from_logits == from_probs).mean() > 0.999
+
+
+def test_device_names_and_their_edges(monkeypatch):
+    from calib import extras
+
+    assert extras.resolve_device("cpu") == "cpu"
+    for bad in ("gpu", "cuda:", "cuda:x", "CPU", ""):
+        with pytest.raises(UsageError, match="device must be one of auto, cpu, cuda"):
+            extras.check_device_name(bad)
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert extras.resolve_device("auto") == "cpu"
+    with pytest.raises(UsageError, match="torch sees no such GPU here"):
+        extras.resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert extras.resolve_device("auto") == "cuda" and extras.resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(UsageError, match="no such GPU"):
+        extras.resolve_device("cuda:2")  # two GPUs: cuda:0 and cuda:1
+
+
+def test_training_device_is_scoped_and_reported(run, tmp_path):
+    pytest.importorskip("torch")
+    from calib import extras
+
+    logits, labels = _large_k(n=600, k=20)
+    assert extras.current_device() == "cpu"
+    with extras.training_device("cpu") as used:
+        assert used == "cpu" == extras.current_device()
+    fitted = calib.calibrator("ats-aq").fit(logits, labels, device="cpu")
+    same = calib.calibrator("ats-aq").fit(logits, labels)  # auto, on a machine whose torch sees no GPU
+    assert fitted.device == "cpu" and calib.calibrator("ts").fit(logits, labels).device is None
+    if same.device == "cpu":
+        np.testing.assert_array_equal(fitted.predict_proba(logits[:20]), same.predict_proba(logits[:20]))
+    path = tmp_path / "p.npz"
+    np.savez(path, logits=logits, labels=labels)
+    code, out, err = run("fit", path, "--method", "adaptive-ts", "--device", "cpu", "--out", tmp_path / "b", "--json", "-")
+    assert code == 0, err
+    import json
+
+    assert json.loads(out)["device"] == "cpu"
+    code, _, err = run("fit", path, "--method", "ts", "--device", "tpu", "--out", tmp_path / "c")
+    assert code == 2 and "device must be one of" in err

@@ -106,6 +106,17 @@ class Calibration:
         self.bundle_sha256: str | None = None
         #: L, for a calibrator fitted on a multi-label input's (row, label) pairs.
         self.n_labels: int | None = None
+        #: The torch device that trained it (a torch-trained method fitted here), else None.
+        self.device: str | None = None
+
+    @property
+    def trains_with_torch(self) -> bool:
+        """Whether the method, with its options, trains a torch model at its fit (and so takes a
+        ``device``): adaptive-ts, ats-aq, ats-maq, an adaptive or quantile-regression threshold."""
+        from .registry import calibrator_class
+
+        unfitted = calibrator_class(self.method)(calibrator_class(self.method).parse_options(self.options))
+        return "torch" in unfitted.requires or unfitted.trains_a_model()
 
     def __repr__(self) -> str:
         state = "fitted" if self.input_kind is not None else "not fitted"
@@ -137,6 +148,7 @@ class Calibration:
         kind: str = "auto",
         train=None,
         train_features: np.ndarray | None = None,
+        device: str = "auto",
     ) -> "Calibration":
         """Fit the method on calibration rows (checked as the command line checks a file).
 
@@ -159,6 +171,11 @@ class Calibration:
             the calibration rows in seeded halves.
         train_features : ndarray, optional
             The features of ``train``'s rows (with ``features``).
+        device : str
+            Where the torch-trained methods (``Calibration.trains_with_torch``) train: "auto" (a
+            GPU where torch sees one, else the CPU), "cpu", or "cuda" ("cuda:N"). The parameters
+            come back to the CPU, so the bundle applies anywhere; ``self.device`` says which
+            device trained it (None for the other methods, which never use torch).
 
         Returns
         -------
@@ -169,17 +186,23 @@ class Calibration:
         if train is not None and not isinstance(train, Predictions):
             train_scores, train_labels = train
             train = as_predictions(train_scores, train_labels, kind=kind)
-        self.fitted = pipeline.fit_calibrator(
-            preds,
-            self.method,
-            self.options,
-            seed=seed,
-            features=features,
-            train=train,
-            train_features=train_features,
-            per_label=self.per_label,
-            joint=self.joint,
-        )
+        from .extras import check_device_name, training_device
+
+        check_device_name(device)
+        torch_method = self.trains_with_torch
+        with training_device(device if torch_method else "cpu") as used:
+            self.fitted = pipeline.fit_calibrator(
+                preds,
+                self.method,
+                self.options,
+                seed=seed,
+                features=features,
+                train=train,
+                train_features=train_features,
+                per_label=self.per_label,
+                joint=self.joint,
+            )
+        self.device = used if torch_method else None
         self.input_kind, self.n_classes, self.seed = preds.kind, preds.k, seed
         self.bundle_sha256 = None
         self.n_labels = None if preds.multilabel is None else preds.multilabel.n_labels
@@ -267,6 +290,7 @@ class Calibration:
             "input": {"path": preds.name, "kind": preds.kind, "n": preds.n, "k": preds.k},
             **({"train": {"path": train.name, "n": train.n}} if train is not None else {}),
             "fit_report": pipeline.full_fit_report(fitted),
+            **({"device": self.device} if self.device is not None else {}),
             "warnings": fitted.fit_warnings(),
             "bundle": bundle,
         }

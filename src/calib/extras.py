@@ -4,6 +4,7 @@ that installs it (the command line turns it into exit code 2)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 
 from .errors import UsageError
@@ -56,3 +57,59 @@ def torch_on_one_thread():
         yield torch
     finally:
         torch.set_num_threads(before)
+
+
+#: Where the torch-trained methods train: "cpu", "auto" or "cuda[:N]" (:func:`training_device`)
+DEVICES = ("auto", "cpu", "cuda")
+_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("calib_training_device", default="cpu")
+
+
+def check_device_name(name: str) -> str:
+    """``name`` if it names a device (:data:`DEVICES`, or cuda:N), else one line; imports nothing."""
+    if not isinstance(name, str) or (name not in DEVICES and not (name.startswith("cuda:") and name[5:].isdigit())):
+        raise UsageError(f"device must be one of {', '.join(DEVICES)} (or cuda:N); got {name!r}", cli_hint="--device")
+    return name
+
+
+def resolve_device(name: str) -> str:
+    """The torch device ``name`` asks for: "auto" is "cuda" where torch sees a GPU, else "cpu";
+    "cuda" (or "cuda:N") where torch sees none is refused in one line. Without torch installed,
+    "auto" and "cpu" are "cpu" (no method that needs torch can run anyway)."""
+    check_device_name(name)
+    if name == "cpu":
+        return "cpu"
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        if name == "auto":
+            return "cpu"
+        raise MissingExtra(f"device {name!r} needs torch: pip install 'calib-cli[torch]'") from None
+    available = bool(torch.cuda.is_available())
+    if name == "auto":
+        return "cuda" if available else "cpu"
+    index = int(name[5:]) if ":" in name else 0
+    if not available or index >= torch.cuda.device_count():
+        raise UsageError(
+            f"device {name!r}: torch sees no such GPU here (torch.cuda.is_available() is {available}); "
+            "train on cpu, or auto to take a GPU where there is one",
+            cli_hint="--device cpu",
+        )
+    return name
+
+
+@contextlib.contextmanager
+def training_device(name: str):
+    """Inside the block the torch-trained methods train on device ``name`` (resolved by
+    :func:`resolve_device`); yields the resolved name. The trained parameters come back to the CPU
+    as NumPy arrays either way, so a bundle fitted on a GPU applies anywhere."""
+    resolved = resolve_device(name)
+    token = _DEVICE.set(resolved)
+    try:
+        yield resolved
+    finally:
+        _DEVICE.reset(token)
+
+
+def current_device() -> str:
+    """The device the torch-trained methods train on now (:func:`training_device`; "cpu" outside)."""
+    return _DEVICE.get()

@@ -39,14 +39,13 @@ import dataclasses
 import numpy as np
 
 from ..bundle import State
-from ..errors import InputError
-from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, row_chunks
+from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, map_in_order, row_chunks
 from . import mlp
 from .ats import VARIANTS
 from .base import Calibrator, add_counts
+from .conditioning import check_conditioning, conditioning_inputs
 from .conformal import EMPTY, FULL, ScoreOptions, check_choice, given_score_terms, in_conformal_set, nonconformity, scores_at_most
 from .select_tau import LOG_TAU_MAX, LOG_TAU_MIN, tempered_distribution
-from .conditioning import check_conditioning, conditioning_inputs
 from .set_based import _count, conditioning_params, restore_conditioning, start_fit
 from .thresholds import (
     DEFAULT_FLOW_TRAINING,
@@ -65,6 +64,8 @@ QUANTILE_MODELS = ("multiqr", "flow")
 #: ats-maq --model multiqr alpha grid (docs/calibrators.md), in head order: levels 1 - alpha increasing.
 HEAD_ALPHAS = np.array([0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05])
 GOLDEN_TOL = 1e-9
+#: The most calibration rows an alpha-agnostic fit applies itself to, to count its infeasible rows
+COUNTED_ROWS = 5000
 GRID_POINTS = 64
 
 
@@ -152,15 +153,30 @@ class AlphaAgnostic(Calibrator):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for ats-maq's model."""
         logits, scores, train = start_fit(self, logits, labels, seed=seed, features=features, probs=probs, train=train)
         self.fit_levels(scores, self._conditioning(logits, features), seed, train)
-        self.fit_counts_ = {}
-        for rows in row_chunks(*logits.shape):
-            add_counts(
-                self.fit_counts_,
-                self.transform_with_info(
-                    logits[rows], None if features is None else features[rows], None if probs is None else probs[rows]
-                )[1],
-            )
+        self.fit_counts_ = self._count_rows(logits, features, probs, seed)
         return self
+
+    def _count_rows(self, logits, features, probs, seed: int) -> dict:
+        """The infeasible-row counts of the calibration rows, or of :data:`COUNTED_ROWS` of them
+        drawn without replacement (seeded) when there are more: counting applies the method, a
+        temperature search per (row, level), which at 50,000 x 1,000 cost more than the fit
+        (``counted`` in the counts says how many were counted). Chunks of rows in parallel."""
+        sample = np.arange(len(logits))
+        if len(sample) > COUNTED_ROWS:
+            sample = np.sort(np.random.default_rng(seed).choice(len(sample), COUNTED_ROWS, replace=False))
+
+        def count(rows):
+            chosen = sample[rows]
+            return self.transform_with_info(
+                logits[chosen], None if features is None else features[chosen], None if probs is None else probs[chosen]
+            )[1]
+
+        counts: dict = {}
+        for chunk_counts in map_in_order(count, row_chunks(len(sample), logits.shape[1]), values=len(sample) * logits.shape[1]):
+            add_counts(counts, chunk_counts)
+        if len(sample) < len(logits):
+            counts["counted"] = len(sample)
+        return counts
 
     @abc.abstractmethod
     def fit_levels(self, scores: np.ndarray, conditioning: np.ndarray, seed: int, train: tuple | None) -> None:
@@ -251,7 +267,9 @@ class AlphaAgnostic(Calibrator):
         }
         if self.trains_a_model():
             report["model fitted on"] = self.trained_on_
-        report.update({f"{k.replace('_', ' ')} (cal)": v for k, v in self.fit_counts_.items() if v})
+        counted = self.fit_counts_.get("counted")
+        unit = "cal" if counted is None else f"of {counted} sampled cal rows"
+        report.update({f"{k.replace('_', ' ')} ({unit})": v for k, v in self.fit_counts_.items() if v and k != "counted"})
         return report
 
     def to_state(self):

@@ -64,7 +64,9 @@ def conditioning_inputs(kind: str, width: int, logits: np.ndarray, features: np.
     elif kind == "ranked":
         inputs = ranked_log_probs(logits, width)
         if inputs.shape[1] != width:
-            raise InputError(f"{what} conditions on the {width} largest log-probabilities; these rows have {inputs.shape[1]} classes")
+            raise InputError(
+                f"{what} conditions on the {width} largest log-probabilities; these rows have {inputs.shape[1]} classes"
+            )
     else:
         inputs = logits
     if inputs.shape[1] != width:

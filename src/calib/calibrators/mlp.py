@@ -57,13 +57,18 @@ def train(
     loss and the attempts made (:func:`training_warnings`).
 
     ``weight_decay`` is Adam's L2 penalty, a ridge on every weight and bias.
+
+    It trains on the device of :func:`calib.extras.training_device` (the CPU by default), in
+    float32 everywhere, the minibatches drawn by a CPU generator from the seed, so a GPU draws the
+    same rows; the arrays come back to the CPU.
     """
+    device = extras.current_device()  # extras.training_device: the CPU unless a caller asked for a GPU
     with extras.torch_on_one_thread() as torch:  # a small model: threads cost more than they give
         nn = torch.nn
 
         mean, std = standardise_stats(inputs)
-        x = torch.as_tensor((inputs - mean) / std, dtype=torch.float32)
-        y = torch.as_tensor(targets, dtype=torch.float32)
+        x = torch.as_tensor((inputs - mean) / std, dtype=torch.float32, device=device)
+        y = torch.as_tensor(targets, dtype=torch.float32, device=device)
         sizes = (x.shape[1], *layers)
         batch_size = max(1, min(batch_size, len(x)))
         kept = None  # (final loss, model) of the attempt with the lowest finite loss
@@ -75,11 +80,11 @@ def train(
                     layers.append(nn.Linear(sizes[i], sizes[i + 1]))
                     if i < len(sizes) - 2:
                         layers.append(nn.ReLU())
-            model = nn.Sequential(*layers)
+            model = nn.Sequential(*layers).to(device)
             optimiser = torch.optim.Adam(model.parameters(), lr=lr / 10**attempt, weight_decay=weight_decay)
             generator = torch.Generator().manual_seed(seed + attempt)
             for _ in range(steps):
-                batch = torch.randint(0, len(x), (batch_size,), generator=generator)
+                batch = torch.randint(0, len(x), (batch_size,), generator=generator).to(device)
                 optimiser.zero_grad()
                 loss = loss_fn(model(x[batch]), y[batch])
                 loss.backward()
@@ -99,8 +104,8 @@ def train(
     }
     linear = [m for m in model if isinstance(m, nn.Linear)]
     for i, layer in enumerate(linear):
-        arrays[f"{prefix}_w{i}"] = layer.weight.detach().numpy().T.copy()
-        arrays[f"{prefix}_b{i}"] = layer.bias.detach().numpy().copy()
+        arrays[f"{prefix}_w{i}"] = layer.weight.detach().cpu().numpy().T.copy()
+        arrays[f"{prefix}_b{i}"] = layer.bias.detach().cpu().numpy().copy()
     return arrays
 
 

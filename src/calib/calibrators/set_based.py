@@ -325,7 +325,9 @@ def start_fit(calibrator, logits, labels, *, seed, features, probs, train) -> tu
     scores = label_scores(logits, labels, calibrator.options, probs=probs, seed=seed)
     if train is not None:
         if np.shape(train.logits)[1] != logits.shape[1]:
-            raise InputError(f"the training rows have {np.shape(train.logits)[1]} classes; the calibration rows have {logits.shape[1]}")
+            raise InputError(
+                f"the training rows have {np.shape(train.logits)[1]} classes; the calibration rows have {logits.shape[1]}"
+            )
         train = training_part(train, calibrator.options, seed, (calibrator.conditioning_, calibrator.n_conditioning_))
     return logits, scores, train
 

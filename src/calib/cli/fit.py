@@ -95,6 +95,14 @@ def fit(
             "--json", help="Write the fit summary as JSON to PATH; - prints it instead of the table.", show_default=False
         ),
     ] = None,
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device",
+            help="Where the torch-trained methods train: auto (a GPU where torch sees one, else the CPU) | cpu | cuda | cuda:N. "
+            "The bundle applies on any machine.",
+        ),
+    ] = "auto",
 ) -> None:
     """Fit a calibrator on PRED and its labels and save it as a bundle directory; print a summary
     (method, fitted parameters, rows flagged, time).
@@ -131,7 +139,7 @@ def fit(
         train_preds = read(train, None)
         train_x = read_features(train_features, train_preds.n)
     fitted = api.calibrator(method, per_label=per_label, joint=joint, **given).fit(
-        preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x
+        preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x, device=device
     )
     fitted.save(out, force=force)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
@@ -151,7 +159,7 @@ def fit(
             shape["fitted"] = f"one calibrator per label ({layout.n_labels})" if per_label else "one calibrator for all labels"
         else:
             shape = {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})"}
-        rows = {**shape, **report}
+        rows = {**shape, **report, **({"trained on": summary["device"]} if "device" in summary else {})}
         render.key_values(f"calib fit: {method}", {**rows, "time": f"{seconds:.2f} s", "bundle": out})
     for warning in summary["warnings"]:
         render.note(f"warning: {warning}")
