@@ -309,12 +309,18 @@ def test_bundles_from_before_randomised_scores_restore_seed_zero():
 
 def test_training_rows_of_another_width_are_refused_with_their_counts():
     from calib.calibrators.base import TrainingRows
-    from calib.calibrators.set_based import training_part
+    from calib.calibrators.set_based import start_fit
     from calib.errors import InputError
 
+    rng = np.random.default_rng(0)
+    adaptive = CALIBRATORS["mr"](CALIBRATORS["mr"].Options(threshold="adaptive"))
+    logits, labels = rng.normal(size=(20, 4)), rng.integers(0, 4, 20)
     train = TrainingRows(np.zeros((5, 3)), np.zeros(5, dtype=int))
-    with pytest.raises(InputError, match="have 3 class columns over 5 rows; the calibration rows have 4"):
-        training_part(train, ScoreOptions(), 0, 4, False)
+    with pytest.raises(InputError, match="the training rows have 3 classes; the calibration rows have 4"):
+        start_fit(adaptive, logits, labels, seed=0, features=None, probs=None, train=train)
+    train = TrainingRows(np.zeros((5, 4)), np.zeros(5, dtype=int), features=np.zeros((5, 3)))
+    with pytest.raises(InputError, match="expects 2 features columns; got 3"):
+        start_fit(adaptive, logits, labels, seed=0, features=np.zeros((20, 2)), probs=None, train=train)
 
 
 def test_the_nll_gradient_and_curvature_are_the_derivatives_of_the_mean_nll():

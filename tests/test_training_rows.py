@@ -137,7 +137,7 @@ def test_training_rows_with_features(rows):
     )
     assert fitted.fit_report()["conditioned on"] == "features"
     assert fitted.predict_sets(other[2000:2100], features=other[2000:2100, :4] ** 2).shape == (100, 10)
-    with pytest.raises(ValueError, match="feature columns"):
+    with pytest.raises(ValueError, match="expects 4 features columns; got 3"):
         calib.calibrator("ats-aq").fit(
             cal, cal_labels, features=features, train=(other[:1500], other_labels[:1500]), train_features=train_features[:, :3]
         )

@@ -182,15 +182,12 @@ def label_scores(
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape), values=logits.size)])
 
 
-def training_part(train, options: ScoreOptions, seed: int, conditioning: tuple[str, int]) -> tuple:
+def training_part(train, options: ScoreOptions, seed: int, kind: str, inputs_of) -> tuple:
     """(V(x, y) of the :class:`~calib.calibrators.base.TrainingRows` ``train``, what the model
-    conditions on there: ``conditioning`` = (kind, width) as the calibration rows' was chosen, their
-    features, logits or ranked log-probabilities), computed as the calibration rows' are; their
-    widths must match the calibration rows'."""
-    from .conditioning import conditioning_inputs
-
+    conditions on there: ``inputs_of(logits, features)``, the calibration rows' choice ``kind``
+    of features, logits or ranked log-probabilities, which checks their width), computed as the
+    calibration rows' are."""
     logits = np.asarray(train.logits, dtype=np.float64)
-    kind, width = conditioning
     with_features = kind == "features"
     if with_features != (train.features is not None):
         given, missing = ("calibration", "training") if with_features else ("training", "calibration")
@@ -200,14 +197,9 @@ def training_part(train, options: ScoreOptions, seed: int, conditioning: tuple[s
             cli_hint="--features and --train-features go together",
         )
     features = None if train.features is None else np.asarray(train.features, dtype=np.float64)
-    source = features if with_features else logits
-    if len(source) != len(logits) or (kind != "ranked" and source.shape[1] != width):
-        raise InputError(
-            f"the training rows have {source.shape[1]} {'feature' if with_features else 'class'} columns over "
-            f"{len(source)} rows; the calibration rows have {width}"
-        )
-    conditioning_rows = conditioning_inputs(kind, width, logits, features, "the model")
-    return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), conditioning_rows
+    if with_features and len(features) != len(logits):
+        raise InputError(f"the training rows have {len(features)} feature rows for {len(logits)} rows of scores")
+    return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), inputs_of(logits, features)
 
 
 #: The size of the numbers a conformal score is computed from (probabilities, their sums and

@@ -328,7 +328,10 @@ def start_fit(calibrator, logits, labels, *, seed, features, probs, train) -> tu
             raise InputError(
                 f"the training rows have {np.shape(train.logits)[1]} classes; the calibration rows have {logits.shape[1]}"
             )
-        train = training_part(train, calibrator.options, seed, (calibrator.conditioning_, calibrator.n_conditioning_))
+        kind, width = calibrator.conditioning_, calibrator.n_conditioning_
+        train = training_part(
+            train, calibrator.options, seed, kind, lambda z, x: conditioning_inputs(kind, width, z, x, "the training rows' model")
+        )
     return logits, scores, train
 
 
