@@ -7,7 +7,7 @@ import dataclasses
 from .calibrators.alpha_agnostic import AGGREGATES, QUANTILE_MODELS, ATSMultiAdaptive, ATSMultiGlobal
 from .calibrators.ats import VARIANTS, ATSAdaptive, ATSGlobal, ConformalTS
 from .calibrators.base import Calibrator
-from .calibrators.bias_corrected import BiasCorrectedTemperatureScaling
+from .calibrators.bias_corrected import BiasCorrectedTemperatureScaling, PriorShift
 from .calibrators.conformal_mass import MassRescaling
 from .calibrators.matrix_scaling import Dirichlet, MatrixScaling, VectorScaling
 from .calibrators.onevsrest import Beta, HistogramBinning, Isotonic, Platt, Quadratic
@@ -23,6 +23,7 @@ CALIBRATORS: dict[str, type[Calibrator]] = {
     for cls in (
         TemperatureScaling,
         BiasCorrectedTemperatureScaling,
+        PriorShift,
         CMCETemperature,
         AdaptiveTemperature,
         MassRescaling,

@@ -83,3 +83,77 @@ class BiasCorrectedTemperatureScaling(Calibrator):
         calibrator.converged_ = bool(state.params["converged"])
         calibrator.bias_ = np.asarray(state.arrays["bias"], dtype=np.float64)
         return calibrator
+
+
+class PriorShift(Calibrator):
+    """``prior-shift``: the label-shift correction p' = softmax(z + w), one weight per class,
+    w_k = log(pi'_k / pi_k) for class priors pi moved to pi' with p(x | y) unchanged (Saerens, Latinne
+    and Decaestecker 2002). Fitted on labelled rows of the new priors by minimising the NLL (convex
+    in w; d/d w_k = mean_i (q_ik - y_ik), so the fitted q's mean over the rows is each class's share
+    of the labels: the maximum-likelihood new priors), or written by ``calib compare --fit-remedy``
+    from priors estimated without labels. w is centred (softmax ignores a constant)."""
+
+    name = "prior-shift"
+    summary = "label-shift correction: softmax(z + w), w = log(new prior / old prior) per class (Saerens et al. 2002)"
+    absent_class_effect = "their weight falls as far as the iterations allow, so their probabilities shrink towards 0"
+
+    def softmax_only(self):
+        return True  # softmax(z + w) of z + c is softmax(z + w)
+
+    def fit(self, logits, labels, *, seed=0, features=None):
+        from scipy.optimize import minimize
+
+        z = np.asarray(logits, dtype=np.float64)
+        n, k = z.shape
+        counts = np.bincount(labels, minlength=k)
+
+        def loss_and_gradient(w):
+            log_q = log_softmax(z + w)
+            return -(log_q[np.arange(n), labels].sum()) / n, (np.exp(log_q).sum(axis=0) - counts) / n
+
+        result = minimize(
+            loss_and_gradient,
+            np.zeros(k),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": MAX_ITERATIONS, "gtol": PROJECTED_GRADIENT_TOLERANCE, "ftol": RELATIVE_LOSS_TOLERANCE},
+        )
+        self.log_weights_ = result.x - result.x.mean()
+        self.converged_ = bool(result.success)
+        return self
+
+    @classmethod
+    def from_priors(cls, old: np.ndarray, new: np.ndarray) -> "PriorShift":
+        """The correction from priors ``old`` to ``new`` (each positive, summing to 1)."""
+        calibrator = cls(cls.Options())
+        weights = np.log(np.asarray(new, dtype=np.float64)) - np.log(np.asarray(old, dtype=np.float64))
+        calibrator.log_weights_ = weights - weights.mean()
+        calibrator.converged_ = True
+        return calibrator
+
+    def transform(self, logits, features=None):
+        return log_softmax(np.asarray(logits, dtype=np.float64) + self.log_weights_)
+
+    def onnx_outputs(self, graph, inputs):
+        return {"probs": graph.softmax(graph.op("Add", inputs.logits, graph.const(self.log_weights_[None, :])))}
+
+    def warnings(self):
+        return [] if self.converged_ else ["L-BFGS stopped before converging; the fit may be short of its optimum"]
+
+    def fit_report(self):
+        weights = self.log_weights_
+        return {
+            "exp(w) / mean exp(w), smallest": float(np.exp(weights.min() - np.log(np.mean(np.exp(weights))))),
+            "exp(w) / mean exp(w), largest": float(np.exp(weights.max() - np.log(np.mean(np.exp(weights))))),
+            "converged": self.converged_,
+        }
+
+    def to_state(self):
+        return State(params={"converged": self.converged_}, arrays={"log_weights": self.log_weights_})
+
+    @classmethod
+    def from_state(cls, options, state):
+        calibrator = cls(options)
+        calibrator.converged_ = bool(state.params["converged"])
+        calibrator.log_weights_ = np.asarray(state.arrays["log_weights"], dtype=np.float64)
+        return calibrator

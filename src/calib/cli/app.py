@@ -11,6 +11,7 @@ from ..api import CalibError, __version__
 from . import render
 from .allocator import keep_freed_memory
 from .apply import apply
+from .compare import compare
 from .diagnose import diagnose
 from .evaluate import evaluate, merge_states
 from .export import export
@@ -38,6 +39,7 @@ app.command(cls=Command)(fit)
 app.command(cls=Command)(apply)
 app.command(cls=Command)(evaluate)
 app.command(cls=Command)(diagnose)
+app.command(cls=Command)(compare)
 app.command(cls=Command)(export)
 app.command("merge-states", cls=Command)(merge_states)
 app.command(cls=Command)(methods)

@@ -492,13 +492,18 @@ def other_input(baseline: dict | None, current: dict | None) -> str | None:
     return None
 
 
-def parse_gate(expr: str) -> Gate:
+def split_condition(expr: str, example: str = "cmce>0.01") -> tuple[str | None, str, str, str]:
+    """(aggregate, key, operator, number as text) of a gate ``expr`` such as "max_group:cmce>0.02"."""
     match = _GATE.match(expr)
     if not match:
         raise UsageError(
-            f"gate {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. 'cmce>0.01'", cli_hint="--fail-if"
+            f"gate {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. {example!r}", cli_hint="--fail-if"
         )
-    aggregate, metric, op, number = match.groups()
+    return match.groups()
+
+
+def parse_gate(expr: str) -> Gate:
+    aggregate, metric, op, number = split_condition(expr)
     check_metric_keys([metric])
     if aggregate is not None and not METRICS[metric].streamed:
         raise UsageError(f"gate {expr!r}: {metric} is computed on all rows only, not per group", cli_hint="--fail-if")

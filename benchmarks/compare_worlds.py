@@ -1,0 +1,104 @@
+"""``calib compare`` against worlds whose truth is known (docs/compare.md, "Measured"):
+
+    python -m benchmarks.compare_worlds --draws 200
+
+1. The synthetic worlds of calib.synth.shift (none, label shift, calibration decay, new concept),
+   ``--draws`` pairs of batches of 5,000 rows each: how often each verdict is called, with labels
+   on NEW; and without them, how often label shift is called and how far EM's priors are from the
+   truth (L1).
+2. Real logits (tests/data: CIFAR-10 and CIFAR-100 ResNet-110 test sets): the first 5,000 rows are
+   the reference; the new batch is 5,000 rows of the other half resampled to Dirichlet(1) class
+   priors (label shift), or the other half's logits times 1.5 (calibration decay), ``--real-draws``
+   times each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from calib.api import as_predictions
+from calib.compare import compare
+from calib.synth.shift import WORLDS, shift_world
+
+DATA = os.path.join(os.path.dirname(__file__), os.pardir, "tests", "data")
+
+
+def _verdicts(pairs, bootstrap: int) -> dict:
+    counts: dict = {}
+    for i, (ref_logits, ref_labels, new_logits, new_labels) in enumerate(pairs):
+        report = compare(
+            as_predictions(ref_logits, ref_labels), as_predictions(new_logits, new_labels), bootstrap=bootstrap, seed=i
+        )
+        counts[report["verdict"]] = counts.get(report["verdict"], 0) + 1
+    return counts
+
+
+def synthetic(draws: int, unlabelled_draws: int, bootstrap: int, n: int) -> None:
+    print(f"| world | {' | '.join(WORLDS)} | seconds |\n|---|" + "---:|" * (len(WORLDS) + 1))
+    rng = np.random.default_rng(2026)
+    for world in WORLDS:
+        start = time.perf_counter()
+        worlds = [shift_world(world, n, rng) for _ in range(draws)]
+        counts = _verdicts([(w["ref_logits"], w["ref_labels"], w["new_logits"], w["new_labels"]) for w in worlds], bootstrap)
+        cells = " | ".join(str(counts.get(v, 0)) for v in WORLDS)
+        print(f"| {world} | {cells} | {time.perf_counter() - start:.0f} |", flush=True)
+    print(
+        "\nWithout labels on NEW:\n\n| world | label shift called | none called | EM priors' L1 error: median, 95th percentile |\n|---|---:|---:|---|"
+    )
+    for world in ("none", "label shift"):
+        called, errors = 0, []
+        for i in range(unlabelled_draws):
+            w = shift_world(world, n, rng)
+            report = compare(
+                as_predictions(w["ref_logits"], w["ref_labels"]), as_predictions(w["new_logits"]), bootstrap=bootstrap, seed=i
+            )
+            called += report["verdict"] == "label shift"
+            errors.append(np.abs(np.array(report["priors"]["new"]) - w["new_priors"]).sum())
+        print(
+            f"| {world} | {called} | {unlabelled_draws - called} | {np.median(errors):.4f}, {np.quantile(errors, 0.95):.4f} |",
+            flush=True,
+        )
+
+
+def real(name: str, draws: int, bootstrap: int) -> None:
+    data = np.load(os.path.join(DATA, f"{name}_resnet110_test.npz"))
+    logits, labels = data["logits"].astype(np.float64), data["labels"]
+    ref, rest = slice(0, 5000), slice(5000, 10000)
+    k = logits.shape[1]
+    rng = np.random.default_rng(7)
+    shifted, decayed, prior_errors = [], [], []
+    for _ in range(draws):
+        priors = rng.dirichlet(np.ones(k))
+        new_labels = rng.choice(k, size=5000, p=priors)
+        pools = [np.flatnonzero(labels[rest] == c) + 5000 for c in range(k)]
+        rows = np.array([rng.choice(pools[c]) for c in new_labels])
+        shifted.append((logits[ref], labels[ref], logits[rows], labels[rows]))
+        decayed.append((logits[ref], labels[ref], 1.5 * logits[rest], labels[rest]))
+        unlabelled = compare(as_predictions(logits[ref], labels[ref]), as_predictions(logits[rows]), bootstrap=bootstrap)
+        prior_errors.append(np.abs(np.array(unlabelled["priors"]["new"]) - np.bincount(labels[rows], minlength=k) / 5000).sum())
+    print(
+        f"| {name}, label shift | {_verdicts(shifted, bootstrap)} | EM priors' L1 error to the batch's label shares: median {np.median(prior_errors):.4f}, max {np.max(prior_errors):.4f} |"
+    )
+    print(f"| {name}, logits x 1.5 | {_verdicts(decayed[:1], bootstrap)} | (one pair: the halves are fixed) |", flush=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--unlabelled-draws", type=int, default=100)
+    parser.add_argument("--real-draws", type=int, default=10)
+    parser.add_argument("--bootstrap", type=int, default=200)
+    parser.add_argument("--rows", type=int, default=5000)
+    args = parser.parse_args(argv)
+    synthetic(args.draws, args.unlabelled_draws, args.bootstrap, args.rows)
+    print("\n| data | verdicts | |\n|---|---|---|")
+    for name in ("cifar10", "cifar100"):
+        real(name, args.real_draws, args.bootstrap)
+
+
+if __name__ == "__main__":
+    main()

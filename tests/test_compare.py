@@ -1,0 +1,208 @@
+"""calib compare (calib.compare): the CORP decomposition against its identity and a plain PAV
+reference, the verdicts on worlds whose truth is known, EM's priors, the remedies, the gates on
+their edges, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import needs
+
+import calib
+from calib.api import as_predictions
+from calib.compare import GATE_KEYS, SCORES, adapted_probs, answer_pairs, compare, corp, em_priors, remedy
+from calib.synth.shift import WORLDS, shift_world
+
+
+def _pair(world: str, seed: int, labelled: bool = True, n: int = 3000):
+    d = shift_world(world, n, np.random.default_rng(seed))
+    ref = as_predictions(d["ref_logits"], d["ref_labels"])
+    new = as_predictions(d["new_logits"], d["new_labels"] if labelled else None)
+    return ref, new, d
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_decomposition_adds_up_and_equals_a_plain_pav_reference(seed):
+    """MCB - DSC + UNC = the score to 1e-12; MCB and DSC equal those of scikit-learn's
+    IsotonicRegression (its own tie handling) on the same vectors, with ties in the confidences."""
+    isotonic = needs("sklearn.isotonic")
+    rng = np.random.default_rng(seed)
+    confidence = np.round(rng.uniform(0.2, 1.0, 4000), 2)  # ties
+    correct = (rng.uniform(size=4000) < confidence**1.4).astype(float)
+    reference = isotonic.IsotonicRegression(out_of_bounds="clip").fit(confidence, correct).predict(confidence)
+    terms = corp(confidence, correct)
+    for score in SCORES:
+        t = terms[score]
+        assert t.mcb - t.dsc + t.unc == pytest.approx(t.score, abs=1e-12)
+        assert t.recalibrated == pytest.approx(t.unc - t.dsc, abs=1e-12)
+        if score == "brier":
+            plain = np.mean((confidence - correct) ** 2) - np.mean((reference - correct) ** 2)
+            assert t.mcb == pytest.approx(plain, abs=1e-12)
+            unc = np.mean((correct.mean() - correct) ** 2)
+            assert t.dsc == pytest.approx(unc - np.mean((reference - correct) ** 2), abs=1e-12)
+        assert t.mcb >= -1e-15 and t.dsc >= -1e-15
+
+
+def test_the_decomposition_by_hand():
+    """Four rows: c = (0.2, 0.4, 0.6, 0.8), y = (0, 1, 0, 1). PAV pools the middle two (1 > 0):
+    iso = (0, 0.5, 0.5, 1). Brier: S(c) = (0.04 + 0.36 + 0.36 + 0.04) / 4 = 0.2, S(iso) = (0 + 0.25 +
+    0.25 + 0) / 4 = 0.125, UNC = 0.25: MCB 0.075, DSC 0.125."""
+    terms = corp(np.array([0.2, 0.4, 0.6, 0.8]), np.array([0.0, 1.0, 0.0, 1.0]))["brier"]
+    assert (terms.score, terms.mcb, terms.dsc, terms.unc) == pytest.approx((0.2, 0.075, 0.125, 0.25), abs=1e-15)
+
+
+def test_answer_pairs_take_class_1_of_a_binary_model_and_the_top_label_otherwise():
+    binary = np.array([[0.7, 0.3], [0.2, 0.8]])
+    np.testing.assert_array_equal(answer_pairs(binary, np.array([1, 1])), ([0.3, 0.8], [1.0, 1.0]))
+    three = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])
+    np.testing.assert_array_equal(answer_pairs(three, np.array([1, 2])), ([0.5, 0.8], [0.0, 1.0]))
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_each_world_gets_its_verdict(world):
+    for seed in range(3):
+        ref, new, _ = _pair(world, seed)
+        assert compare(ref, new, bootstrap=100, seed=seed)["verdict"] == world
+
+
+def test_em_priors_are_a_fixed_point_and_find_a_known_shift():
+    """At EM's answer the adapted probabilities' mean is the priors; on the label-shift world with
+    a calibrated model it lands near the batch's true priors."""
+    ref, new, d = _pair("label shift", 4, labelled=False, n=5000)
+    old = np.bincount(ref.labels, minlength=10) / ref.n
+    probs = np.exp(new.all_logits() - new.all_logits().max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    estimate, iterations = em_priors(probs, old)
+    np.testing.assert_allclose(adapted_probs(probs, old, estimate).mean(axis=0), estimate, atol=1e-7)
+    assert iterations < 10_000 and np.abs(estimate - d["new_priors"]).sum() < 0.1
+
+
+def test_without_labels_only_label_shift_is_told():
+    ref, new, d = _pair("label shift", 5, labelled=False)
+    report = compare(ref, new, bootstrap=50)
+    assert report["verdict"] == "label shift" and "predicted_ece_under_label_shift" in report
+    assert "changes" not in report and "only label shift can be told" in report["note"]
+    ref, new, _ = _pair("none", 6, labelled=False)
+    assert compare(ref, new, bootstrap=50)["verdict"] == "none"
+
+
+@pytest.mark.parametrize(
+    "world, labelled, method",
+    [("label shift", True, "prior-shift"), ("label shift", False, "bcts"), ("calibration decay", True, "ts")],
+)
+def test_the_remedy_undoes_what_was_found(world, labelled, method):
+    ref, new, d = _pair(world, 7, labelled)
+    report = compare(ref, new, bootstrap=50)
+    fixed = remedy(ref, new, report)
+    assert fixed.method == method
+    before = calib.evaluate(d["new_logits"], d["new_labels"], metrics=["nll"]).values["nll"]
+    after = calib.evaluate(fixed.predict_proba(d["new_logits"]), d["new_labels"], metrics=["nll"], kind="probs").values["nll"]
+    assert after < before - 0.01
+
+
+def test_no_remedy_for_none_and_a_refusal_for_a_new_concept():
+    ref, new, _ = _pair("none", 13)
+    assert remedy(ref, new, compare(ref, new, bootstrap=50)) is None
+    ref, new, _ = _pair("new concept", 9)
+    with pytest.raises(ValueError, match="no post-hoc map recovers"):
+        remedy(ref, new, compare(ref, new, bootstrap=50))
+
+
+def test_prior_shift_fits_the_label_shares():
+    """The NLL fit of softmax(z + w): its gradient in w is the mean probability less the label
+    share, so at the optimum the mean calibrated probability of each class is its share."""
+    data = np.load(calib.sample_path("cifar10_val.npz"))
+    fitted = calib.calibrator("prior-shift").fit(data["logits"], data["labels"])
+    shares = np.bincount(data["labels"], minlength=10) / len(data["labels"])
+    np.testing.assert_allclose(fitted.predict_proba(data["logits"]).mean(axis=0), shares, atol=1e-6)
+    assert abs(fitted.fitted.log_weights_.mean()) < 1e-12
+
+
+def _report_with(change_lo: float, change_hi: float, value: float) -> dict:
+    return {
+        "settings": {"level": 0.99},
+        "changes": {"brier": {term: {"value": value, "ci": [change_lo, change_hi]} for term in GATE_KEYS.values()}},
+    }
+
+
+@pytest.mark.parametrize(
+    "lo, hi, expected",
+    [(0.011, 0.02, "fail"), (0.01, 0.02, "inconclusive"), (0.0, 0.01, "pass"), (0.0, 0.0101, "inconclusive")],
+)
+def test_gates_on_their_edges(lo, hi, expected):
+    """'miscalibration_increase>0.01': fails when the whole interval is above 0.01 (its lower end
+    exactly on 0.01 is not), passes when none of it is (the upper end on 0.01 passes)."""
+    from calib.compare import _check_gate, _parse_gate
+    from calib.evaluation.gates import split_condition
+
+    gate = _parse_gate("miscalibration_increase>0.01", split_condition)
+    assert _check_gate(gate, _report_with(lo, hi, (lo + hi) / 2))["result"] == expected
+
+
+def test_a_discrimination_decrease_reads_the_change_negated():
+    from calib.compare import _check_gate, _parse_gate
+    from calib.evaluation.gates import split_condition
+
+    gate = _parse_gate("discrimination_decrease>0.01", split_condition)
+    entry = _check_gate(gate, _report_with(-0.03, -0.02, -0.025))
+    assert entry["result"] == "fail" and entry["ci"] == [0.02, 0.03] and entry["value"] == 0.025
+
+
+def test_the_command_line_gives_the_librarys_report(run, tmp_path):
+    ref, new, d = _pair("calibration decay", 10)
+    np.savez(tmp_path / "ref.npz", logits=d["ref_logits"], labels=d["ref_labels"])
+    np.savez(tmp_path / "new.npz", logits=d["new_logits"], labels=d["new_labels"])
+    code, out, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--bootstrap", "50", "--json", "-")
+    assert code == 0, err
+    from calib.api import read_predictions
+
+    library = compare(read_predictions(str(tmp_path / "ref.npz")), read_predictions(str(tmp_path / "new.npz")), bootstrap=50)
+    shown = json.loads(out)
+    assert shown["verdict"] == library["verdict"] == "calibration decay"
+    assert shown["changes"] == json.loads(json.dumps(library["changes"]))
+    code, _, err = run(
+        "compare",
+        tmp_path / "ref.npz",
+        tmp_path / "new.npz",
+        "--bootstrap",
+        "50",
+        "--fail-if",
+        "miscalibration_increase>0.001",
+        "--fit-remedy",
+        tmp_path / "fix",
+    )
+    assert code == 1 and "gate miscalibration_increase>0.001: fail" in err and "wrote the recalibration (ts)" in err
+    assert calib.load(str(tmp_path / "fix")).method == "ts"
+
+
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda d: (d["ref_logits"][:, :5], d["ref_labels"] % 5, d["new_logits"], d["new_labels"]), "has 5 classes and"),
+        (
+            lambda d: (d["ref_logits"], np.zeros_like(d["ref_labels"]), d["new_logits"], np.ones_like(d["new_labels"])),
+            "share no class",
+        ),
+        (lambda d: (d["ref_logits"][:50], d["ref_labels"][:50], d["new_logits"], d["new_labels"]), "needs at least 100"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(run, tmp_path, make, says):
+    _, _, d = _pair("none", 11, n=500)
+    ref_logits, ref_labels, new_logits, new_labels = make(d)
+    np.savez(tmp_path / "ref.npz", logits=ref_logits, labels=ref_labels)
+    np.savez(tmp_path / "new.npz", logits=new_logits, labels=new_labels)
+    code, _, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--bootstrap", "20")
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_reference_without_labels_and_bad_gates_are_refused(run, tmp_path):
+    _, _, d = _pair("none", 12, n=300)
+    np.savez(tmp_path / "ref.npz", logits=d["ref_logits"])
+    np.savez(tmp_path / "new.npz", logits=d["new_logits"], labels=d["new_labels"])
+    code, _, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz")
+    assert code == 2 and "no labels" in err
+    np.savez(tmp_path / "ref.npz", logits=d["ref_logits"], labels=d["ref_labels"])
+    code, _, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--fail-if", "ece>0.1")
+    assert code == 2 and "a comparison gates on miscalibration_increase" in err
