@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Optional
 
 import typer
@@ -38,12 +36,7 @@ def compare(
             show_default=False,
         ),
     ] = None,
-    json_path: Annotated[
-        Optional[str],
-        typer.Option(
-            "--json", help="Write the comparison as JSON to PATH; - prints it instead of the table.", show_default=False
-        ),
-    ] = None,
+    json_path: options.json_option("the comparison") = None,
     fit_remedy: Annotated[
         Optional[str],
         typer.Option(
@@ -61,7 +54,7 @@ def compare(
 
     Example: calib compare last_month.npz this_week.npz --fit-remedy fix_bundle
     """
-    from ..api import check_not_an_input, read_predictions, write_bytes_atomic
+    from ..api import check_not_an_input, read_predictions
 
     render.resolve_format(table_format)
     for path in (json_path, fit_remedy):
@@ -80,11 +73,7 @@ def compare(
             report["remedy_bundle"] = fit_remedy
             render.note(f"wrote the {report['remedy']} ({fixed.method}) to {fit_remedy}")
     if json_path is not None:
-        text = json.dumps(report, indent=2) + "\n"
-        if json_path == "-":
-            sys.stdout.write(text)
-        else:
-            write_bytes_atomic(json_path, text.encode())
+        render.write_json(report, json_path)
     if json_path != "-":
         _render(report, table_format)
     if not report["passed"]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from typing import Annotated, Optional
 
 import typer
 
 from .. import api
-from ..api import OPTION_CHOICES, UsageError, check_not_an_input, choices_text, read_features, write_bytes_atomic
+from ..api import OPTION_CHOICES, UsageError, check_not_an_input, choices_text, read_features
 from . import options, render
 
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
@@ -89,12 +87,7 @@ def fit(
             "(--per-label: each label's own coverage).",
         ),
     ] = False,
-    json_path: Annotated[
-        Optional[str],
-        typer.Option(
-            "--json", help="Write the fit summary as JSON to PATH; - prints it instead of the table.", show_default=False
-        ),
-    ] = None,
+    json_path: options.json_option("the fit summary") = None,
     device: Annotated[
         str,
         typer.Option(
@@ -146,11 +139,7 @@ def fit(
     summary = fitted.summary(preds, train_preds, out)
     seconds = time.perf_counter() - start
     if json_path is not None:
-        text = json.dumps(summary, indent=2) + "\n"
-        if json_path == "-":
-            sys.stdout.write(text)
-        else:
-            write_bytes_atomic(json_path, text.encode())
+        render.write_json(summary, json_path)
     if json_path != "-":
         report = {key: value for key, value in summary["fit_report"].items() if not key.startswith("warning")}
         if preds.multilabel is not None:

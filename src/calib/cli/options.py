@@ -55,6 +55,16 @@ Renormalise = Annotated[
         help="Read probabilities whose rows sum to less than 1 (e.g. only the top k classes kept), each row divided by its sum.",
     ),
 ]
+
+
+def json_option(what: str):
+    """The ``--json PATH`` option of a command whose result is ``what`` ("the fit summary")."""
+    return Annotated[
+        Optional[str],
+        typer.Option("--json", help=f"Write {what} as JSON to PATH; - prints it instead of the table.", show_default=False),
+    ]
+
+
 InputFormat = Annotated[
     Optional[str],
     typer.Option(

@@ -197,6 +197,19 @@ def progress(description: str, total: int, unit: str = "steps", skip_hint: str =
         yield lambda status="": bar.update(task, advance=1, status=status)
 
 
+def write_json(document: dict, path: str) -> None:
+    """``document`` as indented JSON to stdout (``path`` "-") or, atomically, to the file ``path``."""
+    import json
+
+    text = json.dumps(document, indent=2) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        from ..api import write_bytes_atomic
+
+        write_bytes_atomic(path, text.encode())
+
+
 def key_values(title: str, values: dict) -> None:
     """A two-column table of names and values (a summary)."""
     rows = [[str(key).replace("_", " "), format_value(value)] for key, value in values.items()]
