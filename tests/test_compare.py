@@ -206,3 +206,86 @@ def test_a_reference_without_labels_and_bad_gates_are_refused(run, tmp_path):
     np.savez(tmp_path / "ref.npz", logits=d["ref_logits"], labels=d["ref_labels"])
     code, _, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--fail-if", "ece>0.1")
     assert code == 2 and "a comparison gates on miscalibration_increase" in err
+
+
+def test_the_interval_is_centred_percentile_by_hand():
+    from calib.compare import _interval
+
+    replicates = np.arange(1.0, 101.0)  # mean 50.5
+    lo, hi = _interval(replicates, 10.0, 0.9)
+    shifted = replicates - 50.5 + 10.0
+    assert (lo, hi) == (np.quantile(shifted, 0.05), np.quantile(shifted, 0.95))
+
+
+@pytest.mark.parametrize("rows, refused", [(99, True), (100, False)])
+def test_the_fewest_rows_on_the_edge(rows, refused):
+    _, _, d = _pair("none", 14, n=200)
+    ref = as_predictions(d["ref_logits"][:rows], d["ref_labels"][:rows])
+    new = as_predictions(d["new_logits"], d["new_labels"])
+    if refused:
+        with pytest.raises(ValueError, match="needs at least 100"):
+            compare(ref, new, bootstrap=20)
+        with pytest.raises(ValueError, match="needs at least 100"):
+            compare(new, ref, bootstrap=20)
+    else:
+        assert compare(ref, new, bootstrap=20)["ref"]["n"] == 100
+
+
+@pytest.mark.parametrize(
+    "settings, ok",
+    [
+        ({"bootstrap": 19}, False),
+        ({"bootstrap": 20}, True),
+        ({"level": 0.5}, False),
+        ({"level": 1.0}, False),
+        ({"level": 0.51}, True),
+    ],
+)
+def test_the_settings_on_their_edges(settings, ok):
+    ref, new, _ = _pair("none", 15, n=200)
+    settings = {"bootstrap": 20, **settings}
+    if ok:
+        assert compare(ref, new, **settings)["settings"]["bootstrap"] == settings["bootstrap"]
+    else:
+        with pytest.raises(ValueError):
+            compare(ref, new, **settings)
+
+
+def test_passed_is_false_only_when_a_gate_fails():
+    ref, new, _ = _pair("calibration decay", 16)
+    assert not compare(ref, new, bootstrap=50, gates=["miscalibration_increase>0.0001"])["passed"]
+    assert compare(ref, new, bootstrap=50, gates=["miscalibration_increase>0.5"])["passed"]
+    assert compare(ref, new, bootstrap=50)["passed"]
+
+
+def test_the_reference_priors_are_its_label_shares_and_unseen_classes_are_dropped_from_the_test():
+    """Class 9 appears in neither batch: the chi-square test runs on the 9 others."""
+    ref, new, d = _pair("none", 17)
+    keep_ref, keep_new = d["ref_labels"] != 9, d["new_labels"] != 9
+    ref = as_predictions(d["ref_logits"][keep_ref], d["ref_labels"][keep_ref])
+    new = as_predictions(d["new_logits"][keep_new], d["new_labels"][keep_new])
+    report = compare(ref, new, bootstrap=20)
+    np.testing.assert_allclose(report["priors"]["ref"], np.bincount(ref.labels, minlength=10) / ref.n, rtol=0, atol=1e-15)
+    assert report["priors"]["ref"][9] == 0.0 and 0.0 < report["priors"]["homogeneity_p_value"] <= 1.0
+
+
+def test_em_stops_within_its_tolerance():
+    from calib.compare import EM_TOLERANCE
+
+    ref, new, _ = _pair("label shift", 18, labelled=False)
+    probs = np.exp(new.all_logits() - new.all_logits().max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    old = np.bincount(ref.labels, minlength=10) / ref.n
+    estimate, iterations = em_priors(probs, old)
+    one_more = adapted_probs(probs, old, estimate).mean(axis=0)
+    assert np.max(np.abs(one_more - estimate)) <= EM_TOLERANCE and 1 < iterations < 10_000
+    assert EM_TOLERANCE == 1e-8
+
+
+def test_a_multi_label_batch_is_refused_on_either_side():
+    rng = np.random.default_rng(19)
+    multilabel = as_predictions(rng.normal(size=(150, 3)), (rng.uniform(size=(150, 3)) < 0.5).astype(int))
+    single = as_predictions(rng.normal(size=(450, 2)), rng.integers(0, 2, 450))
+    for ref, new in ((multilabel, single), (single, multilabel)):
+        with pytest.raises(ValueError, match="single-label inputs"):
+            compare(ref, new, bootstrap=20)

@@ -155,3 +155,14 @@ def test_training_device_is_scoped_and_reported(run, tmp_path):
     assert json.loads(out)["device"] == "cpu"
     code, _, err = run("fit", path, "--method", "ts", "--device", "tpu", "--out", tmp_path / "c")
     assert code == 2 and "device must be one of" in err
+
+
+def test_the_documented_widths_and_the_ranked_inputs_against_a_full_sort():
+    assert (RANKED_ABOVE, RANKED_WIDTH) == (128, 32)
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(40, 50)) * 3
+    from calib.numerics import log_softmax
+
+    full = -np.sort(-log_softmax(logits), axis=1)
+    for width in (1, 10, 49, 50):
+        np.testing.assert_array_equal(ranked_log_probs(logits, width), full[:, :width])

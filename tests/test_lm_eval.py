@@ -261,3 +261,9 @@ def test_the_newest_results_file_gives_the_delimiter(tmp_path):
     for name, delimiter in (("results_2026-01-01T00-00-00.json", " old"), ("results_2026-02-01T00-00-00.json", " new")):
         (tmp_path / name).write_text(json.dumps({"configs": {"t": {"target_delimiter": delimiter}}}))
     assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "t") == " new"
+
+
+def test_the_library_groups_a_results_directory_as_the_command_line_does():
+    report = calib.evaluate(read_predictions(str(RUN)), metrics=["accuracy"])
+    assert sorted(report.group_values) == sorted(TASKS)
+    assert report.group_values["toy_mc_hard"]["accuracy"] == pytest.approx(_results()["toy_mc_hard"]["acc,none"], abs=1e-12)

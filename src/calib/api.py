@@ -525,7 +525,7 @@ def evaluate(
     (0.9452, 0.0256)
     """
     from .evaluation import build_report
-    from .evaluation.groups import Groups, groups_from_values
+    from .evaluation.groups import Groups, groups_from_values, read_groups
     from .evaluation.request import EvaluationRequest
 
     if request is None:
@@ -541,6 +541,8 @@ def evaluate(
         fitted = calibrator.fitted
     if groups is not None and not isinstance(groups, Groups):
         groups = groups_from_values(groups, preds.n, "groups")
+    elif groups is None and preds.groups_by is not None:  # an input that groups itself, as the command line groups it
+        groups = read_groups(preds, preds.name, None, None)
     report = build_report(
         preds, request, calibrator=fitted, groups=groups, features=features, bundle_path=bundle_path, progress=progress
     )

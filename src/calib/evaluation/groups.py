@@ -105,7 +105,7 @@ def read_groups(preds, pred_path: str, column: str | None, path: str | None, lab
     given, the column the input itself groups by (``preds.groups_by``: the task of each row of a
     harness results directory), else None."""
     if column is None and path is None:
-        column = getattr(preds, "groups_by", None)
+        column = preds.groups_by
         if column is None:
             return None
     from ..io.readers import read_group_values
