@@ -289,3 +289,37 @@ def test_a_multi_label_batch_is_refused_on_either_side():
     for ref, new in ((multilabel, single), (single, multilabel)):
         with pytest.raises(ValueError, match="single-label inputs"):
             compare(ref, new, bootstrap=20)
+
+
+def test_the_predicted_ece_by_hand():
+    """Rows of confidence 0.9 (bin 13 of 15) and 0.6 (bin 9), whose truth gives their top labels
+    0.8 and 0.6: |0.8 - 0.9| / 2 + 0 = 0.05."""
+    from calib.compare import _ece_against
+
+    probs = np.array([[0.9, 0.1], [0.6, 0.4]])
+    truth = np.array([[0.8, 0.2], [0.6, 0.4]])
+    assert _ece_against(probs, truth) == pytest.approx(0.05, abs=1e-15)
+    assert _ece_against(np.array([[1.0, 0.0]]), np.array([[0.5, 0.5]])) == pytest.approx(0.5, abs=1e-15)  # 1.0: the last bin
+
+
+def test_a_class_absent_from_new_keeps_its_probability_under_the_prior_correction():
+    from calib.compare import _prior_correction_effect
+
+    rng = np.random.default_rng(20)
+    probs = rng.dirichlet(np.ones(4), size=400)
+    labels = rng.integers(0, 3, 400)  # class 3 never in NEW
+    ref_prior, new_prior = np.full(4, 0.25), np.bincount(labels, minlength=4) / 400
+    effect = _prior_correction_effect(probs, labels, ref_prior, new_prior)
+    assert np.isfinite(effect["miscalibration_before"]) and np.isfinite(effect["miscalibration_after"])
+
+
+@pytest.mark.parametrize("world", ["none", "label shift"])
+def test_without_labels_the_verdict_is_the_bonferroni_bound(world):
+    from statistics import NormalDist
+
+    ref, new, _ = _pair(world, 21, labelled=False)
+    report = compare(ref, new, bootstrap=40)
+    priors = report["priors"]
+    assert priors["bound"] == pytest.approx(NormalDist().inv_cdf(1 - 0.01 / 20), abs=1e-12)
+    assert (report["verdict"] == "label shift") == (priors["largest_z"] > priors["bound"])
+    assert priors["l1"] == pytest.approx(np.abs(np.array(priors["new"]) - np.array(priors["ref"])).sum(), abs=1e-15)
