@@ -158,11 +158,16 @@ def _check(ref: Predictions, new: Predictions) -> None:
         raise InputError("a comparison takes single-label inputs; compare a multi-label input's labels one at a time")
 
 
-def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 0, gates=()) -> dict:
+def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 0, gates=(), groups=None) -> dict:
     """What changed from ``ref`` to ``new`` (validated :class:`~calib.io.Predictions`; ``new``
     with or without labels), as the module docstring says: the decomposition of each score, its
     changes with intervals, the priors, the verdict and the remedy it implies, and the ``gates``
-    ("miscalibration_increase>0.01") checked on the changes' intervals. A JSON-ready dict."""
+    ("miscalibration_increase>0.01") checked on the changes' intervals. A JSON-ready dict.
+
+    ``groups`` = (REF's :class:`~calib.evaluation.groups.Groups`, NEW's) adds ``groups``: the same
+    analysis within each group both batches hold at least :data:`MIN_ROWS` rows of, each at the
+    Bonferroni level 1 - (1 - ``level``) / G over the G groups analysed (so G unchanged groups are
+    called a change no more often than one batch is), and the groups left out with the reason."""
     from .evaluation.gates import split_condition
 
     if bootstrap < 20:
@@ -173,7 +178,6 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
     _check(ref, new)
     k = ref.k
     ref_probs, new_probs = softmax(ref.all_logits()), softmax(new.all_logits())
-    ref_prior = _label_shares(ref.labels, k)
     rng = np.random.default_rng(seed)
     report = {
         "ref": {"path": ref.name, "n": ref.n, "k": k},
@@ -183,12 +187,43 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
     if new.labels is None:
         calibrated = _reference_calibration(ref)
         ref_probs, new_probs = (np.exp(calibrated.transform(p.all_logits())) for p in (ref, new))
-        report.update(_unlabelled(ref_probs, new_probs, ref_prior, bootstrap, level, rng))
-    else:
-        report.update(_labelled(ref_probs, ref.labels, new_probs, new.labels, ref_prior, bootstrap, level, rng, seed))
+
+    def analyse(ref_rows, new_rows, at_level: float) -> dict:
+        ref_prior = _label_shares(ref.labels[ref_rows], k)
+        if new.labels is None:
+            return _unlabelled(ref_probs[ref_rows], new_probs[new_rows], ref_prior, bootstrap, at_level, rng)
+        labelled = (ref_probs[ref_rows], ref.labels[ref_rows], new_probs[new_rows], new.labels[new_rows])
+        return _labelled(*labelled, ref_prior, bootstrap, at_level, rng, seed)
+
+    report.update(analyse(slice(None), slice(None), level))
+    if groups is not None:
+        report["groups"] = _by_group(*groups, analyse, level)
     report["gates"] = [_check_gate(gate, report) for gate in parsed]
     report["passed"] = all(g["result"] != "fail" for g in report["gates"])
     return report
+
+
+def _by_group(ref_groups, new_groups, analyse, level: float) -> dict:
+    """Each group's analysis at the Bonferroni level over the groups analysed; the rest skipped."""
+    ref_rows = {name: np.flatnonzero(ref_groups.codes == i) for i, name in enumerate(ref_groups.names)}
+    new_rows = {name: np.flatnonzero(new_groups.codes == i) for i, name in enumerate(new_groups.names)}
+    skipped, kept = {}, []
+    for name in sorted(set(ref_rows) | set(new_rows)):
+        counts = (len(ref_rows.get(name, ())), len(new_rows.get(name, ())))
+        if min(counts) < MIN_ROWS:
+            skipped[name] = f"{counts[0]} rows in REF and {counts[1]} in NEW; each needs {MIN_ROWS}"
+        else:
+            kept.append(name)
+    group_level = 1.0 - (1.0 - level) / max(len(kept), 1)
+    analysed = {}
+    for name in kept:
+        try:
+            found = analyse(ref_rows[name], new_rows[name], group_level)
+        except InputError as exc:
+            skipped[name] = str(exc)
+            continue
+        analysed[name] = {"ref_n": len(ref_rows[name]), "new_n": len(new_rows[name]), **found}
+    return {"source": ref_groups.source, "level": group_level, "values": analysed, "skipped": skipped}
 
 
 def _bootstrap_terms(confidence, correct, bootstrap, rng) -> dict[str, np.ndarray]:

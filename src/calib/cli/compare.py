@@ -24,6 +24,7 @@ def compare(
     new: Annotated[str, typer.Argument(metavar="NEW", help="The new batch, with labels or without.", show_default=False)],
     label_column: options.LabelColumn = None,
     input_kind: options.InputKind = "auto",
+    group_by: options.GroupBy = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap replicates of each batch.")] = 200,
     level: Annotated[float, typer.Option("--level", help="The intervals' level, and 1 - the tests' size.")] = 0.99,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and of the recalibration's halves.")] = 0,
@@ -63,7 +64,10 @@ def compare(
     read = {"label_column": label_column, "input_kind": input_kind}
     ref_preds = read_predictions(ref, require_labels=True, **read)
     new_preds = read_predictions(new, **read)
-    report = api.compare(ref_preds, new_preds, bootstrap=bootstrap, level=level, seed=seed, gates=fail_if or ())
+    groups = None
+    if group_by is not None:
+        groups = tuple(api.read_groups(preds, path, group_by, None) for preds, path in ((ref_preds, ref), (new_preds, new)))
+    report = api.compare(ref_preds, new_preds, bootstrap=bootstrap, level=level, seed=seed, gates=fail_if or (), groups=groups)
     if fit_remedy is not None:
         fixed = api.remedy(ref_preds, new_preds, report)
         if fixed is None:
@@ -100,6 +104,8 @@ def _render(report: dict, style: str) -> None:
         render.note(f"{name}: NEW's miscalibration {effect['miscalibration_before']:.4g} -> {effect['miscalibration_after']:.4g}")
     if "predicted_ece_under_label_shift" in report:
         render.note(f"predicted ECE of NEW under the estimated label shift: {report['predicted_ece_under_label_shift']:.4g}")
+    if "groups" in report:
+        _render_groups(report["groups"], style)
     if "note" in report:
         render.note(report["note"])
     remedy = f" (remedy: {report['remedy']})" if report.get("remedy") else ""
@@ -109,3 +115,16 @@ def _render(report: dict, style: str) -> None:
             f" = {gate['value']:.4g} in [{gate['ci'][0]:.4g}, {gate['ci'][1]:.4g}]" if "value" in gate else f": {gate.get('why')}"
         )
         render.note(f"gate {gate['expr']}: {gate['result']}{shown}")
+
+
+def _render_groups(groups: dict, style: str) -> None:
+    """One row a group: its rows, the changes the verdict reads, its verdict."""
+    rows = []
+    for name, found in groups["values"].items():
+        changes = found.get("changes", {}).get("brier", {})
+        shown = [f"{changes[term]['value']:+.4g}" if term in changes else "-" for term in ("mcb", "recalibrated")]
+        rows.append([name, str(found["ref_n"]), str(found["new_n"]), *shown, found["verdict"]])
+    header = [groups["source"], "REF n", "NEW n", "MCB change", "UNC - DSC change", "verdict"]
+    render.table(f"by group, each at level {groups['level']:.4g}", header, rows, [False, True, True, True, True, False], style)
+    for name, why in groups["skipped"].items():
+        render.note(f"group {name} not compared: {why}")
