@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from calib.api import as_predictions
-from calib.compare import compare
+from calib.drift import compare
 from calib.synth.shift import WORLDS, shift_world
 
 DATA = os.path.join(os.path.dirname(__file__), os.pardir, "tests", "data")

@@ -1,4 +1,4 @@
-"""calib compare (calib.compare): the CORP decomposition against its identity and a plain PAV
+"""calib compare (calib.drift): the CORP decomposition against its identity and a plain PAV
 reference, the verdicts on worlds whose truth is known, EM's priors, the remedies, the gates on
 their edges, and bad input."""
 
@@ -12,7 +12,7 @@ from conftest import needs
 
 import calib
 from calib.api import as_predictions
-from calib.compare import GATE_KEYS, SCORES, adapted_probs, answer_pairs, compare, corp, em_priors, remedy
+from calib.drift import GATE_KEYS, SCORES, adapted_probs, answer_pairs, compare, corp, em_priors, remedy
 from calib.synth.shift import WORLDS, shift_world
 
 
@@ -64,7 +64,7 @@ def test_answer_pairs_take_class_1_of_a_binary_model_and_the_top_label_otherwise
 def test_each_world_gets_its_verdict(world):
     for seed in range(3):
         ref, new, _ = _pair(world, seed)
-        assert compare(ref, new, bootstrap=100, seed=seed)["verdict"] == world
+        assert compare(ref, new, seed=seed)["verdict"] == world
 
 
 def test_em_priors_are_a_fixed_point_and_find_a_known_shift():
@@ -81,11 +81,11 @@ def test_em_priors_are_a_fixed_point_and_find_a_known_shift():
 
 def test_without_labels_only_label_shift_is_told():
     ref, new, d = _pair("label shift", 5, labelled=False)
-    report = compare(ref, new, bootstrap=50)
+    report = compare(ref, new, bootstrap=20, level=0.9)
     assert report["verdict"] == "label shift" and "predicted_ece_under_label_shift" in report
     assert "changes" not in report and "only label shift can be told" in report["note"]
     ref, new, _ = _pair("none", 6, labelled=False)
-    assert compare(ref, new, bootstrap=50)["verdict"] == "none"
+    assert compare(ref, new, bootstrap=40, level=0.95)["verdict"] == "none"
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_without_labels_only_label_shift_is_told():
 )
 def test_the_remedy_undoes_what_was_found(world, labelled, method):
     ref, new, d = _pair(world, 7, labelled)
-    report = compare(ref, new, bootstrap=50)
+    report = compare(ref, new)
     fixed = remedy(ref, new, report)
     assert fixed.method == method
     before = calib.evaluate(d["new_logits"], d["new_labels"], metrics=["nll"]).values["nll"]
@@ -104,10 +104,10 @@ def test_the_remedy_undoes_what_was_found(world, labelled, method):
 
 def test_no_remedy_for_none_and_a_refusal_for_a_new_concept():
     ref, new, _ = _pair("none", 13)
-    assert remedy(ref, new, compare(ref, new, bootstrap=50)) is None
+    assert remedy(ref, new, compare(ref, new)) is None
     ref, new, _ = _pair("new concept", 9)
     with pytest.raises(ValueError, match="no post-hoc map recovers"):
-        remedy(ref, new, compare(ref, new, bootstrap=50))
+        remedy(ref, new, compare(ref, new))
 
 
 def test_prior_shift_fits_the_label_shares():
@@ -134,7 +134,7 @@ def _report_with(change_lo: float, change_hi: float, value: float) -> dict:
 def test_gates_on_their_edges(lo, hi, expected):
     """'miscalibration_increase>0.01': fails when the whole interval is above 0.01 (its lower end
     exactly on 0.01 is not), passes when none of it is (the upper end on 0.01 passes)."""
-    from calib.compare import _check_gate, _parse_gate
+    from calib.drift import _check_gate, _parse_gate
     from calib.evaluation.gates import split_condition
 
     gate = _parse_gate("miscalibration_increase>0.01", split_condition)
@@ -142,7 +142,7 @@ def test_gates_on_their_edges(lo, hi, expected):
 
 
 def test_a_discrimination_decrease_reads_the_change_negated():
-    from calib.compare import _check_gate, _parse_gate
+    from calib.drift import _check_gate, _parse_gate
     from calib.evaluation.gates import split_condition
 
     gate = _parse_gate("discrimination_decrease>0.01", split_condition)
@@ -154,11 +154,11 @@ def test_the_command_line_gives_the_librarys_report(run, tmp_path):
     ref, new, d = _pair("calibration decay", 10)
     np.savez(tmp_path / "ref.npz", logits=d["ref_logits"], labels=d["ref_labels"])
     np.savez(tmp_path / "new.npz", logits=d["new_logits"], labels=d["new_labels"])
-    code, out, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--bootstrap", "50", "--json", "-")
+    code, out, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--json", "-")
     assert code == 0, err
     from calib.api import read_predictions
 
-    library = compare(read_predictions(str(tmp_path / "ref.npz")), read_predictions(str(tmp_path / "new.npz")), bootstrap=50)
+    library = compare(read_predictions(str(tmp_path / "ref.npz")), read_predictions(str(tmp_path / "new.npz")))
     shown = json.loads(out)
     assert shown["verdict"] == library["verdict"] == "calibration decay"
     assert shown["changes"] == json.loads(json.dumps(library["changes"]))
@@ -166,8 +166,6 @@ def test_the_command_line_gives_the_librarys_report(run, tmp_path):
         "compare",
         tmp_path / "ref.npz",
         tmp_path / "new.npz",
-        "--bootstrap",
-        "50",
         "--fail-if",
         "miscalibration_increase>0.001",
         "--fit-remedy",
@@ -193,7 +191,7 @@ def test_bad_input_is_one_line_exit_2(run, tmp_path, make, says):
     ref_logits, ref_labels, new_logits, new_labels = make(d)
     np.savez(tmp_path / "ref.npz", logits=ref_logits, labels=ref_labels)
     np.savez(tmp_path / "new.npz", logits=new_logits, labels=new_labels)
-    code, _, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--bootstrap", "20")
+    code, _, err = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--bootstrap", "20", "--level", "0.9")
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
 
 
@@ -209,7 +207,7 @@ def test_a_reference_without_labels_and_bad_gates_are_refused(run, tmp_path):
 
 
 def test_the_interval_is_centred_percentile_by_hand():
-    from calib.compare import _interval
+    from calib.drift import _interval
 
     replicates = np.arange(1.0, 101.0)  # mean 50.5
     lo, hi = _interval(replicates, 10.0, 0.9)
@@ -224,26 +222,28 @@ def test_the_fewest_rows_on_the_edge(rows, refused):
     new = as_predictions(d["new_logits"], d["new_labels"])
     if refused:
         with pytest.raises(ValueError, match="needs at least 100"):
-            compare(ref, new, bootstrap=20)
+            compare(ref, new, bootstrap=20, level=0.9)
         with pytest.raises(ValueError, match="needs at least 100"):
-            compare(new, ref, bootstrap=20)
+            compare(new, ref, bootstrap=20, level=0.9)
     else:
-        assert compare(ref, new, bootstrap=20)["ref"]["n"] == 100
+        assert compare(ref, new, bootstrap=20, level=0.9)["ref"]["n"] == 100
 
 
 @pytest.mark.parametrize(
     "settings, ok",
     [
-        ({"bootstrap": 19}, False),
-        ({"bootstrap": 20}, True),
+        ({"bootstrap": 199, "level": 0.99}, False),  # 2 / (1 - level) = 200: one replicate beyond each end
+        ({"bootstrap": 200, "level": 0.99}, True),
+        ({"bootstrap": 39, "level": 0.95}, False),
+        ({"bootstrap": 40, "level": 0.95}, True),
         ({"level": 0.5}, False),
         ({"level": 1.0}, False),
-        ({"level": 0.51}, True),
+        ({"bootstrap": 400, "level": 0.51}, True),
     ],
 )
 def test_the_settings_on_their_edges(settings, ok):
     ref, new, _ = _pair("none", 15, n=200)
-    settings = {"bootstrap": 20, **settings}
+    settings = {"bootstrap": 200, **settings}
     if ok:
         assert compare(ref, new, **settings)["settings"]["bootstrap"] == settings["bootstrap"]
     else:
@@ -253,9 +253,9 @@ def test_the_settings_on_their_edges(settings, ok):
 
 def test_passed_is_false_only_when_a_gate_fails():
     ref, new, _ = _pair("calibration decay", 16)
-    assert not compare(ref, new, bootstrap=50, gates=["miscalibration_increase>0.0001"])["passed"]
-    assert compare(ref, new, bootstrap=50, gates=["miscalibration_increase>0.5"])["passed"]
-    assert compare(ref, new, bootstrap=50)["passed"]
+    assert not compare(ref, new, gates=["miscalibration_increase>0.0001"])["passed"]
+    assert compare(ref, new, bootstrap=20, level=0.9, gates=["miscalibration_increase>0.5"])["passed"]
+    assert compare(ref, new, bootstrap=20, level=0.9)["passed"]
 
 
 def test_the_reference_priors_are_its_label_shares_and_unseen_classes_are_dropped_from_the_test():
@@ -264,13 +264,13 @@ def test_the_reference_priors_are_its_label_shares_and_unseen_classes_are_droppe
     keep_ref, keep_new = d["ref_labels"] != 9, d["new_labels"] != 9
     ref = as_predictions(d["ref_logits"][keep_ref], d["ref_labels"][keep_ref])
     new = as_predictions(d["new_logits"][keep_new], d["new_labels"][keep_new])
-    report = compare(ref, new, bootstrap=20)
+    report = compare(ref, new, bootstrap=20, level=0.9)
     np.testing.assert_allclose(report["priors"]["ref"], np.bincount(ref.labels, minlength=10) / ref.n, rtol=0, atol=1e-15)
     assert report["priors"]["ref"][9] == 0.0 and 0.0 < report["priors"]["homogeneity_p_value"] <= 1.0
 
 
 def test_em_stops_within_its_tolerance():
-    from calib.compare import EM_TOLERANCE
+    from calib.drift import EM_TOLERANCE
 
     ref, new, _ = _pair("label shift", 18, labelled=False)
     probs = np.exp(new.all_logits() - new.all_logits().max(axis=1, keepdims=True))
@@ -288,13 +288,13 @@ def test_a_multi_label_batch_is_refused_on_either_side():
     single = as_predictions(rng.normal(size=(450, 2)), rng.integers(0, 2, 450))
     for ref, new in ((multilabel, single), (single, multilabel)):
         with pytest.raises(ValueError, match="single-label inputs"):
-            compare(ref, new, bootstrap=20)
+            compare(ref, new, bootstrap=20, level=0.9)
 
 
 def test_the_predicted_ece_by_hand():
     """Rows of confidence 0.9 (bin 13 of 15) and 0.6 (bin 9), whose truth gives their top labels
     0.8 and 0.6: |0.8 - 0.9| / 2 + 0 = 0.05."""
-    from calib.compare import _ece_against
+    from calib.drift import _ece_against
 
     probs = np.array([[0.9, 0.1], [0.6, 0.4]])
     truth = np.array([[0.8, 0.2], [0.6, 0.4]])
@@ -303,7 +303,7 @@ def test_the_predicted_ece_by_hand():
 
 
 def test_a_class_absent_from_new_keeps_its_probability_under_the_prior_correction():
-    from calib.compare import _prior_correction_effect
+    from calib.drift import _prior_correction_effect
 
     rng = np.random.default_rng(20)
     probs = rng.dirichlet(np.ones(4), size=400)
@@ -318,9 +318,9 @@ def test_without_labels_the_verdict_is_the_bonferroni_bound(world):
     from statistics import NormalDist
 
     ref, new, _ = _pair(world, 21, labelled=False)
-    report = compare(ref, new, bootstrap=40)
+    report = compare(ref, new, bootstrap=40, level=0.95)
     priors = report["priors"]
-    assert priors["bound"] == pytest.approx(NormalDist().inv_cdf(1 - 0.01 / 20), abs=1e-12)
+    assert priors["bound"] == pytest.approx(NormalDist().inv_cdf(1 - 0.05 / 20), abs=1e-12)
     assert (report["verdict"] == "label shift") == (priors["largest_z"] > priors["bound"])
     assert priors["l1"] == pytest.approx(np.abs(np.array(priors["new"]) - np.array(priors["ref"])).sum(), abs=1e-15)
 
@@ -342,7 +342,7 @@ def _two_sites(seed: int):
 
 def test_per_group_verdicts_find_the_decayed_group_at_the_bonferroni_level():
     (ref, new), groups = _two_sites(22)
-    report = compare(ref, new, bootstrap=100, groups=(groups, groups))
+    report = compare(ref, new, groups=(groups, groups))
     found = report["groups"]
     assert {name: value["verdict"] for name, value in found["values"].items()} == {"a": "none", "b": "calibration decay"}
     assert found["level"] == pytest.approx(1 - 0.01 / 2, abs=1e-15)  # two groups analysed
@@ -359,8 +359,6 @@ def test_per_group_on_the_command_line(run, tmp_path):
         pq.write_table(
             pa.table({"logits": list(preds.all_logits()), "label": preds.labels, "site": sites}), tmp_path / f"{name}.parquet"
         )
-    code, out, err = run(
-        "compare", tmp_path / "ref.parquet", tmp_path / "new.parquet", "--group-by", "site", "--bootstrap", "50", "--json", "-"
-    )
+    code, out, err = run("compare", tmp_path / "ref.parquet", tmp_path / "new.parquet", "--group-by", "site", "--json", "-")
     assert code == 0, err
     assert json.loads(out)["groups"]["values"]["b"]["verdict"] == "calibration decay"

@@ -28,7 +28,7 @@ LAYERS = [
     ["calib.evaluation", "calib.shards"],
     ["calib.report_text", "calib.report_junit", "calib.report_html", "calib.plots", "calib.synth"],
     ["calib.diagnose"],
-    ["calib.api", "calib.compare", "calib.sklearn", "calib"],
+    ["calib.api", "calib.drift", "calib.sklearn", "calib"],
     ["calib.cli", "calib.__main__"],
 ]
 

@@ -2,7 +2,7 @@
 
 The Python API (docs/api.md): ``calib.evaluate(scores, labels, ...) -> Report``,
 ``calib.calibrator(name, **options)`` with ``fit / predict_proba / predict_sets / save``,
-``calib.load(bundle)``, the functional metrics ``calib.metrics.ece(scores, labels)`` and so on,
+``calib.load(bundle)``, ``calib.compare(ref, new)`` (what changed between two batches), the functional metrics ``calib.metrics.ece(scores, labels)`` and so on,
 and ``calib.InputError`` (a ValueError). The public names load on first use (PEP 562), so
 ``import calib`` and the command line pay only for the modules a command needs.
 """
@@ -42,6 +42,7 @@ _PUBLIC = {
     "evaluate": ".api",
     "load": ".api",
     "sample_path": ".api",
+    "compare": ".drift",
 }
 
 

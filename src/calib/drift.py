@@ -158,9 +158,20 @@ def _check(ref: Predictions, new: Predictions) -> None:
         raise InputError("a comparison takes single-label inputs; compare a multi-label input's labels one at a time")
 
 
+def _batch(batch, name: str) -> Predictions:
+    """A batch as validated predictions: :class:`~calib.io.Predictions` as it is, a (scores,
+    labels) pair, or scores alone (no labels)."""
+    from .io.readers import predictions_from_arrays
+
+    if isinstance(batch, Predictions):
+        return batch
+    scores, labels = batch if isinstance(batch, tuple) else (batch, None)
+    return predictions_from_arrays(scores, labels, name=name)
+
+
 def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 0, gates=(), groups=None) -> dict:
-    """What changed from ``ref`` to ``new`` (validated :class:`~calib.io.Predictions`; ``new``
-    with or without labels), as the module docstring says: the decomposition of each score, its
+    """What changed from ``ref`` to ``new`` (each validated :class:`~calib.io.Predictions`, a
+    (scores, labels) pair, or for ``new`` scores alone), as the module docstring says: the decomposition of each score, its
     changes with intervals, the priors, the verdict and the remedy it implies, and the ``gates``
     ("miscalibration_increase>0.01") checked on the changes' intervals. A JSON-ready dict.
 
@@ -170,11 +181,17 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
     called a change no more often than one batch is), and the groups left out with the reason."""
     from .evaluation.gates import split_condition
 
-    if bootstrap < 20:
-        raise UsageError(f"a comparison needs at least 20 bootstrap replicates; got {bootstrap}", cli_hint="--bootstrap")
     if not 0.5 < level < 1.0:
         raise UsageError(f"level must be in (0.5, 1); got {level}", cli_hint="--level")
+    if bootstrap * (1.0 - level) / 2.0 < 1.0 - 1e-9:
+        needed = int(np.ceil(2.0 / (1.0 - level) - 1e-9))
+        raise UsageError(
+            f"{bootstrap} bootstrap replicates leave no replicate beyond an end of the {level:g} interval; it needs at "
+            f"least {needed} (2 / (1 - level)): with fewer its ends understate the noise",
+            cli_hint="--bootstrap",
+        )
     parsed = [_parse_gate(expr, split_condition) for expr in gates]
+    ref, new = _batch(ref, "REF"), _batch(new, "NEW")
     _check(ref, new)
     k = ref.k
     ref_probs, new_probs = softmax(ref.all_logits()), softmax(new.all_logits())
