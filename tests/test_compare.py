@@ -362,3 +362,50 @@ def test_per_group_on_the_command_line(run, tmp_path):
     code, out, err = run("compare", tmp_path / "ref.parquet", tmp_path / "new.parquet", "--group-by", "site", "--json", "-")
     assert code == 0, err
     assert json.loads(out)["groups"]["values"]["b"]["verdict"] == "calibration decay"
+
+
+def test_the_html_page_holds_the_verdict_the_tables_and_the_groups(run, tmp_path):
+    from html.parser import HTMLParser
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (ref, new), groups = _two_sites(24)
+    sites = [groups.names[c] for c in groups.codes]
+    for name, preds in (("ref", ref), ("new", new)):
+        pq.write_table(
+            pa.table({"logits": list(preds.all_logits()), "label": preds.labels, "site": sites}), tmp_path / f"{name}.parquet"
+        )
+    code, out, err = run(
+        "compare",
+        tmp_path / "ref.parquet",
+        tmp_path / "new.parquet",
+        "--group-by",
+        "site",
+        "--html",
+        tmp_path / "c.html",
+        "--json",
+        "-",
+    )
+    assert code == 0, err
+    page = (tmp_path / "c.html").read_text()
+    report = json.loads(out)
+    assert f"Verdict: {report['verdict']}" in page and page.count("<table") == 5  # Brier, log loss, priors, remedies, groups
+    for section in ("brier", "log_loss", "priors", "remedies", "groups"):
+        assert f'id="{section}"' in page
+    assert "not compared: 99 rows in REF and 99 in NEW" in page
+
+    class Balance(HTMLParser):
+        open_tags: list = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "br", "wbr"):
+                self.open_tags.append(tag)
+
+        def handle_endtag(self, tag):
+            assert self.open_tags.pop() == tag
+
+    checker = Balance()
+    checker.open_tags = []
+    checker.feed(page)
+    assert checker.open_tags == []

@@ -1,7 +1,8 @@
 """report.html of ``calib diagnose --out``: one self-contained page (inline CSS and SVG, no
 script, no network, no date) that reads top to bottom: what was diagnosed, the findings by
 severity, the recommendation with its trade-offs, the metric table, the figures, the groups, the
-worst classes, the conformal sets and the cross-validated comparison."""
+worst classes, the conformal sets and the cross-validated comparison. And the page of ``calib
+compare --html`` (:func:`comparison_page`), in the same style."""
 
 from __future__ import annotations
 
@@ -94,13 +95,87 @@ def _figure(figures: dict, name: str, caption: str) -> str:
     return f'<figure class="plot" id="figure-{name}" aria-label="{_escape(caption)}">{_svg(figures[name])}</figure>'
 
 
+def _page_start(title: str, heading: str, lead: str) -> list[str]:
+    return [
+        "<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width'>",
+        f"<title>{_escape(title)}</title><style>{STYLE}</style></head><body><main>",
+        f"<h1>{_escape(heading)}</h1><p class=lead>{_escape(lead)}</p>",
+    ]
+
+
+#: The terms of a comparison's decomposition, as its tables name them
+COMPARISON_TERMS = {
+    "score": "score",
+    "mcb": "miscalibration (MCB)",
+    "dsc": "discrimination (DSC)",
+    "unc": "uncertainty (UNC)",
+    "recalibrated": "recalibrated score (UNC - DSC)",
+}
+
+
+def comparison_page(report: dict) -> str:
+    """The page for a report of :func:`calib.drift.compare`: the verdict and its remedy, each
+    score's decomposition with its changes' intervals, the priors, the remedies' effects, the
+    groups and the gates."""
+    ref, new = report["ref"], report["new"]
+    parts = _page_start(
+        f"calib compare: {ref['path']} -> {new['path']}",
+        "calib compare",
+        f"{ref['path']} ({ref['n']} rows) -> {new['path']} ({new['n']} rows)",
+    )
+    remedy = f"; remedy: {report['remedy']}" if report.get("remedy") else ""
+    parts.append(f'<section id="verdict"><div class="advice"><b>Verdict: {_escape(report["verdict"])}</b>{_escape(remedy)}</div>')
+    if "note" in report:
+        parts.append(f"<p class=muted>{_escape(report['note'])}</p>")
+    parts.append("</section>")
+    level = report["settings"]["level"]
+    for score, named in (("brier", "Brier score"), ("log_loss", "Log loss")):
+        if "changes" not in report:
+            break
+        rows = []
+        for term, name in COMPARISON_TERMS.items():
+            change = report["changes"][score][term]
+            values = (report["decomposition"][score]["ref"][term], report["decomposition"][score]["new"][term], change["value"])
+            lo, hi = change["ci"]
+            rows.append([name, *(format_value(v) for v in values), f"[{format_value(lo)}, {format_value(hi)}]"])
+        header = ["term", "REF", "NEW", "change", f"{level:.0%} interval"]
+        parts.append(f'<section id="{score}"><h2>{named}</h2>{_table(header, rows, [False, True, True, True, True])}</section>')
+    priors = report["priors"]
+    shares = [[str(k), format_value(a), format_value(b)] for k, (a, b) in enumerate(zip(priors["ref"], priors["new"]))]
+    parts.append(
+        f'<section id="priors"><h2>Class priors</h2><p class=muted>L1 distance {format_value(priors["l1"])}; '
+        f"NEW's from {_escape(priors['from'])}</p>{_table(['class', 'REF', 'NEW'], shares, [False, True, True])}</section>"
+    )
+    effects = [
+        [name, format_value(e["miscalibration_before"]), format_value(e["miscalibration_after"])]
+        for name, e in report.get("remedies", {}).items()
+    ]
+    if effects:
+        header = ["remedy", "NEW's miscalibration before", "after"]
+        parts.append(f'<section id="remedies"><h2>Remedies</h2>{_table(header, effects, [False, True, True])}</section>')
+    groups = report.get("groups")
+    if groups:
+        rows = [[name, str(g["ref_n"]), str(g["new_n"]), g["verdict"]] for name, g in groups["values"].items()] + [
+            [name, "-", "-", f"not compared: {why}"] for name, why in groups["skipped"].items()
+        ]
+        header = [groups["source"], "REF n", "NEW n", "verdict"]
+        parts.append(
+            f'<section id="groups"><h2>By group, each at level {format_value(groups["level"])}</h2>'
+            f"{_table(header, rows, [False, True, True, False])}</section>"
+        )
+    if report["gates"]:
+        rows = [[g["expr"], g["result"], format_value(g["value"]) if "value" in g else g.get("why", "")] for g in report["gates"]]
+        parts.append(
+            f'<section id="gates"><h2>Gates</h2>{_table(["gate", "result", "value"], rows, [False, False, True])}</section>'
+        )
+    parts.append("</main></body></html>")
+    return "".join(parts) + "\n"
+
+
 def report_page(result, figures: dict[str, str]) -> str:
     """The page for a :class:`calib.diagnose.Diagnosis` with its figures as SVG markup by name."""
     source = result.source
-    title = _escape(source.get("path", ""))
-    parts = ["<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width'>"]
-    parts.append(f"<title>calib diagnose: {title}</title><style>{STYLE}</style></head><body><main>")
-    parts.append(f"<h1>calib diagnose</h1><p class=lead>{_escape(source.get('path', ''))}</p>")
+    parts = _page_start(f"calib diagnose: {source.get('path', '')}", "calib diagnose", source.get("path", ""))
     parts.append(_source_section(result))
 
     findings = "".join(

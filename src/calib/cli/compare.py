@@ -46,6 +46,9 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    html_path: Annotated[
+        Optional[str], typer.Option("--html", help="Also write the comparison as a self-contained HTML page.", show_default=False)
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --fit-remedy bundle.")] = False,
     table_format: options.TableFormat = "auto",
 ) -> None:
@@ -58,7 +61,7 @@ def compare(
     from ..api import check_not_an_input, read_predictions
 
     render.resolve_format(table_format)
-    for path in (json_path, fit_remedy):
+    for path in (json_path, fit_remedy, html_path):
         if path not in (None, "-"):
             check_not_an_input(path, [ref, new])
     read = {"label_column": label_column, "input_kind": input_kind}
@@ -78,6 +81,11 @@ def compare(
             render.note(f"wrote the {report['remedy']} ({fixed.method}) to {fit_remedy}")
     if json_path is not None:
         render.write_json(report, json_path)
+    if html_path is not None:
+        from ..api import write_bytes_atomic
+        from ..report_html import comparison_page
+
+        write_bytes_atomic(html_path, comparison_page(report).encode())
     if json_path != "-":
         _render(report, table_format)
     if not report["passed"]:
