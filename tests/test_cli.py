@@ -278,6 +278,7 @@ def test_public_api_is_pinned():
         "apply_calibrator",
         "calibrator",
         "calibrator_class",
+        "compare",
         "evaluate",
         "fit_calibrator",
         "load",
