@@ -282,13 +282,34 @@ def test_em_stops_within_its_tolerance():
     assert EM_TOLERANCE == 1e-8
 
 
-def test_a_multi_label_batch_is_refused_on_either_side():
+def test_a_multi_label_batch_beside_a_single_label_one_is_refused_on_either_side():
     rng = np.random.default_rng(19)
     multilabel = as_predictions(rng.normal(size=(150, 3)), (rng.uniform(size=(150, 3)) < 0.5).astype(int))
     single = as_predictions(rng.normal(size=(450, 2)), rng.integers(0, 2, 450))
     for ref, new in ((multilabel, single), (single, multilabel)):
-        with pytest.raises(ValueError, match="single-label inputs"):
+        with pytest.raises(ValueError, match="is a multi-label input and"):
             compare(ref, new, bootstrap=20, level=0.9)
+
+
+def _tags(rng, n=3000, stretch=1.0):
+    """Five labels, y_l ~ Bernoulli(sigmoid(z_l)): calibrated logits; label 2's stretched."""
+    z = rng.normal(0, 2, (n, 5))
+    y = (rng.uniform(size=(n, 5)) < 1 / (1 + np.exp(-z))).astype(int)
+    z[:, 2] *= stretch
+    return z, y
+
+
+def test_a_multi_label_comparison_takes_each_label_as_a_group():
+    rng = np.random.default_rng(25)
+    ref, new = _tags(rng), _tags(rng, stretch=2.0)
+    report = compare(as_predictions(*ref), as_predictions(*new))
+    verdicts = {name: found["verdict"] for name, found in report["groups"]["values"].items()}
+    assert verdicts == {"0": "none", "1": "none", "2": "calibration decay", "3": "none", "4": "none"}
+    assert report["groups"]["source"] == "labels" and "resamples them as if independent" in report["note_pairs"]
+    unlabelled = compare(as_predictions(*ref), as_predictions(new[0], task="multilabel"), bootstrap=40, level=0.95)
+    assert set(unlabelled["groups"]["values"]) == {"0", "1", "2", "3", "4"}
+    with pytest.raises(ValueError, match="grouped by its labels"):
+        compare(as_predictions(*ref), as_predictions(*new), groups=(None, None))
 
 
 def test_the_predicted_ece_by_hand():

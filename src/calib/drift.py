@@ -154,8 +154,15 @@ def _check(ref: Predictions, new: Predictions) -> None:
             )
     if new.labels is not None and not np.intersect1d(np.unique(ref.labels), np.unique(new.labels)).size:
         raise InputError(f"{ref.name} and {new.name} share no class among their labels: nothing to compare")
-    if ref.multilabel is not None or new.multilabel is not None:
-        raise InputError("a comparison takes single-label inputs; compare a multi-label input's labels one at a time")
+    if (ref.multilabel is None) != (new.multilabel is None):
+        multi, single = (ref, new) if ref.multilabel is not None else (new, ref)
+        raise InputError(
+            f"{multi.name} is a multi-label input and {single.name} is not: compare two multi-label batches "
+            "(scores without labels are read as multi-label with the task multilabel)",
+            cli_hint="--task multilabel",
+        )
+    if ref.multilabel is not None and ref.multilabel.n_labels != new.multilabel.n_labels:
+        raise InputError(f"{ref.name} has {ref.multilabel.n_labels} labels and {new.name} {new.multilabel.n_labels}")
 
 
 def _batch(batch, name: str) -> Predictions:
@@ -213,6 +220,16 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
         return _labelled(*labelled, ref_prior, bootstrap, at_level, rng, seed)
 
     report.update(analyse(slice(None), slice(None), level))
+    if ref.multilabel is not None:  # each label a binary problem: the labels are the groups
+        from .evaluation.groups import label_groups
+
+        if groups is not None:
+            raise UsageError("a multi-label comparison is grouped by its labels; other groups do not apply to it")
+        groups = (label_groups(ref), label_groups(new))
+        report["note_pairs"] = (
+            "multi-label: the whole-batch analysis pools the (row, label) pairs and resamples them as if independent; "
+            "each label's own analysis is under groups"
+        )
     if groups is not None:
         report["groups"] = _by_group(*groups, analyse, level)
     report["gates"] = [_check_gate(gate, report) for gate in parsed]
