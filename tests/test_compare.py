@@ -430,3 +430,20 @@ def test_the_html_page_holds_the_verdict_the_tables_and_the_groups(run, tmp_path
     checker.open_tags = []
     checker.feed(page)
     assert checker.open_tags == []
+
+
+def test_gates_on_the_worst_group():
+    (ref, new), groups = _two_sites(26)
+    report = compare(
+        ref,
+        new,
+        groups=(groups, groups),
+        gates=["max_group:miscalibration_increase>0.001", "max_group:miscalibration_increase>0.5", "miscalibration_increase>0.5"],
+    )
+    failing, passing, whole = report["gates"]
+    assert failing["result"] == "fail" and failing["group"] == "b" and set(failing["per_group"]) == {"a", "b"}
+    assert passing["result"] == "pass" and whole["result"] == "pass" and not report["passed"]
+    alone = compare(ref, new, bootstrap=20, level=0.9, gates=["max_group:score_change>0.1"])
+    assert alone["gates"][0]["result"] == "fail" and "needs groups" in alone["gates"][0]["why"]
+    with pytest.raises(ValueError, match="max_group:KEY or max_label:KEY"):
+        compare(ref, new, bootstrap=20, level=0.9, gates=["min_group:miscalibration_increase>0.1"])

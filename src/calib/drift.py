@@ -407,12 +407,20 @@ def _ece_against(probs: np.ndarray, truth: np.ndarray, bins: int = 15) -> float:
     return float(np.abs(gaps).sum() / len(probs))
 
 
+#: The aggregates a comparison's gate may take: the worst group (or label)
+GROUP_AGGREGATES = ("max_group", "max_label")
+
+
 def _parse_gate(expr: str, split_condition):
     aggregate, key, op, number = split_condition(expr, "miscalibration_increase>0.01")
-    if aggregate is not None or key not in GATE_KEYS:
-        raise UsageError(f"gate {expr!r}: a comparison gates on {', '.join(GATE_KEYS)}", cli_hint="--fail-if")
+    if key not in GATE_KEYS or (aggregate is not None and aggregate not in GROUP_AGGREGATES):
+        raise UsageError(
+            f"gate {expr!r}: a comparison gates on {', '.join(GATE_KEYS)}, of the whole batches or as "
+            f"{' or '.join(a + ':KEY' for a in GROUP_AGGREGATES)}",
+            cli_hint="--fail-if",
+        )
     try:
-        return expr, key, op, float(number)
+        return expr, key, op, float(number), aggregate
     except ValueError:
         raise UsageError(f"gate {expr!r}: {number!r} is not a number", cli_hint="--fail-if") from None
 
@@ -420,19 +428,43 @@ def _parse_gate(expr: str, split_condition):
 def _check_gate(gate, report: dict) -> dict:
     """A gate on a change of the Brier decomposition: fail when the whole interval holds the
     condition, pass when none of it does, else inconclusive (counted as a pass). A decrease of the
-    discrimination is the negative of its change."""
+    discrimination is the negative of its change. ``max_group:`` (``max_label:``) checks every
+    group compared, each on its own interval (at the groups' Bonferroni level): it fails when some
+    group fails and passes when every group passes."""
+    expr, key, op, threshold, aggregate = gate
+    entry = {"expr": expr, "key": key, "op": op, "threshold": threshold}
+    if aggregate is None:
+        if "changes" not in report:
+            return {**entry, "result": "fail", "why": "the gates on the decomposition need labels on NEW"}
+        return {**entry, **_gate_outcome(report["changes"], key, op, threshold, report["settings"]["level"])}
+    groups = (report.get("groups") or {}).get("values") or {}
+    if not groups or any("changes" not in found for found in groups.values()):
+        return {**entry, "result": "fail", "why": "a gate on the groups needs groups compared with labels on NEW"}
+    level = report["groups"]["level"]
+    per_group = {name: _gate_outcome(found["changes"], key, op, threshold, level) for name, found in groups.items()}
+    results = [found["result"] for found in per_group.values()]
+    result = "fail" if "fail" in results else "pass" if all(r == "pass" for r in results) else "inconclusive"
+    worst = max(per_group, key=lambda name: per_group[name]["value"])
+    return {
+        **entry,
+        "result": result,
+        "value": per_group[worst]["value"],
+        "ci": per_group[worst]["ci"],
+        "group": worst,
+        "per_group": per_group,
+    }
+
+
+def _gate_outcome(changes: dict, key: str, op: str, threshold: float, level: float) -> dict:
+    """value, interval and outcome of one batch's (or group's) change of ``key``."""
     from .evaluation.gates import Spread, outcome
 
-    expr, key, op, threshold = gate
-    entry = {"expr": expr, "key": key, "op": op, "threshold": threshold}
-    if "changes" not in report:
-        return {**entry, "result": "fail", "why": "the gates on the decomposition need labels on NEW"}
-    change = report["changes"]["brier"][GATE_KEYS[key]]
+    change = changes["brier"][GATE_KEYS[key]]
     value, (lo, hi) = change["value"], change["ci"]
     if key == "discrimination_decrease":
         value, lo, hi = -value, -hi, -lo
-    spread = Spread(lo, hi, 0.0, 0, report["settings"]["level"], "bootstrap")
-    return {**entry, "value": value, "ci": [lo, hi], "result": outcome(value, spread, op, threshold)}
+    spread = Spread(lo, hi, 0.0, 0, level, "bootstrap")
+    return {"value": value, "ci": [lo, hi], "result": outcome(value, spread, op, threshold)}
 
 
 def remedy(ref: Predictions, new: Predictions, report: dict):
