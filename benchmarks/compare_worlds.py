@@ -86,7 +86,9 @@ def real(name: str, draws: int, bootstrap: int) -> None:
         prior_errors.append(np.abs(np.array(unlabelled["priors"]["new"]) - np.bincount(labels[rows], minlength=k) / 5000).sum())
     for world, pairs in worlds.items():
         print(f"| {name} | {world} | {_verdicts(pairs, bootstrap)} |", flush=True)
-    print(f"| {name} | EM priors without labels | L1 error to the batch's label shares: median {np.median(prior_errors):.4f}, max {np.max(prior_errors):.4f} |")
+    print(
+        f"| {name} | EM priors without labels | L1 error to the batch's label shares: median {np.median(prior_errors):.4f}, max {np.max(prior_errors):.4f} |"
+    )
 
 
 def main(argv=None) -> None:

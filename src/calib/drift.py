@@ -467,9 +467,9 @@ def _gate_outcome(changes: dict, key: str, op: str, threshold: float, level: flo
     return {"value": value, "ci": [lo, hi], "result": outcome(value, spread, op, threshold)}
 
 
-def remedy(ref: Predictions, new: Predictions, report: dict):
-    """The calibrator that undoes what ``report`` (of :func:`compare` on ``ref`` and ``new``)
-    found, fitted, as a :class:`calib.api.Calibration`: for label shift with NEW's labels,
+def remedy(ref, new, report: dict):
+    """The calibrator that undoes what ``report`` (of :func:`compare` on ``ref`` and ``new``, in
+    any form :func:`compare` takes) found, fitted, as a :class:`calib.api.Calibration`: for label shift with NEW's labels,
     ``prior-shift`` fitted on them; without them, ``bcts`` fitted on the reference with the EM
     priors' correction added to its biases (softmax(z / T + b + w), one map); for calibration decay,
     ``ts`` fitted on NEW. None for "none"; a new concept is refused: no map of the outputs restores
@@ -477,6 +477,7 @@ def remedy(ref: Predictions, new: Predictions, report: dict):
     from .api import Calibration
     from .calibrators.bias_corrected import PriorShift
 
+    ref, new = _batch(ref, "REF"), _batch(new, "NEW")
     verdict = report["verdict"]
     if verdict == "none":
         return None
