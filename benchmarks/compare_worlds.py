@@ -62,10 +62,10 @@ def synthetic(draws: int, unlabelled_draws: int, bootstrap: int, n: int) -> None
         )
 
 
-def real(name: str, draws: int, bootstrap: int) -> None:
+def real(name: str, draws: int, bootstrap: int, decay: float = 1.5) -> None:
     """Each draw splits the 10,000 test rows in seeded random halves: the first is the reference;
     the new batch is the second half as it is (none), resampled to Dirichlet(1) class priors
-    (label shift, 5,000 rows), or with its logits times 1.5 (calibration decay)."""
+    (label shift, 5,000 rows), or with its logits times ``decay`` (calibration decay)."""
     data = np.load(os.path.join(DATA, f"{name}_resnet110_test.npz"))
     logits, labels = data["logits"].astype(np.float64), data["labels"]
     k = logits.shape[1]
@@ -81,11 +81,12 @@ def real(name: str, draws: int, bootstrap: int) -> None:
         rows = np.array([rng.choice(pools[c]) for c in new_labels])
         worlds["none"].append((logits[ref], labels[ref], logits[rest], labels[rest]))
         worlds["label shift"].append((logits[ref], labels[ref], logits[rows], labels[rows]))
-        worlds["calibration decay"].append((logits[ref], labels[ref], 1.5 * logits[rest], labels[rest]))
+        worlds["calibration decay"].append((logits[ref], labels[ref], decay * logits[rest], labels[rest]))
         unlabelled = compare(as_predictions(logits[ref], labels[ref]), as_predictions(logits[rows]), bootstrap=bootstrap)
         prior_errors.append(np.abs(np.array(unlabelled["priors"]["new"]) - np.bincount(labels[rows], minlength=k) / 5000).sum())
     for world, pairs in worlds.items():
-        print(f"| {name} | {world} | {_verdicts(pairs, bootstrap)} |", flush=True)
+        shown = f"{world} (logits x {decay:g})" if world == "calibration decay" else world
+        print(f"| {name} | {shown} | {_verdicts(pairs, bootstrap)} |", flush=True)
     print(
         f"| {name} | EM priors without labels | L1 error to the batch's label shares: median {np.median(prior_errors):.4f}, max {np.max(prior_errors):.4f} |"
     )
@@ -98,12 +99,14 @@ def main(argv=None) -> None:
     parser.add_argument("--real-draws", type=int, default=10)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--datasets", nargs="+", default=["cifar10", "cifar100"])
+    parser.add_argument("--decay", type=float, default=1.5, help="the factor of the real logits' decay")
     args = parser.parse_args(argv)
     if args.draws:
         synthetic(args.draws, args.unlabelled_draws, args.bootstrap, args.rows)
     print("\n| data | world | verdicts |\n|---|---|---|")
-    for name in ("cifar10", "cifar100"):
-        real(name, args.real_draws, args.bootstrap)
+    for name in args.datasets:
+        real(name, args.real_draws, args.bootstrap, args.decay)
 
 
 if __name__ == "__main__":
