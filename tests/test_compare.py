@@ -370,16 +370,20 @@ def test_per_group_verdicts_find_the_decayed_group_at_the_bonferroni_level():
     assert found["skipped"] == {"c": "99 rows in REF and 99 in NEW; each needs 100"}  # one short of the edge
 
 
-def test_per_group_on_the_command_line(run, tmp_path):
+def _write_sites(tmp_path, seed: int) -> None:
+    """ref.parquet and new.parquet of :func:`_two_sites`, the site in a column beside the scores."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    (ref, new), groups = _two_sites(23)
+    (ref, new), groups = _two_sites(seed)
     sites = [groups.names[c] for c in groups.codes]
     for name, preds in (("ref", ref), ("new", new)):
-        pq.write_table(
-            pa.table({"logits": list(preds.all_logits()), "label": preds.labels, "site": sites}), tmp_path / f"{name}.parquet"
-        )
+        table = pa.table({"logits": list(preds.all_logits()), "label": preds.labels, "site": sites})
+        pq.write_table(table, tmp_path / f"{name}.parquet")
+
+
+def test_per_group_on_the_command_line(run, tmp_path):
+    _write_sites(tmp_path, 23)
     code, out, err = run("compare", tmp_path / "ref.parquet", tmp_path / "new.parquet", "--group-by", "site", "--json", "-")
     assert code == 0, err
     assert json.loads(out)["groups"]["values"]["b"]["verdict"] == "calibration decay"
@@ -388,15 +392,7 @@ def test_per_group_on_the_command_line(run, tmp_path):
 def test_the_html_page_holds_the_verdict_the_tables_and_the_groups(run, tmp_path):
     from html.parser import HTMLParser
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    (ref, new), groups = _two_sites(24)
-    sites = [groups.names[c] for c in groups.codes]
-    for name, preds in (("ref", ref), ("new", new)):
-        pq.write_table(
-            pa.table({"logits": list(preds.all_logits()), "label": preds.labels, "site": sites}), tmp_path / f"{name}.parquet"
-        )
+    _write_sites(tmp_path, 24)
     code, out, err = run(
         "compare",
         tmp_path / "ref.parquet",
