@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import method_param
+from conftest import method_param, needs
 
 import calib
 from calib.calibrators.conditioning import RANKED_ABOVE, RANKED_WIDTH, chosen, ranked_log_probs
@@ -88,7 +88,7 @@ def short_flow_training_fixture(monkeypatch):
 
 
 def test_the_old_conditioning_is_kept_by_name_and_saved(tmp_path):
-    pytest.importorskip("torch")
+    needs("torch")
     logits, labels = _large_k(n=600)
     fitted = calib.calibrator("adaptive-ts", conditioning="logits").fit(logits, labels)
     assert fitted.fitted.conditioning_ == "logits" and fitted.fitted.n_conditioning_ == 200
@@ -103,7 +103,7 @@ def test_the_old_conditioning_is_kept_by_name_and_saved(tmp_path):
 def test_a_ranked_model_applies_to_probabilities_as_given():
     """The ranked log-probabilities are a function of softmax(z): a bundle fitted on logits applies
     to the same rows' probabilities with the same result."""
-    pytest.importorskip("torch")
+    needs("torch")
     from scipy.special import softmax
 
     logits, labels = _large_k()
@@ -121,7 +121,7 @@ def test_device_names_and_their_edges(monkeypatch):
     for bad in ("gpu", "cuda:", "cuda:x", "CPU", ""):
         with pytest.raises(UsageError, match="device must be one of auto, cpu, cuda"):
             extras.check_device_name(bad)
-    torch = pytest.importorskip("torch")
+    torch = needs("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert extras.resolve_device("auto") == "cpu"
     with pytest.raises(UsageError, match="torch sees no such GPU here"):
@@ -134,7 +134,7 @@ def test_device_names_and_their_edges(monkeypatch):
 
 
 def test_training_device_is_scoped_and_reported(run, tmp_path):
-    pytest.importorskip("torch")
+    needs("torch")
     from calib import extras
 
     logits, labels = _large_k(n=600, k=20)
