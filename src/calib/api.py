@@ -115,8 +115,8 @@ class Calibration:
         ``device``): adaptive-ts, ats-aq, ats-maq, an adaptive or quantile-regression threshold."""
         from .registry import calibrator_class
 
-        unfitted = calibrator_class(self.method)(calibrator_class(self.method).parse_options(self.options))
-        return "torch" in unfitted.requires or unfitted.trains_a_model()
+        cls = calibrator_class(self.method)
+        return "torch" in cls.requires or cls(cls.parse_options(self.options)).trains_a_model()
 
     def __repr__(self) -> str:
         state = "fitted" if self.input_kind is not None else "not fitted"

@@ -43,9 +43,11 @@ from statistics import NormalDist
 
 import numpy as np
 
+from .bootstrap import centred_interval
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
-from .numerics import isotonic_fit, softmax
+from .metrics.conventions import answer_pairs
+from .numerics import PROB_FLOOR, bin_index, isotonic_fit, log_of_probs, softmax
 
 #: The verdicts, in the order they are tested
 VERDICTS = ("label shift", "new concept", "calibration decay", "none")
@@ -61,8 +63,6 @@ GATE_KEYS = {
 }
 #: Fewest rows each batch needs for the bootstrap and the isotonic fit to mean anything
 MIN_ROWS = 100
-#: Probability floor of the log loss
-LOG_FLOOR = 1e-12
 #: EM's stopping rule: the largest change of a prior, and the most iterations
 EM_TOLERANCE = 1e-8
 EM_ITERATIONS = 10_000
@@ -81,19 +81,10 @@ class Terms:
     recalibrated: float
 
 
-def answer_pairs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(confidence in each row's answer, 1.0 where it was right): the top label's probability, or
-    for K = 2, P(class 1) against y = 1."""
-    if probs.shape[1] == 2:
-        return probs[:, 1].copy(), (labels == 1).astype(np.float64)
-    top = probs.argmax(axis=1)
-    return probs[np.arange(len(probs)), top], (top == labels).astype(np.float64)
-
-
 def _mean_score(p: np.ndarray, y: np.ndarray, score: str) -> float:
     if score == "brier":
         return float(np.mean((p - y) ** 2))
-    p = np.clip(p, LOG_FLOOR, 1.0 - LOG_FLOOR)
+    p = np.clip(p, PROB_FLOOR, 1.0 - PROB_FLOOR)
     return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
 
 
@@ -136,10 +127,10 @@ def _label_shares(labels: np.ndarray, k: int) -> np.ndarray:
 
 
 def _interval(replicates: np.ndarray, value: float, level: float) -> list[float]:
-    """The percentile interval of ``replicates`` centred on ``value`` (as calib's bootstrap does)."""
-    shifted = np.asarray(replicates) - np.mean(replicates) + value
-    lo, hi = np.quantile(shifted, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    return [float(lo), float(hi)]
+    """The percentile interval of ``replicates`` centred on ``value``: calib's one bootstrap
+    interval (calib.bootstrap.centred_interval)."""
+    lower, upper, _ = centred_interval(replicates, level, value)
+    return [lower, upper]
 
 
 def _check(ref: Predictions, new: Predictions) -> None:
@@ -201,16 +192,17 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
     ref, new = _batch(ref, "REF"), _batch(new, "NEW")
     _check(ref, new)
     k = ref.k
-    ref_probs, new_probs = softmax(ref.all_logits()), softmax(new.all_logits())
     rng = np.random.default_rng(seed)
     report = {
         "ref": {"path": ref.name, "n": ref.n, "k": k},
         "new": {"path": new.name, "n": new.n, "labelled": new.labels is not None},
         "settings": {"bootstrap": bootstrap, "level": level, "seed": seed, "outcome": "answer (top label; K = 2: class 1)"},
     }
-    if new.labels is None:
+    if new.labels is None:  # EM takes probabilities calibrated on the reference
         calibrated = _reference_calibration(ref)
         ref_probs, new_probs = (np.exp(calibrated.transform(p.all_logits())) for p in (ref, new))
+    else:
+        ref_probs, new_probs = softmax(ref.all_logits()), softmax(new.all_logits())
 
     def analyse(ref_rows, new_rows, at_level: float) -> dict:
         ref_prior = _label_shares(ref.labels[ref_rows], k)
@@ -340,7 +332,7 @@ def _recalibration_effect(probs, labels, seed) -> dict:
 
     order = np.random.default_rng(seed).permutation(len(labels))
     fit, held = np.sort(order[: len(order) // 2]), np.sort(order[len(order) // 2 :])
-    log_probs = np.log(np.maximum(probs, 1e-300))
+    log_probs = log_of_probs(probs)
     beta = fit_inverse_temperature(log_probs[fit], labels[fit])
     recalibrated = softmax(beta * log_probs[held])
     before = corp(*answer_pairs(probs[held], labels[held]))["brier"].mcb
@@ -398,11 +390,11 @@ def _unlabelled(ref_probs, new_probs, ref_prior, bootstrap, level, rng) -> dict:
 
 def _ece_against(probs: np.ndarray, truth: np.ndarray, bins: int = 15) -> float:
     """Top-label ECE of ``probs`` with the accuracy of each bin taken from ``truth``'s probability
-    of the top label (equal-width bins, the last closed)."""
+    of the top label (equal-width bins, calib's edge rule: calib.numerics.bin_index)."""
     top = probs.argmax(axis=1)
     confidence = probs[np.arange(len(probs)), top]
     expected = truth[np.arange(len(probs)), top]
-    index = np.minimum((confidence * bins).astype(int), bins - 1)
+    index = bin_index(confidence, bins)
     gaps = np.bincount(index, weights=expected - confidence, minlength=bins)
     return float(np.abs(gaps).sum() / len(probs))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 
 from .report_text import (
+    COMPARISON_TERMS,
     OVER_COLOUR,
     UNDER_COLOUR,
     comparison_cells,
@@ -101,16 +102,6 @@ def _page_start(title: str, heading: str, lead: str) -> list[str]:
         f"<title>{_escape(title)}</title><style>{STYLE}</style></head><body><main>",
         f"<h1>{_escape(heading)}</h1><p class=lead>{_escape(lead)}</p>",
     ]
-
-
-#: The terms of a comparison's decomposition, as its tables name them
-COMPARISON_TERMS = {
-    "score": "score",
-    "mcb": "miscalibration (MCB)",
-    "dsc": "discrimination (DSC)",
-    "unc": "uncertainty (UNC)",
-    "recalibrated": "recalibrated score (UNC - DSC)",
-}
 
 
 def comparison_page(report: dict) -> str:

@@ -36,6 +36,16 @@ def format_exact(value: float, other: float) -> str:
     return repr(value)
 
 
+#: The terms of ``calib compare``'s decomposition (calib.drift.Terms), as its tables name them
+COMPARISON_TERMS = {
+    "score": "score",
+    "mcb": "miscalibration (MCB)",
+    "dsc": "discrimination (DSC)",
+    "unc": "uncertainty (UNC)",
+    "recalibrated": "recalibrated score (UNC - DSC)",
+}
+
+
 def settings_text(settings: dict) -> str:
     """A short reading of a metric's settings for the table (the JSON report has them in full)."""
     parts = []

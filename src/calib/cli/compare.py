@@ -7,16 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
+from ..report_text import COMPARISON_TERMS
 from . import options, render
-
-#: How the changes' rows are named in the table
-TERM_NAMES = {
-    "score": "score",
-    "mcb": "miscalibration (MCB)",
-    "dsc": "discrimination (DSC)",
-    "unc": "uncertainty (UNC)",
-    "recalibrated": "recalibrated score (UNC - DSC)",
-}
 
 
 def compare(
@@ -96,7 +88,7 @@ def _render(report: dict, style: str) -> None:
     title = f"calib compare: {report['ref']['path']} ({report['ref']['n']} rows) -> {report['new']['path']} ({report['new']['n']} rows)"
     if "changes" in report:
         rows = []
-        for term, name in TERM_NAMES.items():
+        for term, name in COMPARISON_TERMS.items():
             change = report["changes"]["brier"][term]
             ref_value = report["decomposition"]["brier"]["ref"][term]
             new_value = report["decomposition"]["brier"]["new"][term]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from typing import Annotated, Optional
 
 import typer
@@ -20,7 +18,6 @@ from ..api import (
     read_features,
     read_true_probs,
     shard_formats,
-    write_bytes_atomic,
 )
 from ..report_text import comparison_note, gate_text
 from . import options, render
@@ -323,12 +320,9 @@ def _emit(
     ignore noise or compare other input, and exit 1 when a gate failed."""
     from .ci_output import write_ci_outputs
 
-    text = json.dumps(report, indent=2) + "\n"
-    if json_path == "-":
-        sys.stdout.write(text)
-    else:
-        if json_path is not None:
-            write_bytes_atomic(json_path, text.encode())
+    if json_path is not None:
+        render.write_json(report, json_path)
+    if json_path != "-":
         render.report_table(shown, table_format)
     for warning in report.get("warnings", []):
         render.note(f"warning: {warning}")

@@ -109,12 +109,7 @@ def read_predictions(
                     digest.update(block)
                     handle.write(block)
             sha = digest.hexdigest()
-            contents = _contents(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
-            if not isinstance(contents.scores, np.ndarray):
-                contents.scores = contents.scores[:]
-            elif isinstance(contents.scores, np.memmap) and os.name != "posix":
-                contents.scores = np.array(contents.scores)  # Windows deletes no file that a mapping holds
-            # elsewhere a mapping outlives the deleted file: the .npy stays mapped, read a chunk at a time
+            contents = _read_staged(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
     elif input_format is not None:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
@@ -122,11 +117,8 @@ def read_predictions(
         with tempfile.TemporaryDirectory(prefix="calib-named-") as folder:  # the readers tell the format by the name
             staged = os.path.join(folder, "input" + suffix)
             os.symlink(os.path.abspath(path), staged)
-            contents = _contents(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
-            if not isinstance(contents.scores, np.ndarray):
-                contents.scores = contents.scores[:]
-    elif os.path.isdir(path) and sample_files(path):  # an lm-evaluation-harness results directory
-        files = sample_files(path)
+            contents = _read_staged(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
+    elif os.path.isdir(path) and (files := sample_files(path)):  # an lm-evaluation-harness results directory
         sha = functools.partial(_files_sha256, [file for _, file in files])
         contents = read_samples(files, name, scores)
     else:
@@ -152,6 +144,19 @@ def read_predictions(
             cli_hint="--label-column NAME or --labels FILE",
         )
     return preds
+
+
+def _read_staged(fmt, staged: str, name: str, picks: tuple) -> Contents:
+    """:func:`_contents` of a file under a temporary name (stdin copied to it, or a link naming a
+    file's format), read while the name exists: scores read on demand are read now; a memory map
+    (of a .npy) outlives the name on POSIX, and is copied elsewhere (Windows deletes no file that a
+    mapping holds)."""
+    contents = _contents(fmt, staged, name, picks)
+    if not isinstance(contents.scores, np.ndarray):
+        contents.scores = contents.scores[:]
+    elif isinstance(contents.scores, np.memmap) and os.name != "posix":
+        contents.scores = np.array(contents.scores)
+    return contents
 
 
 def _contents(fmt, path: str, name: str, picks: tuple) -> Contents:

@@ -36,6 +36,15 @@ from .batch import Batch
 ROWS_PER_BIN = 100
 
 
+def answer_pairs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(confidence in each row's answer, 1.0 where it was right): the top label's probability, or
+    for K = 2, P(class 1) against y = 1."""
+    if probs.shape[1] == 2:
+        return probs[:, 1].copy(), (labels == 1).astype(np.float64)
+    top = probs.argmax(axis=1)
+    return probs[np.arange(len(probs)), top], (top == labels).astype(np.float64)
+
+
 class AnswerValues(Additive):
     """Every row's confidence in its answer and whether the answer is right (O(N) memory): the
     top label's for K > 2, P(class 1) against y = 1 for K = 2."""
@@ -47,12 +56,9 @@ class AnswerValues(Additive):
         self.correct: list[np.ndarray] = []
 
     def update(self, batch: Batch) -> None:
-        if batch.probs.shape[1] == 2:
-            self.confidence.append(batch.probs[:, 1].copy())
-            self.correct.append((batch.labels == 1).astype(np.float64))
-        else:
-            self.confidence.append(batch.confidence.copy())
-            self.correct.append(np.asarray(batch.correct, dtype=np.float64))
+        confidence, correct = answer_pairs(batch.probs, batch.labels)
+        self.confidence.append(confidence)
+        self.correct.append(correct)
 
     def values(self) -> tuple[np.ndarray, np.ndarray]:
         return np.concatenate(self.confidence), np.concatenate(self.correct)

@@ -115,6 +115,10 @@ def _answer_values(config, k):
     return ("answer-values",), conventions.AnswerValues
 
 
+def _adaptive_settings(scheme: str):
+    return lambda c, s: {"rows_per_bin": conventions.ROWS_PER_BIN, "scheme": scheme, "norm": "l2", "label": "answer"}
+
+
 def _classwise(config, k):
     return ("classwise", config.bins, k), lambda: acc.ClasswiseBins(config.bins, k)
 
@@ -306,7 +310,7 @@ _METRICS = [
         "RMS calibration error, adaptive bins of 100 rows (the LLM literature's; binary: of P(class 1))",
         _answer_values,
         lambda s, c: conventions.rms_calibration_error(*s.values()),
-        lambda c, s: {"rows_per_bin": conventions.ROWS_PER_BIN, "scheme": "adaptive", "norm": "l2", "label": "answer"},
+        _adaptive_settings("adaptive"),
         convention=True,
     ),
     Metric(
@@ -314,12 +318,7 @@ _METRICS = [
         "rms_ce as the Humanity's Last Exam reference code computes it: its last bin skipped",
         _answer_values,
         lambda s, c: conventions.rms_calibration_error(*s.values(), skip_last=True),
-        lambda c, s: {
-            "rows_per_bin": conventions.ROWS_PER_BIN,
-            "scheme": "adaptive, its last bin skipped as the reference code does",
-            "norm": "l2",
-            "label": "answer",
-        },
+        _adaptive_settings("adaptive, its last bin skipped as the reference code does"),
         convention=True,
     ),
     Metric(
