@@ -192,7 +192,7 @@ class AlphaAgnostic(Calibrator):
         """Levels of scores of softmax(z) and tempered softmax(z / tau); a trained model of the
         levels is a function of the logits themselves unless it conditions on features or on the
         ranked log-probabilities."""
-        return not self.trains_a_model() or self.conditioning_ in ("features", "ranked")
+        return not self.trains_a_model() or self.conditioning_ != "logits"
 
     def _conditioning(self, logits, features):
         return conditioning_inputs(self.conditioning_, self.n_conditioning_, logits, features, "this bundle")

@@ -182,13 +182,11 @@ def label_scores(
     return np.concatenate([np.empty(0), *map_in_order(chunk_scores, row_chunks(*logits.shape), values=logits.size)])
 
 
-def training_part(train, options: ScoreOptions, seed: int, kind: str, inputs_of) -> tuple:
-    """(V(x, y) of the :class:`~calib.calibrators.base.TrainingRows` ``train``, what the model
-    conditions on there: ``inputs_of(logits, features)``, the calibration rows' choice ``kind``
-    of features, logits or ranked log-probabilities, which checks their width), computed as the
-    calibration rows' are."""
+def training_part(train, options: ScoreOptions, seed: int, with_features: bool) -> tuple:
+    """(V(x, y) of the :class:`~calib.calibrators.base.TrainingRows` ``train``, computed as the
+    calibration rows' are, their float64 logits, their features or None): features exactly when
+    the calibration rows came with them."""
     logits = np.asarray(train.logits, dtype=np.float64)
-    with_features = kind == "features"
     if with_features != (train.features is not None):
         given, missing = ("calibration", "training") if with_features else ("training", "calibration")
         raise InputError(
@@ -199,7 +197,7 @@ def training_part(train, options: ScoreOptions, seed: int, kind: str, inputs_of)
     features = None if train.features is None else np.asarray(train.features, dtype=np.float64)
     if with_features and len(features) != len(logits):
         raise InputError(f"the training rows have {len(features)} feature rows for {len(logits)} rows of scores")
-    return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), inputs_of(logits, features)
+    return label_scores(logits, np.asarray(train.labels), options, probs=train.probs, seed=seed), logits, features
 
 
 #: The size of the numbers a conformal score is computed from (probabilities, their sums and

@@ -114,7 +114,7 @@ class SetCalibrator(SetBuilder):
     def softmax_only(self):
         """Sets and calibrated rows come from softmax(z); an adaptive threshold is a function of the
         logits themselves unless it conditions on features or on the ranked log-probabilities."""
-        return not self.trains_a_model() or self.conditioning_ in ("features", "ranked")
+        return not self.trains_a_model() or self.conditioning_ != "logits"
 
     def fit(self, logits, labels, *, seed=0, features=None, probs=None, train=None):
         """``train``: :class:`~calib.calibrators.base.TrainingRows` for an adaptive threshold's model."""
@@ -328,10 +328,11 @@ def start_fit(calibrator, logits, labels, *, seed, features, probs, train) -> tu
             raise InputError(
                 f"the training rows have {np.shape(train.logits)[1]} classes; the calibration rows have {logits.shape[1]}"
             )
-        kind, width = calibrator.conditioning_, calibrator.n_conditioning_
-        train = training_part(
-            train, calibrator.options, seed, kind, lambda z, x: conditioning_inputs(kind, width, z, x, "the training rows' model")
+        train_scores, train_logits, train_features = training_part(train, calibrator.options, seed, features is not None)
+        inputs = conditioning_inputs(
+            calibrator.conditioning_, calibrator.n_conditioning_, train_logits, train_features, "the training rows' model"
         )
+        train = (train_scores, inputs)
     return logits, scores, train
 
 
