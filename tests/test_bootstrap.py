@@ -107,3 +107,38 @@ def test_paired_gate_fails_only_on_a_significant_increase(run, tmp_path):
     assert code == 2 and "a paired gate needs bootstrap replicates" in err and "(--bootstrap N)" in err
     code, _, err = run("evaluate", tmp_path / "same.npz", *common, "--seed", "3", *gate)
     assert code == 2 and "with the same number of replicates and seed" in err
+
+
+# --- thin tails: the normal end where few replicates reach the percentile's --------------------------
+
+
+def test_five_replicates_beyond_each_end_keep_the_percentile_interval():
+    """(1 - 0.95) / 2 x 200 = 5 replicates beyond each end (exactly on the edge): the percentiles."""
+    from calib.bootstrap import centred_interval
+
+    values = np.random.default_rng(1).standard_t(3, 200)
+    lower, upper, _ = centred_interval(values, 0.95)
+    assert (lower, upper) == tuple(np.percentile(values, [2.5, 97.5]))
+    lower, upper, _ = centred_interval(values[:100], 0.9)  # 0.05 x 100, computed as 4.999999999999999
+    assert (lower, upper) == tuple(np.percentile(values[:100], [5.0, 95.0]))
+
+
+def test_fewer_replicates_beyond_an_end_widen_it_to_the_normal_end():
+    """199 replicates at 0.95 (4.975 beyond each end), and 200 at a Bonferroni level over 50 groups
+    (0.1 beyond): each end is at least z sd from the mean, z the normal's (1 + level) / 2 quantile."""
+    from statistics import NormalDist
+
+    from calib.bootstrap import centred_interval
+
+    values = np.linspace(-1.0, 1.0, 199)  # short tails: the percentile ends lie inside z sd
+    lower, upper, _ = centred_interval(values, 0.95)
+    reach = NormalDist().inv_cdf(0.975) * np.std(values, ddof=1)
+    assert (lower, upper) == pytest.approx((-reach, reach), abs=1e-12)
+    assert np.percentile(values, 97.5) < reach
+    level = 1 - 0.05 / 50
+    values = np.random.default_rng(2).normal(0.3, 0.01, 200)
+    lower, upper, _ = centred_interval(values, level, 0.5)
+    reach = NormalDist().inv_cdf((1 + level) / 2) * np.std(values, ddof=1)
+    assert upper == pytest.approx(max(0.5 + reach, np.percentile(values - values.mean() + 0.5, 100 * (1 + level) / 2)), abs=1e-12)
+    assert upper - 0.5 > np.max(values) - values.mean()  # beyond every replicate: the percentile could not reach it
+    assert lower == pytest.approx(0.5 - reach, abs=1e-12)

@@ -12,7 +12,7 @@ from conftest import needs
 
 import calib
 from calib.api import as_predictions
-from calib.drift import GATE_KEYS, SCORES, adapted_probs, answer_pairs, compare, corp, em_priors, remedy
+from calib.drift import GATE_KEYS, SCORES, adapted_probs, answer_pairs, compare, corp, em_priors, l1_noise, remedy
 from calib.synth.shift import WORLDS, shift_world
 
 
@@ -77,6 +77,24 @@ def test_em_priors_are_a_fixed_point_and_find_a_known_shift():
     estimate, iterations = em_priors(probs, old)
     np.testing.assert_allclose(adapted_probs(probs, old, estimate).mean(axis=0), estimate, atol=1e-7)
     assert iterations < 10_000 and np.abs(estimate - d["new_priors"]).sum() < 0.1
+
+
+def test_the_priors_noise_is_the_mean_absolute_normal_of_each_class_summed():
+    replicates = np.array([[0.1, 0.9], [0.3, 0.7], [0.2, 0.8]])  # each class's sd is 0.1
+    assert l1_noise(replicates) == pytest.approx(np.sqrt(2 / np.pi) * 0.2, abs=1e-15)
+
+
+def test_the_priors_noise_predicts_how_far_em_lands_from_the_priors():
+    """Over new batches of label-shift worlds, EM's mean L1 distance to the priors it estimates is at
+    least the noise each batch's bootstrap states (its sampling noise; the calibration fitted on the
+    reference adds its own) and at most twice it."""
+    distances, stated = [], []
+    for seed in range(6):
+        ref, new, d = _pair("label shift", 40 + seed, labelled=False, n=2000)
+        report = compare(ref, new, bootstrap=60, level=0.95)
+        distances.append(np.abs(np.array(report["priors"]["new"]) - d["new_priors"]).sum())
+        stated.append(report["priors"]["l1_noise"])
+    assert np.mean(stated) <= np.mean(distances) <= 2 * np.mean(stated)
 
 
 def test_without_labels_only_label_shift_is_told():

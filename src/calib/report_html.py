@@ -135,7 +135,8 @@ def comparison_page(report: dict) -> str:
     shares = [[str(k), format_value(a), format_value(b)] for k, (a, b) in enumerate(zip(priors["ref"], priors["new"]))]
     parts.append(
         f'<section id="priors"><h2>Class priors</h2><p class=muted>L1 distance {format_value(priors["l1"])}; '
-        f"NEW's from {_escape(priors['from'])}</p>{_table(['class', 'REF', 'NEW'], shares, [False, True, True])}</section>"
+        f"NEW's from {_escape(priors['from'])}"
+        f"{'; its sampling noise alone about ' + format_value(priors['l1_noise']) + ' (L1)' if 'l1_noise' in priors else ''}</p>{_table(['class', 'REF', 'NEW'], shares, [False, True, True])}</section>"
     )
     effects = [
         [name, format_value(e["miscalibration_before"]), format_value(e["miscalibration_after"])]

@@ -224,6 +224,12 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
                 f"{_floor_over(gate)}, {format_exact(end, threshold)} {op} {limit} "
                 f"(the gate fails when {gate['metric']} {op} {limit})"
             )
+        if high and "gap_bound" in gate and end == gate["gap_bound"]:
+            return (
+                f"{metric} = {format_value(value)}; its bound from the mean score against the hit rate"
+                f"{_floor_over(gate)}, {format_exact(end, threshold)} {op} {limit} "
+                f"(the gate fails when {gate['metric']} {op} {limit})"
+            )
         return (
             f"{metric} = {format_value(value)}, the {name} end of its {level} interval {format_exact(end, threshold)} "
             f"{op} {limit} (the gate fails when {gate['metric']} {op} {limit})"

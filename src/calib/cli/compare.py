@@ -99,7 +99,8 @@ def _render(report: dict, style: str) -> None:
             title, ["Brier", "REF", "NEW", "change", f"{level:.0%} interval"], rows, [False, True, True, True, False], style
         )
     priors = report["priors"]
-    render.note(f"class priors: L1 distance {priors['l1']:.4g} ({priors['from']})")
+    noise = f"; its sampling noise alone about {priors['l1_noise']:.2g} (L1)" if "l1_noise" in priors else ""
+    render.note(f"class priors: L1 distance {priors['l1']:.4g} ({priors['from']}){noise}")
     for name, effect in report.get("remedies", {}).items():
         render.note(f"{name}: NEW's miscalibration {effect['miscalibration_before']:.4g} -> {effect['miscalibration_after']:.4g}")
     if "predicted_ece_under_label_shift" in report:

@@ -81,14 +81,21 @@ class Spread:
     #: The groups (of ``floor_unit``: "group" or "label") the floor is simultaneous over.
     floor_groups: int = 1
     floor_unit: str = "group"
+    #: The mean-gap bound read beside the floor (calib.evaluation.resolution): a lower bound of the
+    #: true error from the calibration in the large.
+    gap: float | None = None
 
-    def less_floor(self, value: float | None, floor: float | None, groups: int = 1, unit: str = "group") -> Spread:
-        """This spread with its lower end at min(its own, ``value`` - ``floor``), the floor
-        simultaneous over ``groups`` of ``unit``: both are lower bounds of the true error at the
-        level, and the smaller never fails a gate that the bootstrap's end alone would pass."""
-        if value is None or floor is None:
+    def less_floor(
+        self, value: float | None, floor: float | None, groups: int = 1, unit: str = "group", gap: float | None = None
+    ) -> Spread:
+        """This spread with its lower end at min(its own, max(``value`` - ``floor``, ``gap``)), the
+        floor and the mean-gap bound simultaneous over ``groups`` of ``unit``: each end is a lower
+        bound of the true error at the level, and the smaller never fails a gate that the
+        bootstrap's end alone would pass."""
+        bounds = ([] if value is None or floor is None else [value - floor]) + ([] if gap is None else [gap])
+        if not bounds:
             return self
-        return replace(self, lower=min(self.lower, value - floor), floor=floor, floor_groups=groups, floor_unit=unit)
+        return replace(self, lower=min(self.lower, max(bounds)), floor=floor, floor_groups=groups, floor_unit=unit, gap=gap)
 
     @classmethod
     def of(cls, replicates, level: float, rows: int, how: str, estimate: float | None = None) -> Spread | None:
@@ -136,9 +143,11 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
     if spread is None:
         return {"noise": "ignored", "noise_reason": why_not}
     noise = f"{spread.how}, {spread.level:g} interval"
-    if spread.floor is not None:
+    if spread.floor is not None or spread.gap is not None:
         over = "" if spread.floor_groups == 1 else f" (simultaneous over {spread.floor_groups} {spread.floor_unit}s)"
-        noise += f"; lower end the value less its resolution floor{over}"
+        read = [] if spread.floor is None else ["the value less its resolution floor"]
+        read += [] if spread.gap is None else ["the bound from the mean gap"]
+        noise += f"; lower end {' or '.join(read)}, the larger{over}" if len(read) > 1 else f"; lower end {read[0]}{over}"
     fields = {
         "noise": noise,
         "level": spread.level,
@@ -149,6 +158,8 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
     }
     if spread.floor is not None:
         fields.update(floor=spread.floor, floor_groups=spread.floor_groups)
+    if spread.gap is not None:
+        fields.update(gap_bound=spread.gap, floor_groups=spread.floor_groups)
     if value is not None and limit is not None:
         fields["distance"] = abs(value - limit)
         fields["rows_to_settle"] = spread.rows_to_settle(fields["distance"])
@@ -189,7 +200,10 @@ class Gate:
         if not ignore_noise:
             spread, why = replicate_spread((report or {}).get("bootstrap"), self.metric, value)
             if spread is not None:
-                spread = spread.less_floor(value, floors_of((report or {}).get("bootstrap")).get("values", {}).get(self.metric))
+                floors = floors_of((report or {}).get("bootstrap"))
+                spread = spread.less_floor(
+                    value, floors.get("values", {}).get(self.metric), gap=floors.get("gaps", {}).get(self.metric)
+                )
         entry.update(value=value, **noise_fields(spread, value, self.threshold, why))
         return _decided(entry, outcome(value, spread, self.op, self.threshold), inconclusive)
 
@@ -259,8 +273,8 @@ def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | 
             )
         )
         if found is not None:
-            floor = floors.get("values", {}).get(name)
-            spreads[name] = found.less_floor(values[name], floor, floors.get("groups", 1), group_unit(report))
+            floor, gap = floors.get("values", {}).get(name), floors.get("gaps", {}).get(name)
+            spreads[name] = found.less_floor(values[name], floor, floors.get("groups", 1), group_unit(report), gap)
     return spreads, None if spreads else f"no bootstrap replicates of {metric} per group"
 
 

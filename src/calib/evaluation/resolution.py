@@ -21,8 +21,26 @@ Over G groups (labels, slices) the floors are simultaneous, by max-T (Westfall &
 m_g and s_g the mean and standard deviation of group g's draws, c is the (1 + level) / 2 quantile
 over draws of max_g (N_g - m_g) / s_g (the groups drawn independently), and F_g = m_g + c s_g. Then
 every group of a perfect model stays below its floor together with probability (1 + level) / 2,
-so a gate on the worst group fails a perfectly calibrated model at most (1 - level) / 2 of the time
-at any threshold. With G = 1, F is the quantile itself.
+so a gate on the worst group that read the floor alone would fail a perfectly calibrated model at
+most (1 - level) / 2 of the time at any threshold. With G = 1, F is the quantile itself.
+
+The floor bounds the estimator's noise whatever shape the miscalibration has, so it is wide: a
+group of 500 rows has a floor near 0.1, and a slice whose error is twice that may still not clear
+it. A second bound is read beside it, for the errors that are at least |sum_b w_b d_b| (an L1, L2
+or max norm of bins weighted by their rows, w_b = n_b / n: ECE, MCE, the L2 ECE, the positive
+class's ECE): that is |mean of the outcome's true means - mean score|, the calibration in the large
+(Cox 1958). The hits of independent rows are a Poisson-binomial count, whose tails beyond one of
+its mean are no heavier than the binomial's of the same mean (Hoeffding 1956), so the Clopper-Pearson
+interval [L, U] of the hit rate holds the mean of the true means, and the distance from the mean
+score to [L, U] is a lower bound of the true error. A model that errs the same way in every bin
+(too sure or too timid, as a wrong temperature makes it) has a true error near that distance, and
+its bound is the rate's noise (1 / sqrt(n)) below it rather than the floor's sqrt(bins / n).
+
+A gate's lower end is then the larger of E - F and that bound. Each is a lower bound at the gate's
+one-sided level a = (1 - level) / 2: F is the 1 - a quantile (max-T over the groups as above) and
+the intervals are at 1 - a / G (Bonferroni over G groups), so a perfect model's worst group fails
+at most 2 a of the time (5% at the default level 0.95) at any threshold, and at most a through
+either bound alone.
 
 Two models of the same rows have binned errors biased by different amounts (a model whose scores
 sit nearer 1/2 has noisier bins), so their raw difference moves although both are perfectly
@@ -37,6 +55,7 @@ import copy
 
 import numpy as np
 
+from ..binning import clopper_pearson
 from ..bootstrap import upper_percent
 from ..metrics.definitions import METRICS
 from ..metrics.metric_set import MetricSet
@@ -67,6 +86,30 @@ def noise_draws(metric_set: MetricSet, key: str, rng: np.random.Generator, draws
     return values if np.isfinite(values).all() else None
 
 
+def mean_gap_bound(metric_set: MetricSet, key: str, level: float) -> float | None:
+    """A lower bound of the true error ``key`` at ``level`` (:func:`gap_distance` of its rows' hits,
+    rows and mean score); None where the metric has no such bound or no rows."""
+    reader = METRICS[key].mean_gap
+    found = None if reader is None else reader(metric_set.accumulator_of(key))
+    if found is None or found[1] <= 0:
+        return None
+    hits, rows, scores = found
+    return gap_distance(hits, rows, scores / rows, level)
+
+
+def gap_distance(hits: float, rows: float, mean_score: float, level: float) -> float:
+    """max(0, L - s, s - U): the distance from the mean score s to the Clopper-Pearson interval [L, U]
+    at ``level`` of ``hits`` in ``rows`` (module docstring); 0 when the interval holds s."""
+    lower, upper = clopper_pearson(hits, rows, level)
+    return float(max(0.0, float(lower) - mean_score, mean_score - float(upper)))
+
+
+def gap_level(level: float, groups: int = 1) -> float:
+    """The Clopper-Pearson level of each of ``groups`` mean-gap bounds: 1 - (1 - level) / (2 G), so that
+    the family's two-sided tails sum to the gate's one-sided level (1 - level) / 2."""
+    return 1.0 - (1.0 - level) / (2.0 * max(1, groups))
+
+
 def simultaneous_floors(draws: dict[str, np.ndarray], level: float) -> dict[str, float]:
     """{group: F_g = m_g + c s_g}, c the (1 + level) / 2 quantile of max_g (N_g - m_g) / s_g over
     the draws (max-T; module docstring). A group whose draws do not vary has F_g = m_g."""
@@ -90,21 +133,25 @@ def floors_section(
     draws: int = NULL_DRAWS,
 ) -> dict | None:
     """The floors of the binned errors among ``keys``, as a report's bootstrap section holds them:
-    {"method", "draws", "quantile", "values": {key: F}, "means": {key: mean noise}, "by_group": {key:
-    {"groups": G, "values": {group: F_g}, "means": {group: mean noise}}}} for the ``group_sets``
-    given (the gated groups). The mean noise is the expected estimate of a perfectly calibrated model
-    with these bin counts: change gates subtract it from both sides (calib.evaluation.gates). None
-    when no key is a binned error. Seeded by ``seed``: the same rows and seed give the same floors."""
+    {"method", "draws", "quantile", "values": {key: F}, "means": {key:
+    mean noise}, "gaps": {key: mean-gap bound}, "by_group": {key: {"groups": G, "values": {group:
+    F_g}, "means": {group: mean noise}, "gaps": {group: bound}}}} for the ``group_sets`` given (the
+    gated groups), the "gaps" at :func:`gap_level`. The mean noise is the expected estimate of a
+    perfectly calibrated model with these bin counts: change gates subtract it from both sides (calib.evaluation.gates). None when no key
+    is a binned error. Seeded by ``seed``: the same rows and seed give the same floors."""
     binned = [key for key in keys if METRICS[key].binned_norm]
     if not binned:
         return None
     rng = np.random.default_rng([seed, 3])
-    values, means, by_group = {}, {}, {}
+    values, means, gaps, by_group = {}, {}, {}, {}
     for key in binned:
         found = noise_draws(overall, key, rng, draws)
         if found is not None:
             values[key] = simultaneous_floors({"": found}, level)[""]
             means[key] = float(found.mean())
+        gap = mean_gap_bound(overall, key, gap_level(level))
+        if gap is not None:
+            gaps[key] = gap
         if group_sets:
             per_group = {name: noise_draws(metric_set, key, rng, draws) for name, metric_set in group_sets.items()}
             per_group = {name: found for name, found in per_group.items() if found is not None}
@@ -113,7 +160,15 @@ def floors_section(
                 "values": simultaneous_floors(per_group, level),
                 "means": {name: float(found.mean()) for name, found in per_group.items()},
             }
+            bounds = {
+                name: mean_gap_bound(metric_set, key, gap_level(level, len(per_group))) for name, metric_set in group_sets.items()
+            }
+            bounds = {name: bound for name, bound in bounds.items() if bound is not None and name in per_group}
+            if bounds:
+                by_group[key]["gaps"] = bounds
     section = {"method": METHOD, "draws": draws, "quantile": (1.0 + level) / 2.0, "values": values, "means": means}
+    if gaps:
+        section["gaps"] = gaps
     if by_group:
         section["by_group"] = by_group
     return section

@@ -87,6 +87,12 @@ class Metric:
     #: scores alone: by the triangle inequality it exceeds the truth by at most the same norm of the
     #: bins' noise, whose quantile is the resolution floor (calib.evaluation.resolution).
     binned_norm: bool = False
+    #: Streamed: accumulator -> (outcomes, rows, sum of scores) of the one set of bins the value is
+    #: a norm over, one independent pair per row, for a value at least |mean outcome - mean score|
+    #: (an L1, L2 or max norm of bins weighted by their rows): the bound that the resolution floor's
+    #: gates read beside it (calib.evaluation.resolution). None where pairs of a row are dependent
+    #: (CMCE) or the value averages several sets of bins (classwise ECE).
+    mean_gap: Callable[[object], tuple[float, float, float]] | None = None
     #: Streamed: (accumulator, config, level) -> the metric's asymptotic or exact interval at that
     #: level, computed from the same state (beside the bootstrap's; docs/metrics.md).
     interval: Callable[[object, MetricConfig, float], tuple[float, float]] | None = None
@@ -229,6 +235,20 @@ def ece_positive(state: acc.ClasswiseBins, config: MetricConfig) -> float | None
     return state.counter.weighted_error()[..., 1] if state.n_classes == 2 else None
 
 
+def _bins_total(counter, group: int = 0) -> tuple[float, float, float]:
+    """(outcomes, rows, sum of scores) over the bins of ``counter``'s ``group``."""
+    part = slice(group * counter.n_bins, (group + 1) * counter.n_bins)
+    return float(counter.sum_true[part].sum()), float(counter.count[part].sum()), float(counter.sum_pred[part].sum())
+
+
+def _top_total(state: acc.TopLabelBins) -> tuple[float, float, float]:
+    return _bins_total(state.counter)
+
+
+def _positive_total(state: acc.ClasswiseBins) -> tuple[float, float, float] | None:
+    return _bins_total(state.counter, 1) if state.n_classes == 2 else None
+
+
 def _coverage_value(state: acc.CumulativeMassRange, config: MetricConfig) -> float | None:
     return state.covered / state.count if state.count else None
 
@@ -266,6 +286,7 @@ _METRICS = [
         lambda s, c: s.counter.weighted_error()[..., 0],
         _bins,
         binned_norm=True,
+        mean_gap=_top_total,
     ),
     Metric(
         "mce",
@@ -274,6 +295,7 @@ _METRICS = [
         lambda s, c: s.counter.max_error(),
         _bins,
         binned_norm=True,
+        mean_gap=_top_total,
     ),
     Metric(
         "ece_l2",
@@ -282,6 +304,7 @@ _METRICS = [
         ece_l2,
         lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l2", "label": "top"},
         binned_norm=True,
+        mean_gap=_top_total,
         interval=ece_l2_interval,
     ),
     Metric(
@@ -368,6 +391,7 @@ _METRICS = [
         },
         binary=True,
         binned_norm=True,
+        mean_gap=_positive_total,
     ),
     Metric(
         "cmce",
