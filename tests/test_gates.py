@@ -62,12 +62,13 @@ def test_without_replicates_the_value_decides_and_undefined_fails():
 
 
 def test_the_interval_is_the_quantiles_centred_on_the_estimate():
-    """Replicates 0..100: the 95% interval's ends are the 2.5% and 97.5% quantiles, 2.5 and 97.5;
-    centred on an estimate of 60 (their mean is 50) every replicate moves up by 10; sd with n - 1."""
-    values = np.arange(101.0)
+    """401 replicates 0, 0.25, ..., 100 (10 beyond each end): the 95% interval's ends are the 2.5% and
+    97.5% quantiles, 2.5 and 97.5; centred on an estimate of 60 (their mean is 50) every replicate
+    moves up by 10; sd with n - 1."""
+    values = np.linspace(0.0, 100.0, 401)
     found = Spread.of(values, 0.95, 1000, "bootstrap")
     assert (found.lower, found.upper) == (2.5, 97.5)
-    assert found.sd == pytest.approx(math.sqrt(sum((v - 50) ** 2 for v in range(101)) / 100), rel=1e-12)
+    assert found.sd == pytest.approx(math.sqrt(sum((i / 4 - 50) ** 2 for i in range(401)) / 400), rel=1e-12)
     centred = Spread.of(values, 0.95, 1000, "bootstrap", estimate=60.0)
     assert (centred.lower, centred.upper) == (12.5, 107.5)
     assert Spread.of([1.0, float("nan")], 0.95, 10, "bootstrap") is None  # one value left: no spread
@@ -110,11 +111,12 @@ def test_a_decrease_gate_fails_on_a_drop_beyond_the_allowance():
 
 
 def test_a_paired_decrease_reads_the_negated_differences():
-    """Differences new - old of 0..100 (in units of 0.001) for accuracy: the decrease is their
-    negation, -100..0, whose 95% interval is [-97.5, -2.5] (x 0.001), centred on the estimate -50."""
-    section = {"replicates": 101, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x", "level": 0.95}
-    baseline = {**section, "values": {"accuracy": [0.5] * 101}}
-    current = {**section, "values": {"accuracy": [0.5 + i / 1000 for i in range(101)]}}
+    """Differences new - old of 0, 0.25, ..., 100 (in units of 0.001; 401 replicates) for accuracy: the
+    decrease is their negation, -100..0, whose 95% interval is [-97.5, -2.5] (x 0.001), centred on
+    the estimate -50."""
+    section = {"replicates": 401, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x", "level": 0.95}
+    baseline = {**section, "values": {"accuracy": [0.5] * 401}}
+    current = {**section, "values": {"accuracy": [0.5 + i / 4000 for i in range(401)]}}
     gate = ChangeGate("accuracy", 0.0, {"value": 0.5}, baseline_bootstrap=baseline, direction="decrease")
     entry = gate.check({"accuracy": {"value": 0.55}}, current)
     assert entry["bounds"] == pytest.approx([-0.0975, -0.0025], abs=1e-12) and entry["outcome"] == "pass"
@@ -315,14 +317,15 @@ def _grouped_report(values_by_group, replicates_by_group, level=0.95):
 
 def test_a_worst_group_gate_reads_each_group_at_the_bonferroni_level():
     """4 groups at 0.95: each group's interval is at 1 - 0.05 / 4 = 0.9875, its ends the 0.625% and
-    99.375% quantiles of the replicates centred on its value; 0..400 puts them at 2.5 and 397.5
-    before centring."""
-    reps = [float(i) for i in range(401)]  # mean 200
+    99.375% quantiles of the replicates centred on its value; 1,601 replicates 0, 0.25, ..., 400
+    (10 beyond each end) put them at 2.5 and 397.5 before centring."""
+    reps = [i / 4 for i in range(1601)]  # mean 200
     values = {"a": 200.0, "b": 210.0, "c": 150.0, "d": 100.0}
     report = _grouped_report(values, {name: reps for name in values})
     entry = Gate("max_group:cmce>500", "cmce", ">", 500.0, "max_group").check({}, report)
     bounds = {g["group"]: g["bounds"] for g in entry["per_group"]}
-    assert bounds["a"] == [2.5, 397.5] and bounds["b"] == [12.5, 407.5] and bounds["d"] == [-97.5, 297.5]
+    assert bounds["a"] == pytest.approx([2.5, 397.5], abs=1e-9) and bounds["b"] == pytest.approx([12.5, 407.5], abs=1e-9)
+    assert bounds["d"] == pytest.approx([-97.5, 297.5], abs=1e-9)
     assert {g["level"] for g in entry["per_group"]} == {0.9875} and entry["outcome"] == "pass"
     assert entry["group"] == "b" and entry["value"] == 210.0  # all pass: the worst group is named
 
@@ -399,11 +402,11 @@ def test_paired_differences_need_both_sections_from_the_same_draw():
 
 
 def test_the_table_interval_is_the_two_sided_percentile_interval_centred_on_the_value():
-    """Replicates 0..100 (mean 50): the 2.5% and 97.5% quantiles are 2.5 and 97.5; centred on a
-    value of 60 they move by 60 - 50 = 10 (the gates' own interval)."""
+    """Replicates 0, 0.25, ..., 100 (mean 50): the 2.5% and 97.5% quantiles are 2.5 and 97.5; centred
+    on a value of 60 they move by 60 - 50 = 10 (the gates' own interval)."""
     from calib.bootstrap import intervals
 
-    replicates = {"m": np.arange(101.0), "none": np.array([np.nan, np.nan])}
+    replicates = {"m": np.linspace(0.0, 100.0, 401), "none": np.array([np.nan, np.nan])}
     found = intervals(replicates, 0.95, {})
     assert found["m"] == pytest.approx([2.5, 97.5], rel=1e-12) and found["none"] is None
     assert intervals(replicates, 0.95, {"m": 60.0})["m"] == pytest.approx([12.5, 107.5], rel=1e-12)
@@ -411,9 +414,11 @@ def test_the_table_interval_is_the_two_sided_percentile_interval_centred_on_the_
 
 
 def test_two_replicates_are_enough_for_an_interval():
-    """np.percentile of [1, 3] at 2.5% and 97.5%: 1 + 0.025 x 2 = 1.05 and 2.95."""
+    """[1, 3]: no replicate lies beyond np.percentile's 1.05 and 2.95, so the ends are the normal
+    ones, mean 2 -+ z_0.975 sd, sd = sqrt(2) (n - 1)."""
     found = Spread.of([1.0, 3.0], 0.95, 10, "bootstrap")
-    assert found is not None and (found.lower, found.upper) == pytest.approx((1.05, 2.95), abs=1e-12)
+    reach = 1.959963984540054 * math.sqrt(2.0)
+    assert found is not None and (found.lower, found.upper) == pytest.approx((2.0 - reach, 2.0 + reach), abs=1e-12)
 
 
 def test_spreads_and_configs_are_immutable():
@@ -458,7 +463,7 @@ def test_why_a_gate_has_no_interval():
 
 def test_a_paired_increase_states_its_interval_as_increase_bounds():
     """An increase gate's interval is the increase's; a decrease gate's bounds are negated back."""
-    current, baseline = _section([float(i) for i in range(101)]), _section([0.0] * 101)
+    current, baseline = _section([i / 4 for i in range(401)]), _section([0.0] * 401)
     entry = ChangeGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline).check({"cmce": {"value": 50.0}}, current)
     assert entry["bounds"] == [2.5, 97.5] and (entry["increase_lower_bound"], entry["increase_upper_bound"]) == (2.5, 97.5)
     current = {**current, "values": {"accuracy": current["values"]["cmce"]}}
@@ -571,7 +576,7 @@ def test_an_undefined_value_with_replicates_fails_without_a_distance():
 
 def test_one_group_is_read_at_the_runs_own_level():
     """Bonferroni over one group is no correction: 0.95 stays 0.95."""
-    reps = [float(i) for i in range(101)]
+    reps = [i / 4 for i in range(401)]
     report = _grouped_report({"a": 50.0}, {"a": reps})
     entry = Gate("max_group:cmce>t", "cmce", ">", 1000.0, "max_group").check({}, report)
     assert entry["per_group"][0]["level"] == 0.95 and entry["per_group"][0]["bounds"] == [2.5, 97.5]
@@ -678,8 +683,9 @@ def test_one_interval_in_the_table_the_json_and_the_gates(run, tmp_path):
         lower, upper = entry["ci"]
         assert lower <= entry["value"] <= upper, key
         gate = by_metric[key]
-        if METRICS[key].binned_norm:  # the gate's lower end: the value less its resolution floor
-            assert gate["bounds"] == [min(lower, entry["value"] - gate["floor"]), upper], key
+        if METRICS[key].binned_norm:  # the gate's lower end: the value less its floor, or the mean-gap bound
+            bound = max(entry["value"] - gate["floor"], gate.get("gap_bound", -np.inf))
+            assert gate["bounds"] == [min(lower, bound), upper], key
             assert gate["floor"] == report["bootstrap"]["floors"]["values"][key]
         else:
             assert [lower, upper] == gate["bounds"], key

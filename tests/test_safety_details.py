@@ -198,15 +198,15 @@ def test_a_group_increase_gate_passes_exactly_at_its_allowance():
 
 
 def test_a_paired_gate_reads_the_bounds_at_the_runs_level():
-    """Paired differences 0, 1, ..., 100 (101 replicates), centred on themselves (the change 50 is
+    """Paired differences 0, 0.25, ..., 100 (401 replicates), centred on themselves (the change 50 is
     their mean): the 95% interval's ends are the 2.5% and 97.5% quantiles, 2.5 and 97.5, the 90%
     interval's 5 and 95 (numpy's linear rule)."""
     from calib.evaluation import gates
 
-    section = {"replicates": 101, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x"}
-    baseline = {**section, "values": {"cmce": [0.0] * 101}}
+    section = {"replicates": 401, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x"}
+    baseline = {**section, "values": {"cmce": [0.0] * 401}}
     for level, bounds in ((0.95, [2.5, 97.5]), (0.9, [5.0, 95.0])):
-        current = {**section, "level": level, "values": {"cmce": [float(i) for i in range(101)]}}
+        current = {**section, "level": level, "values": {"cmce": [i / 4 for i in range(401)]}}
         gate = gates.ChangeGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline, paired=True)
         entry = gate.check({"cmce": {"value": 50.0}}, current)
         assert entry["bounds"] == bounds and entry["level"] == level and entry["outcome"] == "pass"

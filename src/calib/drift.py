@@ -391,11 +391,12 @@ def _unlabelled(ref_probs, new_probs, ref_prior, bootstrap, level, rng) -> dict:
 
 
 def l1_noise(replicates: np.ndarray) -> float:
-    """The L1 distance that EM's priors are expected to lie from the priors they estimate from the
-    sampling of NEW's rows alone, from their bootstrap replicates (B, K): sqrt(2 / pi) sum_k sd_k,
-    each class's mean |normal| summed. The error of a prior estimate is at least this (the
-    calibration fitted on REF adds its own): with 5,000 rows of CIFAR-100's ResNet-110 it is
-    about 0.1, and exactly calibrated probabilities do no better (docs/compare.md)."""
+    """The L1 distance that EM's priors are expected to lie from the priors NEW's rows were drawn
+    from, from the sampling of those rows alone (the calibration fitted on REF adds its own error),
+    read off their bootstrap replicates (B, K): sqrt(2 / pi) sum_k sd_k, each class's mean |normal|
+    summed. The batch's own label shares lie nearer (they share its draw). With 5,000 rows of
+    CIFAR-100's ResNet-110 it is about 0.1, and exactly calibrated probabilities do no better
+    (docs/compare.md)."""
     return float(np.sqrt(2.0 / np.pi) * replicates.std(axis=0, ddof=1).sum())
 
 
