@@ -46,6 +46,8 @@ def synthetic(draws: int, unlabelled_draws: int, bootstrap: int, n: int) -> None
         counts = _verdicts([(w["ref_logits"], w["ref_labels"], w["new_logits"], w["new_labels"]) for w in worlds], bootstrap)
         cells = " | ".join(str(counts.get(v, 0)) for v in WORLDS)
         print(f"| {world} | {cells} | {time.perf_counter() - start:.0f} |", flush=True)
+    if not unlabelled_draws:
+        return
     print(
         "\nWithout labels on NEW:\n\n| world | label shift called | none called | EM priors' L1 error: median, 95th percentile |\n|---|---:|---:|---|"
     )

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import needs
+from conftest import DATA, needs
 
 import calib
 from calib.api import as_predictions
@@ -461,3 +461,25 @@ def test_gates_on_the_worst_group():
     assert alone["gates"][0]["result"] == "fail" and "needs groups" in alone["gates"][0]["why"]
     with pytest.raises(ValueError, match="max_group:KEY or max_label:KEY"):
         compare(ref, new, bootstrap=20, level=0.9, gates=["min_group:miscalibration_increase>0.1"])
+
+
+def test_the_decay_test_reads_log_loss_by_default_and_brier_by_name(run, tmp_path):
+    """CIFAR-10's ResNet-110 on two halves, the second's logits x 1.5: log loss's MCB rises by many
+    standard errors where Brier's interval still reaches 0 in some draws (docs/compare.md)."""
+    data = np.load(DATA / "cifar10_resnet110_test.npz")
+    logits, labels = data["logits"].astype(np.float64), data["labels"]
+    order = np.random.default_rng(3).permutation(len(labels))
+    ref, new = order[:5000], order[5000:]
+    report = compare((logits[ref], labels[ref]), (1.5 * logits[new], labels[new]), bootstrap=200)
+    assert report["settings"]["decay_score"] == "log_loss" and report["verdict"] == "calibration decay"
+    assert report["changes"]["log_loss"]["mcb"]["ci"][0] > 0.02
+    brier = compare((logits[ref], labels[ref]), (1.5 * logits[new], labels[new]), bootstrap=200, decay_score="brier")
+    assert brier["settings"]["decay_score"] == "brier" and brier["changes"] == report["changes"]
+    assert brier["verdict"] == ("calibration decay" if brier["changes"]["brier"]["mcb"]["ci"][0] > 0 else "none")
+    with pytest.raises(ValueError, match="decay score must be one of brier, log_loss"):
+        compare((logits[ref], labels[ref]), (logits[new], labels[new]), decay_score="ece")
+    np.savez(tmp_path / "ref.npz", logits=logits[ref][:500], labels=labels[ref][:500])
+    code, _, err = run("compare", tmp_path / "ref.npz", tmp_path / "ref.npz", "--decay-score", "ece")
+    assert code == 2 and "decay score must be one of brier, log_loss" in err and "--decay-score" in err
+    code, out, _ = run("compare", "--help")
+    assert all(score in out for score in SCORES)

@@ -21,12 +21,14 @@ a batch without change to few false calls).
    above 0): the best any post-hoc map of the confidence reaches got worse, which no recalibration
    recovers; the model must learn again. (DSC alone is measured against each batch's own base
    rate, which moves with the accuracy: a noisier model can show more of it.)
-3. ``calibration decay``: else, the miscalibration grew (the lower end of MCB's change above 0).
+3. ``calibration decay``: else, the miscalibration grew (the lower end of the change of MCB of log
+   loss above 0; of Brier's with ``decay_score="brier"``).
    Temperature scaling fitted on a seeded half of NEW and measured on the other half is the remedy;
    its recovery is reported.
 4. ``none``: nothing moved beyond noise.
 
-The tests use the Brier decomposition; the log-loss one is reported beside it.
+The new-concept test reads the Brier decomposition, the decay test log loss's (:data:`DECAY_SCORE`);
+both decompositions are reported.
 
 **Without labels on NEW**, only label shift can be told: NEW's class priors are estimated by EM
 (Saerens, Latinne and Decaestecker 2002) from its predictions, starting from REF's label shares (the
@@ -61,6 +63,10 @@ GATE_KEYS = {
     "score_change": "score",
     "recalibrated_score_increase": "recalibrated",
 }
+#: The proper score whose miscalibration term the decay test reads by default: log loss, which
+#: weighs a confident wrong answer far more than Brier does, so a sharpened model's MCB rises by
+#: many of its standard errors (docs/compare.md, "Measured"); "brier" is the other choice.
+DECAY_SCORE = "log_loss"
 #: Fewest rows each batch needs for the bootstrap and the isotonic fit to mean anything
 MIN_ROWS = 100
 #: EM's stopping rule: the largest change of a prior, and the most iterations
@@ -167,7 +173,9 @@ def _batch(batch, name: str) -> Predictions:
     return predictions_from_arrays(scores, labels, name=name)
 
 
-def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 0, gates=(), groups=None) -> dict:
+def compare(
+    ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 0, gates=(), groups=None, decay_score: str = DECAY_SCORE
+) -> dict:
     """What changed from ``ref`` to ``new`` (each validated :class:`~calib.io.Predictions`, a
     (scores, labels) pair, or for ``new`` scores alone), as the module docstring says: the decomposition of each score, its
     changes with intervals, the priors, the verdict and the remedy it implies, and the ``gates``
@@ -176,9 +184,12 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
     ``groups`` = (REF's :class:`~calib.evaluation.groups.Groups`, NEW's) adds ``groups``: the same
     analysis within each group both batches hold at least :data:`MIN_ROWS` rows of, each at the
     Bonferroni level 1 - (1 - ``level``) / G over the G groups analysed (so G unchanged groups are
-    called a change no more often than one batch is), and the groups left out with the reason."""
+    called a change no more often than one batch is), and the groups left out with the reason.
+    ``decay_score`` names the score whose MCB the decay test reads (:data:`DECAY_SCORE`)."""
     from .evaluation.gates import split_condition
 
+    if decay_score not in SCORES:
+        raise UsageError(f"decay score must be one of {', '.join(SCORES)}; got {decay_score!r}", cli_hint="--decay-score")
     if not 0.5 < level < 1.0:
         raise UsageError(f"level must be in (0.5, 1); got {level}", cli_hint="--level")
     if bootstrap * (1.0 - level) / 2.0 < 1.0 - 1e-9:
@@ -196,7 +207,13 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
     report = {
         "ref": {"path": ref.name, "n": ref.n, "k": k},
         "new": {"path": new.name, "n": new.n, "labelled": new.labels is not None},
-        "settings": {"bootstrap": bootstrap, "level": level, "seed": seed, "outcome": "answer (top label; K = 2: class 1)"},
+        "settings": {
+            "bootstrap": bootstrap,
+            "level": level,
+            "seed": seed,
+            "outcome": "answer (top label; K = 2: class 1)",
+            "decay_score": decay_score,
+        },
     }
     if new.labels is None:  # EM takes probabilities calibrated on the reference
         calibrated = _reference_calibration(ref)
@@ -209,7 +226,7 @@ def compare(ref, new, *, bootstrap: int = 200, level: float = 0.99, seed: int = 
         if new.labels is None:
             return _unlabelled(ref_probs[ref_rows], new_probs[new_rows], ref_prior, bootstrap, at_level, rng)
         labelled = (ref_probs[ref_rows], ref.labels[ref_rows], new_probs[new_rows], new.labels[new_rows])
-        return _labelled(*labelled, ref_prior, bootstrap, at_level, rng, seed)
+        return _labelled(*labelled, ref_prior, bootstrap, at_level, rng, seed, decay_score)
 
     report.update(analyse(slice(None), slice(None), level))
     if ref.multilabel is not None:  # each label a binary problem: the labels are the groups
@@ -264,7 +281,7 @@ def _bootstrap_terms(confidence, correct, bootstrap, rng) -> dict[str, np.ndarra
     return out
 
 
-def _labelled(ref_probs, ref_labels, new_probs, new_labels, ref_prior, bootstrap, level, rng, seed) -> dict:
+def _labelled(ref_probs, ref_labels, new_probs, new_labels, ref_prior, bootstrap, level, rng, seed, decay_score) -> dict:
     from scipy.stats import chi2_contingency
 
     k = ref_probs.shape[1]
@@ -285,12 +302,11 @@ def _labelled(ref_probs, ref_labels, new_probs, new_labels, ref_prior, bootstrap
     counts = counts[:, counts.sum(axis=0) > 0]
     p_value = float(chi2_contingency(counts)[1]) if counts.shape[1] > 1 else 1.0
     new_prior = _label_shares(new_labels, k)
-    brier = changes["brier"]
     if p_value < 1.0 - level:
         verdict = "label shift"
-    elif brier["recalibrated"]["ci"][0] > 0.0:
+    elif changes["brier"]["recalibrated"]["ci"][0] > 0.0:
         verdict = "new concept"
-    elif brier["mcb"]["ci"][0] > 0.0:
+    elif changes[decay_score]["mcb"]["ci"][0] > 0.0:
         verdict = "calibration decay"
     else:
         verdict = "none"

@@ -20,6 +20,14 @@ def compare(
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap replicates of each batch.")] = 200,
     level: Annotated[float, typer.Option("--level", help="The intervals' level, and 1 - the tests' size.")] = 0.99,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and of the recalibration's halves.")] = 0,
+    decay_score: Annotated[
+        Optional[str],
+        typer.Option(
+            "--decay-score",
+            help="The proper score whose miscalibration the decay test reads: log_loss (the default) or brier.",
+            show_default=False,
+        ),
+    ] = None,
     fail_if: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -62,7 +70,10 @@ def compare(
     groups = None
     if group_by is not None:
         groups = tuple(api.read_groups(preds, path, group_by, None) for preds, path in ((ref_preds, ref), (new_preds, new)))
-    report = api.compare(ref_preds, new_preds, bootstrap=bootstrap, level=level, seed=seed, gates=fail_if or (), groups=groups)
+    settings = {"decay_score": decay_score} if decay_score is not None else {}
+    report = api.compare(
+        ref_preds, new_preds, bootstrap=bootstrap, level=level, seed=seed, gates=fail_if or (), groups=groups, **settings
+    )
     if fit_remedy is not None:
         fixed = api.remedy(ref_preds, new_preds, report)
         if fixed is None:
