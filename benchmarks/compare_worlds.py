@@ -125,6 +125,26 @@ def oracle(name: str, draws: int, rows: int = 5000) -> list[float]:
     return errors
 
 
+def decay_scores(draws: int, factors=(1.2, 1.3)) -> None:
+    """The decay test with each score (``decay_score``): ``draws`` seeded random halves of each test
+    set unchanged, and ``draws`` // 2 of CIFAR-10 with the second half's logits times each factor;
+    how often each verdict is called."""
+    for name in ("cifar100", "cifar10"):
+        data = np.load(os.path.join(DATA, f"{name}_resnet110_test.npz"))
+        logits, labels = data["logits"].astype(np.float64), data["labels"]
+        worlds = [("none", 1.0, draws)] + ([(f"logits x {f:g}", f, draws // 2) for f in factors] if name == "cifar10" else [])
+        for world, factor, count in worlds:
+            rng = np.random.default_rng(99)
+            calls: dict = {"log_loss": {}, "brier": {}}
+            for i in range(count):
+                order = rng.permutation(len(labels))
+                ref, rest = order[:5000], order[5000:]
+                for score, tally in calls.items():
+                    found = compare((logits[ref], labels[ref]), (factor * logits[rest], labels[rest]), decay_score=score, seed=i)
+                    tally[found["verdict"]] = tally.get(found["verdict"], 0) + 1
+            print(f"| {name} | {world} | {count} | {calls['log_loss']} | {calls['brier']} |", flush=True)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=200)
@@ -134,18 +154,23 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--datasets", nargs="+", default=["cifar10", "cifar100"])
     parser.add_argument("--decay", type=float, default=1.5, help="the factor of the real logits' decay")
+    parser.add_argument("--score-draws", type=int, default=0, help="also compare the decay test's two scores on this many halves")
     args = parser.parse_args(argv)
     if args.draws:
         synthetic(args.draws, args.unlabelled_draws, args.bootstrap, args.rows)
-    print("\n| data | world | verdicts |\n|---|---|---|")
-    for name in args.datasets:
-        real(name, args.real_draws, args.bootstrap, args.decay)
-    for name in args.datasets:
-        errors = oracle(name, max(args.real_draws, 20))
-        print(
-            f"| {name} | EM on exactly calibrated probabilities | L1 error to the batch's label shares: "
-            f"median {np.median(errors):.4f}, max {np.max(errors):.4f} |"
-        )
+    if args.real_draws:
+        print("\n| data | world | verdicts |\n|---|---|---|")
+        for name in args.datasets:
+            real(name, args.real_draws, args.bootstrap, args.decay)
+        for name in args.datasets:
+            errors = oracle(name, max(args.real_draws, 20))
+            print(
+                f"| {name} | EM on exactly calibrated probabilities | L1 error to the batch's label shares: "
+                f"median {np.median(errors):.4f}, max {np.max(errors):.4f} |"
+            )
+    if args.score_draws:
+        print("\n| data | world | halves | verdicts, log loss | verdicts, Brier |\n|---|---|---:|---|---|")
+        decay_scores(args.score_draws)
 
 
 if __name__ == "__main__":

@@ -209,9 +209,13 @@ def test_apply_to_a_directory_refuses_what_does_not_fit(run, apply_shards_dir, t
         ((directory, "--out", directory), "is the input directory"),
         ((directory, "--out", tmp_path / "file.parquet"), "name a directory"),
         ((directory, "--out", "-"), "name a directory"),
-        ((directory, "--out", tmp_path / "o", "--engine", "spark"), "--engine must be one of"),
+        (
+            (directory, "--out", tmp_path / "o", "--engine", "spark"),
+            "engine must be one of local, dask; got 'spark' (--engine local|dask)",
+        ),
         ((directory, "--out", tmp_path / "o", "--labels", tmp_path / "file.parquet"), "carries its labels in each shard"),
         ((directory / "part0.parquet", "--out", tmp_path / "x.parquet", "--engine", "dask"), "take a directory"),
     ):
         code, _, err = run("apply", bundle, *args)
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
+    assert not (tmp_path / "o").exists()  # a bad engine is refused before anything is written

@@ -597,7 +597,7 @@ _NAMES_BY_MODULE = {
     ".metrics": ("METRICS", "VECE_METRICS"),
     ".onnx_export": ("DTYPES", "INPUT_NAMES", "OPSET"),
     ".pipeline": ("full_fit_report", "read_with_bundle", "write_applied"),
-    ".shards": ("ENGINES", "apply_shards"),
+    ".shards": ("apply_shards",),
     ".synth": (
         "contaminate",
         "contamination_temperatures",

@@ -95,8 +95,7 @@ def evaluate_shards(
     compare raw values."""
     from .evaluation import apply_gates
 
-    if engine not in ENGINES:
-        raise UsageError(f"the engine must be one of {', '.join(ENGINES)}; got {engine!r}", cli_hint="--engine local|dask")
+    check_engine(engine)
     keys = check_metric_keys(list(request.metrics or DEFAULT_METRICS) + request.gates.metrics)
     whole_sample = [key for key in keys if not METRICS[key].streamed]
     if whole_sample:
@@ -168,6 +167,12 @@ def apply_shard(path: str, out_path: str, bundle: str, what: str, read_options: 
     return {"rows": preds.n, "counts": counts, "output_sha256": file_sha256(out_path)}
 
 
+def check_engine(engine: str) -> None:
+    """Refuse an engine that is not one of :data:`ENGINES`, before any shard is read or written."""
+    if engine not in ENGINES:
+        raise UsageError(f"the engine must be one of {', '.join(ENGINES)}; got {engine!r}", cli_hint="--engine local|dask")
+
+
 def apply_shards(
     bundle: str,
     directory: str,
@@ -186,6 +191,7 @@ def apply_shards(
     from .io.atomic import write_bytes_atomic
     from .registry import CALIBRATORS
 
+    check_engine(engine)
     files = shard_files(directory)
     if os.path.exists(out_dir) and os.path.samefile(out_dir, directory):
         raise InputError(f"{out_dir}: is the input directory; the outputs would replace the shards")
