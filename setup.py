@@ -1,6 +1,6 @@
 """The optional C extension calib._kernels: built where a C compiler with GCC's vector extensions
 (GCC or Clang) and Python's headers are present, skipped with a warning elsewhere (MSVC, no
-compiler), in which case calib uses its pure NumPy path (calib.kernels). Everything else is in
+compiler), in which case calib uses its pure NumPy path (calib.core.kernels). Everything else is in
 pyproject.toml."""
 
 import os

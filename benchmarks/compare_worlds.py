@@ -104,8 +104,8 @@ def oracle(name: str, draws: int, rows: int = 5000) -> list[float]:
     :func:`real`. No estimator from these predictions does much better (EM is the maximum-likelihood
     estimate, and its fixed point is the expected share given the rows)."""
     from calib.calibrators.temperature import fit_inverse_temperature
+    from calib.core.numerics import softmax
     from calib.drift import em_priors
-    from calib.numerics import softmax
 
     data = np.load(os.path.join(DATA, f"{name}_resnet110_test.npz"))
     logits, labels = data["logits"].astype(np.float64), data["labels"]

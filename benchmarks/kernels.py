@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from calib import kernels
 from calib.calibrators.conformal import nonconformity
 from calib.calibrators.select_tau import tempered_distribution
-from calib.numerics import log_floored, log_softmax_and_softmax, tempered_moments
+from calib.core import kernels
+from calib.core.numerics import log_floored, log_softmax_and_softmax, tempered_moments
 
 
 def cases(rows: int, classes: int):
@@ -47,13 +47,13 @@ def cases(rows: int, classes: int):
 
 
 def _cmce_bins(mass, first_hit):
-    from calib.binning import BinCounter
+    from calib.core.binning import BinCounter
 
     BinCounter(25).add(mass, first_hit=first_hit)
 
 
 def _classwise_bins(probs):
-    from calib.binning import BinCounter
+    from calib.core.binning import BinCounter
 
     BinCounter(15, probs.shape[1]).add(probs, by_column=True)
 

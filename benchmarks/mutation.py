@@ -48,10 +48,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The core: numerics, the kernels' NumPy path, the metrics, the calibrators' conformal and scaling
 #: code, validation, bundles, gates and metric states.
 MODULES = (
-    "calib/numerics.py",
-    "calib/kernels.py",
+    "calib/core/numerics.py",
+    "calib/core/kernels.py",
     "calib/metrics/accumulators.py",
-    "calib/binning.py",
+    "calib/core/binning.py",
     "calib/metrics/definitions.py",
     "calib/metrics/batch.py",
     "calib/metrics/metric_set.py",
@@ -61,7 +61,7 @@ MODULES = (
     "calib/calibrators/set_based.py",
     "calib/calibrators/temperature.py",
     "calib/calibrators/matrix_scaling.py",
-    "calib/validation.py",
+    "calib/core/validation.py",
     "calib/bundle.py",
     "calib/evaluation/gates.py",
     "calib/evaluation/states.py",
@@ -93,7 +93,7 @@ OPERATORS = frozenset(
 #: replaces and its replacement), with the test files that must now catch them (``--planted``).
 PLANTED = (
     (
-        "calib/numerics.py",
+        "calib/core/numerics.py",
         'side="right") - 1, 0, n_bins - 1)',
         'side="left") - 1, 0, n_bins - 1)',
         "quantile-ECE edges: right -> left",
@@ -135,7 +135,7 @@ PLANTED = (
         "    if value is None:\n        return PASS",
         "an undefined value passes a threshold gate",
     ),
-    ("calib/validation.py", "EXACT_SUM_TOLERANCE = 1e-9", "EXACT_SUM_TOLERANCE = 1e-6", "exactness tolerance 1e-9 -> 1e-6"),
+    ("calib/core/validation.py", "EXACT_SUM_TOLERANCE = 1e-9", "EXACT_SUM_TOLERANCE = 1e-6", "exactness tolerance 1e-9 -> 1e-6"),
 )
 PLANTED_TESTS = (
     "tests/test_boundaries.py",

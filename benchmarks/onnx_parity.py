@@ -53,7 +53,7 @@ def compare(method: str, options: dict, scores, labels, test) -> dict:
     from calib.api import as_predictions
     from calib.calibrators.base import builds_sets
     from calib.calibrators.conformal import nonconformity
-    from calib.numerics import edge_slack, softmax
+    from calib.core.numerics import edge_slack, softmax
 
     fitted = calib.calibrator(method, **options).fit(scores, labels)
     result = {}

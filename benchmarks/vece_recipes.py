@@ -26,8 +26,8 @@ import numpy as np
 
 from benchmarks.results import write_results
 from benchmarks.vece_recalibrators import binary_demo
+from calib.core.numerics import softmax
 from calib.estimators import recalibrators, variational_calibration_error
-from calib.numerics import softmax
 from calib.synth import known_ce_data, true_calibration_errors
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"

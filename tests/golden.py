@@ -34,7 +34,7 @@ SAMPLE = ROOT / "sample_data"
 def golden_path() -> Path:
     """The golden file of the active kernels' path: the C extension and the pure NumPy path compute
     the same formulas but may differ in the last bits, so each has its own record."""
-    from calib.kernels import BACKEND
+    from calib.core.kernels import BACKEND
 
     return Path(__file__).resolve().parent / "data" / f"golden_{BACKEND}.json"
 

@@ -8,7 +8,7 @@ from calib import calibrator_class
 from calib.calibrators import thresholds as thresholds_module
 from calib.calibrators.alpha_agnostic import AGGREGATES, HEAD_ALPHAS, kl_temperature
 from calib.calibrators.conformal import FEASIBLE
-from calib.numerics import log_softmax, softmax
+from calib.core.numerics import log_softmax, softmax
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 import calib
 from calib import CALIBRATORS, BundleError, read_bundle
 from calib.calibrators.conformal import in_conformal_set, scores_at_most
+from calib.core.numerics import EDGE_RTOL, bin_index, edge_index, softmax
+from calib.core.validation import EXACT_SUM_TOLERANCE, repair_probs
 from calib.evaluation.gates import ChangeGate, Gate
 from calib.io import predictions_from_arrays
 from calib.metrics import METRICS, MetricConfig
 from calib.metrics.batch import model_batch
 from calib.metrics.metric_set import MetricSet
-from calib.numerics import EDGE_RTOL, bin_index, edge_index, softmax
-from calib.validation import EXACT_SUM_TOLERANCE, repair_probs
 
 R = EDGE_RTOL  # a value within R |e| of an edge e is on it (docs/metrics.md, "Edges")
 

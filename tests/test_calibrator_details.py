@@ -29,8 +29,8 @@ from calib.calibrators.temperature import (
     fit_inverse_temperature,
     nll_gradient,
 )
+from calib.core.numerics import log_softmax
 from calib.errors import UsageError
-from calib.numerics import log_softmax
 
 # temperature scaling ---------------------------------------------------------------------------------
 
@@ -166,7 +166,7 @@ def test_ranking_keys_are_one_minus_the_bits_with_the_column_in_the_low_bits():
 
 def test_rank_scores_flags_exactly_the_rows_out_of_order():
     """A ranking is exact when its probabilities never increase and equal ones come in column order."""
-    from calib import kernels
+    from calib.core import kernels
 
     probs = np.array([[0.5, 0.5], [0.5, 0.5], [0.3, 0.7], [0.7, 0.3]])
     ranking = np.array([[0, 1], [1, 0], [0, 1], [0, 1]], dtype=np.uint64)
@@ -226,7 +226,7 @@ def test_mass_rescaling_categories_at_their_edges():
     )
     in_set = np.array([[1, 0, 0], [0, 0, 0], [1, 1, 1], [1, 0, 1], [1, 0, 1], [1, 0, 0]], dtype=bool)
     category = mr._factors(probs, in_set)[2]
-    from calib.kernels import EMPTY, FEASIBLE, FULL
+    from calib.core.kernels import EMPTY, FEASIBLE, FULL
 
     assert category.tolist() == [FEASIBLE, EMPTY, FULL, FEASIBLE, TINY_MASS, FEASIBLE]
 
@@ -386,7 +386,7 @@ def test_a_temperature_a_hair_from_an_end_is_on_it():
 def test_bcts_fits_the_nll_optimum_of_softmax_of_z_over_t_plus_b():
     """bcts: log p = log_softmax(z / T + b); at the fit the NLL's gradient in (1/T, b) is 0, b has
     mean 0, the NLL is at most the model's and at most temperature scaling's; the bundle round-trips."""
-    from calib.numerics import log_softmax as log_softmax_rows
+    from calib.core.numerics import log_softmax as log_softmax_rows
 
     rng = np.random.default_rng(3)
     z = rng.normal(size=(3000, 4)) * 2.0

@@ -15,7 +15,7 @@ import reference as ref
 from conftest import ROOT, SAMPLE, needs
 
 import calib
-from calib.numerics import log_softmax
+from calib.core.numerics import log_softmax
 
 
 def _json(out):

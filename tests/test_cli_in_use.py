@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import SAMPLE
 
-from calib.report_text import format_change, format_value
+from calib.reporting.text import format_change, format_value
 
 TEST = SAMPLE / "cifar10_test.npz"
 

@@ -116,7 +116,7 @@ def test_a_ranked_model_applies_to_probabilities_as_given():
 
 
 def test_device_names_and_their_edges(monkeypatch):
-    from calib import extras
+    from calib.core import extras
 
     assert extras.resolve_device("cpu") == "cpu"
     for bad in ("gpu", "cuda:", "cuda:x", "CPU", ""):
@@ -136,7 +136,7 @@ def test_device_names_and_their_edges(monkeypatch):
 
 def test_training_device_is_scoped_and_reported(run, tmp_path):
     needs("torch")
-    from calib import extras
+    from calib.core import extras
 
     logits, labels = _large_k(n=600, k=20)
     assert extras.current_device() == "cpu"
@@ -162,7 +162,7 @@ def test_the_documented_widths_and_the_ranked_inputs_against_a_full_sort():
     assert (RANKED_ABOVE, RANKED_WIDTH) == (128, 32)
     rng = np.random.default_rng(5)
     logits = rng.normal(size=(40, 50)) * 3
-    from calib.numerics import log_softmax
+    from calib.core.numerics import log_softmax
 
     full = -np.sort(-log_softmax(logits), axis=1)
     for width in (1, 10, 49, 50):

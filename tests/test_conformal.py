@@ -22,8 +22,8 @@ from calib.calibrators.conformal import (
 )
 from calib.calibrators.select_tau import select_temperature
 from calib.calibrators.temperature import CMCE_GRID, cmce_at_temperatures
+from calib.core.numerics import log_softmax, softmax
 from calib.errors import UsageError
-from calib.numerics import log_softmax, softmax
 from calib.pipeline import load_calibrator
 
 
@@ -388,7 +388,7 @@ def test_tempered_distribution_is_the_softmax_at_the_selected_temperature(log_sp
     """The distribution taken from the verifying Newton pass equals softmax(scores / tau) on every
     row, including when empty and full sets leave gaps between the solved rows."""
     from calib.calibrators.select_tau import tempered_distribution
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
 
     rng = np.random.default_rng(0)
     z = 3 * rng.normal(size=(500, 20))

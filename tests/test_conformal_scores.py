@@ -10,7 +10,7 @@ from conftest import SAMPLE, data_file, needs
 import calib
 from calib.calibrators.conformal import SCORES, ScoreOptions, conformal_quantile, label_scores, nonconformity
 from calib.calibrators.scores import SCORES as SCORE_CLASSES
-from calib.numerics import softmax
+from calib.core.numerics import softmax
 
 # p = [0.5, 0.2, 0.2, 0.1]: ranks 1, 2, 3 (tie to the lower index), 4
 P = np.array([[0.5, 0.2, 0.2, 0.1]])
@@ -57,8 +57,8 @@ def test_scores_equal_a_stable_argsort_to_the_bit(backend, n_classes, monkeypatc
     again. Against a stable argsort and the formulas written out, bit for bit, on both kernel paths:
     values 1 ulp apart, exact zeros, -0.0 beside 0.0, values a hair outside [0, 1], float32-rounded
     rows and rows of equal values."""
-    from calib import kernels
     from calib.calibrators.conformal import row_uniforms
+    from calib.core import kernels
 
     if backend == "compiled":
         monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels", reason="the C extension is not built"))

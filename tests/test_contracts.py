@@ -9,11 +9,11 @@ import reference as ref
 from conftest import SAMPLE, method_param
 
 from calib import CALIBRATORS, calibrator
+from calib.core.numerics import log_softmax
 from calib.io import predictions_from_arrays
 from calib.metrics import FUNCTIONS, METRICS, MetricConfig
 from calib.metrics.batch import model_batch
 from calib.metrics.metric_set import MetricSet
-from calib.numerics import log_softmax
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ import pytest
 from conftest import DATA, SAMPLE, needs
 
 import calib
-from calib import kernels
+from calib.core import kernels
+from calib.core.numerics import EDGE_RTOL, bin_index, edge_index, softmax
 from calib.errors import InputError
-from calib.numerics import EDGE_RTOL, bin_index, edge_index, softmax
 from calib.registry import CALIBRATORS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,9 +314,10 @@ def test_diagnose_refuses_a_missing_parent_and_an_existing_report(run, tmp_path)
 
 def test_an_interrupted_diagnose_leaves_no_report_behind(tmp_path, monkeypatch):
     """Interrupted while writing (Ctrl-C after report.json): no directory, not one with report.json alone."""
-    from calib import plots, report_html
     from calib.diagnose import diagnose
     from calib.io.readers import read_predictions
+    from calib.reporting import html as report_html
+    from calib.reporting import plots
 
     result = diagnose(read_predictions(str(SAMPLE / "cifar10_test.npz"), require_labels=True))
 

@@ -530,7 +530,7 @@ def test_overall_outcome_of_a_run():
 
 
 def test_junit_marks_an_inconclusive_gate_counted_as_failed_as_a_failure():
-    from calib.report_junit import junit_xml
+    from calib.reporting.junit import junit_xml
 
     report = {
         "input": {"path": "p", "n": 1, "k": 2, "kind": "logits"},

@@ -9,7 +9,7 @@ import pytest
 from conftest import SAMPLE
 
 import calib
-from calib.numerics import softmax
+from calib.core.numerics import softmax
 from calib.registry import CALIBRATORS
 
 

@@ -94,7 +94,7 @@ def test_dask_engine_without_dask_says_which_extra(tmp_path):
 
 
 def test_version_names_the_kernel_path(run):
-    from calib.kernels import BACKEND
+    from calib.core.kernels import BACKEND
 
     code, out, _ = run("--version")
     assert code == 0 and out.strip().endswith(f"(kernels: {BACKEND})")

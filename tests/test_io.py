@@ -317,8 +317,8 @@ def test_netcal_records_read_by_name_and_by_the_one_matrix_one_vector_rule(tmp_p
     following the naming convention, the rule said in the input-kind line."""
     from conftest import SAMPLE
 
+    from calib.core.numerics import softmax
     from calib.errors import InputError
-    from calib.numerics import softmax
 
     data = np.load(SAMPLE / "cifar10_test.npz")
     probs = softmax(data["logits"][:400].astype(np.float64)).astype(np.float32)
@@ -382,7 +382,7 @@ def test_a_pandas_csv_export_gives_the_npz_report_to_the_bit(tmp_path):
 
     from conftest import SAMPLE
 
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
 
     data = np.load(SAMPLE / "cifar10_test.npz")
     probs, labels = softmax(data["logits"][:1000].astype(np.float64)), data["labels"][:1000]
@@ -523,7 +523,7 @@ def test_text_outputs_round_trip_to_the_bit_with_their_carried_columns(tmp_path,
     """apply's CSV, TSV and JSON-lines outputs: floats in their shortest round-trip decimals, so the
     probabilities read back are the ones written; the kind prefix names the wide columns; carried
     columns and labels follow; a set mask writes each row's classes."""
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
 
     rng = np.random.default_rng(2)
     probs, labels = softmax(rng.normal(size=(60, 5)) * 3), rng.integers(0, 5, 60)

@@ -1,4 +1,4 @@
-"""Both kernel paths (the compiled calib/_kernels.c and the pure NumPy one, calib.kernels) against
+"""Both kernel paths (the compiled calib/_kernels.c and the pure NumPy one, calib.core.kernels) against
 independent formulations: the C library's log (through NumPy), scipy's softmax and log-softmax,
 NumPy's weighted moments, on row lengths that are and are not whole vectors; and the two paths
 against each other."""
@@ -8,13 +8,13 @@ import pytest
 from scipy.special import log_softmax as scipy_log_softmax
 from scipy.special import softmax as scipy_softmax
 
-from calib.numerics import log_floored, log_of_probs, log_softmax, log_softmax_and_softmax, softmax, tempered_moments
+from calib.core.numerics import log_floored, log_of_probs, log_softmax, log_softmax_and_softmax, softmax, tempered_moments
 
 
 @pytest.fixture(autouse=True, params=["compiled", "numpy"])
 def backend(request, monkeypatch):
     """Every test runs on both paths (the compiled one skips where the extension is not built)."""
-    from calib import kernels
+    from calib.core import kernels
 
     if request.param == "compiled":
         compiled = pytest.importorskip("calib._kernels", reason="the C extension is not built")
@@ -100,9 +100,9 @@ def test_kernels_refuse_what_they_cannot_compute():
 
 def test_the_two_paths_agree(monkeypatch):
     """softmax, moments and log to a few ulp; SelectTau's temperatures within its stopping rule and
-    the same categories (see calib.kernels)."""
-    from calib import kernels
+    the same categories (see calib.core.kernels)."""
     from calib.calibrators.select_tau import tempered_distribution
+    from calib.core import kernels
 
     compiled = pytest.importorskip("calib._kernels", reason="the C extension is not built")
     rng = np.random.default_rng(3)
@@ -138,7 +138,7 @@ def test_the_two_paths_agree(monkeypatch):
 def test_set_update_is_the_where_formula_to_the_bit(backend):
     """MR's update, values + or * (inside on the set, outside off it), one operation a value: the
     same bits as NumPy's where-then-op, on contiguous rows and on a strided view of columns."""
-    from calib import kernels
+    from calib.core import kernels
 
     rng = np.random.default_rng(4)
     values = rng.random((50, 1001))
@@ -178,7 +178,7 @@ def test_bin_counts_are_the_definition_on_edges_and_just_below(backend, n_bins):
     the columns as groups, and group 0 of a counter with more groups."""
     from reference import edge_bin
 
-    from calib.binning import BinCounter
+    from calib.core.binning import BinCounter
 
     rng = np.random.default_rng(n_bins)
     edges = np.arange(n_bins + 1) / n_bins
@@ -215,7 +215,7 @@ def test_bin_counts_first_hit_is_the_hits_matrix_with_runs_in_and_out_of_bins(ba
     (rows of cumulative masses, then unsorted rows), on the edges and just below them."""
     from reference import edge_bin
 
-    from calib.binning import BinCounter
+    from calib.core.binning import BinCounter
 
     n_bins, k = 4, 6
     rows = np.array(
@@ -256,7 +256,7 @@ def test_cumulative_mass_is_the_running_sum_of_the_sorted_row_clipped(backend):
     """Each row of -p sorted non-decreasing becomes p_1 + ... + p_k added left to right and clipped
     to [0, 1], to the bit: by hand on [0.5, 0.25, 0.25]; a row whose sum rounds above 1 clipped to 1;
     ties, exact zeros and float16-rounded rows against a direct loop."""
-    from calib import kernels
+    from calib.core import kernels
 
     mass = -np.array([[0.5, 0.25, 0.25]])
     kernels.cumulative_mass(mass)
@@ -289,7 +289,7 @@ def test_label_rank_counts_higher_scores_and_ties_before_the_label(backend):
     """rank = #{j : s_j > s_y} + #{j < y : s_j = s_y}: by hand on a tie on both sides of the label,
     the label on the first and last column, a row of equal scores, one column; and on float32
     scores (the NumPy formula on both paths) and random ties against the definition."""
-    from calib.numerics import label_rank
+    from calib.core.numerics import label_rank
 
     scores = np.array([[0.3, 0.3, 0.4, 0.3], [0.3, 0.3, 0.4, 0.3], [0.25] * 4, [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
     labels = np.array([1, 3, 2, 0, 3])
@@ -306,7 +306,7 @@ def test_label_rank_counts_higher_scores_and_ties_before_the_label(backend):
 def test_range_counts_count_below_lo_strictly_and_up_to_hi_inclusively(backend):
     """Per row, #(v < lo) and #(v <= hi): values exactly on lo (not below) and on hi (counted), an
     ulp either side, rows shorter and longer than a vector."""
-    from calib import kernels
+    from calib.core import kernels
 
     lo, hi = 0.9, 0.92
     for k in (1, 3, 4, 9):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import calib
-from calib.binning import BinCounter
+from calib.core.binning import BinCounter
 from calib.metrics import METRICS, MetricConfig
 from calib.metrics.accumulators import CPSME_ALPHAS, CumulativeMassRange, ProperScores, TrueProbScores
 from calib.metrics.batch import Batch
@@ -273,7 +273,7 @@ def test_smooth_ece_of_a_model_always_wrong_at_full_confidence_is_near_one():
 
 def test_a_mass_exactly_the_tolerance_below_a_band_counts_in_it():
     """The band [lo, hi] takes masses m >= lo - r lo (r = 2^-44): a first mass of exactly lo - r lo is in."""
-    from calib.numerics import EDGE_RTOL
+    from calib.core.numerics import EDGE_RTOL
 
     first = 0.5 - EDGE_RTOL * 0.5
     band = CumulativeMassRange(0.5, 0.75)
@@ -284,7 +284,7 @@ def test_a_mass_exactly_the_tolerance_below_a_band_counts_in_it():
 def test_a_true_mass_exactly_the_tolerance_below_a_level_reaches_it():
     """C*_alpha is the smallest top set of p with mass >= (1 - alpha)(1 - r): at alpha = 0.25 a top
     probability of exactly 0.75 - 0.75 r is enough on its own, so the gap is that class's alone."""
-    from calib.numerics import EDGE_RTOL
+    from calib.core.numerics import EDGE_RTOL
 
     top = 0.75 - EDGE_RTOL * 0.75
     truth = np.array([[top, 1.0 - top, 0.0]])

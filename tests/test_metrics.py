@@ -7,11 +7,11 @@ import pytest
 import reference as ref
 from conftest import needs
 
-from calib import numerics
+from calib.core import numerics
+from calib.core.numerics import bin_index, label_rank, log_softmax
 from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import DEFAULT_METRICS, MetricConfig
-from calib.numerics import bin_index, label_rank, log_softmax
 
 ALL = list(DEFAULT_METRICS) + ["ece_quantile", "debiased_ece_sq"]
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import calib
-from calib import kernels
+from calib.core import kernels
 from calib.io import predictions_from_arrays
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -208,7 +208,7 @@ def test_venn_abers_of_logits_keeps_small_scores_apart():
     them below 1e-12) gets the exact IVAP of the recomputed calibration scores, scores of 1e-14
     and 1e-13 apart. (Recomputed scores near 1 carry the rounding of 1: their runs meet within
     5.7e-14 of each other; docs/metrics.md, "Edges".)"""
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
 
     p_cal, y_cal, p_test = breast_cancer_naive_bayes()
     logits_cal, logits_test = np.log(np.maximum(p_cal, 1e-300)), np.log(np.maximum(p_test, 1e-300))
@@ -256,7 +256,7 @@ def test_softmax_keeps_subnormal_probabilities_on_both_paths():
     """Gaps of 700-760 below the row's maximum: exp(-gap) is subnormal from -708.4 to -745.1 and 0
     below; both kernel paths give NumPy's value to an ulp of the subnormal range (the compiled path
     flushed them to 0 before), so no probability is 0 on one path and not on the other."""
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
 
     gaps = np.linspace(700, 760, 6001)
     z = np.column_stack([np.zeros_like(gaps), -gaps])
@@ -315,7 +315,7 @@ def test_aps_sets_of_a_peaked_model_are_not_inflated():
     and classwise, on both kernel paths. Logits: the slack r max(1, |q|) = 5.7e-14 near 1. Either way
     a few classes more than the last bits of an exact comparison keep (at most 1% more for the
     constant threshold); with the former absolute 1e-12 every set was all 97 classes."""
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
 
     z, labels = peaked_logits(4000)
     cal_z, cal_y, test_z = z[:2000], labels[:2000], z[2000:]
@@ -338,7 +338,7 @@ def test_aps_sets_of_a_peaked_model_against_torchcp():
     2 (K - 1) u q, which ours keep (docs/calibrators.md)."""
     from test_conformal_scores import _torchcp
 
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
 
     torch = needs("torch")
     score, predictor = _torchcp()
@@ -377,7 +377,7 @@ def test_log1mexp_on_both_branches_and_at_the_switch():
     """log(1 - e^l): near 0 by log(-expm1(l)) (l = -1e-13: log 1e-13 to 1e-15 relative, where
     log1p(-e^l) would be off by 1e-3), far below by log1p(-e^l) (l = -40: -e^-40), both log 1/2 at
     l = -log 2, and -inf at 0."""
-    from calib.numerics import log1mexp
+    from calib.core.numerics import log1mexp
 
     got = log1mexp(np.array([-1e-13, -40.0, -math.log(2.0), 0.0, -1.0]))
     assert got[0] == pytest.approx(math.log(1e-13) - 5e-14, rel=1e-15)
@@ -389,9 +389,9 @@ def test_log1mexp_on_both_branches_and_at_the_switch():
 def test_a_band_edge_slack_is_relative_to_the_edge_not_to_1():
     """Coverage[0.5, 0.75]: a mass 0.5 (1 - 1.5 r) lies 0.75 r below the edge, beyond its relative
     slack r 0.5 (out of the band), though within r of it in absolute terms."""
+    from calib.core.numerics import EDGE_RTOL
     from calib.metrics.accumulators import CumulativeMassRange
     from calib.metrics.batch import Batch
-    from calib.numerics import EDGE_RTOL
 
     first = 0.5 * (1.0 - 1.5 * EDGE_RTOL)
     band = CumulativeMassRange(0.5, 0.75)

@@ -8,10 +8,10 @@ import pytest
 
 from calib import calibrator_class
 from calib.calibrators.venn_abers import venn_abers_runs
+from calib.core.numerics import isotonic_fit, softmax
+from calib.core.validation import kind_tolerance, resolve_kind
 from calib.errors import InputError
 from calib.io.readers import read_predictions
-from calib.numerics import isotonic_fit, softmax
-from calib.validation import kind_tolerance, resolve_kind
 
 
 def _binary_logits(p1):

@@ -7,7 +7,7 @@ from conftest import data_file, method_param, needs
 from calib import CALIBRATORS, calibrator_class
 from calib.calibrators import thresholds as thresholds_module
 from calib.calibrators.onevsrest import renormalise
-from calib.numerics import softmax
+from calib.core.numerics import softmax
 from calib.pipeline import load_calibrator
 
 

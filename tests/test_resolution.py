@@ -14,7 +14,7 @@ from scipy.stats import binomtest
 
 import calib
 from calib.api import as_predictions
-from calib.binning import MIN_BIN_ROWS, BinCounter, clopper_pearson
+from calib.core.binning import MIN_BIN_ROWS, BinCounter, clopper_pearson
 from calib.diagnose import diagnose
 from calib.errors import UsageError
 from calib.evaluation.gates import Gate, parse_gate
@@ -335,7 +335,7 @@ def test_the_gate_line_states_the_floor_and_how_many_labels(run, tmp_path):
     assert gate["bounds"][0] == max(gate["value"] - floor, gap)  # below the bootstrap's end here
     assert "(the max label of 6 labels)" in out
     assert gate["noise"].startswith("bootstrap, Bonferroni over 6 labels, ")
-    assert f"with 800 rows per label, ece_pos below {calib.report_text.format_value(floor)} cannot be told from 0" in out
+    assert f"with 800 rows per label, ece_pos below {calib.reporting.text.format_value(floor)} cannot be told from 0" in out
     assert "(simultaneous over 6 labels)" in out
 
 
@@ -440,8 +440,8 @@ def test_accuracy_and_the_l2_error_get_analytic_intervals_in_the_report(run, tmp
     assert accuracy["ci_analytic"] == pytest.approx([reference.low, reference.high], abs=1e-12)
     lower, upper = report["metrics"]["ece_l2"]["ci_analytic"]
     assert 0.0 <= lower < upper
-    lines = calib.report_text.report_lines(report)
-    assert f"accuracy: analytic 95% interval [{calib.report_text.format_value(reference.low)}, " in "\n".join(lines)
+    lines = calib.reporting.text.report_lines(report)
+    assert f"accuracy: analytic 95% interval [{calib.reporting.text.format_value(reference.low)}, " in "\n".join(lines)
 
 
 def test_a_change_gate_on_a_binned_error_subtracts_the_change_in_mean_noise(tmp_path):

@@ -296,7 +296,7 @@ def test_parquet_is_streamed_by_row_groups(tmp_path, run):
 
 
 def test_map_in_order_keeps_order_for_any_worker_count():
-    from calib.numerics import map_in_order
+    from calib.core.numerics import map_in_order
 
     items = list(range(37))
     for workers in (1, 2, 5):
@@ -320,7 +320,7 @@ def test_map_in_order_keeps_one_memory_budget_whatever_the_workers(workers, valu
     within a budget of 64 MiB or 30% of the values as float32, 32 MiB a chunk; when the consumer
     takes result i, items i to i + pending - 1 have been drawn, pending = two per thread (so none
     waits)."""
-    from calib.numerics import map_in_order
+    from calib.core.numerics import map_in_order
 
     drawn = []
 
@@ -337,7 +337,7 @@ def test_map_in_order_keeps_one_memory_budget_whatever_the_workers(workers, valu
 
 def test_conformal_apply_is_the_same_bytes_on_one_thread_and_many(tmp_path, monkeypatch):
     from calib.calibrators.ats import ATSGlobal
-    from calib.numerics import CHUNK_ELEMENTS
+    from calib.core.numerics import CHUNK_ELEMENTS
 
     rng = np.random.default_rng(5)
     logits = 3 * rng.normal(size=(3 * CHUNK_ELEMENTS // 40 + 7, 40))
@@ -369,7 +369,7 @@ def test_parquet_row_groups_read_from_several_threads_give_the_right_rows(tmp_pa
     )
     monkeypatch.setenv("CALIB_THREADS", "4")
     preds = read_predictions(str(path))
-    from calib.numerics import map_in_order
+    from calib.core.numerics import map_in_order
 
     chunks = list(
         map_in_order(
@@ -437,7 +437,7 @@ def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
     V-ECE's CatBoost fits use as many of CatBoost's own threads (one fit at a time): the values are
     the same, to the bit, with one thread or three."""
     import calib
-    from calib.numerics import CHUNK_ELEMENTS
+    from calib.core.numerics import CHUNK_ELEMENTS
 
     rng = np.random.default_rng(7)
     logits = 3 * rng.normal(size=(3 * CHUNK_ELEMENTS // 30 + 11, 30))

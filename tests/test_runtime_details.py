@@ -13,10 +13,10 @@ import threading
 import numpy as np
 import pytest
 
-from calib import kernels
 from calib.calibrators.select_tau import tempered_distribution
-from calib.kernels import FEASIBLE, TOO_LARGE, UNREACHABLE
-from calib.numerics import CHUNK_ELEMENTS, map_in_order, row_chunks, worker_count
+from calib.core import kernels
+from calib.core.kernels import FEASIBLE, TOO_LARGE, UNREACHABLE
+from calib.core.numerics import CHUNK_ELEMENTS, map_in_order, row_chunks, worker_count
 
 
 @pytest.mark.parametrize(
@@ -28,7 +28,7 @@ def test_calib_kernels_chooses_the_path(setting, backend):
     where it is built."""
     env = {**os.environ, "CALIB_KERNELS": setting}
     done = subprocess.run(
-        [sys.executable, "-c", "import calib.kernels as k; print(k.BACKEND, k._compiled is None)"],
+        [sys.executable, "-c", "import calib.core.kernels as k; print(k.BACKEND, k._compiled is None)"],
         env=env,
         capture_output=True,
         text=True,
@@ -140,7 +140,7 @@ def _rss_mib() -> float:
 def test_released_rows_of_a_mapped_file_leave_the_process_and_read_back_the_same(tmp_path):
     """64 MiB mapped and read: the process holds them; released, it does not, and a second read
     gives the same values. A plain array is left alone."""
-    from calib.numerics import release_rows
+    from calib.core.numerics import release_rows
 
     path = tmp_path / "a.npy"
     np.save(path, np.arange(8 * 2**20, dtype=np.float64).reshape(2**16, 128))
@@ -182,7 +182,7 @@ def test_evaluate_holds_less_than_the_input_at_its_peak(tmp_path):
 
 def test_two_edges_make_one_closed_bin():
     """Edges (0, 1): one bin [0, 1], closed at 1, so 1 and anything above land in bin 0."""
-    from calib.numerics import edge_index
+    from calib.core.numerics import edge_index
 
     assert edge_index(np.array([0.0, 0.5, 1.0, 1.5]), np.array([0.0, 1.0])).tolist() == [0, 0, 0, 0]
 
@@ -219,20 +219,20 @@ def test_calib_kernels_compiled_without_the_extension_is_one_clear_error(monkeyp
 
 
 def test_log_floored_has_no_floor_unless_given_one():
-    from calib.numerics import log_floored
+    from calib.core.numerics import log_floored
 
     assert log_floored(np.array([0.0, 1.0])).tolist() == [-np.inf, 0.0]
     assert log_floored(np.array([0.0, 1.0]), floor=1e-12).tolist() == [np.log(1e-12), 0.0]
 
 
 def test_values_below_the_first_edge_are_in_the_first_bin():
-    from calib.numerics import edge_index
+    from calib.core.numerics import edge_index
 
     assert edge_index(np.array([-0.5, 0.25]), np.array([0.0, 0.5, 1.0])).tolist() == [0, 0]
 
 
 def test_release_leaves_index_arrays_and_strided_views_alone(tmp_path):
-    from calib.numerics import release_rows
+    from calib.core.numerics import release_rows
 
     path = tmp_path / "a.npy"
     np.save(path, np.arange(4096.0).reshape(512, 8))

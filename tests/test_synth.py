@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
+from calib.core.numerics import log_softmax
 from calib.evaluation import compute_metrics
 from calib.io import Predictions
 from calib.metrics import MetricConfig
 from calib.metrics.accumulators import CPSME_ALPHAS
-from calib.numerics import log_softmax
 from calib.synth import (
     class_groups,
     contaminate,
@@ -186,7 +186,7 @@ def test_large_k_data_is_imagenet_shaped_and_its_truth_exact(run, tmp_path):
     truth file's errors equal a direct computation on the file's arrays; the same seed gives the
     same bytes."""
     import calib
-    from calib.numerics import softmax
+    from calib.core.numerics import softmax
     from calib.synth import large_k_data, large_k_errors, true_calibration_errors
 
     z, labels, truth = large_k_data(4000, 200, 0.8, np.random.default_rng(3))

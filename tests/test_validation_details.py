@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calib.errors import InputError
-from calib.validation import (
+from calib.core.validation import (
     UnitIntervalScores,
     as_array,
     check_labels,
@@ -17,6 +16,7 @@ from calib.validation import (
     repair_probs,
     resolve_kind,
 )
+from calib.errors import InputError
 
 TOL = float(np.sqrt(np.finfo(np.float32).eps))  # 3.45e-4: float32 and float64 files
 

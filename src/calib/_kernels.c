@@ -1,5 +1,5 @@
 /* calib's compiled inner loops (module calib._kernels): a vectorised log, and a vectorised exp for
- * non-positive arguments; built on the exp, the row softmax and the tempered moments (calib.numerics) and SelectTau's
+ * non-positive arguments; built on the exp, the row softmax and the tempered moments (calib.core.numerics) and SelectTau's
  * per-row search (the ATS-CP paper, algorithm 2; calib.calibrators.select_tau describes the algorithm and
  * holds its settings), the conformal scores of every class from a ranking of the row, MR's in/out update, and
  * the equal-width bin counts behind the binned metrics (one pass instead of NumPy's index array and three
@@ -398,7 +398,7 @@ static void solve_rows(const double *scores, const uint8_t *in_set, const double
  * written at the class's own column. A row is flagged when the ranking is not exactly the one
  * wanted, non-increasing with equal probabilities in column order (the caller ranks those rows
  * again, stably). The sum runs from rank 0 up, as NumPy's cumsum does, and the table is added
- * afterwards, so the scores equal calib.kernels.by_rank_values' to the bit (there is no product a
+ * afterwards, so the scores equal calib.core.kernels.by_rank_values' to the bit (there is no product a
  * fused multiply-add could round differently). Why compiled: a row's gather, sums and scatter stay
  * in cache in one pass, where NumPy makes three passes over memory and builds index arrays. */
 enum { CUMULATIVE = 0, TOP = 1, NO_BASE = 2 };
@@ -452,7 +452,7 @@ static void set_update_rows(double *values, const uint8_t *in_set, const double 
     }
 }
 
-/* The equal-width bin of v (calib.numerics.bin_index): b = min((int32)(v s), B - 1), s = B (1 + r) passed
+/* The equal-width bin of v (calib.core.numerics.bin_index): b = min((int32)(v s), B - 1), s = B (1 + r) passed
  * in as scale, r the relative edge tolerance: one rounding, as in NumPy. */
 static inline int32_t bin_of(double v, double scale, int n_bins)
 {
@@ -460,7 +460,7 @@ static inline int32_t bin_of(double v, double scale, int n_bins)
     return b > n_bins - 1 ? n_bins - 1 : b;
 }
 
-/* Equal-width bin counts (calib.binning.BinCounter): value v goes to bin_of(v), in group j (its column)
+/* Equal-width bin counts (calib.core.binning.BinCounter): value v goes to bin_of(v), in group j (its column)
  * when by_column, else group 0; per group and bin the count, the sum of the values in element order
  * (np.bincount's order, so the same bits) and the count of hits: hits[i, j] given, or j >= first_hit[i]
  * (group 0 only: row i's hits from its first, such as the label's rank among cumulative masses), or none.
@@ -575,7 +575,7 @@ static inline int64_t count_compared(const double *x, Py_ssize_t count, double t
 }
 
 /* The 0-based rank of each row's label y in the non-increasing order of p, ties to the lower class
- * index (calib.numerics.label_rank): #{j < y : p_j >= p_y} + #{j > y : p_j > p_y}. Returns 0 when a
+ * index (calib.core.numerics.label_rank): #{j < y : p_j >= p_y} + #{j > y : p_j > p_y}. Returns 0 when a
  * label is outside [0, k). */
 MULTIVERSION
 static int label_rank_rows(const double *probs, const int64_t *labels, Py_ssize_t n, Py_ssize_t k, int64_t *rank)

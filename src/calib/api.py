@@ -26,13 +26,13 @@ import numpy as np
 
 from . import pipeline
 from .calibrators.base import Calibrator
+from .core.validation import check_true_probs
 from .errors import NotFittedError, UsageError
 from .io.predictions import Predictions
 from .io.readers import predictions_from_arrays
 from .registry import CALIBRATORS as CALIBRATORS  # re-exported: the command line reads the registries here
 from .registry import OPTION_CHOICES as OPTION_CHOICES
 from .registry import choices_text as choices_text
-from .validation import check_true_probs
 
 if TYPE_CHECKING:
     from .evaluation import EvaluationReport
@@ -66,7 +66,7 @@ def as_predictions(scores, labels=None, *, kind: str = "auto", task: str = "auto
     ``labels`` attached when given); labels of the scores' (N, L) shape make a multi-label input."""
     if isinstance(scores, Predictions):
         if labels is not None:
-            from .validation import as_array, check_labels
+            from .core.validation import as_array, check_labels
 
             scores.labels = check_labels(as_array(labels, "labels"), scores.n, scores.k, "labels")
         return scores
@@ -186,7 +186,7 @@ class Calibration:
         if train is not None and not isinstance(train, Predictions):
             train_scores, train_labels = train
             train = as_predictions(train_scores, train_labels, kind=kind)
-        from .extras import check_device_name, training_device
+        from .core.extras import check_device_name, training_device
 
         check_device_name(device)
         torch_method = self.trains_with_torch
@@ -443,7 +443,7 @@ class Report:
         return self.entries.to_json()
 
     def table(self) -> str:
-        from .report_text import report_lines
+        from .reporting.text import report_lines
 
         return "\n".join(report_lines(self.to_dict()))
 
@@ -576,7 +576,7 @@ def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **
 #: use so that each command pays only for what it needs (the request types load the metric stack).
 _NAMES_BY_MODULE = {
     "._version": ("__version__",),
-    ".binning": ("MIN_BIN_ROWS",),
+    ".core.binning": ("MIN_BIN_ROWS",),
     ".bundle": ("dumps",),
     ".calibrators.base": ("absent_class_rows", "builds_sets"),
     ".drift": ("compare", "remedy", "DECAY_SCORE", "SCORES"),
@@ -593,7 +593,7 @@ _NAMES_BY_MODULE = {
     ".io.formats.harness_samples": ("sample_files",),
     ".io.formats.npz": ("npz_bytes",),
     ".io.writers": ("WRITERS", "write_matrix"),
-    ".kernels": ("BACKEND",),
+    ".core.kernels": ("BACKEND",),
     ".metrics": ("METRICS", "VECE_METRICS"),
     ".onnx_export": ("DTYPES", "INPUT_NAMES", "OPSET"),
     ".pipeline": ("full_fit_report", "read_with_bundle", "write_applied"),

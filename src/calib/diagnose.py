@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._version import __version__
-from .binning import MIN_BIN_ROWS, BinCounter, clopper_pearson
 from .calibrators.base import CalibrationInputs, builds_sets
 from .calibrators.conformal import (
     SCORE_PARAMETERS,
@@ -24,6 +23,8 @@ from .calibrators.conformal import (
     min_calibration_size,
     nonconformity,
 )
+from .core.binning import MIN_BIN_ROWS, BinCounter, clopper_pearson
+from .core.numerics import LOG_PROB_FLOOR, softmax
 from .errors import InputError
 from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups, groups_for
@@ -33,9 +34,8 @@ from .metrics import DEFAULT_METRICS, Batch, MetricConfig
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
-from .numerics import LOG_PROB_FLOOR, softmax
 from .registry import calibrator_class
-from .report_text import format_change, format_value
+from .reporting.text import format_change, format_value
 
 #: Logits beyond this magnitude make softmax saturate to exact 0/1 in float64.
 SATURATED_LOGIT = 700.0
@@ -115,7 +115,7 @@ def _bin_rows(counter, value_key: str, bands: bool = False) -> list[dict]:
     """One entry per non-empty bin: its edges, rows, mean prediction, observed rate and weighted
     over/under gaps; with ``bands`` (bins of one outcome per row: the reliability diagrams) the
     observed rate's 95% Clopper-Pearson interval and whether the bin has too few rows to read
-    (fewer than :data:`calib.binning.MIN_BIN_ROWS`)."""
+    (fewer than :data:`calib.core.binning.MIN_BIN_ROWS`)."""
     rows = []
     nonempty = np.flatnonzero(counter.count > 0)
     if bands:

@@ -46,10 +46,10 @@ from statistics import NormalDist
 import numpy as np
 
 from .bootstrap import centred_interval
+from .core.numerics import PROB_FLOOR, bin_index, isotonic_fit, log_of_probs, softmax
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
 from .metrics.conventions import answer_pairs
-from .numerics import PROB_FLOOR, bin_index, isotonic_fit, log_of_probs, softmax
 
 #: The verdicts, in the order they are tested
 VERDICTS = ("label shift", "new concept", "calibration decay", "none")
@@ -96,7 +96,7 @@ def _mean_score(p: np.ndarray, y: np.ndarray, score: str) -> float:
 
 def corp(confidence: np.ndarray, correct: np.ndarray) -> dict[str, Terms]:
     """The CORP decomposition of each score of :data:`SCORES` of ``confidence`` against the 0/1
-    outcomes ``correct``, from one PAV fit with ties pooled (calib.numerics.isotonic_fit)."""
+    outcomes ``correct``, from one PAV fit with ties pooled (calib.core.numerics.isotonic_fit)."""
     x, level = isotonic_fit(confidence, correct)
     recalibrated = level[np.searchsorted(x, confidence)]
     base = np.full_like(correct, correct.mean())
@@ -418,7 +418,7 @@ def l1_noise(replicates: np.ndarray) -> float:
 
 def _ece_against(probs: np.ndarray, truth: np.ndarray, bins: int = 15) -> float:
     """Top-label ECE of ``probs`` with the accuracy of each bin taken from ``truth``'s probability
-    of the top label (equal-width bins, calib's edge rule: calib.numerics.bin_index)."""
+    of the top label (equal-width bins, calib's edge rule: calib.core.numerics.bin_index)."""
     top = probs.argmax(axis=1)
     confidence = probs[np.arange(len(probs)), top]
     expected = truth[np.arange(len(probs)), top]

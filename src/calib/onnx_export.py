@@ -20,9 +20,9 @@ import json
 
 import numpy as np
 
-from . import extras
+from .core import extras
+from .core.numerics import PROB_FLOOR
 from .errors import ExportError
-from .numerics import PROB_FLOOR
 
 #: The ONNX operator set the graphs use (every operator in it since opset 13; LessOrEqual since 16):
 #: onnxruntime 1.11 (2022) and later run it.
@@ -146,9 +146,9 @@ class OnnxGraph:
 
 
 def _repaired_probs(g: OnnxGraph, probs: str, n_classes: int) -> str:
-    """:func:`calib.validation.repair_probs` in the graph: rows with an entry outside [0, 1] or (K > 1)
+    """:func:`calib.core.validation.repair_probs` in the graph: rows with an entry outside [0, 1] or (K > 1)
     a sum off 1 by more than its tolerance are clipped to [0, 1] and divided by their sum."""
-    from .validation import EXACT_SUM_TOLERANCE
+    from .core.validation import EXACT_SUM_TOLERANCE
 
     zero, one = g.const(0.0), g.const(1.0)
     off = g.op(

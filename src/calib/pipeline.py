@@ -21,9 +21,9 @@ from .calibrators.base import (
 )
 from .calibrators.joint_coverage import fit_joint
 from .calibrators.per_label import PerLabel
+from .core.numerics import map_in_order
 from .errors import InputError, UsageError
 from .io.predictions import Predictions
-from .numerics import map_in_order
 from .registry import CALIBRATORS, calibrator_class
 
 

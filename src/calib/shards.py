@@ -21,7 +21,8 @@ import dataclasses
 import json
 import os
 
-from . import extras, pipeline
+from . import pipeline
+from .core import extras
 from .errors import InputError, UsageError
 from .evaluation import merge_metric_states, state_header, stream_metrics
 from .evaluation.report_types import EvaluationReport

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .core.extras import require
 from .errors import UsageError
-from .extras import require
 
 require("sklearn")  # a missing scikit-learn is one line naming the extra
 

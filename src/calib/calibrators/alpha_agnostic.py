@@ -39,7 +39,7 @@ import dataclasses
 import numpy as np
 
 from ..bundle import State
-from ..numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, map_in_order, row_chunks
+from ..core.numerics import CHUNK_ELEMENTS, log_softmax, log_softmax_and_softmax, map_in_order, row_chunks
 from . import mlp
 from .ats import VARIANTS
 from .base import Calibrator, add_counts

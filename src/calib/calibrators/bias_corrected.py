@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..bundle import State
-from ..numerics import log_softmax
+from ..core.numerics import log_softmax
 from .base import Calibrator
 from .matrix_scaling import MAX_ITERATIONS, PROJECTED_GRADIENT_TOLERANCE, RELATIVE_LOSS_TOLERANCE
 

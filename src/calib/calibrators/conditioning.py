@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.numerics import log_softmax
 from ..errors import InputError
-from ..numerics import log_softmax
 from .conformal import check_choice
 
 #: The choices of the ``conditioning`` option

@@ -24,11 +24,11 @@ import math
 
 import numpy as np
 
-from .. import kernels
+from ..core import kernels
+from ..core.kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
+from ..core.kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
+from ..core.numerics import UNIT_ROUNDOFF, edge_slack, map_in_order, row_chunks, softmax
 from ..errors import InputError, UsageError
-from ..kernels import EMPTY, FULL, TOO_LARGE, UNREACHABLE
-from ..kernels import FEASIBLE as FEASIBLE  # re-exported: the category of a feasible row
-from ..numerics import UNIT_ROUNDOFF, edge_slack, map_in_order, row_chunks, softmax
 from .scores import SCORES as SCORE_REGISTRY
 
 #: The scores' names (calib.calibrators.scores.SCORES holds the scores)
@@ -155,7 +155,7 @@ def _ranking(probs: np.ndarray) -> tuple[np.ndarray, int]:
     its lowest ceil(log2 K) bits replaced by j. Returns (sorted keys, the mask of the column bits).
 
     Values closer than the cleared bits (2^-42 relative at K = 1,000) are ordered by column, and
-    values outside [0, 1] wrap around; :func:`calib.kernels.rank_scores` flags every row whose
+    values outside [0, 1] wrap around; :func:`calib.core.kernels.rank_scores` flags every row whose
     ranking is then not exact, and :func:`nonconformity` ranks those again with a stable argsort."""
     n_columns = probs.shape[1]
     column_mask = (1 << max(n_columns - 1, 1).bit_length()) - 1
@@ -207,7 +207,7 @@ SCORE_SCALE = 1.0
 
 def set_rule_slack(threshold, summed_terms: int | None = None):
     """How far above a threshold q a score still counts as on it. Scores of the softmax of logits
-    (``summed_terms`` None): r max(1, |q|), r = :data:`calib.numerics.EDGE_RTOL` (a test row equal
+    (``summed_terms`` None): r max(1, |q|), r = :data:`calib.core.numerics.EDGE_RTOL` (a test row equal
     to a calibration row has a score equal to a calibration score on one kernel path and a few ulps
     of 1 off it on the other). Scores of probabilities as the input gives them are the same bits on
     every path, and the slack is the rounding of their own sum: 2 (n - 1) u |q| for a score that

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
+from ..core import kernels
 from .conformal import EMPTY, FEASIBLE, FULL, TINY_MASS
 from .set_based import SetCalibrator
 

@@ -32,7 +32,7 @@ import dataclasses
 import numpy as np
 
 from ..bundle import State
-from ..numerics import log_softmax
+from ..core.numerics import log_softmax
 from .base import Calibrator
 from .temperature import fit_inverse_temperature
 

@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import extras
+from ..core import extras
 
 #: Training restarts (lr / 10) while the final loss is NaN or above this (docs/calibrators.md).
 RESTART_LOSS = 10.0
@@ -58,7 +58,7 @@ def train(
 
     ``weight_decay`` is Adam's L2 penalty, a ridge on every weight and bias.
 
-    It trains on the device of :func:`calib.extras.training_device` (the CPU by default), in
+    It trains on the device of :func:`calib.core.extras.training_device` (the CPU by default), in
     float32 everywhere, the minibatches drawn by a CPU generator from the seed, so a GPU draws the
     same rows; the arrays come back to the CPU.
     """

@@ -14,7 +14,7 @@ measurement that made "keep" the default).
   ``beta``: logistic on (log p_k, -log(1 - p_k), 1). All fitted by Newton on the log-loss for all K
   classes at once (a batched d x d system) with a tiny ridge so separable classes stay finite.
 - ``isotonic``: the non-decreasing fit of 1{y = k} on p_k (ties pooled, then PAVA:
-  :func:`calib.numerics.isotonic_fit`), interpolated between its points.
+  :func:`calib.core.numerics.isotonic_fit`), interpolated between its points.
 - ``hist``: 15 equal-width bins of p_k per class; an empty bin predicts the class base rate.
 
 Outputs can hold exact zeros; their log-probabilities are floored at log(1e-12), as for inputs.
@@ -29,7 +29,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..bundle import State
-from ..numerics import PROB_FLOOR, bin_index, isotonic_fit, log_of_probs, softmax
+from ..core.numerics import PROB_FLOOR, bin_index, isotonic_fit, log_of_probs, softmax
 from .base import Calibrator, absent_classes
 
 #: What a one-vs-rest method does with a class absent from the calibration rows.
@@ -412,8 +412,8 @@ class HistogramBinning(OneVsRest):
         return int(self.values_.shape[0])
 
     def onnx_class_maps(self, graph, logits, probs, *, given):
-        """values[k, b], b = :func:`calib.numerics.bin_index` (p B (1 + r) truncated, at most B - 1)."""
-        from ..numerics import EDGE_STRETCH
+        """values[k, b], b = :func:`calib.core.numerics.bin_index` (p B (1 + r) truncated, at most B - 1)."""
+        from ..core.numerics import EDGE_STRETCH
 
         scaled = graph.op("Mul", probs, graph.const(HIST_BINS * EDGE_STRETCH))
         index = graph.op("Min", graph.op("Cast", scaled, to=graph.onnx.TensorProto.INT64), graph.const(HIST_BINS - 1, np.int64))

@@ -13,7 +13,7 @@ falling back to bisection in log beta when a step leaves the bracket. It stops a
 |M - (1 - alpha)| <= 1e-9 at the bracket end with M >= 1 - alpha, or when the bracket is relatively
 narrower than 1e-10, and returns that end (mass >= 1 - alpha).
 
-The search runs in :func:`calib.kernels.select_tau`: in the optional C extension a row's work stays
+The search runs in :func:`calib.core.kernels.select_tau`: in the optional C extension a row's work stays
 in three K-length buffers, so each Newton evaluation is one vectorised exp-and-sum pass over
 cache-resident data, and the softmax of the verifying pass is the output; the NumPy path runs the
 same Newton on all rows at once, each iteration a few passes over the N x K chunk.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
+from ..core import kernels
 from .conformal import EMPTY, FEASIBLE, FULL, TOO_LARGE, UNREACHABLE
 
 LOG_TAU_MIN, LOG_TAU_MAX = np.log(1e-4), np.log(1e6)

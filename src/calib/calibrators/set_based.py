@@ -14,8 +14,8 @@ import dataclasses
 import numpy as np
 
 from ..bundle import State
+from ..core.numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from ..errors import ExportError, InputError, UsageError
-from ..numerics import log_softmax_and_softmax, map_in_order, row_chunks, softmax
 from . import mlp
 from .base import SetBuilder, add_counts
 from .conditioning import check_conditioning, chosen, conditioning_inputs

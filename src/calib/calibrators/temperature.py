@@ -6,9 +6,9 @@ import dataclasses
 
 import numpy as np
 
-from .. import extras
 from ..bundle import State
-from ..numerics import log_softmax, softmax
+from ..core import extras
+from ..core.numerics import log_softmax, softmax
 from .base import Calibrator
 from .conditioning import check_conditioning, chosen, conditioning_inputs
 
@@ -26,7 +26,7 @@ def nll_gradient(beta: float, logits: np.ndarray, labels: np.ndarray) -> tuple[f
     so NLL is convex in beta and the derivative is non-decreasing. Chunks of rows run on worker
     threads; their sums are added in row order, so the result does not depend on the thread count.
     """
-    from ..numerics import map_in_order, row_chunks, tempered_moments
+    from ..core.numerics import map_in_order, row_chunks, tempered_moments
 
     def chunk_sums(rows):
         z = logits[rows]
@@ -142,9 +142,9 @@ def cmce_at_temperatures(logits: np.ndarray, labels: np.ndarray, temperatures: n
     ties to the lower index) and its labels' ranks computed once; each T then costs one softmax and
     cumsum per chunk, added to that T's bin counter. Memory is bounded by the chunk size.
     """
-    from .. import kernels
-    from ..binning import BinCounter
-    from ..numerics import label_rank, row_chunks
+    from ..core import kernels
+    from ..core.binning import BinCounter
+    from ..core.numerics import label_rank, row_chunks
 
     logits = np.asarray(logits, dtype=np.float64)
     counters = [BinCounter(n_bins) for _ in temperatures]

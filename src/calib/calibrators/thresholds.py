@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from .. import extras
+from ..core import extras
 from . import mlp
 from .conformal import QUANTILE_SLACK, conformal_quantile, min_calibration_size
 

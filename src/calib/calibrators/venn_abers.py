@@ -37,7 +37,7 @@ import functools
 import numpy as np
 
 from ..bundle import State
-from ..numerics import edge_slack
+from ..core.numerics import edge_slack
 from .onevsrest import OneVsRest
 
 
@@ -124,7 +124,7 @@ def venn_abers_runs(
     """(boundaries, p0, p1, walk steps) for one class: a test score s takes run
     ``searchsorted(boundaries, s, 'right') - 1``.
 
-    Position 2i + 1 is s = c_i, the distinct score, within e = :func:`calib.numerics.edge_slack` of
+    Position 2i + 1 is s = c_i, the distinct score, within e = :func:`calib.core.numerics.edge_slack` of
     it: [c_i - e, c_i + e], e = r c_i relative to the score (a few ulps' difference between kernel
     paths in the softmax must not move a test score equal to a calibration score off it); position
     2i lies strictly between (c_{i-1} + e and c_i - e; -inf for i = 0). ``exact`` (probabilities as

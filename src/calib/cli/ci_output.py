@@ -8,8 +8,8 @@ import json
 import os
 
 from ..api import write_bytes_atomic
-from ..report_junit import junit_xml
-from ..report_text import comparison_note, gate_outcome, report_lines
+from ..reporting.junit import junit_xml
+from ..reporting.text import comparison_note, gate_outcome, report_lines
 
 
 def overall_outcome(report: dict) -> str:

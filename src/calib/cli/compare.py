@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from ..report_text import COMPARISON_TERMS
+from ..reporting.text import COMPARISON_TERMS
 from . import options, render
 
 
@@ -86,7 +86,7 @@ def compare(
         render.write_json(report, json_path)
     if html_path is not None:
         from ..api import write_bytes_atomic
-        from ..report_html import comparison_page
+        from ..reporting.html import comparison_page
 
         write_bytes_atomic(html_path, comparison_page(report).encode())
     if json_path != "-":

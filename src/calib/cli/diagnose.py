@@ -90,7 +90,7 @@ def diagnose(
         )
     render.diagnosis(result)
     if out is not None:
-        from ..plots import write_report
+        from ..reporting.plots import write_report
 
         written = write_report(result, out, force=force)
         render.note(f"wrote {', '.join(written)} to {out}")

@@ -19,7 +19,7 @@ from ..api import (
     read_true_probs,
     shard_formats,
 )
-from ..report_text import comparison_note, gate_text
+from ..reporting.text import comparison_note, gate_text
 from . import options, render
 
 # The metric stack (calib.evaluate, calib.metrics, calib.estimators, calib.bootstrap) is imported in

@@ -10,7 +10,7 @@ import sys
 import time
 
 from ..api import MIN_BIN_ROWS, UsageError
-from ..report_text import (
+from ..reporting.text import (
     OVER_COLOUR,
     UNDER_COLOUR,
     comparison_cells,

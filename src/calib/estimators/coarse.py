@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import row_chunks
+from ..core.numerics import row_chunks
 
 
 def top_classes(probs: np.ndarray, count: int) -> np.ndarray:

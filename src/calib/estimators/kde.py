@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import PROB_FLOOR
+from ..core.numerics import PROB_FLOOR
 
 BANDWIDTHS = np.concatenate([np.logspace(-5, -1, 15), np.linspace(0.2, 1.0, 5)])
 BLOCK_ROWS = 1024

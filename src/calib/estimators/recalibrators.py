@@ -16,7 +16,7 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
-from ..numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, softmax, worker_count
+from ..core.numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, softmax, worker_count
 from .coarse import refine
 
 #: log(P + 1e-12) is the logit of a mixed probability vector (docs/metrics.md, WS-CatBoost step 1).
@@ -144,7 +144,7 @@ def fit_inner_folds(plans: list, progress=None) -> list:
     CatBoost fits are not safe to run at the same time in threads of one process (two pool threads
     inside CatBoost at once crashed the process about one run in ten), so every fit in this process
     holds :data:`CATBOOST_LOCK` and uses CatBoost's own threads instead (``thread_count`` =
-    :func:`calib.numerics.worker_count`), which CatBoost documents as not affecting the model: the
+    :func:`calib.core.numerics.worker_count`), which CatBoost documents as not affecting the model: the
     same models for any thread count (tested)."""
     models = []
     for plan in plans:

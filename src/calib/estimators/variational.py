@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..numerics import CHUNK_ELEMENTS, PROB_FLOOR, row_chunks
+from ..core.numerics import CHUNK_ELEMENTS, PROB_FLOOR, row_chunks
 from .coarse import coarsen, refine, top_classes
 from .recalibrators import (
     DEFAULT_RECIPE,

@@ -9,7 +9,7 @@ score's), e the bins' noise (the outcomes' mean less their true mean). By the tr
 
 so an estimate exceeds the true binned error by at most N = ||e||, whatever the truth. N is the
 error a perfectly calibrated model with these bin counts would show: it is drawn by
-:meth:`calib.binning.BinCounter.without_miscalibration` (each bin's outcomes binomial at the
+:meth:`calib.core.binning.BinCounter.without_miscalibration` (each bin's outcomes binomial at the
 bin's mean score or observed rate, whichever is nearer 1/2), :data:`NULL_DRAWS` times. Its
 (1 + level) / 2 quantile F is the **resolution floor**: a perfect model's estimate stays below F
 with probability (1 + level) / 2 (every binned error of a perfect model is biased upward to about
@@ -55,8 +55,8 @@ import copy
 
 import numpy as np
 
-from ..binning import clopper_pearson
 from ..bootstrap import upper_percent
+from ..core.binning import clopper_pearson
 from ..metrics.definitions import METRICS
 from ..metrics.metric_set import MetricSet
 

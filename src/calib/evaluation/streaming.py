@@ -9,12 +9,12 @@ import numpy as np
 
 from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
 from ..calibrators.base import CalibrationInputs, Calibrator, builds_sets
+from ..core.numerics import map_in_order
 from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import Batch, MetricConfig
 from ..metrics.batch import model_batch as uncalibrated_batch
 from ..metrics.metric_set import GroupedMetricSets, MetricSet
-from ..numerics import map_in_order
 from .groups import Groups
 
 #: Upper ends of the set-size strata of SSCV (Angelopoulos et al. 2021): 0-1, 2-3, 4-10, 11-100, 101-1000, > 1000.

@@ -9,8 +9,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..numerics import LOG_PROB_FLOOR, log1mexp, log_of_probs, log_softmax, release_rows, row_chunks
-from ..validation import repair_probs
+from ..core.numerics import LOG_PROB_FLOOR, log1mexp, log_of_probs, log_softmax, release_rows, row_chunks
+from ..core.validation import repair_probs
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class Predictions:
         return row_chunks(self.n, self.k)
 
     def release(self, rows) -> None:
-        """Drop the pages of ``rows`` of a memory-mapped input once read (:func:`calib.numerics.release_rows`)."""
+        """Drop the pages of ``rows`` of a memory-mapped input once read (:func:`calib.core.numerics.release_rows`)."""
         release_rows(self.scores, rows)
 
     def logits(self, rows: slice = slice(None)) -> np.ndarray:
@@ -101,7 +101,7 @@ class Predictions:
         logits: as given; log-probs: log-softmax of them (exact renormalisation);
         probs: log(max(p, 1e-12)) of :meth:`probs_as_given`. A binary column becomes two columns:
         [0, z] for a logit, [log(1-p), log p] for a probability, and [log(1 - e^l), l] for a
-        log-probability l, computed in the log domain (:func:`calib.numerics.log1mexp`), so
+        log-probability l, computed in the log domain (:func:`calib.core.numerics.log1mexp`), so
         l = -40 stays -40 and its complement's log is exact (only an exact 0 is floored, at log 1e-12).
         """
         return self.logits_and_given(rows)[0]

@@ -14,8 +14,7 @@ import tempfile
 
 import numpy as np
 
-from ..errors import InputError, UsageError
-from ..validation import (
+from ..core.validation import (
     TASKS,
     UnitIntervalScores,
     as_array,
@@ -26,6 +25,7 @@ from ..validation import (
     multilabel_pairs,
     resolve_kind,
 )
+from ..errors import InputError, UsageError
 from .formats import BY_SUFFIX, MAGIC_LENGTH, TEXT_SNIFF, format_by_magic, format_named, format_of, format_of_bytes, suffix_of
 from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_names, pick_name
 from .formats.columns import column_numbers

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
-from ..binning import BinCounter
-from ..numerics import edge_slack
+from ..core import kernels
+from ..core.binning import BinCounter
+from ..core.numerics import edge_slack
 from .batch import Batch
 
 
@@ -127,7 +127,7 @@ class CumulativeMassBins(Additive):
 
 class CumulativeMassRange(Additive):
     """Pairs with lo <= m_ik <= hi and how many of them cover the label (Coverage[lo, hi]); a mass
-    within r e of an edge e counts as on it (in the band; r = :data:`calib.numerics.EDGE_RTOL`).
+    within r e of an edge e counts as on it (in the band; r = :data:`calib.core.numerics.EDGE_RTOL`).
 
     m_ik is non-decreasing in k, so each row's pairs in range are the positions
     [#(m < lo - r lo), #(m <= hi + r hi)); the covered ones are those at or after the label's rank.
@@ -156,7 +156,7 @@ class TrueProbScores(Additive):
     - nll_true = -sum_k p_k log p^_k  (the expected NLL when labels are drawn from p);
     - brier_true = sum_k (p^_k - p_k)^2  (the expected Brier score less its irreducible part);
     - cpsme_alpha = |sum_{y in C*_alpha} (p_y - p^_y)|, C*_alpha the smallest top-k set of p with
-      mass >= (1 - alpha)(1 - r) (r = :data:`calib.numerics.EDGE_RTOL`: a mass on the level within
+      mass >= (1 - alpha)(1 - r) (r = :data:`calib.core.numerics.EDGE_RTOL`: a mass on the level within
       rounding reaches it), ties to the lower class index (ATS-CP paper, section 5.2; docs/metrics.md).
     """
 

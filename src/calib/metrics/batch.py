@@ -6,8 +6,8 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import kernels
-from ..numerics import label_rank, log_of_probs, log_softmax_and_softmax
+from ..core import kernels
+from ..core.numerics import label_rank, log_of_probs, log_softmax_and_softmax
 
 #: Cached per-row values of a :class:`Batch` that :meth:`Batch.take` carries over.
 ROW_VALUES = ("log_probs", "probs", "predicted", "confidence", "correct", "label_rank", "cumulative_mass")

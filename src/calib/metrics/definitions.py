@@ -17,9 +17,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..binning import clopper_pearson
+from ..core.binning import clopper_pearson
+from ..core.numerics import PROB_FLOOR, edge_index, isotonic_fit
 from ..errors import UsageError
-from ..numerics import PROB_FLOOR, edge_index, isotonic_fit
 from . import accumulators as acc
 from . import conventions
 from .sample import IN_SAMPLE, KDE, VARIATIONAL, SampleFamily

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import functools
 
+from ..core.validation import check_true_probs
 from ..errors import UsageError
 from ..estimators.recalibrators import DEFAULT_RECIPE
 from ..io.readers import predictions_from_arrays
-from ..validation import check_true_probs
 from .batch import model_batch
 from .definitions import METRICS, Metric, MetricConfig
 from .metric_set import MetricSet

@@ -15,10 +15,10 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.numerics import softmax
 from ..estimators import OUTER_FOLDS, RECIPES, kde_calibration_errors, variational_calibration_error
 from ..estimators.recalibrators import DEFAULT_RECIPE, check_recalibrator, check_recipe
 from ..estimators.variational import as_rows
-from ..numerics import softmax
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import extras
+from ..core import extras
 
 N_FOURIER = 64
 FOURIER_SCALE = 0.5

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import log_softmax
+from ..core.numerics import log_softmax
 
 UNDER_TEMPERATURES = (2.0, 3.0, 5.0)
 OVER_TEMPERATURES = (0.25, 0.5, 0.75)

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..numerics import log_softmax, row_chunks
+from ..core.numerics import log_softmax, row_chunks
 
 SIGMA = 0.35
 CIRCLE_RADIUS = 2.25

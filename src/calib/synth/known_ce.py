@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import log_of_probs, softmax
+from ..core.numerics import log_of_probs, softmax
 
 
 def known_ce_data(n: int, n_classes: int, temperature: float, rng: np.random.Generator):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import row_chunks, softmax
+from ..core.numerics import row_chunks, softmax
 from .known_ce import draw_labels, true_calibration_errors
 
 #: The other classes' logits' spread, the true class's lift and the lift's spread over rows.

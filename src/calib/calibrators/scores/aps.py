@@ -1,7 +1,7 @@
 """aps: V = A(x, y), the sum of p over the classes ranked at or above y (Romano, Sesia & Candès
 2020); randomised V - (1 - u) p_y."""
 
-from ... import kernels
+from ...core import kernels
 from .base import Score
 
 

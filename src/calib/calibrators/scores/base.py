@@ -11,7 +11,7 @@ import numpy as np
 class Score:
     """A nonconformity score V(x, y). With r(x, y) the 1-based rank of y by non-increasing p (ties
     to the lower index), a ranked score is ``base + table[r]`` (:meth:`rank_terms`, the base one of
-    calib.kernels' CUMULATIVE, TOP, NO_BASE); a score that needs no ranking overrides :meth:`direct`."""
+    calib.core.kernels' CUMULATIVE, TOP, NO_BASE); a score that needs no ranking overrides :meth:`direct`."""
 
     #: The name ``score=`` takes
     name: ClassVar[str] = ""
@@ -27,7 +27,7 @@ class Score:
         return None
 
     def rank_terms(self, options, k: int) -> tuple[int, np.ndarray | None]:
-        """(base, table) of calib.kernels.rank_scores for K = ``k`` classes: the non-randomised
+        """(base, table) of calib.core.kernels.rank_scores for K = ``k`` classes: the non-randomised
         score, or with ``options.randomize`` what :meth:`randomised` starts from."""
         raise NotImplementedError
 
@@ -35,7 +35,7 @@ class Score:
         """V (N, K) in an ONNX graph (:mod:`calib.onnx_export`), non-randomised: ``base + table[r]``
         by rank, the ranking by ONNX's TopK (sorted, ties to the lower index, as here), scattered
         back to class order."""
-        from ... import kernels
+        from ...core import kernels
 
         k = graph.n_classes
         ranked, order = graph.op("TopK", probs, graph.const([k], np.int64), axis=1, largest=1, sorted=1, outputs=2)
@@ -55,7 +55,7 @@ class Score:
         row's uniform): the same n numbers summed in two orders differ by up to 2 (n - 1) u |V|,
         which the set rule absorbs for probabilities as given
         (:func:`calib.calibrators.conformal.set_rule_slack`)."""
-        from ... import kernels
+        from ...core import kernels
 
         base, table = self.rank_terms(options, k)
         terms = {kernels.CUMULATIVE: k, kernels.TOP: 1, kernels.NO_BASE: 0}[base] + (table is not None)

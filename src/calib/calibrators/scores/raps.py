@@ -3,7 +3,7 @@ randomised V - (1 - u) p_y."""
 
 import numpy as np
 
-from ... import kernels
+from ...core import kernels
 from .base import Score
 
 

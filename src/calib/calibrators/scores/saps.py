@@ -3,7 +3,7 @@ u p_max at rank 1, else p_max + (r - 2 + u) lambda."""
 
 import numpy as np
 
-from ... import kernels
+from ...core import kernels
 from .base import Score
 
 

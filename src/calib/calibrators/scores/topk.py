@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ... import kernels
+from ...core import kernels
 from .base import Score
 
 

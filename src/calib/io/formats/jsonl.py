@@ -12,14 +12,7 @@ import numpy as np
 from ...errors import InputError
 from . import harness_samples
 from .base import Contents, Format
-from .columns import (
-    label_columns,
-    labels_of,
-    list_column_to_matrix,
-    named_column_values,
-    score_columns,
-    wide_columns_to_matrix,
-)
+from .columns import label_columns, labels_of, list_column_to_matrix, named_column_values, score_columns, wide_columns_to_matrix
 
 
 def _table(path: str, name: str):

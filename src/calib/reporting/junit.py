@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from .report_text import gate_outcome, gate_text, report_title
+from .text import gate_outcome, gate_text, report_title
 
 #: ``classname`` of the test cases: the gates, and the per-group cases of a worst-group gate.
 CLASSNAME, GROUP_CLASSNAME = "calib.gates", "calib.gates.groups"

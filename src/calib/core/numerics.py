@@ -19,7 +19,7 @@ LOG_PROB_FLOOR = float(np.log(PROB_FLOOR))
 
 
 def _softmax(logits, probs: bool, log_probs: bool):
-    """Row softmax of (N, K) ``logits`` in float64 (:func:`calib.kernels.softmax`): per row
+    """Row softmax of (N, K) ``logits`` in float64 (:func:`calib.core.kernels.softmax`): per row
     c = z - max z, w = exp(c), p = w / sum w, log p = c - log sum w."""
     z = np.ascontiguousarray(logits, dtype=np.float64)
     if z.ndim != 2:
@@ -46,7 +46,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def tempered_moments(logits: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, E[z] and Var[z] under p = softmax(beta z), beta > 0 (:func:`calib.kernels.moments`):
+    """Per row, E[z] and Var[z] under p = softmax(beta z), beta > 0 (:func:`calib.core.kernels.moments`):
     w = exp(beta (z - max z)), E[z] = max z + sum w c / sum w (c = z - max z),
     Var[z] = sum w c^2 / sum w - (sum w c / sum w)^2."""
     z = np.ascontiguousarray(logits, dtype=np.float64)
@@ -67,7 +67,7 @@ def logsumexp_rows(values: np.ndarray) -> np.ndarray:
 
 
 def log_floored(values: np.ndarray, shift: float = 0.0, floor: float = -np.inf) -> np.ndarray:
-    """``log(max(values + shift, floor))`` in float64, any shape (:func:`calib.kernels.log`; the
+    """``log(max(values + shift, floor))`` in float64, any shape (:func:`calib.core.kernels.log`; the
     compiled path is fdlibm's log on four lanes, under 1 ulp from the C library's). 0 gives -inf,
     inf inf, NaN NaN."""
     v = np.asarray(values, dtype=np.float64, order="C")  # keeps a 0-d input 0-d
@@ -164,7 +164,7 @@ def label_rank(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """0-based rank of each row's label in the non-increasing order of ``scores``.
 
     Ties go to the lower class index: rank = #{j : s_j > s_y} + #{j < y : s_j = s_y}
-    (:func:`calib.kernels.label_rank`). Vectorised over rows; no sort needed.
+    (:func:`calib.core.kernels.label_rank`). Vectorised over rows; no sort needed.
     """
     return kernels.label_rank(scores, labels)
 

@@ -8,15 +8,7 @@ from __future__ import annotations
 
 import html
 
-from .report_text import (
-    COMPARISON_TERMS,
-    OVER_COLOUR,
-    UNDER_COLOUR,
-    comparison_cells,
-    format_value,
-    metric_table,
-    table_footnotes,
-)
+from .text import COMPARISON_TERMS, OVER_COLOUR, UNDER_COLOUR, comparison_cells, format_value, metric_table, table_footnotes
 
 STYLE = f"""
 :root {{ color-scheme: light dark; --fg: #1d1d1f; --bg: #ffffff; --muted: #5f6368; --line: #d9d9de;

@@ -13,7 +13,7 @@ from .numerics import EDGE_STRETCH, bin_index
 
 
 class BinCounter:
-    """``n_groups`` x ``n_bins`` equal-width bins on [0, 1] (rule of :func:`calib.numerics.bin_index`)."""
+    """``n_groups`` x ``n_bins`` equal-width bins on [0, 1] (rule of :func:`calib.core.numerics.bin_index`)."""
 
     def __init__(self, n_bins: int, n_groups: int = 1):
         self.n_bins, self.n_groups = n_bins, n_groups
@@ -44,7 +44,7 @@ class BinCounter:
         instead of ``hits`` (group 0, an (N, K) ``pred``): the outcome of pred[i, j] is 1{j >=
         first_hit[i]}, e.g. whether the label is among the top j + 1 classes when first_hit is its
         rank. Group 0 or the columns are counted in one compiled pass where it is available
-        (:func:`calib.kernels.bin_counts`); otherwise, and for other groups, by np.bincount: the same
+        (:func:`calib.core.kernels.bin_counts`); otherwise, and for other groups, by np.bincount: the same
         counts and the same sums to the bit.
         """
         values = np.asarray(pred, dtype=np.float64)

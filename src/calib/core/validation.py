@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .numerics import logsumexp_rows, release_rows, row_chunks
 
 KINDS = ("logits", "probs", "log-probs")

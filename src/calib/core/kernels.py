@@ -1,4 +1,4 @@
-"""The inner loops behind :mod:`calib.numerics` and SelectTau, on one of two paths that compute the
+"""The inner loops behind :mod:`calib.core.numerics` and SelectTau, on one of two paths that compute the
 same formulas:
 
 - ``compiled``: the optional C extension ``calib._kernels`` (built by ``pip install`` when a C
@@ -33,7 +33,7 @@ def _choose():
     if wanted == "numpy":
         return None, "numpy"
     try:
-        from . import _kernels
+        from .. import _kernels
     except ImportError:
         if wanted == "compiled":
             raise ImportError(
@@ -158,10 +158,10 @@ def bin_counts(
     values: np.ndarray, hits: np.ndarray | None, n_bins: int, scale: float, by_column: bool, first_hit: np.ndarray | None = None
 ):
     """Equal-width bin counts of ``values`` (N, K) float64 in [0, 1], compiled: bin b = min(floor(v
-    ``scale``), B - 1) (:func:`calib.numerics.bin_index`'s rule, ``scale`` = B (1 + r)) in group j (the
+    ``scale``), B - 1) (:func:`calib.core.numerics.bin_index`'s rule, ``scale`` = B (1 + r)) in group j (the
     column) when ``by_column``, else group 0; returns (count int64, sum of the values float64, count
     of hits int64), each of (K if ``by_column`` else 1) x ``n_bins``, or None where the compiled
-    path is not available (calib.binning then takes NumPy's bincounts). The hits are ``hits`` (N, K)
+    path is not available (calib.core.binning then takes NumPy's bincounts). The hits are ``hits`` (N, K)
     or, in group 0, the columns j >= ``first_hit[i]`` of each row i. The sums add each bin's values
     in element order, as np.bincount does, so the same bits; one pass without NumPy's index array
     and its three bincounts."""

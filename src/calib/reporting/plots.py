@@ -1,6 +1,6 @@
 """Pictures of a :class:`calib.diagnose.Diagnosis` (matplotlib, headless, imported only here), and
 the report directory of ``calib diagnose --out``: report.json, a PNG and an SVG per figure, and
-report.html (calib.report_html) with the SVGs inline.
+report.html (calib.reporting.html) with the SVGs inline.
 
 Every figure: labelled axes, a legend under the axes (never over the data), white paper (legible on
 a dark page too), over-confidence in :data:`OVER_COLOUR` and under-confidence in
@@ -13,9 +13,9 @@ import io
 import json
 import os
 
-from .binning import MIN_BIN_ROWS
-from .io.atomic import atomic_directory
-from .report_text import OVER_COLOUR, UNDER_COLOUR
+from ..core.binning import MIN_BIN_ROWS
+from ..io.atomic import atomic_directory
+from .text import OVER_COLOUR, UNDER_COLOUR
 
 #: The model's own probabilities and the calibrated ones, in every figure.
 MODEL_COLOUR, CALIBRATED_COLOUR = "#555555", "#2ca02c"
@@ -209,7 +209,7 @@ def write_report(result, directory: str, *, force: bool = False) -> list[str]:
     temporary directory that then replaces ``directory`` whole (:func:`atomic_directory`: its
     parent must exist; an existing non-empty one is replaced only with ``force``); returns the names
     written."""
-    from .report_html import report_page
+    from .html import report_page
 
     written = []
     with atomic_directory(directory, force=force) as tmp:

@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 import importlib
 
-from .errors import UsageError
+from ..errors import UsageError
 
 #: module -> (the extra that installs it, what needs it)
 EXTRAS = {

@@ -63,7 +63,7 @@ def settings_text(settings: dict) -> str:
         elif key in ("alpha", "score", "threshold"):
             parts.append(f"{key} {value}")
         elif key == "recalibrator":
-            from .estimators.recalibrators import DEFAULT_RECIPE  # only here: tables need no estimator otherwise
+            from ..estimators.recalibrators import DEFAULT_RECIPE  # only here: tables need no estimator otherwise
 
             folds = "in sample" if settings["folds"] == 1 else f"{settings['folds']} folds"
             recipe = f" ({settings['recipe']})" if settings.get("recipe", DEFAULT_RECIPE) != DEFAULT_RECIPE else ""
@@ -447,7 +447,7 @@ def comparison_cells(comparison: list[dict]) -> tuple[list[str], list[list[str]]
     "mean±std" over the folds; ``best`` marks each column's best method (calib.diagnose's
     metric_badness), ``beyond`` the methods' changes from the model's own probabilities that are
     beyond the fold noise."""
-    from .metrics.definitions import metric_badness
+    from ..metrics.definitions import metric_badness
 
     keys = [k for k in comparison[0] if k not in ("method", "warnings", "change")]
     header = ["method", *keys]

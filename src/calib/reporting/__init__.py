@@ -1,0 +1,1 @@
+"""Renderers of a report: text tables, HTML pages, JUnit XML, figures."""
