@@ -477,3 +477,14 @@ def test_a_change_gate_on_a_binned_error_subtracts_the_change_in_mean_noise(tmp_
         blunt, y, metrics=["ece_pos"], increase_gates=parse_change_gates(["ece_pos=0"], str(tmp_path / "old.json")), bootstrap=100
     ).to_dict()
     assert "worsening_less_noise" not in report["gates"][0]
+
+
+def test_a_multi_label_inputs_pooled_pairs_get_no_mean_gap_bound_and_its_labels_do():
+    """The bound needs one independent pair per row: a multi-label row's pairs are correlated, so the
+    pooled ece_pos reads the floor alone, and each label (one pair per row) reads both."""
+    z, y = label_world(800, 6, np.random.default_rng(25))
+    report = calib.evaluate(z, y, metrics=["ece_pos"], gates=["max_label:ece_pos>0.05", "ece_pos>0.05"]).to_dict()
+    floors = report["bootstrap"]["floors"]
+    assert "gaps" not in floors and set(floors["by_group"]["ece_pos"]["gaps"]) == {str(label) for label in range(6)}
+    worst, pooled = report["gates"]
+    assert "gap_bound" in worst and "gap_bound" not in pooled and "mean gap" not in pooled["noise"]

@@ -24,7 +24,7 @@ from ..metrics import (
 from ..metrics.definitions import bin_count
 from ..metrics.sample import boosted_fit_count
 from .gates import check_gates, check_same_problem
-from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
+from .groups import LABEL_AGGREGATES, LABELS_SOURCE, Groups, group_section, groups_for
 from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
 from .request import EvaluationRequest, GateSettings
 from .resolution import floors_section
@@ -89,7 +89,7 @@ def build_report(
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
         report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups)
-        floors = _floors(streamed, keys, bootstrap, groups, min_group_rows)
+        floors = _floors(streamed, keys, bootstrap, groups, min_group_rows, preds.multilabel is not None)
         if floors is not None:
             report.bootstrap["floors"] = floors
     if groups is not None:
@@ -197,10 +197,14 @@ def multilabel_layout(preds: Predictions) -> dict | None:
     return None if layout is None else {"rows": layout.n_rows, "labels": layout.n_labels}
 
 
-def _floors(streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int) -> dict | None:
+def _floors(
+    streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int, multilabel: bool
+) -> dict | None:
     """The resolution floors and mean noise of the report's binned errors: of all rows, and
     simultaneous over the gated groups (those with at least ``min_group_rows`` rows) where the
-    groups have replicates of their own (:mod:`calib.evaluation.resolution`)."""
+    groups have replicates of their own (:mod:`calib.evaluation.resolution`). The mean-gap bounds
+    need one pair per row: a multi-label input's pooled pairs (of all rows, or of a group of rows)
+    have none, its labels do."""
     group_sets = None
     if groups is not None and streamed.group_states is not None and "by_group" in streamed.replicates:
         group_sets = {
@@ -208,7 +212,8 @@ def _floors(streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, m
             for name, metric_set, count in zip(groups.names, streamed.group_states, groups.counts)
             if count >= min_group_rows
         }
-    return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed)
+    one_pair_per_row = not multilabel, not multilabel or (groups is not None and groups.source == LABELS_SOURCE)
+    return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, gaps=one_pair_per_row)
 
 
 def _bootstrap_section(bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups) -> dict:

@@ -131,6 +131,7 @@ def floors_section(
     level: float,
     seed: int,
     draws: int = NULL_DRAWS,
+    gaps: tuple[bool, bool] = (True, True),
 ) -> dict | None:
     """The floors of the binned errors among ``keys``, as a report's bootstrap section holds them:
     {"method", "draws", "quantile", "values": {key: F}, "means": {key:
@@ -138,20 +139,22 @@ def floors_section(
     F_g}, "means": {group: mean noise}, "gaps": {group: bound}}}} for the ``group_sets`` given (the
     gated groups), the "gaps" at :func:`gap_level`. The mean noise is the expected estimate of a
     perfectly calibrated model with these bin counts: change gates subtract it from both sides (calib.evaluation.gates). None when no key
-    is a binned error. Seeded by ``seed``: the same rows and seed give the same floors."""
+    is a binned error. ``gaps`` says whether all rows' and the groups' mean-gap bounds are read: they
+    need independent pairs, one per row. Seeded by ``seed``: the same rows and seed give the same
+    floors."""
     binned = [key for key in keys if METRICS[key].binned_norm]
     if not binned:
         return None
     rng = np.random.default_rng([seed, 3])
-    values, means, gaps, by_group = {}, {}, {}, {}
+    values, means, bounds_of_all, by_group = {}, {}, {}, {}
     for key in binned:
         found = noise_draws(overall, key, rng, draws)
         if found is not None:
             values[key] = simultaneous_floors({"": found}, level)[""]
             means[key] = float(found.mean())
-        gap = mean_gap_bound(overall, key, gap_level(level))
+        gap = mean_gap_bound(overall, key, gap_level(level)) if gaps[0] else None
         if gap is not None:
-            gaps[key] = gap
+            bounds_of_all[key] = gap
         if group_sets:
             per_group = {name: noise_draws(metric_set, key, rng, draws) for name, metric_set in group_sets.items()}
             per_group = {name: found for name, found in per_group.items() if found is not None}
@@ -167,8 +170,8 @@ def floors_section(
             if bounds:
                 by_group[key]["gaps"] = bounds
     section = {"method": METHOD, "draws": draws, "quantile": (1.0 + level) / 2.0, "values": values, "means": means}
-    if gaps:
-        section["gaps"] = gaps
+    if bounds_of_all:
+        section["gaps"] = bounds_of_all
     if by_group:
         section["by_group"] = by_group
     return section
