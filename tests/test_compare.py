@@ -483,3 +483,6 @@ def test_the_decay_test_reads_log_loss_by_default_and_brier_by_name(run, tmp_pat
     assert code == 2 and "decay score must be one of brier, log_loss" in err and "--decay-score" in err
     code, out, _ = run("compare", "--help")
     assert all(score in out for score in SCORES)
+    np.savez(tmp_path / "new.npz", logits=1.5 * logits[new][:500], labels=labels[new][:500])
+    code, out, _ = run("compare", tmp_path / "ref.npz", tmp_path / "new.npz")
+    assert code == 0 and "the decay test reads log_loss's miscalibration (MCB): change +" in out

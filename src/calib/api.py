@@ -579,7 +579,7 @@ _NAMES_BY_MODULE = {
     ".core.binning": ("MIN_BIN_ROWS",),
     ".bundle": ("dumps",),
     ".calibrators.base": ("absent_class_rows", "builds_sets"),
-    ".drift": ("compare", "remedy", "DECAY_SCORE", "SCORES"),
+    ".drift": ("compare", "remedy"),
     ".diagnose": ("diagnose",),
     ".errors": ("CalibError",),
     ".estimators.recalibrators": ("DEFAULT_RECIPE", "RECALIBRATORS", "RECIPES"),

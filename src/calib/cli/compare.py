@@ -109,6 +109,13 @@ def _render(report: dict, style: str) -> None:
         render.table(
             title, ["Brier", "REF", "NEW", "change", f"{level:.0%} interval"], rows, [False, True, True, True, False], style
         )
+        decay = report["settings"].get("decay_score", "brier")
+        if decay != "brier":
+            change = report["changes"][decay]["mcb"]
+            lo, hi = change["ci"]
+            render.note(
+                f"the decay test reads {decay}'s miscalibration (MCB): change {change['value']:+.4g}, [{lo:+.4g}, {hi:+.4g}]"
+            )
     priors = report["priors"]
     noise = f"; its sampling noise alone about {priors['l1_noise']:.2g} (L1)" if "l1_noise" in priors else ""
     render.note(f"class priors: L1 distance {priors['l1']:.4g} ({priors['from']}){noise}")
@@ -117,7 +124,7 @@ def _render(report: dict, style: str) -> None:
     if "predicted_ece_under_label_shift" in report:
         render.note(f"predicted ECE of NEW under the estimated label shift: {report['predicted_ece_under_label_shift']:.4g}")
     if "groups" in report:
-        _render_groups(report["groups"], style)
+        _render_groups(report["groups"], report["settings"].get("decay_score", "brier"), style)
     if "note" in report:
         render.note(report["note"])
     remedy = f" (remedy: {report['remedy']})" if report.get("remedy") else ""
@@ -129,14 +136,15 @@ def _render(report: dict, style: str) -> None:
         render.note(f"gate {gate['expr']}: {gate['result']}{shown}")
 
 
-def _render_groups(groups: dict, style: str) -> None:
+def _render_groups(groups: dict, decay_score: str, style: str) -> None:
     """One row a group: its rows, the changes the verdict reads, its verdict."""
     rows = []
     for name, found in groups["values"].items():
-        changes = found.get("changes", {}).get("brier", {})
-        shown = [f"{changes[term]['value']:+.4g}" if term in changes else "-" for term in ("mcb", "recalibrated")]
+        changes = found.get("changes", {})
+        read = [(decay_score, "mcb"), ("brier", "recalibrated")]
+        shown = [f"{changes[score][term]['value']:+.4g}" if score in changes else "-" for score, term in read]
         rows.append([name, str(found["ref_n"]), str(found["new_n"]), *shown, found["verdict"]])
-    header = [groups["source"], "REF n", "NEW n", "MCB change", "UNC - DSC change", "verdict"]
+    header = [groups["source"], "REF n", "NEW n", f"MCB change ({decay_score})", "UNC - DSC change (brier)", "verdict"]
     render.table(f"by group, each at level {groups['level']:.4g}", header, rows, [False, True, True, True, True, False], style)
     for name, why in groups["skipped"].items():
         render.note(f"group {name} not compared: {why}")
