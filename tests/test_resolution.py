@@ -486,5 +486,6 @@ def test_a_multi_label_inputs_pooled_pairs_get_no_mean_gap_bound_and_its_labels_
     report = calib.evaluate(z, y, metrics=["ece_pos"], gates=["max_label:ece_pos>0.05", "ece_pos>0.05"]).to_dict()
     floors = report["bootstrap"]["floors"]
     assert "gaps" not in floors and set(floors["by_group"]["ece_pos"]["gaps"]) == {str(label) for label in range(6)}
+    assert floors["quantile"] == 0.975 and floors["draws"] == 1000  # (1 + 0.95) / 2
     worst, pooled = report["gates"]
     assert "gap_bound" in worst and "gap_bound" not in pooled and "mean gap" not in pooled["noise"]

@@ -213,7 +213,7 @@ def _floors(
             if count >= min_group_rows
         }
     one_pair_per_row = not multilabel, not multilabel or (groups is not None and groups.source == LABELS_SOURCE)
-    return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, gaps=one_pair_per_row)
+    return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
 
 
 def _bootstrap_section(bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups) -> dict:

@@ -130,8 +130,8 @@ def floors_section(
     group_sets: dict[str, MetricSet] | None,
     level: float,
     seed: int,
+    gaps: tuple[bool, bool],
     draws: int = NULL_DRAWS,
-    gaps: tuple[bool, bool] = (True, True),
 ) -> dict | None:
     """The floors of the binned errors among ``keys``, as a report's bootstrap section holds them:
     {"method", "draws", "quantile", "values": {key: F}, "means": {key:
