@@ -429,6 +429,7 @@ def test_the_html_page_holds_the_verdict_the_tables_and_the_groups(run, tmp_path
     for section in ("brier", "log_loss", "priors", "remedies", "groups"):
         assert f'id="{section}"' in page
     assert "not compared: 99 rows in REF and 99 in NEW" in page
+    assert "calibration decay from log_loss's miscalibration (MCB)" in page
 
     class Balance(HTMLParser):
         open_tags: list = []

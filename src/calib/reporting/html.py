@@ -110,6 +110,12 @@ def comparison_page(report: dict) -> str:
     parts.append(f'<section id="verdict"><div class="advice"><b>Verdict: {_escape(report["verdict"])}</b>{_escape(remedy)}</div>')
     if "note" in report:
         parts.append(f"<p class=muted>{_escape(report['note'])}</p>")
+    if "changes" in report:
+        decay = report["settings"].get("decay_score", "brier")
+        parts.append(
+            "<p class=muted>A new concept is read from the Brier score's recalibrated score (UNC - DSC), "
+            f"calibration decay from {_escape(decay)}'s miscalibration (MCB).</p>"
+        )
     parts.append("</section>")
     level = report["settings"]["level"]
     for score, named in (("brier", "Brier score"), ("log_loss", "Log loss")):
