@@ -489,3 +489,19 @@ def test_a_multi_label_inputs_pooled_pairs_get_no_mean_gap_bound_and_its_labels_
     assert floors["quantile"] == 0.975 and floors["draws"] == 1000  # (1 + 0.95) / 2
     worst, pooled = report["gates"]
     assert "gap_bound" in worst and "gap_bound" not in pooled and "mean gap" not in pooled["noise"]
+
+
+def test_the_mean_gap_switch_reads_each_side_as_asked():
+    """floors_section's ``gaps`` = (all rows, groups): a side switched off gets no bounds."""
+    from calib.evaluation.resolution import floors_section
+
+    z, y, groups = _slice_world(1200, np.random.default_rng(26), slices=3)
+    report = calib.evaluate(z, y, metrics=["ece"], gates=["max_group:ece>0.5"], groups=groups)
+    streamed = report.entries.streamed
+    overall, sets = streamed.state, dict(zip(["0", "1", "2"], streamed.group_states))
+    both = floors_section(["ece"], overall, sets, 0.95, 0, (True, True))
+    assert set(both["gaps"]) == {"ece"} and set(both["by_group"]["ece"]["gaps"]) == {"0", "1", "2"}
+    groups_only = floors_section(["ece"], overall, sets, 0.95, 0, (False, True))
+    assert "gaps" not in groups_only and groups_only["by_group"]["ece"]["gaps"] == both["by_group"]["ece"]["gaps"]
+    rows_only = floors_section(["ece"], overall, sets, 0.95, 0, (True, False))
+    assert rows_only["gaps"] == both["gaps"] and "gaps" not in rows_only["by_group"]["ece"]

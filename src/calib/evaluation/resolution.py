@@ -138,10 +138,10 @@ def floors_section(
     mean noise}, "gaps": {key: mean-gap bound}, "by_group": {key: {"groups": G, "values": {group:
     F_g}, "means": {group: mean noise}, "gaps": {group: bound}}}} for the ``group_sets`` given (the
     gated groups), the "gaps" at :func:`gap_level`. The mean noise is the expected estimate of a
-    perfectly calibrated model with these bin counts: change gates subtract it from both sides (calib.evaluation.gates). None when no key
-    is a binned error. ``gaps`` says whether all rows' and the groups' mean-gap bounds are read: they
-    need independent pairs, one per row. Seeded by ``seed``: the same rows and seed give the same
-    floors."""
+    perfectly calibrated model with these bin counts: change gates subtract it from both sides
+    (calib.evaluation.gates). None when no key is a binned error. ``gaps`` says whether all rows'
+    and the groups' mean-gap bounds are read: they need independent pairs, one per row. Seeded by
+    ``seed``: the same rows and seed give the same floors."""
     binned = [key for key in keys if METRICS[key].binned_norm]
     if not binned:
         return None
@@ -163,10 +163,9 @@ def floors_section(
                 "values": simultaneous_floors(per_group, level),
                 "means": {name: float(found.mean()) for name, found in per_group.items()},
             }
-            bounds = {
-                name: mean_gap_bound(metric_set, key, gap_level(level, len(per_group))) for name, metric_set in group_sets.items()
-            }
-            bounds = {name: bound for name, bound in bounds.items() if bound is not None and name in per_group}
+            at = gap_level(level, len(per_group))
+            bounds = {name: mean_gap_bound(group_sets[name], key, at) for name in per_group} if gaps[1] else {}
+            bounds = {name: bound for name, bound in bounds.items() if bound is not None}
             if bounds:
                 by_group[key]["gaps"] = bounds
     section = {"method": METHOD, "draws": draws, "quantile": (1.0 + level) / 2.0, "values": values, "means": means}
