@@ -141,10 +141,10 @@ class PriorShift(Calibrator):
         return [] if self.converged_ else ["L-BFGS stopped before converging; the fit may be short of its optimum"]
 
     def fit_report(self):
-        weights = self.log_weights_
+        relative = np.exp(self.log_weights_) / np.mean(np.exp(self.log_weights_))
         return {
-            "exp(w) / mean exp(w), smallest": float(np.exp(weights.min() - np.log(np.mean(np.exp(weights))))),
-            "exp(w) / mean exp(w), largest": float(np.exp(weights.max() - np.log(np.mean(np.exp(weights))))),
+            "exp(w) / mean exp(w), smallest": float(relative.min()),
+            "exp(w) / mean exp(w), largest": float(relative.max()),
             "converged": self.converged_,
         }
 

@@ -109,7 +109,7 @@ def _render(report: dict, style: str) -> None:
         render.table(
             title, ["Brier", "REF", "NEW", "change", f"{level:.0%} interval"], rows, [False, True, True, True, False], style
         )
-        decay = report["settings"].get("decay_score", "brier")
+        decay = report["settings"]["decay_score"]
         if decay != "brier":
             change = report["changes"][decay]["mcb"]
             lo, hi = change["ci"]
@@ -124,7 +124,7 @@ def _render(report: dict, style: str) -> None:
     if "predicted_ece_under_label_shift" in report:
         render.note(f"predicted ECE of NEW under the estimated label shift: {report['predicted_ece_under_label_shift']:.4g}")
     if "groups" in report:
-        _render_groups(report["groups"], report["settings"].get("decay_score", "brier"), style)
+        _render_groups(report["groups"], report["settings"]["decay_score"], style)
     if "note" in report:
         render.note(report["note"])
     remedy = f" (remedy: {report['remedy']})" if report.get("remedy") else ""

@@ -85,7 +85,7 @@ class Spread:
     #: true error from the calibration in the large.
     gap: float | None = None
 
-    def less_floor(
+    def with_lower_bounds(
         self, value: float | None, floor: float | None, groups: int = 1, unit: str = "group", gap: float | None = None
     ) -> Spread:
         """This spread with its lower end at min(its own, max(``value`` - ``floor``, ``gap``)), the
@@ -143,11 +143,14 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
     if spread is None:
         return {"noise": "ignored", "noise_reason": why_not}
     noise = f"{spread.how}, {spread.level:g} interval"
-    if spread.floor is not None or spread.gap is not None:
+    read = [
+        name
+        for name, bound in (("the value less its resolution floor", spread.floor), ("the bound from the mean gap", spread.gap))
+        if bound is not None
+    ]
+    if read:
         over = "" if spread.floor_groups == 1 else f" (simultaneous over {spread.floor_groups} {spread.floor_unit}s)"
-        read = [] if spread.floor is None else ["the value less its resolution floor"]
-        read += [] if spread.gap is None else ["the bound from the mean gap"]
-        noise += f"; lower end {' or '.join(read)}, the larger{over}" if len(read) > 1 else f"; lower end {read[0]}{over}"
+        noise += f"; lower end {' or '.join(read)}{', the larger' if len(read) > 1 else ''}{over}"
     fields = {
         "noise": noise,
         "level": spread.level,
@@ -156,10 +159,12 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
         "min_detectable": spread.detectable(),
         "rows": spread.rows,
     }
+    if read:
+        fields["floor_groups"] = spread.floor_groups
     if spread.floor is not None:
-        fields.update(floor=spread.floor, floor_groups=spread.floor_groups)
+        fields["floor"] = spread.floor
     if spread.gap is not None:
-        fields.update(gap_bound=spread.gap, floor_groups=spread.floor_groups)
+        fields["gap_bound"] = spread.gap
     if value is not None and limit is not None:
         fields["distance"] = abs(value - limit)
         fields["rows_to_settle"] = spread.rows_to_settle(fields["distance"])
@@ -201,7 +206,7 @@ class Gate:
             spread, why = replicate_spread((report or {}).get("bootstrap"), self.metric, value)
             if spread is not None:
                 floors = floors_of((report or {}).get("bootstrap"))
-                spread = spread.less_floor(
+                spread = spread.with_lower_bounds(
                     value, floors.get("values", {}).get(self.metric), gap=floors.get("gaps", {}).get(self.metric)
                 )
         entry.update(value=value, **noise_fields(spread, value, self.threshold, why))
@@ -274,7 +279,7 @@ def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | 
         )
         if found is not None:
             floor, gap = floors.get("values", {}).get(name), floors.get("gaps", {}).get(name)
-            spreads[name] = found.less_floor(values[name], floor, floors.get("groups", 1), group_unit(report), gap)
+            spreads[name] = found.with_lower_bounds(values[name], floor, floors.get("groups", 1), group_unit(report), gap)
     return spreads, None if spreads else f"no bootstrap replicates of {metric} per group"
 
 

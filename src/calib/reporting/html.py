@@ -111,7 +111,7 @@ def comparison_page(report: dict) -> str:
     if "note" in report:
         parts.append(f"<p class=muted>{_escape(report['note'])}</p>")
     if "changes" in report:
-        decay = report["settings"].get("decay_score", "brier")
+        decay = report["settings"]["decay_score"]
         parts.append(
             "<p class=muted>A new concept is read from the Brier score's recalibrated score (UNC - DSC), "
             f"calibration decay from {_escape(decay)}'s miscalibration (MCB).</p>"
