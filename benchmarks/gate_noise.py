@@ -30,7 +30,7 @@ import numpy as np
 from benchmarks.results import write_results
 from calib.bootstrap import BootstrapConfig
 from calib.evaluation import ChangeGate, Gate, build_report, check_gates
-from calib.evaluation.groups import gated_groups, groups_from_values
+from calib.evaluation.groups import groups_from_values
 from calib.evaluation.request import EvaluationRequest
 from calib.io import Predictions
 
@@ -60,8 +60,8 @@ def expected_at(n, draws=200, seed=7):
     for _ in range(draws):
         z, labels = world(rng, n)
         preds = Predictions("draw", model(rng, z), "logits", "draw", labels, "draw")
-        found = build_report(preds, EvaluationRequest(metrics=("ece", "cmce"))).to_json()["metrics"]
-        values.append([found["ece"]["value"], found["cmce"]["value"]])
+        found = build_report(preds, EvaluationRequest(metrics=("ece", "cmce"))).values
+        values.append([found["ece"], found["cmce"]])
     return dict(zip(["ece", "cmce"], np.mean(values, axis=0)))
 
 
@@ -72,7 +72,7 @@ def report(logits, labels, metrics, groups=None, vece=None):
     request = EvaluationRequest.of(
         metrics=keys, bootstrap=BootstrapConfig(REPLICATES, 0, 0.95), min_group_rows=1, vece_recalibrator=vece_recalibrator
     )
-    return build_report(preds, request, groups=groups).to_json()
+    return build_report(preds, request, groups=groups)
 
 
 def truth(scale, metrics, draws=20, rows=50_000):
@@ -81,26 +81,24 @@ def truth(scale, metrics, draws=20, rows=50_000):
     values = []
     for _ in range(draws):
         z, labels = world(rng, rows)
-        values.append([report(model(rng, z, scale), labels, metrics)["metrics"][m]["value"] for m in metrics])
+        values.append([report(model(rng, z, scale), labels, metrics).values[m] for m in metrics])
     return dict(zip(metrics, np.mean(values, axis=0)))
 
 
 def change(metric, allowed, base, relative=False):
     direction = "decrease" if metric == "accuracy" else "increase"
-    return ChangeGate(
-        metric, allowed, base["metrics"][metric], base.get("bootstrap"), False, base["input"], None, relative, direction
-    )
+    return ChangeGate(metric, allowed, base, False, relative, direction)
 
 
 def outcomes(gates, changes, current):
-    """(fails by default, inconclusive by default, fails with --ignore-noise) of each change gate,
-    then each threshold gate."""
+    """(fails by default, inconclusive by default, fails with --ignore-noise) of each change gate
+    (its entry on all rows), then each threshold gate."""
     rows = []
     for gate in [*changes, *gates]:
         pair = ([gate], []) if isinstance(gate, Gate) else ([], [gate])
-        (default,), _ = check_gates(current, *pair)
-        (raw,), _ = check_gates(current, *pair, ignore_noise=True)
-        rows.append((default["outcome"] == "fail", default["outcome"] == "inconclusive", raw["outcome"] == "fail"))
+        default = check_gates(current, *pair)[0][0]
+        raw = check_gates(current, *pair, ignore_noise=True)[0][0]
+        rows.append((default.outcome == "fail", default.outcome == "inconclusive", raw.outcome == "fail"))
     return rows
 
 
@@ -139,7 +137,7 @@ def false_alarms(n, pairs, seed):
         ]
         counts[:-1] += np.array(outcomes(gates, changes, current), dtype=float)
         # the per-group entries of a change gate: the pair fails when any group's entry fails
-        group_gate = ChangeGate("cmce", 0.0, base["metrics"]["cmce"], base["bootstrap"], False, base["input"], gated_groups(base))
+        group_gate = ChangeGate("cmce", 0.0, base)
         default = group_gate.check_groups(current)
         raw = group_gate.check_groups(current, ignore_noise=True)
         counts[-1] += (

@@ -12,6 +12,7 @@ import reference as ref
 from conftest import SAMPLE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reports import values
 
 import calib
 from calib import CALIBRATORS, BundleError, read_bundle
@@ -201,27 +202,25 @@ def test_a_modified_array_file_is_refused_on_load(tmp_path):
 
 def test_an_increase_exactly_at_the_allowance_passes_and_the_next_float_fails():
     """new - old <= allowed passes: 0.375 - 0.25 = 0.125 (exact in binary) with allowed 0.125."""
-    gate = ChangeGate("cmce", 0.125, {"value": 0.25, "settings": {}})
-    assert bool(gate.check({"cmce": {"value": 0.375}})["passed"]) is True
-    assert bool(gate.check({"cmce": {"value": float(np.nextafter(0.375, 1.0))}})["passed"]) is False
+    gate = ChangeGate("cmce", 0.125, values(cmce=0.25))
+    assert bool(gate.check(values(cmce=0.375))["passed"]) is True
+    assert bool(gate.check(values(cmce=float(np.nextafter(0.375, 1.0))))["passed"]) is False
 
 
 def test_an_undefined_value_fails_every_gate():
     """A metric without a value (a coverage band with no pair) cannot show that a gate holds."""
-    assert (
-        Gate("coverage_0.9_0.92<0.5", "coverage_0.9_0.92", "<", 0.5).check({"coverage_0.9_0.92": {"value": None}})["passed"]
-        is False
-    )
-    increase = ChangeGate("coverage_0.9_0.92", 1.0, {"value": 0.9, "settings": {}})
-    assert increase.check({"coverage_0.9_0.92": {"value": None}})["passed"] is False
-    assert ChangeGate("cmce", 1.0, {"value": None, "settings": {}}).check({"cmce": {"value": 0.1}})["passed"] is False
+    undefined = values(**{"coverage_0.9_0.92": None})
+    assert Gate("coverage_0.9_0.92<0.5", "coverage_0.9_0.92", "<", 0.5).check(undefined)["passed"] is False
+    increase = ChangeGate("coverage_0.9_0.92", 1.0, values(**{"coverage_0.9_0.92": 0.9}))
+    assert increase.check(undefined)["passed"] is False
+    assert ChangeGate("cmce", 1.0, values(cmce=None)).check(values(cmce=0.1))["passed"] is False
 
 
 def test_a_threshold_gate_at_its_edge():
     """--fail-if "cmce>0.25" fails when cmce > 0.25: 0.25 itself passes, the next float fails."""
     gate = Gate("cmce>0.25", "cmce", ">", 0.25)
-    assert bool(gate.check({"cmce": {"value": 0.25}})["passed"]) is True
-    assert bool(gate.check({"cmce": {"value": float(np.nextafter(0.25, 1.0))}})["passed"]) is False
+    assert bool(gate.check(values(cmce=0.25))["passed"]) is True
+    assert bool(gate.check(values(cmce=float(np.nextafter(0.25, 1.0))))["passed"]) is False
 
 
 def test_the_cli_increase_gate_passes_exactly_at_its_allowance(run, tmp_path):
@@ -366,7 +365,7 @@ def test_options_gates_and_penalties_are_immutable():
 
     from calib.calibrators.matrix_scaling import Penalties
 
-    records = [Penalties(1.0, 0.0, 2.0), Gate("cmce>0.1", "cmce", ">", 0.1), ChangeGate("cmce", 0.1, {"value": 0.0})]
+    records = [Penalties(1.0, 0.0, 2.0), Gate("cmce>0.1", "cmce", ">", 0.1), ChangeGate("cmce", 0.1, values(cmce=0.0))]
     records += [cls.Options() for cls in CALIBRATORS.values()]
     for record in records:
         field = dataclasses.fields(record)[0].name if dataclasses.fields(record) else None
@@ -420,14 +419,18 @@ def test_baseline_rows_are_compared_by_count_then_labels():
     """A baseline is comparable when both reports cover as many rows with the same labels; either
     side unknown (an old report) is not a difference."""
     from calib.evaluation.gates import other_input
+    from calib.evaluation.report_types import InputSection
+
+    def section(**fields):
+        return InputSection.from_json(fields)
 
     same = {"n": 10, "labels_sha256": "a", "path": "x"}
-    assert other_input(same, dict(same)) is None
-    assert other_input(None, same) is None and other_input(same, {}) is None
-    assert "covers 10 rows" in other_input(same, {**same, "n": 11})
-    assert "other labels" in other_input(same, {**same, "labels_sha256": "b"})
-    assert other_input(same, {**same, "labels_sha256": None}) is None
-    assert other_input({**same, "labels_sha256": None}, same) is None
+    assert other_input(section(**same), section(**same)) is None
+    assert other_input(None, section(**same)) is None and other_input(section(**same), section()) is None
+    assert "covers 10 rows" in other_input(section(**same), section(**{**same, "n": 11}))
+    assert "other labels" in other_input(section(**same), section(**{**same, "labels_sha256": "b"}))
+    assert other_input(section(**same), section(**{**same, "labels_sha256": None})) is None
+    assert other_input(section(**{**same, "labels_sha256": None}), section(**same)) is None
 
 
 def test_gate_and_increase_specs_are_parsed_or_refused(tmp_path):
@@ -449,7 +452,7 @@ def test_gate_and_increase_specs_are_parsed_or_refused(tmp_path):
         with pytest.raises(UsageError, match="expected METRIC=NUMBER"):
             parse_change_gates([spec], str(report))
     (gate,) = parse_change_gates(["cmce=0.5"], str(report), paired=False)
-    assert (gate.metric, gate.allowed, gate.baseline_groups, gate.paired) == ("cmce", 0.5, None, False)
+    assert (gate.metric, gate.allowed, gate.baseline_groups, gate.paired) == ("cmce", 0.5, {}, False)
     for text, message in (("[1, 2]", "no 'metrics'"), ('{"metrics": 1}', "no 'metrics'"), ("{", "not a JSON report")):
         report.write_text(text)
         with pytest.raises(InputError, match=message):

@@ -14,8 +14,9 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 from conftest import DATA, SAMPLE, needs
+from reports import report, values
 
-from calib.bootstrap import CHEAP_SCORES, DEFAULT_REPLICATES, default_config
+from calib.bootstrap import CHEAP_SCORES, DEFAULT_REPLICATES, BootstrapConfig, default_config
 from calib.errors import UsageError
 from calib.evaluation.gates import ChangeGate, Gate, Spread, outcome, parse_allowance
 from calib.metrics.definitions import METRICS
@@ -92,22 +93,22 @@ def test_minimum_detectable_change_and_rows_to_settle():
 def test_a_relative_allowance_is_a_share_of_the_baseline_and_passes_on_its_edge():
     """10%-style gates: 50% of a baseline 0.25 allows 0.125 (exact in binary): 0.375 passes, the
     next float fails."""
-    gate = ChangeGate("cmce", 0.5, {"value": 0.25}, relative=True)
-    entry = gate.check({"cmce": {"value": 0.375}})
+    gate = ChangeGate("cmce", 0.5, values(cmce=0.25), relative=True)
+    entry = gate.check(values(cmce=0.375))
     assert entry["allowed"] == 0.125 and entry["allowed_relative"] == 0.5 and entry["outcome"] == "pass"
     assert entry["relative_change"] == 0.5 and entry["expr"] == "cmce - baseline <= 50% of |baseline|"
-    assert gate.check({"cmce": {"value": float(np.nextafter(0.375, 1))}})["outcome"] == "fail"
+    assert gate.check(values(cmce=float(np.nextafter(0.375, 1))))["outcome"] == "fail"
 
 
 def test_a_decrease_gate_fails_on_a_drop_beyond_the_allowance():
     """accuracy 0.5 -> 0.375 is a worsening of 0.125 = allowed: passes; one float lower fails; a
     rise never fails."""
-    gate = ChangeGate("accuracy", 0.125, {"value": 0.5}, direction="decrease")
-    entry = gate.check({"accuracy": {"value": 0.375}})
+    gate = ChangeGate("accuracy", 0.125, values(accuracy=0.5), direction="decrease")
+    entry = gate.check(values(accuracy=0.375))
     assert entry["worsening"] == 0.125 and entry["increase"] == -0.125 and entry["outcome"] == "pass"
     assert entry["expr"] == "baseline - accuracy <= 0.125"
-    assert gate.check({"accuracy": {"value": float(np.nextafter(0.375, 0))}})["outcome"] == "fail"
-    assert gate.check({"accuracy": {"value": 1.0}})["outcome"] == "pass"
+    assert gate.check(values(accuracy=float(np.nextafter(0.375, 0))))["outcome"] == "fail"
+    assert gate.check(values(accuracy=1.0))["outcome"] == "pass"
 
 
 def test_a_paired_decrease_reads_the_negated_differences():
@@ -117,8 +118,8 @@ def test_a_paired_decrease_reads_the_negated_differences():
     section = {"replicates": 401, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x", "level": 0.95}
     baseline = {**section, "values": {"accuracy": [0.5] * 401}}
     current = {**section, "values": {"accuracy": [0.5 + i / 4000 for i in range(401)]}}
-    gate = ChangeGate("accuracy", 0.0, {"value": 0.5}, baseline_bootstrap=baseline, direction="decrease")
-    entry = gate.check({"accuracy": {"value": 0.55}}, current)
+    gate = ChangeGate("accuracy", 0.0, report({"accuracy": {"value": 0.5}}, bootstrap=baseline), direction="decrease")
+    entry = gate.check(report({"accuracy": {"value": 0.55}}, bootstrap=current))
     assert entry["bounds"] == pytest.approx([-0.0975, -0.0025], abs=1e-12) and entry["outcome"] == "pass"
     assert entry["increase_lower_bound"] == pytest.approx(0.0025) and entry["noise"] == "paired bootstrap, 0.95 interval"
 
@@ -147,7 +148,7 @@ def test_allowances_that_cannot_be_read_are_refused(spec, direction, message):
 
 
 def test_default_replicates_follow_the_baseline_else_the_input_size():
-    config = default_config(1000, 10, 0.9, {"replicates": 50, "seed": 3}, seed=8)
+    config = default_config(1000, 10, 0.9, BootstrapConfig(50, 3, 0.95), seed=8)
     assert (config.replicates, config.seed, config.level) == (50, 3, 0.9)  # the baseline's seed, to pair
     assert default_config(1000, 10, 0.9, seed=8).seed == 8
     config = default_config(CHEAP_SCORES // 10, 10, 0.95)  # exactly the cheap limit
@@ -307,12 +308,11 @@ def test_the_readme_gate_rarely_fails_between_equally_calibrated_models(tmp_path
 
 
 def _grouped_report(values_by_group, replicates_by_group, level=0.95):
-    return {
-        "metrics": {},
-        "groups": {name: {"n": 100, "metrics": {"cmce": value}} for name, value in values_by_group.items()},
-        "group_by": {"min_rows": 1},
-        "bootstrap": {"level": level, "by_group": {name: {"cmce": reps} for name, reps in replicates_by_group.items()}},
-    }
+    return report(
+        groups={name: {"n": 100, "metrics": {"cmce": value}} for name, value in values_by_group.items()},
+        min_rows=1,
+        bootstrap={"level": level, "by_group": {name: {"cmce": reps} for name, reps in replicates_by_group.items()}},
+    )
 
 
 def test_a_worst_group_gate_reads_each_group_at_the_bonferroni_level():
@@ -321,8 +321,8 @@ def test_a_worst_group_gate_reads_each_group_at_the_bonferroni_level():
     (10 beyond each end) put them at 2.5 and 397.5 before centring."""
     reps = [i / 4 for i in range(1601)]  # mean 200
     values = {"a": 200.0, "b": 210.0, "c": 150.0, "d": 100.0}
-    report = _grouped_report(values, {name: reps for name in values})
-    entry = Gate("max_group:cmce>500", "cmce", ">", 500.0, "max_group").check({}, report)
+    grouped = _grouped_report(values, {name: reps for name in values})
+    entry = Gate("max_group:cmce>500", "cmce", ">", 500.0, "max_group").check(grouped)
     bounds = {g["group"]: g["bounds"] for g in entry["per_group"]}
     assert bounds["a"] == pytest.approx([2.5, 397.5], abs=1e-9) and bounds["b"] == pytest.approx([12.5, 407.5], abs=1e-9)
     assert bounds["d"] == pytest.approx([-97.5, 297.5], abs=1e-9)
@@ -344,8 +344,8 @@ def test_a_worst_group_gate_fails_on_any_group_and_passes_only_on_all(threshold,
     and 98.75% quantiles of 0..400, 5 and 395; centred on the values 200 and 210 the intervals are
     a [5, 395] and b [15, 405]."""
     reps = [float(i) for i in range(401)]
-    report = _grouped_report({"a": 200.0, "b": 210.0}, {"a": reps, "b": reps})
-    entry = Gate("max_group:cmce>t", "cmce", ">", threshold, "max_group").check({}, report)
+    grouped = _grouped_report({"a": 200.0, "b": 210.0}, {"a": reps, "b": reps})
+    entry = Gate("max_group:cmce>t", "cmce", ">", threshold, "max_group").check(grouped)
     assert {g["group"]: g["outcome"] for g in entry["per_group"]} == per_group and entry["outcome"] == expected
     assert entry["group"] == "b"  # the worst group among those that decide
 
@@ -386,19 +386,23 @@ def _section(values, **extra):
 
 
 def test_paired_differences_need_both_sections_from_the_same_draw():
-    from calib.bootstrap import paired_differences
+    from calib.evaluation.report_types import BootstrapSection, paired_differences
 
-    current = _section([1.0, 2.0, None])
-    found, why = paired_differences(current, _section([0.5, 0.5, 0.5]), "cmce")
+    def typed(section):
+        return BootstrapSection.from_json(section)
+
+    current = typed(_section([1.0, 2.0, None]))
+    found, why = paired_differences(current, typed(_section([0.5, 0.5, 0.5])), "cmce")
     assert why is None and found[:2].tolist() == [0.5, 1.5] and np.isnan(found[2])  # None is no value
     for baseline in ({}, _section([0.0] * 3, seed=1), _section([0.0] * 3, labels_sha256="y")):
-        found, why = paired_differences(current, baseline, "cmce")
+        found, why = paired_differences(current, typed(baseline), "cmce")
         assert found is None and "same rows, seed and count" in why
-    found, why = paired_differences({}, _section([0.0] * 3), "cmce")
+    found, why = paired_differences(None, typed(_section([0.0] * 3)), "cmce")
     assert found is None and "same rows, seed and count" in why
-    found, why = paired_differences(current, _section([0.0] * 3), "ece")
+    found, why = paired_differences(current, typed(_section([0.0] * 3)), "ece")
     assert found is None and why == "no bootstrap replicates of ece in both reports"
-    assert paired_differences({**current, "values": {}}, _section([0.0] * 3), "cmce")[1] == why.replace("ece", "cmce")
+    emptied = typed({**_section([1.0, 2.0, None]), "values": {}})
+    assert paired_differences(emptied, typed(_section([0.0] * 3)), "cmce")[1] == why.replace("ece", "cmce")
 
 
 def test_the_table_interval_is_the_two_sided_percentile_interval_centred_on_the_value():
@@ -433,57 +437,69 @@ def test_spreads_and_configs_are_immutable():
 
 def test_a_threshold_entry_states_the_rows_that_would_settle_it():
     """Replicates 0..100 around a value 50.5 against the threshold 50: sd and the rows by hand."""
-    report = {"bootstrap": _section(np.arange(101.0), rows=400)}
-    entry = Gate("cmce>50", "cmce", ">", 50.0).check({"cmce": {"value": 50.5}}, report)
+    replicated = report({"cmce": {"value": 50.5}}, bootstrap=_section(np.arange(101.0), rows=400))
+    entry = Gate("cmce>50", "cmce", ">", 50.0).check(replicated)
     sd = np.std(np.arange(101.0), ddof=1)
     z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)
     assert entry["outcome"] == "inconclusive" and entry["min_detectable"] == pytest.approx(z * sd)
     assert entry["rows_to_settle"] == math.ceil(400 * (z * sd / 0.5) ** 2) and entry["rows"] == 400
-    assert Gate("cmce>50", "cmce", ">", 50.0).check({"cmce": {"value": 50.5}}, report, ignore_noise=True)["noise"] == "ignored"
+    assert Gate("cmce>50", "cmce", ">", 50.0).check(replicated, ignore_noise=True)["noise"] == "ignored"
 
 
 def test_why_a_gate_has_no_interval():
     from calib.evaluation.gates import group_spreads, replicate_spread
+    from calib.evaluation.report_types import BootstrapSection
 
     assert replicate_spread(None, "cmce", 0.1) == (None, "the report has no bootstrap replicates")
-    assert replicate_spread(_section([1.0, 2.0]), "ece", 0.1) == (None, "no bootstrap replicates of ece")
-    values = {"a": 0.1}
-    assert group_spreads({}, "cmce", values) == ({}, "the report has no bootstrap replicates")
-    assert group_spreads({"bootstrap": _section([1.0])}, "cmce", values) == (
+    assert replicate_spread(BootstrapSection.from_json(_section([1.0, 2.0])), "ece", 0.1) == (
+        None,
+        "no bootstrap replicates of ece",
+    )
+    group_values = {"a": 0.1}
+    assert group_spreads(report(), "cmce", group_values) == ({}, "the report has no bootstrap replicates")
+    assert group_spreads(report(bootstrap=_section([1.0])), "cmce", group_values) == (
         {},
         "the report has no bootstrap replicates per group",
     )
-    report = {"bootstrap": _section([1.0], by_group={"a": {"ece": [1.0, 2.0]}}), "groups": {"a": {"n": 10}}}
-    assert group_spreads(report, "cmce", values) == ({}, "no bootstrap replicates of cmce per group")
-    entry = ChangeGate("cmce", 0.0, {"value": 0.0}, baseline_bootstrap=_section([0.0, 0.0])).check(
-        {"cmce": {"value": 0.1}}, _section([None, None])
+    grouped = report(
+        bootstrap=_section([1.0], by_group={"a": {"ece": [1.0, 2.0]}}), groups={"a": {"n": 10, "metrics": {"cmce": 0.1}}}
     )
+    assert group_spreads(grouped, "cmce", group_values) == ({}, "no bootstrap replicates of cmce per group")
+    baseline = report({"cmce": {"value": 0.0}}, bootstrap=_section([0.0, 0.0]))
+    entry = ChangeGate("cmce", 0.0, baseline).check(report({"cmce": {"value": 0.1}}, bootstrap=_section([None, None])))
     assert entry["noise"] == "ignored" and entry["noise_reason"] == "no paired replicates of cmce with a value"
 
 
 def test_a_paired_increase_states_its_interval_as_increase_bounds():
     """An increase gate's interval is the increase's; a decrease gate's bounds are negated back."""
     current, baseline = _section([i / 4 for i in range(401)]), _section([0.0] * 401)
-    entry = ChangeGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline).check({"cmce": {"value": 50.0}}, current)
+    gate = ChangeGate("cmce", 100.0, report({"cmce": {"value": 0.0}}, bootstrap=baseline))
+    entry = gate.check(report({"cmce": {"value": 50.0}}, bootstrap=current))
     assert entry["bounds"] == [2.5, 97.5] and (entry["increase_lower_bound"], entry["increase_upper_bound"]) == (2.5, 97.5)
     current = {**current, "values": {"accuracy": current["values"]["cmce"]}}
     baseline = {**baseline, "values": {"accuracy": baseline["values"]["cmce"]}}
-    entry = ChangeGate("accuracy", 0.0, {"value": 0.0}, baseline_bootstrap=baseline, direction="decrease").check(
-        {"accuracy": {"value": 50.0}}, current
-    )
+    gate = ChangeGate("accuracy", 0.0, report({"accuracy": {"value": 0.0}}, bootstrap=baseline), direction="decrease")
+    entry = gate.check(report({"accuracy": {"value": 50.0}}, bootstrap=current))
     assert entry["bounds"] == [-97.5, -2.5] and (entry["increase_lower_bound"], entry["increase_upper_bound"]) == (2.5, 97.5)
 
 
-def _group_reports(current_values, baseline_values, current_reps, baseline_reps, **extra):
+def _group_reports(current_values, baseline_values, current_reps, baseline_reps, by_group=True, **extra):
+    """(the current report, the baseline report) of groups with these values and replicates;
+    ``extra`` changes the current replicates' section, ``by_group`` False drops its groups' replicates."""
     digest = extra.pop("groups_sha256", "g")
-    current = {
-        "groups": {name: {"n": 500, "metrics": {"cmce": v}} for name, v in current_values.items()},
-        "group_by": {"min_rows": 1},
-        "bootstrap": _section([0.0], by_group={g: {"cmce": r} for g, r in current_reps.items()}, groups_sha256=digest, **extra),
-    }
-    baseline_groups = {name: {"n": 500, "metrics": {"cmce": v}} for name, v in baseline_values.items()}
-    baseline = _section([0.0], by_group={g: {"cmce": r} for g, r in baseline_reps.items()}, groups_sha256="g")
-    return current, baseline_groups, baseline
+    replicates = {g: {"cmce": r} for g, r in current_reps.items()} if by_group else None
+    current = report(
+        {"cmce": {"value": 0.0}},
+        groups={name: {"n": 500, "metrics": {"cmce": v}} for name, v in current_values.items()},
+        min_rows=1,
+        bootstrap=_section([0.0], by_group=replicates, groups_sha256=digest, **extra),
+    )
+    baseline = report(
+        {"cmce": {"value": 0.0}},
+        groups={name: {"n": 500, "metrics": {"cmce": v}} for name, v in baseline_values.items()},
+        bootstrap=_section([0.0], by_group={g: {"cmce": r} for g, r in baseline_reps.items()}, groups_sha256="g"),
+    )
+    return current, baseline
 
 
 def test_change_gates_on_groups_pair_each_groups_replicates_at_the_bonferroni_level():
@@ -491,10 +507,10 @@ def test_change_gates_on_groups_pair_each_groups_replicates_at_the_bonferroni_le
     the 1.25% and 98.75% quantiles, 5 and 395 before centring (mean 200)."""
     reps = [float(i) for i in range(401)]
     zeros = [0.0] * 401
-    current, groups, baseline = _group_reports(
+    current, baseline = _group_reports(
         {"a": 200.0, "b": 210.0}, {"a": 0.0, "b": 0.0}, {"a": reps, "b": reps}, {"a": zeros, "b": zeros}
     )
-    gate = ChangeGate("cmce", 400.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups)
+    gate = ChangeGate("cmce", 400.0, baseline)
     entries = {e["group"]: e for e in gate.check_groups(current)}
     assert entries["a"]["bounds"] == [5.0, 395.0] and entries["b"]["bounds"] == [15.0, 405.0]
     assert entries["a"]["level"] == 0.975 and entries["a"]["outcome"] == "pass" and entries["b"]["outcome"] == "inconclusive"
@@ -512,41 +528,37 @@ def test_change_gates_on_groups_pair_each_groups_replicates_at_the_bonferroni_le
 )
 def test_change_gates_on_groups_say_why_they_cannot_pair(change, reason):
     reps = [1.0, 2.0]
-    current, groups, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": reps}, {"a": reps}, **change)
-    (entry,) = ChangeGate("cmce", 1.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups).check_groups(current)
+    current, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": reps}, {"a": reps}, **change)
+    (entry,) = ChangeGate("cmce", 1.0, baseline).check_groups(current)
     assert entry["noise"] == "ignored" and reason in entry["noise_reason"] and entry["outcome"] == "pass"
-    del current["bootstrap"]["by_group"]
-    (entry,) = ChangeGate("cmce", 1.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups).check_groups(current)
+    current, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": reps}, {"a": reps}, by_group=False, **change)
+    (entry,) = ChangeGate("cmce", 1.0, baseline).check_groups(current)
     assert entry["noise_reason"] == "the reports have no bootstrap replicates per group"
 
 
 def test_overall_outcome_of_a_run():
     from calib.cli.ci_output import overall_outcome
 
-    gate = {"outcome": "pass", "passed": True}
-    assert overall_outcome({"passed": True, "gates": [gate]}) == "pass"
-    assert overall_outcome({"passed": True, "gates": [gate, {"outcome": "inconclusive", "passed": True}]}) == "inconclusive"
-    assert overall_outcome({"passed": False, "gates": [gate, {"outcome": "inconclusive", "passed": False}]}) == "fail"
+    gate = {"expr": "cmce>1", "outcome": "pass", "passed": True}
+    assert overall_outcome(report(gates=[gate])) == "pass"
+    inconclusive = {"expr": "ece>1", "outcome": "inconclusive"}
+    assert overall_outcome(report(gates=[gate, {**inconclusive, "passed": True}])) == "inconclusive"
+    assert overall_outcome(report(gates=[gate, {**inconclusive, "passed": False}], passed=False)) == "fail"
 
 
 def test_junit_marks_an_inconclusive_gate_counted_as_failed_as_a_failure():
     from calib.reporting.junit import junit_xml
 
-    report = {
-        "input": {"path": "p", "n": 1, "k": 2, "kind": "logits"},
-        "gates": [
-            {
-                "expr": "cmce>0.1",
-                "metric": "cmce",
-                "op": ">",
-                "threshold": 0.1,
-                "value": 0.05,
-                "outcome": "inconclusive",
-                "passed": False,
-            }
-        ],
+    gate = {
+        "expr": "cmce>0.1",
+        "metric": "cmce",
+        "op": ">",
+        "threshold": 0.1,
+        "value": 0.05,
+        "outcome": "inconclusive",
+        "passed": False,
     }
-    xml = junit_xml(report)
+    xml = junit_xml(report(input={"path": "p", "n": 1, "k": 2, "kind": "logits"}, gates=[gate], passed=False))
     assert xml.startswith(b"<?xml version='1.0' encoding='utf-8'?>\n<testsuites")
     assert b'<failure type="inconclusive"' in xml and b"<skipped" not in xml and b'failures="1"' in xml
 
@@ -570,21 +582,21 @@ def test_the_python_api_draws_replicates_at_95_percent_by_default():
 
 
 def test_an_undefined_value_with_replicates_fails_without_a_distance():
-    entry = Gate("cmce>0.1", "cmce", ">", 0.1).check({"cmce": {"value": None}}, {"bootstrap": _section([1.0, 2.0])})
+    entry = Gate("cmce>0.1", "cmce", ">", 0.1).check(report({"cmce": {"value": None}}, bootstrap=_section([1.0, 2.0])))
     assert entry["outcome"] == "fail" and "rows_to_settle" not in entry
 
 
 def test_one_group_is_read_at_the_runs_own_level():
     """Bonferroni over one group is no correction: 0.95 stays 0.95."""
     reps = [i / 4 for i in range(401)]
-    report = _grouped_report({"a": 50.0}, {"a": reps})
-    entry = Gate("max_group:cmce>t", "cmce", ">", 1000.0, "max_group").check({}, report)
+    grouped = _grouped_report({"a": 50.0}, {"a": reps})
+    entry = Gate("max_group:cmce>t", "cmce", ">", 1000.0, "max_group").check(grouped)
     assert entry["per_group"][0]["level"] == 0.95 and entry["per_group"][0]["bounds"] == [2.5, 97.5]
 
 
 def test_a_group_whose_paired_replicates_have_no_value_says_so():
-    current, groups, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": [None, None]}, {"a": [0.0, 0.0]})
-    (entry,) = ChangeGate("cmce", 1.0, {"value": 0.0}, baseline_bootstrap=baseline, baseline_groups=groups).check_groups(current)
+    current, baseline = _group_reports({"a": 1.0}, {"a": 0.5}, {"a": [None, None]}, {"a": [0.0, 0.0]})
+    (entry,) = ChangeGate("cmce", 1.0, baseline).check_groups(current)
     assert entry["noise"] == "ignored" and entry["noise_reason"] == "no paired replicates of cmce with a value"
 
 
@@ -615,12 +627,16 @@ def test_a_baseline_of_another_problem_is_refused(run, tmp_path):
 
 def test_the_same_problem_passes_the_check():
     from calib.evaluation.gates import check_same_problem
+    from calib.evaluation.report_types import InputSection
 
-    check_same_problem({"k": 10, "path": "a"}, 10, None)
-    check_same_problem({"k": 2, "multilabel": {"rows": 5, "labels": 3}}, 2, {"rows": 9, "labels": 3})
-    check_same_problem({}, 4, None)  # a hand-made report without an input section
+    def section(**fields):
+        return InputSection.from_json(fields)
+
+    check_same_problem(section(k=10, path="a"), 10, None)
+    check_same_problem(section(k=2, multilabel={"rows": 5, "labels": 3}), 2, {"rows": 9, "labels": 3})
+    check_same_problem(section(), 4, None)  # a hand-made report without an input section
     with pytest.raises(ValueError, match="multi-label \\(3 labels\\) problem"):
-        check_same_problem({"k": 2, "multilabel": {"rows": 5, "labels": 3}}, 2, {"rows": 5, "labels": 4})
+        check_same_problem(section(k=2, multilabel={"rows": 5, "labels": 3}), 2, {"rows": 5, "labels": 4})
 
 
 def test_a_baseline_of_other_rows_is_compared_unpaired_and_says_so_everywhere(run, tmp_path, monkeypatch):

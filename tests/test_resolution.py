@@ -297,9 +297,11 @@ def test_which_aggregates_fail_on_one_group_and_which_on_every_group(expr, any_g
     assert parse_gate(expr).any_group_decides is any_group
 
 
-def _grouped_report(values: dict[str, float]) -> dict:
+def _grouped_report(values: dict[str, float]):
+    from reports import report
+
     groups = {name: {"n": 500, "metrics": {"accuracy": value}} for name, value in values.items()}
-    return {"metrics": {"accuracy": {"value": 0.5}}, "groups": groups, "group_by": {"min_rows": 100}}
+    return report({"accuracy": {"value": 0.5}}, groups=groups, min_rows=100)
 
 
 @pytest.mark.parametrize(
@@ -312,14 +314,14 @@ def _grouped_report(values: dict[str, float]) -> dict:
 )
 def test_the_largest_value_below_a_threshold_fails_only_when_every_group_is_below(values, expected):
     gate = Gate("max_group:accuracy<0.5", "accuracy", "<", 0.5, "max_group")
-    entry = gate.check({}, _grouped_report(values), ignore_noise=True)
+    entry = gate.check(_grouped_report(values), ignore_noise=True)
     assert entry["outcome"] == expected and entry["groups"] == 2
 
 
 def test_the_smallest_value_below_a_threshold_fails_on_one_group():
     gate = Gate("min_group:accuracy<0.5", "accuracy", "<", 0.5, "min_group")
-    assert gate.check({}, _grouped_report({"a": 0.4, "b": 0.9}), ignore_noise=True)["outcome"] == "fail"
-    assert gate.check({}, _grouped_report({"a": 0.5, "b": 0.9}), ignore_noise=True)["outcome"] == "pass"
+    assert gate.check(_grouped_report({"a": 0.4, "b": 0.9}), ignore_noise=True)["outcome"] == "fail"
+    assert gate.check(_grouped_report({"a": 0.5, "b": 0.9}), ignore_noise=True)["outcome"] == "pass"
 
 
 def test_the_gate_line_states_the_floor_and_how_many_labels(run, tmp_path):
@@ -434,13 +436,14 @@ def test_accuracy_and_the_l2_error_get_analytic_intervals_in_the_report(run, tmp
     from conftest import SAMPLE
 
     data = np.load(SAMPLE / "cifar10_test.npz")
-    report = calib.evaluate(data["logits"][:2000], data["labels"][:2000], metrics=["accuracy", "ece_l2"], bootstrap=50).to_dict()
+    evaluated = calib.evaluate(data["logits"][:2000], data["labels"][:2000], metrics=["accuracy", "ece_l2"], bootstrap=50)
+    report = evaluated.to_dict()
     accuracy = report["metrics"]["accuracy"]
     reference = binomtest(round(accuracy["value"] * 2000), 2000).proportion_ci(0.95, method="exact")
     assert accuracy["ci_analytic"] == pytest.approx([reference.low, reference.high], abs=1e-12)
     lower, upper = report["metrics"]["ece_l2"]["ci_analytic"]
     assert 0.0 <= lower < upper
-    lines = calib.reporting.text.report_lines(report)
+    lines = calib.reporting.text.report_lines(evaluated.entries)
     assert f"accuracy: analytic 95% interval [{calib.reporting.text.format_value(reference.low)}, " in "\n".join(lines)
 
 

@@ -175,24 +175,28 @@ def test_merged_groups_under_100_rows_are_listed_not_gated(tmp_path):
 
 
 def test_an_increase_gate_on_an_undefined_value_fails_either_side():
+    from reports import values
+
     from calib.evaluation.gates import ChangeGate
 
     for new, old in ((None, 0.1), (0.1, None), (None, None)):
-        gate = ChangeGate("cmce", 0.5, {"value": old})
-        entry = gate.check({"cmce": {"value": new}})
+        gate = ChangeGate("cmce", 0.5, values(cmce=old))
+        entry = gate.check(values(cmce=new))
         assert entry["increase"] is None and entry["passed"] is False
-    entry = ChangeGate("cmce", 0.05, {"value": 0.25}).check({"cmce": {"value": 0.375}})
+    entry = ChangeGate("cmce", 0.05, values(cmce=0.25)).check(values(cmce=0.375))
     assert entry["increase"] == 0.125 and entry["passed"] is False
 
 
 def test_a_group_increase_gate_passes_exactly_at_its_allowance():
     """Group a: 0.375 - 0.25 = 0.125 = allowed (passes); group b: 0.5 - 0.25 = 0.25 (fails)."""
+    from reports import report
+
     from calib.evaluation.gates import ChangeGate
 
-    baseline_groups = {"a": {"metrics": {"cmce": 0.25}}, "b": {"metrics": {"cmce": 0.25}}}
-    gate = ChangeGate("cmce", 0.125, {"value": 0.1}, baseline_groups=baseline_groups)
-    report = {"groups": {"a": {"n": 200, "metrics": {"cmce": 0.375}}, "b": {"n": 200, "metrics": {"cmce": 0.5}}}}
-    entries = {e["group"]: e for e in gate.check_groups(report)}
+    baseline_groups = {"a": {"n": 200, "metrics": {"cmce": 0.25}}, "b": {"n": 200, "metrics": {"cmce": 0.25}}}
+    gate = ChangeGate("cmce", 0.125, report({"cmce": {"value": 0.1}}, groups=baseline_groups))
+    current = report(groups={"a": {"n": 200, "metrics": {"cmce": 0.375}}, "b": {"n": 200, "metrics": {"cmce": 0.5}}})
+    entries = {e["group"]: e for e in gate.check_groups(current)}
     assert entries["a"]["passed"] is True and entries["b"]["passed"] is False
     assert entries["a"]["expr"] == "cmce - baseline <= 0.125 (group a)"
 
@@ -201,14 +205,16 @@ def test_a_paired_gate_reads_the_bounds_at_the_runs_level():
     """Paired differences 0, 0.25, ..., 100 (401 replicates), centred on themselves (the change 50 is
     their mean): the 95% interval's ends are the 2.5% and 97.5% quantiles, 2.5 and 97.5, the 90%
     interval's 5 and 95 (numpy's linear rule)."""
+    from reports import report
+
     from calib.evaluation import gates
 
     section = {"replicates": 401, "seed": 0, "groups": 200, "rows": 1000, "labels_sha256": "x"}
     baseline = {**section, "values": {"cmce": [0.0] * 401}}
     for level, bounds in ((0.95, [2.5, 97.5]), (0.9, [5.0, 95.0])):
         current = {**section, "level": level, "values": {"cmce": [i / 4 for i in range(401)]}}
-        gate = gates.ChangeGate("cmce", 100.0, {"value": 0.0}, baseline_bootstrap=baseline, paired=True)
-        entry = gate.check({"cmce": {"value": 50.0}}, current)
+        gate = gates.ChangeGate("cmce", 100.0, report({"cmce": {"value": 0.0}}, bootstrap=baseline), paired=True)
+        entry = gate.check(report({"cmce": {"value": 50.0}}, bootstrap=current))
         assert entry["bounds"] == bounds and entry["level"] == level and entry["outcome"] == "pass"
 
 
@@ -218,7 +224,7 @@ def test_gates_are_immutable():
     from calib.evaluation.gates import ChangeGate, Gate
     from calib.metrics import METRICS, MetricConfig
 
-    for frozen in (Gate("x>1", "x", ">", 1.0), ChangeGate("x", 0.1, {}), MetricConfig(), METRICS["ece"]):
+    for frozen in (Gate("x>1", "x", ">", 1.0), ChangeGate("x", 0.1, None), MetricConfig(), METRICS["ece"]):
         with pytest.raises(FrozenInstanceError):
             frozen.__setattr__("x_changed", 1)
 

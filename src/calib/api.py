@@ -445,7 +445,7 @@ class Report:
     def table(self) -> str:
         from .reporting.text import report_lines
 
-        return "\n".join(report_lines(self.to_dict()))
+        return "\n".join(report_lines(self.entries))
 
     def __repr__(self) -> str:
         return self.table()

@@ -11,7 +11,8 @@ rows per replicate. The interval is the percentile interval of the replicate val
 
 Replicates are determined by (seed, G, number of rows) only, so two evaluations of different models
 on the same rows with the same seed resample the same rows: their replicate differences form a
-paired bootstrap, which change gates against a baseline use (see :func:`paired_differences`).
+paired bootstrap, which change gates against a baseline use
+(:func:`calib.evaluation.report_types.paired_differences`).
 """
 
 from __future__ import annotations
@@ -44,13 +45,13 @@ class BootstrapConfig:
 
 
 def default_config(
-    n_rows: int, n_classes: int, level: float, baseline: dict | None = None, seed: int = 0
+    n_rows: int, n_classes: int, level: float, baseline: BootstrapConfig | None = None, seed: int = 0
 ) -> BootstrapConfig | None:
-    """The replicates a report records when none were asked for: the baseline report's count and
+    """The replicates a report records when none were asked for: the ``baseline`` report's count and
     seed when it has replicates (so that the two pair), else :data:`DEFAULT_REPLICATES` with
     ``seed`` when the input has at most :data:`CHEAP_SCORES` scores; None otherwise."""
-    if baseline and baseline.get("replicates"):
-        return BootstrapConfig(int(baseline["replicates"]), int(baseline.get("seed", 0)), level)
+    if baseline is not None:
+        return BootstrapConfig(baseline.replicates, baseline.seed, level)
     if n_rows * n_classes <= CHEAP_SCORES:
         return BootstrapConfig(DEFAULT_REPLICATES, seed, level)
     return None
@@ -64,7 +65,7 @@ def resolve_config(
     seed: int = 0,
     level: float = 0.95,
     gated: bool = False,
-    baseline: dict | None = None,
+    baseline: BootstrapConfig | None = None,
     recorded: bool = False,
 ) -> BootstrapConfig | None:
     """The replicates of an evaluation, one policy for the library and the command line: a

@@ -9,37 +9,37 @@ import os
 
 from ..api import write_bytes_atomic
 from ..reporting.junit import junit_xml
-from ..reporting.text import comparison_note, gate_outcome, report_lines
+from ..reporting.text import comparison_note, report_lines
 
 
-def overall_outcome(report: dict) -> str:
+def overall_outcome(report) -> str:
     """fail when a gate counts as failed, else inconclusive when one is, else pass."""
-    if not report["passed"]:
+    if not report.passed:
         return "fail"
-    if any(gate_outcome(gate) == "inconclusive" for gate in report["gates"]):
+    if any(gate.outcome == "inconclusive" for gate in report.gates):
         return "inconclusive"
     return "pass"
 
 
-def github_outputs(report: dict) -> dict[str, str]:
+def github_outputs(report) -> dict[str, str]:
     """The step outputs: ``passed`` (true/false), ``outcome`` (pass/fail/inconclusive), the counts
     of gates by outcome, and ``gates``: every gate entry's expression, outcome and value as one
     line of JSON."""
-    outcomes = [gate_outcome(gate) for gate in report["gates"]]
+    outcomes = [gate.outcome for gate in report.gates]
     summary = [
         {
-            "expr": g["expr"],
-            "outcome": gate_outcome(g),
-            "passed": g["passed"],
-            "value": g["value"],
-            **({"note": comparison_note(g)} if "baseline_input" in g else {}),
+            "expr": g.expr,
+            "outcome": g.outcome,
+            "passed": g.passed,
+            "value": g.fields["value"],
+            **({"note": comparison_note(g.fields)} if "baseline_input" in g.fields else {}),
         }
-        for g in report["gates"]
+        for g in report.gates
     ]
     return {
-        "passed": "true" if report["passed"] else "false",
+        "passed": "true" if report.passed else "false",
         "outcome": overall_outcome(report),
-        "failed": str(sum(not g["passed"] for g in report["gates"])),
+        "failed": str(sum(not g.passed for g in report.gates)),
         "inconclusive": str(outcomes.count("inconclusive")),
         "gates": json.dumps(summary, separators=(",", ":")),
     }
@@ -50,12 +50,12 @@ def _append(path: str, text: str) -> None:
         handle.write(text)
 
 
-def write_ci_outputs(report: dict, junit_path: str | None) -> None:
+def write_ci_outputs(report, junit_path: str | None) -> None:
     """The JUnit file (written atomically) and, when GitHub Actions' files are set, the job
     summary and step outputs (appended, as GitHub expects)."""
     if junit_path is not None:
         write_bytes_atomic(junit_path, junit_xml(report))
-    if not report["gates"]:
+    if not report.gates:
         return
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

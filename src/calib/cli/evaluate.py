@@ -183,12 +183,9 @@ def evaluate(
         named = [flag for flag, value in refused.items() if value]
         if named:
             raise UsageError(f"{named[0]} does not apply to a directory of shards")
-        shards = api.evaluate_shards(
-            pred, request, bundle=bundle, group_by=group_by, engine=engine, scheduler=scheduler, **read
-        ).to_json()
-        inputs = shards["input"]
-        shown = {"path": f"{pred} ({len(inputs['merged_from'])} files, {engine})", "n": inputs["n"], "k": inputs["k"]}
-        _emit(shards, json_path, {**shards, "input": {**shown, "kind": "shards"}}, table_format, junit, SHARDS_REMEDY)
+        shards = api.evaluate_shards(pred, request, bundle=bundle, group_by=group_by, engine=engine, scheduler=scheduler, **read)
+        shown = _shown_as(shards, f"{pred} ({len(shards.input.merged_from)} files, {engine})", "shards")
+        _emit(shards, json_path, shown, table_format, junit, SHARDS_REMEDY)
         return
     from ..api import read_groups
 
@@ -225,12 +222,12 @@ def evaluate(
             bundle_path=bundle,
             groups=groups,
             progress=advance,
-        ).to_dict()
-    if bootstrap is None and report.get("bootstrap"):
-        replicates = report["bootstrap"]
+        ).entries
+    if bootstrap is None and report.bootstrap is not None:
+        replicates = report.bootstrap
         why = "for the gates" if request.gates.any else "for the JSON report, which later change gates pair with"
         render.note(
-            f"note: {replicates['level']:g} intervals from {replicates['replicates']} bootstrap replicates, drawn {why} "
+            f"note: {replicates.level:g} intervals from {replicates.replicates} bootstrap replicates, drawn {why} "
             "(--bootstrap 0 for none); every interval is the replicates' percentile interval centred on the value"
         )
     _emit(report, json_path, report, table_format, junit)
@@ -277,13 +274,20 @@ def _request(flags: dict):
     return request
 
 
-def _noise_notes(report: dict, remedy: str) -> list[str]:
+def _shown_as(report, path: str, kind: str):
+    """``report`` with the input its table names: ``path`` (what was merged) of ``kind``."""
+    from dataclasses import replace
+
+    return replace(report, input=replace(report.input, path=path, kind=kind))
+
+
+def _noise_notes(report, remedy: str) -> list[str]:
     """One note per reason a gate read raw values (noise ignored), unless asked for; ``remedy``
     says how this command would draw replicates."""
     from ..api import METRICS
 
     notes = {}
-    for gate in report["gates"]:
+    for gate in (result.fields for result in report.gates):
         reason = gate.get("noise_reason")
         if gate.get("noise") != "ignored" or reason in (None, "noise ignored on request") or "group" in gate:
             continue
@@ -308,32 +312,33 @@ def _noise_notes(report: dict, remedy: str) -> list[str]:
 
 
 def _emit(
-    report: dict,
+    report,
     json_path: str | None,
-    shown: dict,
+    shown,
     table_format: str,
     junit: str | None = None,
     remedy: str = "--bootstrap 200 draws them",
 ) -> None:
-    """The JSON report to --json (or stdout for -, instead of the table), the table of ``shown``
-    otherwise, the CI outputs (--junit, GitHub's summary and step outputs), notes on gates that
-    ignore noise or compare other input, and exit 1 when a gate failed."""
+    """The JSON report of ``report`` (calib.evaluation.EvaluationReport) to --json (or stdout for -,
+    instead of the table), the table of ``shown`` (the same report, its input named as the table
+    names it) otherwise, the CI outputs (--junit, GitHub's summary and step outputs), notes on
+    gates that ignore noise or compare other input, and exit 1 when a gate failed."""
     from .ci_output import write_ci_outputs
 
     if json_path is not None:
-        render.write_json(report, json_path)
+        render.write_json(report.to_json(), json_path)
     if json_path != "-":
         render.report_table(shown, table_format)
-    for warning in report.get("warnings", []):
+    for warning in report.warnings or []:
         render.note(f"warning: {warning}")
-    for note in dict.fromkeys(comparison_note(g) for g in report["gates"] if "baseline_input" in g):
+    for note in dict.fromkeys(comparison_note(g.fields) for g in report.gates if "baseline_input" in g.fields):
         render.note(f"note: {note}")
     for note in _noise_notes(report, remedy):
         render.note(note)
     write_ci_outputs(report, junit)
-    failed = [g for g in report["gates"] if not g["passed"]]
+    failed = [g for g in report.gates if not g.passed]
     if failed:
-        render.error("gate failed: " + "; ".join(gate_text(g) for g in failed))
+        render.error("gate failed: " + "; ".join(gate_text(g.fields) for g in failed))
         raise typer.Exit(1)
 
 
@@ -356,20 +361,5 @@ def merge_states(
     """
     from ..api import merge_metric_states, read_metric_state
 
-    report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows).to_json()
-    inputs = report["input"]
-    _emit(
-        report,
-        json_path,
-        {
-            **report,
-            "input": {
-                "path": f"{len(inputs['merged_from'])} merged states",
-                "n": inputs["n"],
-                "k": inputs["k"],
-                "kind": "state",
-                **({"multilabel": inputs["multilabel"]} if "multilabel" in inputs else {}),
-            },
-        },
-        table_format,
-    )
+    report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows)
+    _emit(report, json_path, _shown_as(report, f"{len(report.input.merged_from)} merged states", "state"), table_format)

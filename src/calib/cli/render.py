@@ -17,7 +17,6 @@ from ..reporting.text import (
     format_change,
     format_value,
     gate_mark,
-    gate_outcome,
     gate_text,
     group_table,
     markdown_table,
@@ -216,7 +215,7 @@ def key_values(title: str, values: dict) -> None:
     table(title, None, rows, [False, False])
 
 
-def report_table(report: dict, style: str = "auto") -> None:
+def report_table(report, style: str = "auto") -> None:
     """The metric table of `calib evaluate` (before/after/change columns when a bundle was applied),
     its footnotes and gates, in ``style``."""
     style = resolve_format(style)
@@ -232,8 +231,8 @@ def report_table(report: dict, style: str = "auto") -> None:
         table(title, group_header, group_rows, [False] + [True] * (len(group_header) - 1), style)
         lines(notes)
     colours = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
-    for gate in report["gates"]:
-        _line("gate ", (gate_mark(gate), colours[gate_outcome(gate)]), f": {gate_text(gate)}")
+    for gate in report.gates:
+        _line("gate ", (gate_mark(gate.outcome, gate.passed), colours[gate.outcome]), f": {gate_text(gate.fields)}")
 
 
 def methods_table(calibrators: dict, metrics: dict, flag_options) -> None:
@@ -278,7 +277,7 @@ def diagnosis(result) -> None:
         mark, style = SEVERITY_STYLE[finding["severity"]]
         _line(f"  {mark} ", (finding["severity"], style), f": {finding['text']}")
     if result.report is not None:
-        header, rows = metric_table(result.report.to_json())
+        header, rows = metric_table(result.report)
         table("metrics", header, rows, [False, *([True] * (len(header) - 2)), False])
     for title, rows, key in (
         (

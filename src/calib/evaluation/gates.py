@@ -43,10 +43,20 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..bootstrap import centred_interval, paired_differences, unpaired_differences
+from ..bootstrap import centred_interval
 from ..errors import InputError, UsageError
 from ..metrics.definitions import METRICS, check_metric_keys, higher_is_better
-from .groups import AGGREGATES, LABELS_SOURCE, gated_groups, worst_group
+from .groups import AGGREGATES, worst_group
+from .report_types import (
+    BootstrapSection,
+    EvaluationReport,
+    GateResult,
+    GroupEntry,
+    InputSection,
+    MetricEntry,
+    paired_differences,
+    unpaired_differences,
+)
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 #: How a change gate against a report of other rows reads the noise: the difference of the two
@@ -196,23 +206,23 @@ class Gate:
     threshold: float
     aggregate: str | None = None
 
-    def check(self, metrics: dict, report: dict | None = None, *, ignore_noise: bool = False, inconclusive: str = "pass") -> dict:
+    def check(self, report: EvaluationReport, *, ignore_noise: bool = False, inconclusive: str = "pass") -> dict:
+        """The gate's entry (docs/ci-gates.md) on ``report``: its value, how the noise was read, its
+        outcome and whether it counts as passed (``inconclusive``: what an inconclusive one counts as)."""
         entry = {"expr": self.expr, "metric": self.metric, "op": self.op, "threshold": self.threshold}
         if self.aggregate is not None:
-            return self._check_worst_group(entry, report or {}, ignore_noise, inconclusive)
-        value = metrics[self.metric]["value"]
+            return self._check_worst_group(entry, report, ignore_noise, inconclusive)
+        value = report.metrics[self.metric].value
         spread, why = None, "noise ignored on request"
         if not ignore_noise:
-            spread, why = replicate_spread((report or {}).get("bootstrap"), self.metric, value)
+            bootstrap = report.bootstrap
+            spread, why = replicate_spread(bootstrap, self.metric, value)
             if spread is not None:
-                floors = floors_of((report or {}).get("bootstrap"))
-                spread = spread.with_lower_bounds(
-                    value, floors.get("values", {}).get(self.metric), gap=floors.get("gaps", {}).get(self.metric)
-                )
+                spread = spread.with_lower_bounds(value, bootstrap.floor(self.metric), gap=bootstrap.gap_bound(self.metric))
         entry.update(value=value, **noise_fields(spread, value, self.threshold, why))
         return _decided(entry, outcome(value, spread, self.op, self.threshold), inconclusive)
 
-    def _check_worst_group(self, entry: dict, report: dict, ignore_noise: bool, inconclusive: str) -> dict:
+    def _check_worst_group(self, entry: dict, report: EvaluationReport, ignore_noise: bool, inconclusive: str) -> dict:
         """The gate on every gated group (``per_group``), each with its own replicates at the
         Bonferroni level (and, for a binned error, the lower end at its simultaneous resolution
         floor) when there are some. On the largest value with a failing ``>`` (the smallest with
@@ -220,8 +230,8 @@ class Gate:
         with ``<`` (the smallest with ``>``) it fails when every group fails and passes when some
         group passes; inconclusive otherwise. The entry names the group that decides: the worst
         of the groups with the overall outcome, and says how many groups it covered."""
-        groups = gated_groups(report)
-        values = {name: group["metrics"].get(self.metric) for name, group in groups.items()}
+        groups = report.groups.gated if report.groups is not None else {}
+        values = {name: group.metrics.get(self.metric) for name, group in groups.items()}
         spreads, why = ({}, "noise ignored on request") if ignore_noise else group_spreads(report, self.metric, values)
         per_group = {}
         for name, value in values.items():
@@ -239,7 +249,7 @@ class Gate:
         found = worst_group(deciding, self.metric, self.aggregate)
         name = None if found is None else found[0]
         entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1])
-        entry.update(groups=len(groups), unit=group_unit(report))
+        entry.update(groups=len(groups), unit=_unit(report))
         fields = per_group[name] if name is not None else noise_fields(None, None, self.threshold, why)
         entry.update({key: value for key, value in fields.items() if key not in ("group", "value", "outcome", "passed")})
         entry["per_group"] = list(per_group.values())
@@ -253,60 +263,42 @@ class Gate:
         return (AGGREGATES[self.aggregate] is max) == (self.op in (">", ">="))
 
 
-def group_spreads(report: dict, metric: str, values: dict) -> tuple[dict, str | None]:
+def _unit(report: EvaluationReport) -> str:
+    """What a report's groups are: "label" (a multi-label input's labels) or "group"."""
+    return report.groups.unit if report.groups is not None else "group"
+
+
+def group_spreads(report: EvaluationReport, metric: str, values: dict) -> tuple[dict, str | None]:
     """({group: the spread of its replicates of ``metric`` at the Bonferroni level 1 - (1 - level) / G,
     G the groups with a value, its lower end at the group's simultaneous resolution floor for a
     binned error}, why there are none). The family of G tests then fails falsely with probability
     at most (1 - level) / 2."""
-    bootstrap = report.get("bootstrap") or {}
-    by_group = bootstrap.get("by_group")
-    if not by_group:
-        why = "the report has no bootstrap replicates" if not bootstrap else "the report has no bootstrap replicates per group"
+    bootstrap = report.bootstrap
+    if bootstrap is None or not bootstrap.by_group:
+        why = (
+            "the report has no bootstrap replicates" if bootstrap is None else "the report has no bootstrap replicates per group"
+        )
         return {}, why
     valued = [name for name, value in values.items() if value is not None]
-    level = bonferroni_level(bootstrap["level"], len(valued))
-    rows = {name: entry["n"] for name, entry in report["groups"].items()}
-    floors = floors_of(bootstrap).get("by_group", {}).get(metric, {})
-    spreads = {}
+    level = bonferroni_level(bootstrap.level, len(valued))
+    unit, spreads = _unit(report), {}
     for name in valued:
-        replicates = by_group.get(name, {}).get(metric)
-        found = (
-            None
-            if replicates is None
-            else Spread.of(
-                replicates, level, rows[name], f"bootstrap, Bonferroni over {len(valued)} {group_unit(report)}s", values[name]
-            )
-        )
+        replicates = bootstrap.by_group.get(name, {}).get(metric)
+        rows = report.groups.groups[name].n
+        how = f"bootstrap, Bonferroni over {len(valued)} {unit}s"
+        found = None if replicates is None else Spread.of(replicates, level, rows, how, values[name])
         if found is not None:
-            floor, gap = floors.get("values", {}).get(name), floors.get("gaps", {}).get(name)
-            spreads[name] = found.with_lower_bounds(values[name], floor, floors.get("groups", 1), group_unit(report), gap)
+            floor, gap = bootstrap.floor(metric, name), bootstrap.gap_bound(metric, name)
+            spreads[name] = found.with_lower_bounds(values[name], floor, bootstrap.floor_groups(metric), unit, gap)
     return spreads, None if spreads else f"no bootstrap replicates of {metric} per group"
 
 
-def group_unit(report: dict) -> str:
-    """ "label" for a multi-label input's label groups, else "group"."""
-    return "label" if (report.get("group_by") or {}).get("source") == LABELS_SOURCE else "group"
-
-
-def mean_noise(bootstrap: dict | None, metric: str, group: str | None = None) -> float | None:
-    """A report's mean noise of a binned error (of all rows, or of ``group``), None where it has none."""
-    floors = floors_of(bootstrap)
-    if group is None:
-        return floors.get("means", {}).get(metric)
-    return floors.get("by_group", {}).get(metric, {}).get("means", {}).get(group)
-
-
-def floors_of(bootstrap: dict | None) -> dict:
-    """A report's bootstrap section's resolution floors (calib.evaluation.resolution), {} when it has none."""
-    return (bootstrap or {}).get("floors") or {}
-
-
-def replicate_spread(bootstrap: dict | None, metric: str, estimate: float | None) -> tuple[Spread | None, str | None]:
+def replicate_spread(bootstrap: BootstrapSection | None, metric: str, estimate: float | None) -> tuple[Spread | None, str | None]:
     """(the spread of a report's replicates of ``metric`` centred on its ``estimate``, why there is none)."""
-    if not bootstrap:
+    if bootstrap is None:
         return None, "the report has no bootstrap replicates"
-    values = bootstrap.get("values", {}).get(metric)
-    spread = None if values is None else Spread.of(values, bootstrap["level"], bootstrap["rows"], "bootstrap", estimate)
+    values = bootstrap.values.get(metric)
+    spread = None if values is None else Spread.of(values, bootstrap.level, bootstrap.rows, "bootstrap", estimate)
     return spread, None if spread is not None else f"no bootstrap replicates of {metric}"
 
 
@@ -319,17 +311,32 @@ class ChangeGate:
 
     metric: str
     allowed: float
-    baseline: dict
-    #: The baseline report's bootstrap section (its replicates pair with this run's).
-    baseline_bootstrap: dict | None = None
+    #: The baseline report (read once, from the file ``--baseline`` names).
+    baseline: EvaluationReport
     #: True: a paired comparison is required (an error when the reports cannot be paired).
     paired: bool = False
-    #: The baseline report's ``input`` section ({"path", "n", "sha256", ...}).
-    baseline_input: dict | None = None
-    #: The baseline report's groups with enough rows to be gated ({name: {"n", "metrics"}}).
-    baseline_groups: dict | None = None
     relative: bool = False
     direction: str = "increase"
+
+    @property
+    def baseline_entry(self) -> MetricEntry:
+        """The baseline report's entry of the gated metric."""
+        return self.baseline.metrics[self.metric]
+
+    @property
+    def baseline_bootstrap(self) -> BootstrapSection | None:
+        """The baseline report's replicates (they pair with this run's)."""
+        return self.baseline.bootstrap
+
+    @property
+    def baseline_input(self) -> InputSection | None:
+        """What the baseline report evaluated (None for a hand-made report without it)."""
+        return self.baseline.input
+
+    @property
+    def baseline_groups(self) -> dict[str, GroupEntry]:
+        """The baseline report's groups with enough rows to be gated."""
+        return self.baseline.groups.gated if self.baseline.groups is not None else {}
 
     @property
     def sign(self) -> float:
@@ -367,19 +374,14 @@ class ChangeGate:
             entry["relative_change"] = change / abs(old)
         return entry
 
-    def check(
-        self,
-        metrics: dict,
-        bootstrap: dict | None = None,
-        current_input: dict | None = None,
-        *,
-        ignore_noise: bool = False,
-        inconclusive: str = "pass",
-    ) -> dict:
-        other = other_input(self.baseline_input, current_input)
+    def check(self, report: EvaluationReport, *, ignore_noise: bool = False, inconclusive: str = "pass") -> dict:
+        """The gate's entry (docs/ci-gates.md) on ``report`` against the baseline's value: the
+        change, how the noise was read, the outcome and whether it counts as passed."""
+        other = other_input(self.baseline_input, report.input)
         if other is not None and self.paired:
             raise InputError(f"paired gate on {self.metric}: {other}; a paired comparison needs the same rows")
-        entry = self._entry(metrics[self.metric]["value"], self.baseline["value"])
+        bootstrap = report.bootstrap
+        entry = self._entry(report.metrics[self.metric].value, self.baseline_entry.value)
         limit = entry["allowed"]
         spread, why, worsening = None, "noise ignored on request", entry["worsening"]
         if not ignore_noise:
@@ -397,76 +399,77 @@ class ChangeGate:
             entry["baseline_input"] = other
         return _decided(entry, result, inconclusive)
 
-    def _less_noise(self, entry: dict, current: dict | None, baseline: dict | None, group: str | None = None) -> float | None:
+    def _less_noise(
+        self, entry: dict, current: BootstrapSection | None, baseline: BootstrapSection | None, group: str | None = None
+    ) -> float | None:
         """The worsening of a binned error less the change of the two reports' mean noise m (the
         expected estimate of a perfectly calibrated model with each one's bin counts,
         calib.evaluation.resolution): sign ((new - m_new) - (old - m_old)). Recorded in ``entry``
         (``worsening_less_noise``, ``mean_noise``); the raw worsening where either report lacks m."""
-        ours, theirs = mean_noise(current, self.metric, group), mean_noise(baseline, self.metric, group)
         worsening = entry["worsening"]
+        if current is None or baseline is None:
+            return worsening
+        ours, theirs = current.mean_noise(self.metric, group), baseline.mean_noise(self.metric, group)
         if worsening is None or ours is None or theirs is None:
             return worsening
         adjusted = worsening - self.sign * (ours - theirs)
         entry.update(worsening_less_noise=adjusted, mean_noise=[theirs, ours])
         return adjusted
 
-    def _paired_spread(self, bootstrap: dict | None, worsening: float | None) -> tuple[Spread | None, str | None]:
+    def _paired_spread(self, bootstrap: BootstrapSection | None, worsening: float | None) -> tuple[Spread | None, str | None]:
         """The spread of the replicate worsening, or why there is none: paired when both reports'
         replicates come from the same rows, seed and count; else, unless a paired comparison was
         required (then an error), unpaired, from the two reports' independent replicates
         (:func:`calib.bootstrap.unpaired_differences`)."""
         how = "paired bootstrap"
-        differences, reason = paired_differences(bootstrap or {}, self.baseline_bootstrap or {}, self.metric)
+        differences, reason = paired_differences(bootstrap, self.baseline_bootstrap, self.metric)
         if differences is None and self.paired:
             raise InputError(f"paired gate: {reason}")
         if differences is None:
-            differences, _ = unpaired_differences(bootstrap or {}, self.baseline_bootstrap or {}, self.metric)
+            differences = unpaired_differences(bootstrap, self.baseline_bootstrap, self.metric)
             if differences is not None:
                 how, reason = UNPAIRED, None
         spread = None
         if differences is not None:
-            spread = Spread.of(self.sign * differences, bootstrap["level"], bootstrap["rows"], how, worsening)
+            spread = Spread.of(self.sign * differences, bootstrap.level, bootstrap.rows, how, worsening)
             if spread is None:
                 reason = f"no {how.split()[0]} replicates of {self.metric} with a value"
         return spread, reason
 
-    def check_groups(self, report: dict, inconclusive: str = "pass", *, ignore_noise: bool = False) -> list[dict]:
+    def check_groups(self, report: EvaluationReport, inconclusive: str = "pass", *, ignore_noise: bool = False) -> list[dict]:
         """One entry per group gated in both this report and the baseline: the group's change,
         read from the paired replicates of each group at the Bonferroni level 1 - (1 - level) / G
         (G: the groups compared) when both reports have them from the same rows and groups."""
-        current = gated_groups(report)
-        names = [name for name in (self.baseline_groups or {}) if name in current]
+        current = report.groups.gated if report.groups is not None else {}
+        baseline = self.baseline_groups
+        names = [name for name in baseline if name in current]
         differences, why = ({}, "noise ignored on request") if ignore_noise else self._group_differences(report, names)
         entries = []
         for name in names:
-            gate = self._entry(
-                current[name]["metrics"].get(self.metric), self.baseline_groups[name]["metrics"].get(self.metric), name
-            )
-            gate["unit"] = group_unit(report)
+            gate = self._entry(current[name].metrics.get(self.metric), baseline[name].metrics.get(self.metric), name)
+            gate["unit"] = _unit(report)
             limit, spread, reason, worsening = gate["allowed"], None, why, gate["worsening"]
             if name in differences:
-                worsening = self._less_noise(gate, report.get("bootstrap"), self.baseline_bootstrap, name)
-                level = bonferroni_level(report["bootstrap"]["level"], len(names))
-                how = f"paired bootstrap, Bonferroni over {len(names)} {group_unit(report)}s"
-                spread = Spread.of(self.sign * differences[name], level, current[name]["n"], how, worsening)
+                worsening = self._less_noise(gate, report.bootstrap, self.baseline_bootstrap, name)
+                level = bonferroni_level(report.bootstrap.level, len(names))
+                how = f"paired bootstrap, Bonferroni over {len(names)} {_unit(report)}s"
+                spread = Spread.of(self.sign * differences[name], level, current[name].n, how, worsening)
                 reason = None if spread is not None else f"no paired replicates of {self.metric} with a value"
             result = FAIL if limit is None else outcome(worsening, spread, ">", limit)
             gate.update(noise_fields(spread, worsening, limit, reason))
             entries.append(_decided(gate, result, inconclusive))
         return entries
 
-    def _group_differences(self, report: dict, names: list[str]) -> tuple[dict, str | None]:
+    def _group_differences(self, report: EvaluationReport, names: list[str]) -> tuple[dict, str | None]:
         """({group: paired replicate differences of the metric}, why there are none)."""
-        current, baseline = report.get("bootstrap") or {}, self.baseline_bootstrap or {}
-        if not current.get("by_group") or not baseline.get("by_group"):
+        current, baseline = report.bootstrap, self.baseline_bootstrap
+        if current is None or baseline is None or not current.by_group or not baseline.by_group:
             return {}, "the reports have no bootstrap replicates per group"
-        if current.get("groups_sha256") != baseline.get("groups_sha256"):
+        if current.groups_sha256 != baseline.groups_sha256:
             return {}, "the baseline report's rows fall into other groups"
         out = {}
         for name in names:
-            pair_current = {**current, "values": current["by_group"].get(name, {})}
-            pair_baseline = {**baseline, "values": baseline["by_group"].get(name, {})}
-            found, why = paired_differences(pair_current, pair_baseline, self.metric)
+            found, why = paired_differences(current.of_group(name), baseline.of_group(name), self.metric)
             if found is None:
                 return {}, why
             out[name] = found
@@ -480,34 +483,31 @@ def task_of(k: int | None, multilabel: dict | None) -> str:
     return "binary" if k == 2 else f"{k}-class"
 
 
-def check_same_problem(baseline: dict | None, k: int, multilabel: dict | None) -> None:
+def check_same_problem(baseline: InputSection | None, k: int, multilabel: dict | None) -> None:
     """Refuse a baseline report of another problem: another class count, task (binary, multiclass,
     multi-label) or label count makes every metric incomparable (a 97-class run against a 10-class
     baseline once printed "ece rose +138%" and failed the build). A baseline without an input
     section (a hand-made report) is taken as it is."""
-    if not baseline or "k" not in baseline:
+    if baseline is None or baseline.k is None:
         return
-    theirs, ours = task_of(baseline.get("k"), baseline.get("multilabel")), task_of(k, multilabel)
+    theirs, ours = task_of(baseline.k, baseline.multilabel), task_of(k, multilabel)
     if theirs != ours:
         raise InputError(
-            f"the baseline report is of a {theirs} problem ({baseline.get('path')}), this run of a {ours} one; "
+            f"the baseline report is of a {theirs} problem ({baseline.path}), this run of a {ours} one; "
             "a change gate compares two runs of the same problem"
         )
 
 
-def other_input(baseline: dict | None, current: dict | None) -> str | None:
+def other_input(baseline: InputSection | None, current: InputSection | None) -> str | None:
     """How the rows of the baseline report differ from this run's (their count, else their labels),
     or None when they match or either is unknown. The scores' digests are not compared: a baseline
     is usually another model's predictions on the same rows."""
-    if not baseline or not current:
+    if baseline is None or current is None or baseline.n is None or current.n is None:
         return None
-    if baseline.get("n") != current.get("n"):
-        return (
-            f"the baseline report covers {baseline.get('n')} rows ({baseline.get('path')}), "
-            f"this run {current.get('n')} rows ({current.get('path')})"
-        )
-    if baseline.get("labels_sha256") and current.get("labels_sha256") and baseline["labels_sha256"] != current["labels_sha256"]:
-        return f"the baseline report ({baseline.get('path')}) has as many rows but other labels"
+    if baseline.n != current.n:
+        return f"the baseline report covers {baseline.n} rows ({baseline.path}), this run {current.n} rows ({current.path})"
+    if baseline.labels_sha256 and current.labels_sha256 and baseline.labels_sha256 != current.labels_sha256:
+        return f"the baseline report ({baseline.path}) has as many rows but other labels"
     return None
 
 
@@ -580,25 +580,14 @@ def parse_change_gates(
     gates = []
     for spec, direction in specs:
         metric, allowed, relative = parse_allowance(spec, direction)
-        if metric not in baseline.get("metrics", {}):
+        if metric not in baseline.metrics:
             raise InputError(f"{baseline_path}: the baseline report has no metric {metric!r}")
-        gates.append(
-            ChangeGate(
-                metric,
-                allowed,
-                baseline["metrics"][metric],
-                baseline.get("bootstrap"),
-                paired,
-                baseline.get("input"),
-                gated_groups(baseline) or None,
-                relative,
-                direction,
-            )
-        )
+        gates.append(ChangeGate(metric, allowed, baseline, paired, relative, direction))
     return gates
 
 
-def read_report(path: str) -> dict:
+def read_report(path: str) -> EvaluationReport:
+    """The JSON report of ``calib evaluate`` at ``path`` (a baseline), read once into its types."""
     try:
         with open(path, encoding="utf-8") as handle:
             report = json.load(handle)
@@ -608,27 +597,23 @@ def read_report(path: str) -> dict:
         raise InputError(f"{path}: not a JSON report of calib evaluate ({exc})") from None
     if not isinstance(report, dict) or not isinstance(report.get("metrics"), dict):
         raise InputError(f"{path}: not a JSON report of calib evaluate (no 'metrics')")
-    return report
+    try:
+        return EvaluationReport.from_json(report)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not a JSON report of calib evaluate (a section is malformed: {exc!r})") from None
 
 
 def check_gates(
-    report: dict, gates=(), change_gates=(), *, ignore_noise: bool = False, inconclusive: str = "pass"
-) -> tuple[list[dict], bool]:
-    """Every gate checked against a report (its metrics, groups, bootstrap and input sections):
-    (the gate entries, all passed). Change gates also check every group gated in both reports.
+    report: EvaluationReport, gates=(), change_gates=(), *, ignore_noise: bool = False, inconclusive: str = "pass"
+) -> tuple[list[GateResult], bool]:
+    """Every gate checked against ``report`` (its metrics, groups, bootstrap and input sections):
+    (the gate results, all passed). Change gates also check every group gated in both reports.
     ``inconclusive`` ("pass" or "fail") is what an inconclusive gate counts as."""
     if inconclusive not in INCONCLUSIVE_POLICIES:
         raise UsageError(f"an inconclusive gate counts as one of {', '.join(INCONCLUSIVE_POLICIES)}; got {inconclusive!r}")
-    checked = [gate.check(report["metrics"], report, ignore_noise=ignore_noise, inconclusive=inconclusive) for gate in gates]
+    checked = [gate.check(report, ignore_noise=ignore_noise, inconclusive=inconclusive) for gate in gates]
     for gate in change_gates:
-        checked.append(
-            gate.check(
-                report["metrics"],
-                report.get("bootstrap"),
-                report.get("input"),
-                ignore_noise=ignore_noise,
-                inconclusive=inconclusive,
-            )
-        )
+        checked.append(gate.check(report, ignore_noise=ignore_noise, inconclusive=inconclusive))
         checked += gate.check_groups(report, inconclusive, ignore_noise=ignore_noise)
-    return checked, all(entry["passed"] for entry in checked)
+    results = [GateResult.of(entry) for entry in checked]
+    return results, all(result.passed for result in results)

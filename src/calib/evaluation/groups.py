@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..metrics.definitions import higher_is_better
-from .report_types import GroupEntry, GroupSection
+from .report_types import LABELS_SOURCE, GroupEntry, GroupSection
 
 #: Group values that are missing (NaN, null, empty text) form a group of this name.
 MISSING = "(missing)"
@@ -47,10 +47,6 @@ class Groups:
     def order(self) -> np.ndarray:
         """Row indices sorted by group, rows of a group in their file order."""
         return np.argsort(self.codes, kind="stable")
-
-
-#: The source of a multi-label input's label groups.
-LABELS_SOURCE = "labels"
 
 
 def label_groups(preds) -> Groups:
@@ -134,7 +130,7 @@ def group_section(
     for i, name in enumerate(names):
         own = None if before is None else {key: item["value"] for key, item in before[i].items()}
         section[name] = GroupEntry(int(counts[i]), {key: item["value"] for key, item in values[i].items()}, own)
-    gated = {name: entry.to_json() for name, entry in section.items() if entry.n >= min_rows}
+    gated = {name: entry for name, entry in section.items() if entry.n >= min_rows}
     worst, averages = {}, {}
     for key in values[0] if values else []:
         found = worst_group(gated, key)
@@ -146,20 +142,14 @@ def group_section(
     return GroupSection(section, source, min_rows, worst, averages)
 
 
-def worst_group(section: dict, key: str, aggregate: str | None = None) -> tuple[str, float] | None:
+def worst_group(section: dict[str, GroupEntry], key: str, aggregate: str | None = None) -> tuple[str, float] | None:
     """(group, value) of the largest value of ``key`` over ``section`` (the smallest for
     ``min_group`` or, without an aggregate, for a metric where higher is better); None when no
     group has a value."""
     pick = AGGREGATES[aggregate] if aggregate is not None else (min if higher_is_better(key) else max)
-    candidates = [(entry["metrics"].get(key), name) for name, entry in section.items()]
+    candidates = [(entry.metrics.get(key), name) for name, entry in section.items()]
     candidates = [(value, name) for value, name in candidates if value is not None]
     if not candidates:
         return None
     value, name = pick(candidates, key=lambda pair: pair[0])
     return name, value
-
-
-def gated_groups(report: dict) -> dict:
-    """The groups of a JSON report with at least its minimum rows (the ones gates read)."""
-    minimum = report.get("group_by", {}).get("min_rows", 0)
-    return {name: entry for name, entry in (report.get("groups") or {}).items() if entry["n"] >= minimum}

@@ -25,7 +25,7 @@ from ..metrics.definitions import bin_count
 from ..metrics.sample import boosted_fit_count
 from .gates import check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, LABELS_SOURCE, Groups, group_section, groups_for
-from .report_types import EvaluationReport, GateResult, InputSection, entries_from_json
+from .report_types import BootstrapSection, EvaluationReport, InputSection, entries_from_json
 from .request import EvaluationRequest, GateSettings
 from .resolution import floors_section
 from .sample import sample_results
@@ -74,9 +74,9 @@ def build_report(
         if before is not None:
             before.update(sample_results(preds, sample_keys, vece, None, None, progress))
     for gate in increase_gates:
-        if gate.baseline.get("settings", {}) != values[gate.metric]["settings"]:
+        if gate.baseline_entry.settings != values[gate.metric]["settings"]:
             raise InputError(
-                f"baseline {gate.metric} was computed with settings {gate.baseline.get('settings')}, "
+                f"baseline {gate.metric} was computed with settings {gate.baseline_entry.settings}, "
                 f"this run with {values[gate.metric]['settings']}; the numbers are not comparable"
             )
     if bootstrap is not None and preds.multilabel is None:  # a multi-label row's pairs are not independent
@@ -88,10 +88,8 @@ def build_report(
     report.streamed = streamed
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
-        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups)
         floors = _floors(streamed, keys, bootstrap, groups, min_group_rows, preds.multilabel is not None)
-        if floors is not None:
-            report.bootstrap["floors"] = floors
+        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors)
     if groups is not None:
         side = "calibrated" if calibrator is not None else "uncalibrated"
         before_groups = streamed.group_values["uncalibrated"] if calibrator is not None else None
@@ -159,13 +157,13 @@ def planned_work(
 
 
 def apply_gates(report: EvaluationReport, gates: GateSettings):
-    """``report`` with every gate checked against its serialised form (as a baseline is read): the
-    gate results, whether all passed, and what an inconclusive gate counted as."""
+    """``report`` with every gate checked: the gate results, whether all passed, and what an
+    inconclusive gate counted as."""
     inconclusive = gates.inconclusive
     checked, passed = check_gates(
-        report.to_json(), gates.thresholds, gates.changes, ignore_noise=gates.ignore_noise, inconclusive=inconclusive
+        report, gates.thresholds, gates.changes, ignore_noise=gates.ignore_noise, inconclusive=inconclusive
     )
-    report.gates, report.passed = [GateResult.from_json(entry) for entry in checked], passed
+    report.gates, report.passed = checked, passed
     report.inconclusive_counts_as = inconclusive if checked else None
     return report
 
@@ -216,20 +214,22 @@ def _floors(
     return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
 
 
-def _bootstrap_section(bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups) -> dict:
+def _bootstrap_section(
+    bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups, floors: dict | None
+) -> BootstrapSection:
     """The replicates' settings and values (and each group's, for gates on groups), which a later
-    run pairs with its own."""
-    section = {
-        "replicates": bootstrap.replicates,
-        "seed": bootstrap.seed,
-        "level": bootstrap.level,
-        "rows": preds.n,
-        "groups": replicates["groups"],
-        "labels_sha256": labels_fingerprint(preds.labels),
-        "not_bootstrapped": not_bootstrapped,
-        "values": replicates["values"],
-    }
-    if "by_group" in replicates:
-        section["by_group"] = replicates["by_group"]
-        section["groups_sha256"] = labels_fingerprint(groups.codes)
-    return section
+    run pairs with its own, and the resolution floors."""
+    by_group = replicates.get("by_group")
+    return BootstrapSection(
+        bootstrap.replicates,
+        bootstrap.seed,
+        bootstrap.level,
+        preds.n,
+        replicates["groups"],
+        labels_fingerprint(preds.labels),
+        not_bootstrapped,
+        replicates["values"],
+        by_group,
+        None if by_group is None else labels_fingerprint(groups.codes),
+        floors,
+    )

@@ -1,14 +1,21 @@
 """The evaluation report as data: typed sections built by :func:`calib.evaluation.build_report`,
-serialised to the JSON report of ``calib evaluate`` at the edge (:meth:`EvaluationReport.to_json`)
-and read back from it (:meth:`EvaluationReport.from_json`: a baseline, merged shard states).
+serialised to the JSON report of ``calib evaluate`` once, at the edge
+(:meth:`EvaluationReport.to_json`: ``--json``), and read back from it once
+(:meth:`EvaluationReport.from_json`: a baseline report).
 
-Gates, renderers (text, HTML, JUnit) and a baseline comparison read the serialised form, so a
-report written to a file and one computed now go through the same code.
+Gates, a baseline comparison and every renderer (text, markdown, HTML, JUnit, a CI system's
+summary) read these types, so a report read from a file and one computed now go through the same
+code.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+#: The source of a multi-label input's label groups.
+LABELS_SOURCE = "labels"
 
 
 @dataclass(frozen=True)
@@ -59,8 +66,8 @@ class InputSection:
 
     path: str | None
     kind: str | None
-    n: int
-    k: int
+    n: int | None  # None only in a hand-made report
+    k: int | None
     sha256: str | None = None
     labels_sha256: str | None = None
     merged_from: list[dict] | None = None
@@ -87,13 +94,139 @@ class InputSection:
         return cls(
             section.get("path"),
             section.get("kind"),
-            section["n"],
-            section["k"],
+            section.get("n"),
+            section.get("k"),
             section.get("sha256"),
             section.get("labels_sha256"),
             section.get("merged_from"),
             section.get("multilabel"),
         )
+
+
+@dataclass(frozen=True)
+class BootstrapSection:
+    """The bootstrap replicates a report records (:mod:`calib.bootstrap`): their count, seed and
+    level, the rows and the random row clusters they resample and the labels' digest (two reports
+    pair when all of these match), the metrics not bootstrapped, each metric's replicate values
+    (None where a replicate has no value), each group's (``by_group``, with the digest of the rows'
+    groups) and the resolution floors of the binned errors (:mod:`calib.evaluation.resolution`)."""
+
+    replicates: int | None
+    seed: int | None
+    level: float
+    rows: int | None
+    groups: int | None
+    labels_sha256: str | None
+    not_bootstrapped: list[str]
+    values: dict[str, list]
+    by_group: dict[str, dict[str, list]] | None = None
+    groups_sha256: str | None = None
+    floors: dict | None = None
+
+    #: What must match for two reports' replicates to pair (the same rows resampled alike).
+    PAIRING = ("replicates", "seed", "groups", "rows", "labels_sha256")
+
+    def _group_floors(self, metric: str) -> dict:
+        """The groups' floors of ``metric``: {"groups", "values", "means", "gaps"}, each of the
+        last three {group: number}; {} where there are none."""
+        return (self.floors or {}).get("by_group", {}).get(metric, {})
+
+    def _floor_item(self, kind: str, metric: str, group: str | None) -> float | None:
+        """The floors' ``kind`` ("values", "means" or "gaps") of ``metric``, of all rows or of ``group``."""
+        if group is None:
+            return (self.floors or {}).get(kind, {}).get(metric)
+        return self._group_floors(metric).get(kind, {}).get(group)
+
+    def floor(self, metric: str, group: str | None = None) -> float | None:
+        """The resolution floor of ``metric`` (of all rows, or of ``group``), None where there is none."""
+        return self._floor_item("values", metric, group)
+
+    def mean_noise(self, metric: str, group: str | None = None) -> float | None:
+        """The mean noise of a binned error (of all rows, or of ``group``), None where there is none."""
+        return self._floor_item("means", metric, group)
+
+    def gap_bound(self, metric: str, group: str | None = None) -> float | None:
+        """The mean-gap bound of a binned error (of all rows, or of ``group``), None where there is none."""
+        return self._floor_item("gaps", metric, group)
+
+    def floor_groups(self, metric: str) -> int:
+        """The groups the groups' floors of ``metric`` are simultaneous over (1 where there are none)."""
+        return self._group_floors(metric).get("groups", 1)
+
+    def of_group(self, name: str) -> BootstrapSection:
+        """The replicates of the group ``name`` (its values in place of the whole sample's)."""
+        return replace(self, values=(self.by_group or {}).get(name, {}))
+
+    def to_json(self) -> dict:
+        out = {
+            "replicates": self.replicates,
+            "seed": self.seed,
+            "level": self.level,
+            "rows": self.rows,
+            "groups": self.groups,
+            "labels_sha256": self.labels_sha256,
+            "not_bootstrapped": self.not_bootstrapped,
+            "values": self.values,
+        }
+        if self.by_group is not None:
+            out.update(by_group=self.by_group, groups_sha256=self.groups_sha256)
+        if self.floors is not None:
+            out["floors"] = self.floors
+        return out
+
+    @classmethod
+    def from_json(cls, section: dict | None) -> BootstrapSection | None:
+        """The section as a report holds it (None or an empty one: no replicates)."""
+        if not section:
+            return None
+        return cls(
+            section.get("replicates"),
+            section.get("seed"),
+            section.get("level", 0.95),
+            section.get("rows"),
+            section.get("groups"),
+            section.get("labels_sha256"),
+            section.get("not_bootstrapped", []),
+            section.get("values", {}),
+            section.get("by_group"),
+            section.get("groups_sha256"),
+            section.get("floors"),
+        )
+
+
+def paired_differences(
+    current: BootstrapSection | None, baseline: BootstrapSection | None, metric: str
+) -> tuple[np.ndarray | None, str | None]:
+    """(the paired replicate differences current_r - baseline_r of ``metric``, NaN where either
+    lacks a value; or None and the reason they cannot be paired: the two reports' replicates must
+    resample the same rows alike, :attr:`BootstrapSection.PAIRING`)."""
+    if (
+        current is None
+        or baseline is None
+        or any(getattr(baseline, key) != getattr(current, key) for key in BootstrapSection.PAIRING)
+    ):
+        return None, (
+            "the baseline report has no bootstrap replicates from the same rows, seed and count "
+            "(run it with the same number of replicates and seed on the same labels)"
+        )
+    if metric not in baseline.values or metric not in current.values:
+        return None, f"no bootstrap replicates of {metric} in both reports"
+    # dtype float reads a JSON null (a replicate without a value) as NaN
+    return np.array(current.values[metric], dtype=float) - np.array(baseline.values[metric], dtype=float), None
+
+
+def unpaired_differences(current: BootstrapSection | None, baseline: BootstrapSection | None, metric: str) -> np.ndarray | None:
+    """current_r - baseline_r of ``metric`` over the first min(R_current, R_baseline) replicates,
+    NaN where either lacks a value; None where either has none. For two reports of other rows (or
+    other seeds): each report's replicates are independent draws of its own estimate's bootstrap
+    distribution, so these differences are draws of the difference of two independent estimates,
+    whose spread adds both variances (the unpaired comparison)."""
+    ours = None if current is None else current.values.get(metric)
+    theirs = None if baseline is None else baseline.values.get(metric)
+    if ours is None or theirs is None:
+        return None
+    count = min(len(ours), len(theirs))
+    return np.array(ours[:count], dtype=float) - np.array(theirs[:count], dtype=float)
 
 
 @dataclass(frozen=True)
@@ -127,6 +260,16 @@ class GroupSection:
     def below_min_rows(self) -> list[str]:
         return [name for name, entry in self.groups.items() if entry.n < self.min_rows]
 
+    @property
+    def gated(self) -> dict[str, GroupEntry]:
+        """The groups with at least ``min_rows`` rows: the ones gates read and rank."""
+        return {name: entry for name, entry in self.groups.items() if entry.n >= self.min_rows}
+
+    @property
+    def unit(self) -> str:
+        """What the groups are: "label" (a multi-label input's labels) or "group"."""
+        return "label" if self.source == LABELS_SOURCE else "group"
+
     def to_json(self) -> tuple[dict, dict]:
         summary = {
             "source": self.source,
@@ -143,7 +286,9 @@ class GroupSection:
         entries = {
             name: GroupEntry(entry["n"], entry["metrics"], entry.get("uncalibrated_metrics")) for name, entry in groups.items()
         }
-        return cls(entries, summary["source"], summary["min_rows"], summary["worst"], summary.get("mean", {}))
+        return cls(
+            entries, summary.get("source", ""), summary.get("min_rows", 0), summary.get("worst", {}), summary.get("mean", {})
+        )
 
 
 @dataclass(frozen=True)
@@ -162,8 +307,17 @@ class GateResult:
         return self.fields
 
     @classmethod
-    def from_json(cls, entry: dict) -> GateResult:
+    def of(cls, entry: dict) -> GateResult:
+        """The result of a gate's check (its entry: docs/ci-gates.md)."""
         return cls(entry["expr"], entry["metric"], entry["outcome"], bool(entry["passed"]), entry)
+
+    @classmethod
+    def from_json(cls, entry: dict) -> GateResult:
+        """A gate entry as a report holds it (one written before gates had three outcomes: pass or fail)."""
+        passed = bool(entry["passed"])
+        if "outcome" not in entry:
+            entry = {**entry, "outcome": "pass" if passed else "fail"}
+        return cls(entry["expr"], entry.get("metric", entry["expr"]), entry["outcome"], passed, entry)
 
 
 @dataclass
@@ -177,7 +331,7 @@ class EvaluationReport:
     bundle: str | None
     metrics: dict[str, MetricEntry]
     uncalibrated: dict[str, MetricEntry] | None = None
-    bootstrap: dict | None = None
+    bootstrap: BootstrapSection | None = None
     groups: GroupSection | None = None
     warnings: list[str] | None = None
     gates: list[GateResult] = field(default_factory=list)
@@ -197,7 +351,7 @@ class EvaluationReport:
         if self.uncalibrated is not None:
             out["uncalibrated_metrics"] = entries_to_json(self.uncalibrated)
         if self.bootstrap is not None:
-            out["bootstrap"] = self.bootstrap
+            out["bootstrap"] = self.bootstrap.to_json()
         if self.groups is not None:
             out["groups"], out["group_by"] = self.groups.to_json()
         if self.warnings is not None:
@@ -210,15 +364,16 @@ class EvaluationReport:
 
     @classmethod
     def from_json(cls, report: dict) -> EvaluationReport:
+        """A report as ``calib evaluate --json`` wrote it; a hand-made one needs only its metrics."""
         groups = report.get("groups")
         return cls(
             report.get("calib_version", ""),
-            InputSection.from_json(report["input"]),
+            InputSection.from_json(report.get("input") or {}),
             report.get("bundle"),
             entries_from_json(report["metrics"]),
             entries_from_json(report.get("uncalibrated_metrics")),
-            report.get("bootstrap"),
-            None if groups is None else GroupSection.from_json(groups, report["group_by"]),
+            BootstrapSection.from_json(report.get("bootstrap")),
+            None if not groups else GroupSection.from_json(groups, report.get("group_by") or {}),
             report.get("warnings"),
             [GateResult.from_json(entry) for entry in report.get("gates", [])],
             bool(report.get("passed", True)),

@@ -68,9 +68,13 @@ class GateSettings:
         return [gate.metric for gate in (*self.thresholds, *self.changes)]
 
     @property
-    def baseline_bootstrap(self) -> dict | None:
-        """The baseline report's bootstrap section (its replicates' count and seed), when change gates have one."""
-        return self.changes[0].baseline_bootstrap if self.changes else None
+    def baseline_replicates(self) -> BootstrapConfig | None:
+        """The baseline report's replicates (their count, seed and level), when change gates have a
+        baseline with some: a report that pairs with it draws as many with the same seed."""
+        found = self.changes[0].baseline_bootstrap if self.changes else None
+        if found is None or not found.replicates:
+            return None
+        return BootstrapConfig(int(found.replicates), int(found.seed or 0), found.level)
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ class BootstrapSettings:
             seed=self.seed,
             level=self.level,
             gated=gates.any,
-            baseline=gates.baseline_bootstrap,
+            baseline=gates.baseline_replicates,
             recorded=self.keep_as_baseline,
         )
 

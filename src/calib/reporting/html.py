@@ -181,9 +181,9 @@ def report_page(result, figures: dict[str, str]) -> str:
         )
 
     if result.report is not None:
-        header, rows = metric_table(result.report.to_json())
+        header, rows = metric_table(result.report)
         numeric = [False, *([True] * (len(header) - 2)), False]
-        notes = "".join(f"<p class=muted>{_escape(line)}</p>" for line in table_footnotes(result.report.to_json()))
+        notes = "".join(f"<p class=muted>{_escape(line)}</p>" for line in table_footnotes(result.report))
         parts.append(f'<section id="metric-section"><h2>Metrics</h2>{_table(header, rows, numeric, "metrics")}{notes}</section>')
 
     over = sum(r["over"] for r in result.reliability)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from .text import gate_outcome, gate_text, report_title
+from ..evaluation.report_types import EvaluationReport
+from .text import gate_text, report_title
 
 #: ``classname`` of the test cases: the gates, and the per-group cases of a worst-group gate.
 CLASSNAME, GROUP_CLASSNAME = "calib.gates", "calib.gates.groups"
@@ -32,16 +33,16 @@ def _case(suite: ET.Element, classname: str, name: str, outcome: str, passed: bo
     return "fail"
 
 
-def junit_xml(report: dict) -> bytes:
+def junit_xml(report: EvaluationReport) -> bytes:
     """The report's gates as a JUnit XML document (UTF-8, with its declaration)."""
     suites = ET.Element("testsuites", name="calib evaluate")
     suite = ET.SubElement(suites, "testsuite", name=f"calib gates: {report_title(report)}")
     counted = []
-    for gate in report["gates"]:
-        counted.append(_case(suite, CLASSNAME, gate["expr"], gate_outcome(gate), gate["passed"], gate_text(gate)))
-        for entry in gate.get("per_group", []):
-            single = {**gate, "aggregate": None, **entry}
-            name = f"{gate['expr']} [group {entry['group']}]"
+    for gate in report.gates:
+        counted.append(_case(suite, CLASSNAME, gate.expr, gate.outcome, gate.passed, gate_text(gate.fields)))
+        for entry in gate.fields.get("per_group", []):
+            single = {**gate.fields, "aggregate": None, **entry}
+            name = f"{gate.expr} [group {entry['group']}]"
             counted.append(_case(suite, GROUP_CLASSNAME, name, entry["outcome"], entry["passed"], gate_text(single)))
     totals = {
         "tests": str(len(counted)),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..evaluation.report_types import EvaluationReport, GateResult, MetricEntry
+
 #: Significant digits of every value a table prints.
 DIGITS = 4
 
@@ -77,9 +79,9 @@ def settings_text(settings: dict) -> str:
     return ", ".join(parts)
 
 
-def clipped_note(entry: dict) -> str:
+def clipped_note(entry: MetricEntry | None) -> str:
     """The settings remark of a V-ECE value clipped at 0: its raw (negative) value."""
-    raw = entry.get("unclipped")
+    raw = None if entry is None else entry.unclipped
     return f"clipped at 0 from raw {format_value(raw)}" if raw is not None and raw < 0 else ""
 
 
@@ -90,70 +92,76 @@ CLIPPED_FOOTNOTE = (
 )
 
 
-def metric_table(report: dict) -> tuple[list[str], list[list[str]]]:
+def metric_table(report: EvaluationReport) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the metric table, as text cells: metric, value (or uncalibrated,
     calibrated, change when a calibrator was applied), the bootstrap interval when there is one,
     settings. Every rendering of the table (terminal, CI log, markdown, notebook) is built from these cells."""
-    before = report.get("uncalibrated_metrics")
-    bootstrap = report.get("bootstrap")
+    before, bootstrap = report.uncalibrated, report.bootstrap
     header = ["metric", *(["uncalibrated", "calibrated", "change"] if before is not None else ["value"])]
     if bootstrap is not None:
-        header.append(f"{bootstrap['level']:.0%} CI ({bootstrap['replicates']} boot.)")
+        header.append(f"{bootstrap.level:.0%} CI ({bootstrap.replicates} boot.)")
     header.append("settings")
     rows = []
-    for key, entry in report["metrics"].items():
+    for key, entry in report.metrics.items():
         row = [key]
         notes = [clipped_note(entry)]
         if before is not None:
-            old, new = before.get(key, {}).get("value"), entry["value"]
-            notes.insert(0, clipped_note(before.get(key, {})).replace("clipped", "uncalibrated clipped"))
+            old, new = before[key].value if key in before else None, entry.value
+            notes.insert(0, clipped_note(before.get(key)).replace("clipped", "uncalibrated clipped"))
             row += [
                 format_value(old) if key in before else "-",
                 format_value(new),
                 "" if old is None or new is None else format_change(new - old),
             ]
         else:
-            row.append(format_value(entry["value"]))
+            row.append(format_value(entry.value))
         if bootstrap is not None:
-            interval = entry.get("ci")
+            interval = entry.ci
             row.append(f"[{format_value(interval[0])}, {format_value(interval[1])}]" if interval else "-")
-        rows.append(row + ["; ".join(part for part in [settings_text(entry["settings"]), *notes] if part)])
+        rows.append(row + ["; ".join(part for part in [settings_text(entry.settings), *notes] if part)])
     return header, rows
 
 
-def table_footnotes(report: dict) -> list[str]:
+def _details(report: EvaluationReport, key: str, field: str):
+    """A metric entry's further field (``worst_classes``, ``ci_analytic``...), None where absent."""
+    entry = report.metrics.get(key)
+    return None if entry is None else entry.details.get(field)
+
+
+def table_footnotes(report: EvaluationReport) -> list[str]:
     """Lines printed under the metric table: the bundle applied, and why a value reads 0 when clipped."""
-    lines = [f"bundle: {report['bundle']}"] if report.get("bundle") else []
-    worst = report["metrics"].get("set_covgap", {}).get("worst_classes")
+    lines = [f"bundle: {report.bundle}"] if report.bundle else []
+    worst = _details(report, "set_covgap", "worst_classes")
     if worst:
         listed = ", ".join(f"{c['class']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst)
         lines.append(f"lowest class coverage of the sets: {listed}")
-    worst_labels = report["metrics"].get("set_coverage_label_min", {}).get("worst_labels")
+    worst_labels = _details(report, "set_coverage_label_min", "worst_labels")
     if worst_labels:
         listed = ", ".join(f"{c['label']} {format_value(c['coverage'])} ({c['rows']} rows)" for c in worst_labels)
         lines.append(f"lowest label coverage of the sets: {listed}")
-    floors = ((report.get("bootstrap") or {}).get("floors") or {}).get("values") or {}
-    gated = {gate.get("metric") for gate in report.get("gates", [])}
-    for key, value in floors.items():
-        if key in gated:
-            lines.append(f"{key}: resolution floor {format_value(value)}, the smallest value these rows tell from 0")
-    level = (report.get("bootstrap") or {}).get("level", 0.95)
-    for key, entry in report["metrics"].items():
-        if entry.get("ci_analytic"):
-            lower, upper = entry["ci_analytic"]
-            lines.append(f"{key}: analytic {level:.0%} interval [{format_value(lower)}, {format_value(upper)}]")
-    entries = [*report["metrics"].values(), *(report.get("uncalibrated_metrics") or {}).values()]
+    bootstrap = report.bootstrap
+    gated = {gate.metric for gate in report.gates}
+    for key in report.metrics:
+        floor = None if bootstrap is None else bootstrap.floor(key)
+        if floor is not None and key in gated:
+            lines.append(f"{key}: resolution floor {format_value(floor)}, the smallest value these rows tell from 0")
+    level = 0.95 if bootstrap is None else bootstrap.level
+    for key in report.metrics:
+        interval = _details(report, key, "ci_analytic")
+        if interval:
+            lines.append(f"{key}: analytic {level:.0%} interval [{format_value(interval[0])}, {format_value(interval[1])}]")
+    entries = [*report.metrics.values(), *(report.uncalibrated or {}).values()]
     if any(clipped_note(entry) for entry in entries):
         lines.append(CLIPPED_FOOTNOTE)
     return lines
 
 
-def report_title(report: dict) -> str:
-    inp = report["input"]
-    if inp.get("multilabel"):
-        shape = inp["multilabel"]
-        return f"{inp['path']} (multi-label: {shape['rows']} rows x {shape['labels']} labels = {inp['n']} pairs, {inp['kind']})"
-    return f"{inp['path']} ({inp['n']} x {inp['k']}, {inp['kind']})"
+def report_title(report: EvaluationReport) -> str:
+    inp = report.input
+    if inp.multilabel:
+        shape = inp.multilabel
+        return f"{inp.path} (multi-label: {shape['rows']} rows x {shape['labels']} labels = {inp.n} pairs, {inp.kind})"
+    return f"{inp.path} ({inp.n} x {inp.k}, {inp.kind})"
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -161,17 +169,11 @@ _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 GATE_MARKS = {"pass": "pass", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
 
 
-def gate_outcome(gate: dict) -> str:
-    """pass, fail or inconclusive (a report written before gates had three outcomes: pass or fail)."""
-    return gate.get("outcome", "pass" if gate["passed"] else "fail")
-
-
-def gate_mark(gate: dict) -> str:
+def gate_mark(outcome: str, passed: bool) -> str:
     """``pass``, ``FAIL``, ``INCONCLUSIVE (counts as a pass)`` or ``INCONCLUSIVE (counts as a failure)``."""
-    outcome = gate_outcome(gate)
     if outcome != "inconclusive":
         return GATE_MARKS[outcome]
-    return f"INCONCLUSIVE (counts as {'a pass' if gate['passed'] else 'a failure'})"
+    return f"INCONCLUSIVE (counts as {'a pass' if passed else 'a failure'})"
 
 
 def _level(gate: dict) -> str:
@@ -208,7 +210,7 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
     """A threshold gate ``METRIC OP THRESHOLD`` (it fails when the condition holds)."""
     threshold, op = gate["threshold"], gate["op"]
     shown, limit = format_exact(value, threshold), format_value(threshold)
-    outcome = gate_outcome(gate)
+    outcome = gate["outcome"]
     if "bounds" not in gate:
         if outcome == "pass":
             return f"{metric} = {shown} {_NEGATED[op]} {limit} (fails when {op} {limit})"
@@ -287,7 +289,7 @@ def _change_text(gate: dict, metric: str, value: float) -> str:
     allowed_text = format_value(allowed)
     if "allowed_relative" in gate:
         allowed_text = f"{gate['allowed_relative'] * 100:g}% of the baseline ({format_value(allowed)})"
-    outcome = gate_outcome(gate)
+    outcome = gate["outcome"]
     if "bounds" in gate:
         lower, upper = gate["bounds"]
         level = _level(gate)
@@ -319,7 +321,8 @@ def comparison_note(gate: dict) -> str:
 
 
 def gate_text(gate: dict) -> str:
-    """A gate's outcome after its mark, with the value, the threshold and what decided it:
+    """A gate's outcome after its mark, from its fields (:attr:`GateResult.fields`, or one group's
+    entry of a gate on groups), with the value, the threshold and what decided it:
     ``cmce = 0.003919 > 0.001`` (an absolute gate whose failing condition holds), ``cmce rose by
     0.001229 (0.00269 -> 0.003919), more than the allowed 0.001`` (against a baseline); with
     bootstrap replicates, the end of the interval that decided it, or for an inconclusive gate the interval, the
@@ -339,8 +342,9 @@ def gate_text(gate: dict) -> str:
     return _change_text(gate, metric, value)
 
 
-def gate_lines(report: dict) -> list[str]:
-    return [f"gate {gate_mark(g)}: {gate_text(g)}" for g in report["gates"]]
+def gate_line(gate: GateResult) -> str:
+    """``gate MARK: TEXT``, as every rendering lists a gate."""
+    return f"gate {gate_mark(gate.outcome, gate.passed)}: {gate_text(gate.fields)}"
 
 
 def text_table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
@@ -372,51 +376,52 @@ def markdown_table(header: list[str], rows: list[list[str]], right: list[bool]) 
 SHOWN_GROUPS = 25
 
 
-def group_table(report: dict) -> tuple[str, list[str], list[list[str]], list[str]] | None:
+def group_table(report: EvaluationReport) -> tuple[str, list[str], list[list[str]], list[str]] | None:
     """(title, header, rows, notes) of the per-group table: one row per group (n and each streamed
     metric), the overall row, and notes naming the worst group per metric and the groups too small
     to be gated; None when the rows were not grouped. Above :data:`SHOWN_GROUPS` groups, the ones
     that are worst for some metric and then the largest are shown."""
-    groups, summary = report.get("groups"), report.get("group_by")
-    if not groups:
+    section = report.groups
+    if section is None or not section.groups:
         return None
-    labels = bool(report["input"].get("multilabel"))  # a multi-label input's groups are its labels
+    groups = section.groups
+    labels = bool(report.input.multilabel)  # a multi-label input's groups are its labels
     group = "label" if labels else "group"
-    keys = list(next(iter(groups.values()))["metrics"])
-    small = set(summary["below_min_rows"])
+    keys = list(next(iter(groups.values())).metrics)
+    small = set(section.below_min_rows)
     names = list(groups)
     if len(names) > SHOWN_GROUPS:
-        worst = list(dict.fromkeys(item["group"] for item in summary["worst"].values()))
-        largest = sorted(names, key=lambda name: -groups[name]["n"])
+        worst = list(dict.fromkeys(item["group"] for item in section.worst.values()))
+        largest = sorted(names, key=lambda name: -groups[name].n)
         names = list(dict.fromkeys(worst + largest))[:SHOWN_GROUPS]
         names.sort(key=list(groups).index)
     header = [group, "n", *keys]
     rows = [
-        [name + ("*" if name in small else ""), str(groups[name]["n"]), *(format_value(groups[name]["metrics"][k]) for k in keys)]
+        [name + ("*" if name in small else ""), str(groups[name].n), *(format_value(groups[name].metrics[k]) for k in keys)]
         for name in names
     ]
     overall = "(all pairs: micro)" if labels else "(all rows)"
-    rows.append([overall, str(report["input"]["n"]), *(format_value(report["metrics"][k]["value"]) for k in keys)])
+    rows.append([overall, str(report.input.n), *(format_value(report.metrics[k].value) for k in keys)])
     if labels:
-        rows.append(["(mean: macro)", "", *(format_value(summary.get("mean", {}).get(k)) for k in keys)])
+        rows.append(["(mean: macro)", "", *(format_value(section.mean.get(k)) for k in keys)])
     notes = []
     if len(names) < len(groups):
         notes.append(
             f"{len(names)} of {len(groups)} {group}s shown (the worst per metric, then the largest); the JSON report has all"
         )
-    worst = [f"{k} {item['group']} ({format_value(item['value'])})" for k, item in summary["worst"].items()]
+    worst = [f"{k} {item['group']} ({format_value(item['value'])})" for k, item in section.worst.items()]
     if worst:
         notes.append(f"worst {group}: " + "; ".join(worst))
     if small:
         notes.append(
-            f"* fewer than {summary['min_rows']} rows: listed, not gated and not ranked ({len(small)} of {len(groups)} groups)"
+            f"* fewer than {section.min_rows} rows: listed, not gated and not ranked ({len(small)} of {len(groups)} groups)"
         )
     if labels:
         return f"by label ({len(groups)} labels)", header, rows, notes
-    return f"by group: {summary['source']} ({len(groups)} groups)", header, rows, notes
+    return f"by group: {section.source} ({len(groups)} groups)", header, rows, notes
 
 
-def report_lines(report: dict, style: str = "text") -> list[str]:
+def report_lines(report: EvaluationReport, style: str = "text") -> list[str]:
     """The evaluation report as lines of plain text (``style="text"``: aligned columns) or markdown
     (``"md"``): title, metric table, footnotes, gates. Every digit of every value is kept."""
     header, rows = metric_table(report)
@@ -428,13 +433,13 @@ def report_lines(report: dict, style: str = "text") -> list[str]:
             title, group_header, group_rows, notes = grouped
             lines += [f"**{title}**", "", *markdown_table(group_header, group_rows, [False] + [True] * (len(group_header) - 1))]
             lines += ["", *(f"- {markdown_escape(note)}" for note in notes)]
-        lines += [f"- {line}" for line in table_footnotes(report) + gate_lines(report)]
+        lines += [f"- {line}" for line in table_footnotes(report) + [gate_line(g) for g in report.gates]]
         return lines
     lines = [f"calib evaluate: {report_title(report)}", *text_table(header, rows, right), *table_footnotes(report)]
     if grouped is not None:
         title, group_header, group_rows, notes = grouped
         lines += [title, *text_table(group_header, group_rows, [False] + [True] * (len(group_header) - 1)), *notes]
-    return lines + gate_lines(report)
+    return lines + [gate_line(g) for g in report.gates]
 
 
 #: Colours with one meaning in every rendering (terminal, figures, HTML): over-confidence (the

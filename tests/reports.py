@@ -1,0 +1,23 @@
+"""Typed evaluation reports for the unit tests of gates and renderers, built from the sections a
+JSON report of ``calib evaluate`` holds (calib.evaluation.report_types)."""
+
+from calib.evaluation.report_types import EvaluationReport
+
+
+def report(metrics=None, *, bootstrap=None, groups=None, min_rows=0, source="g", input=None, gates=None, passed=True):
+    """A report of ``metrics`` ({key: entry}), with a ``bootstrap`` section, ``groups`` ({name:
+    {"n", "metrics"}}, gated from ``min_rows`` rows, their values from ``source``), an ``input``
+    section and ``gates`` (entries) when given."""
+    document = {"input": input or {}, "metrics": metrics or {}}
+    if bootstrap is not None:
+        document["bootstrap"] = bootstrap
+    if groups is not None:
+        document.update(groups=groups, group_by={"min_rows": min_rows, "source": source})
+    if gates is not None:
+        document.update(gates=gates, passed=passed)
+    return EvaluationReport.from_json(document)
+
+
+def values(**metrics):
+    """A report of metric values only: ``values(cmce=0.375)``."""
+    return report({key: {"value": value} for key, value in metrics.items()})
