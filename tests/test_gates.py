@@ -675,12 +675,13 @@ def test_a_baseline_of_other_rows_is_compared_unpaired_and_says_so_everywhere(ru
 
 
 def test_unpaired_differences_are_the_two_reports_replicates_apart():
-    from calib.bootstrap import unpaired_differences
+    from calib.evaluation.report_types import BootstrapSection, unpaired_differences
 
-    current, baseline = {"values": {"ece": [0.3, 0.2, None]}}, {"values": {"ece": [0.1, 0.1]}}
-    differences, reason = unpaired_differences(current, baseline, "ece")
-    assert reason is None and differences.tolist() == pytest.approx([0.2, 0.1])
-    assert unpaired_differences(current, {"values": {}}, "ece")[0] is None
+    current = BootstrapSection.from_json({"values": {"ece": [0.3, 0.2, None]}})
+    baseline = BootstrapSection.from_json({"values": {"ece": [0.1, 0.1]}})
+    assert unpaired_differences(current, baseline, "ece").tolist() == pytest.approx([0.2, 0.1])  # the first 2
+    assert unpaired_differences(current, BootstrapSection.from_json({"values": {"other": [1.0]}}), "ece") is None
+    assert unpaired_differences(None, baseline, "ece") is None and unpaired_differences(current, None, "ece") is None
 
 
 def test_one_interval_in_the_table_the_json_and_the_gates(run, tmp_path):

@@ -159,3 +159,60 @@ def test_no_public_function_takes_more_than_12_parameters():
             if len(names) > 12 and not _is_flag_declaration(node):
                 long.append(f"{module_name(path)}.{node.name}: {len(names)} parameters")
     assert long == []
+
+
+#: The modules whose code reads a multi-label input's layout by name (``preds.multilabel``, the
+#: input section's ``multilabel``, the metric table of pairs): reading and laying out pairs, their
+#: evaluation by label, their comparison, the report of them, and the synthetic generator. Every
+#: other module reaches pairs through the layouts' own methods (``Predictions.output_layout``:
+#: shape, dtype, blocks, labels, pair labels) or the calibrators' (calib.calibrators.per_label,
+#: calib.calibrators.joint_coverage).
+MULTILABEL_MODULES = {
+    "calib.api",
+    "calib.cli.synth",
+    "calib.core.validation",
+    "calib.diagnose",
+    "calib.drift",
+    "calib.evaluation.gates",
+    "calib.evaluation.groups",
+    "calib.evaluation.report",
+    "calib.evaluation.report_types",
+    "calib.evaluation.states",
+    "calib.evaluation.streaming",
+    "calib.io.predictions",
+    "calib.io.readers",
+    "calib.metrics",
+    "calib.metrics.definitions",
+    "calib.onnx_export",
+    "calib.pipeline",
+    "calib.reporting.text",
+    "calib.synth",
+    "calib.synth.multilabel",
+}
+
+
+def _names(tree: ast.AST):
+    """Every identifier a module's code uses or defines (strings, comments and docstrings aside)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, ast.alias):
+            yield node.asname or node.name
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            yield node.arg
+
+
+def test_multi_label_code_stays_in_its_modules():
+    """A new ``if preds.multilabel`` branch goes where pairs already live, or behind a layout's or
+    a calibrator's method: the list only shrinks."""
+    reading = {
+        module_name(path)
+        for path in (SRC / "calib").rglob("*.py")
+        if any("multilabel" in name.lower() for name in _names(ast.parse(path.read_text())))
+    }
+    assert reading - MULTILABEL_MODULES == set()
+    assert MULTILABEL_MODULES - reading == set(), "a module no longer reads it: drop it from the list"

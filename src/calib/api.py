@@ -260,9 +260,18 @@ class Calibration:
         ndarray of bool, (N, K)
             True where the class is in the row's set; for a multi-label input, (N, L) int8 codes of
             each label's set over {0, 1}: 0 {0}, 1 {1}, 2 {0, 1}, -1 empty
-            (:data:`calib.pipeline.LABEL_SET_CODES`).
+            (:data:`calib.io.predictions.LABEL_SET_CODES`).
         """
         return pipeline.apply_calibrator(self.fitted, self._inputs(scores, kind), "sets", features)[0]
+
+    def fitted_shape(self, preds: Predictions) -> dict[str, str]:
+        """The rows the fit's summary table names: "rows x classes", or for a multi-label input
+        "rows x labels" and whether one calibrator per label or one for all labels was fitted."""
+        layout = preds.multilabel
+        if layout is None:
+            return {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})"}
+        fitted = f"one calibrator per label ({layout.n_labels})" if self.per_label else "one calibrator for all labels"
+        return {"rows x labels": f"{layout.n_rows} x {layout.n_labels} ({preds.n} pairs, {preds.kind})", "fitted": fitted}
 
     def fit_report(self) -> dict:
         """The fitted parameters and counts (as printed by ``calib fit`` and kept in the bundle)."""

@@ -210,33 +210,3 @@ def intervals(replicates: dict[str, np.ndarray], level: float, estimates: dict) 
 def labels_fingerprint(labels: np.ndarray) -> str:
     """sha256 of the labels as int64: two reports pair only if they saw the same rows' labels."""
     return hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()
-
-
-def unpaired_differences(current: dict, baseline: dict, metric: str) -> tuple[np.ndarray | None, str | None]:
-    """(current_r - baseline_r of ``metric`` over the first min(R_current, R_baseline) replicates,
-    NaN where either lacks a value; or None and the reason there are none). For two reports of
-    other rows (or other seeds): each report's replicates are independent draws of its own
-    estimate's bootstrap distribution, so these differences are draws of the difference of two
-    independent estimates, whose spread adds both variances (the unpaired comparison)."""
-    ours = (current or {}).get("values", {}).get(metric)
-    theirs = (baseline or {}).get("values", {}).get(metric)
-    if ours is None or theirs is None:
-        return None, f"no bootstrap replicates of {metric} in both reports"
-    count = min(len(ours), len(theirs))
-    return np.array(ours[:count], dtype=float) - np.array(theirs[:count], dtype=float), None
-
-
-def paired_differences(current: dict, baseline: dict, metric: str) -> tuple[np.ndarray | None, str | None]:
-    """(the paired replicate differences current_r - baseline_r of ``metric``, NaN where either
-    lacks a value; or None and the reason they cannot be paired). Both are the ``bootstrap``
-    sections of JSON reports."""
-    keys = ("replicates", "seed", "groups", "rows", "labels_sha256")
-    if not baseline or not current or any(baseline.get(k) != current.get(k) for k in keys):
-        return None, (
-            "the baseline report has no bootstrap replicates from the same rows, seed and count "
-            "(run it with the same number of replicates and seed on the same labels)"
-        )
-    if metric not in baseline.get("values", {}) or metric not in current.get("values", {}):
-        return None, f"no bootstrap replicates of {metric} in both reports"
-    # dtype float reads a JSON null (a replicate without a value) as NaN
-    return np.array(current["values"][metric], dtype=float) - np.array(baseline["values"][metric], dtype=float), None

@@ -23,7 +23,7 @@ from .calibrators.joint_coverage import fit_joint
 from .calibrators.per_label import PerLabel
 from .core.numerics import map_in_order
 from .errors import InputError, UsageError
-from .io.predictions import Predictions
+from .io.predictions import PER_ROW_ONLY, Predictions
 from .registry import CALIBRATORS, calibrator_class
 
 
@@ -59,8 +59,8 @@ def fit_calibrator(
         )
     if per_label and joint:
         raise UsageError("the sets of a multi-label input cover each label or every label at once: choose one")
-    if (per_label or joint) and (train is not None or features is not None):
-        raise UsageError("a calibrator of a multi-label input's pairs takes no training rows or features")
+    if layout is not None and (train is not None or features is not None):
+        raise UsageError(PER_ROW_ONLY, cli_hint="drop --features and --train")
     conformal = builds_sets(calibrator) or isinstance(calibrator, AlphaAgnostic)
     if joint:
         if not conformal:
@@ -288,38 +288,16 @@ def calibrated_blocks(
 def apply_calibrator(
     calibrator: Calibrator, preds: Predictions, what: str = "probs", features: np.ndarray | None = None
 ) -> tuple[np.ndarray, dict]:
-    """Every row of :func:`calibrated_blocks` in one array, with the summed row counts; for a
-    multi-label input the (N, L) matrix of each pair's P(y_l = 1) (or its log)."""
-    layout = preds.multilabel
-    out = np.empty((preds.n, 1) if layout else (preds.n, preds.k), dtype=output_dtype(what, layout))
+    """Every row of :func:`calibrated_blocks` in one array laid out as the input's output is
+    (:attr:`Predictions.output_layout`: (N, K), or a multi-label input's (N, L)), with the summed
+    row counts."""
+    layout = preds.output_layout
+    out = np.empty((preds.n, layout.width), dtype=layout.dtype(what))
     counts: dict = {}
     for rows, block, info in calibrated_blocks(calibrator, preds, what, features):
-        out[rows] = pair_output(block, what)[:, None] if layout else block
+        out[rows] = layout.block(block, what)
         add_counts(counts, info)
-    return (out.reshape(layout.n_rows, layout.n_labels) if layout else out), counts
-
-
-#: The code of a label's conformal set over {0, 1} in a multi-label input's (N, L) sets:
-#: {0} -> 0 (absent), {1} -> 1 (present), {0, 1} -> 2 (either), {} -> -1 (empty).
-LABEL_SET_CODES = {"absent": 0, "present": 1, "either": 2, "empty": -1}
-
-
-def pair_output(block: np.ndarray, what: str) -> np.ndarray:
-    """A multi-label input's pairs' output from their (pairs, 2) block: P(y_l = 1) (or its log),
-    or the code of each pair's set over {0, 1} (:data:`LABEL_SET_CODES`)."""
-    if what != "sets":
-        return block[:, 1]
-    has_0, has_1 = block[:, 0], block[:, 1]
-    codes = has_1.astype(np.int8) + (has_0 & has_1)  # {0}: 0, {1}: 1, {0, 1}: 2
-    codes[~(has_0 | has_1)] = LABEL_SET_CODES["empty"]
-    return codes
-
-
-def output_dtype(what: str, layout) -> type:
-    """The dtype of ``what``: float64, the boolean set mask, or a multi-label input's set codes."""
-    if what != "sets":
-        return np.float64
-    return np.int8 if layout is not None else bool
+    return out.reshape(layout.shape), counts
 
 
 def write_applied(
@@ -331,19 +309,17 @@ def write_applied(
     assembled first, then written with the labels and the carried-through columns."""
     from .io import write_matrix, write_npy_stream
 
-    layout = preds.multilabel
+    layout = preds.output_layout
     if not isinstance(target, str) or target.lower().endswith(".npy"):
         counts: dict = {}
 
         def blocks():
             for _, block, info in calibrated_blocks(calibrator, preds, what, features):
                 add_counts(counts, info)
-                yield pair_output(block, what) if layout else block  # in (row, label) order
+                yield layout.block(block, what)  # rows in order: the bytes of the (N, K) or (N, L) matrix
 
-        shape = (layout.n_rows, layout.n_labels) if layout else (preds.n, preds.k)
-        write_npy_stream(target, shape, output_dtype(what, layout), blocks())
+        write_npy_stream(target, layout.shape, layout.dtype(what), blocks())
         return counts
     result, counts = apply_calibrator(calibrator, preds, what, features)
-    labels = preds.labels if layout is None or preds.labels is None else preds.labels.reshape(result.shape)
-    write_matrix(target, result, what, labels=labels, passthrough=preds.passthrough)
+    write_matrix(target, result, what, labels=layout.labels(preds.labels), passthrough=preds.passthrough)
     return counts

@@ -102,10 +102,7 @@ class CalibrationInputs:
         """The inputs of ``rows`` of ``preds`` (a :class:`calib.io.Predictions`), ``features`` of
         every row sliced alike."""
         logits, given = preds.logits_and_given(rows)
-        pair_labels = None
-        if preds.multilabel is not None:  # pair p is row p // L's label p % L
-            positions = np.arange(*rows.indices(preds.n)) if isinstance(rows, slice) else np.asarray(rows)
-            pair_labels = positions % preds.multilabel.n_labels
+        pair_labels = preds.output_layout.pair_labels(rows)
         return cls(logits, given, None if features is None else features[rows], train, pair_labels)
 
 

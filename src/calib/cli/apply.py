@@ -105,16 +105,14 @@ def apply(
         confidence_column=confidence_column,
     )
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    feature_rows = read_features(features, preds.n)
+    feature_rows = read_features(features, preds)
     counts = api.write_applied(calibrator, preds, sys.stdout.buffer if out == "-" else out, what, feature_rows)
     _note_infeasible(counts)
     absent_rows = absent_class_rows(calibrator, preds)
     if absent_rows is not None:
         render.note(f"warning: {absent_rows}")
     if out != "-":
-        layout = preds.multilabel
-        rows = f"{layout.n_rows} rows x {layout.n_labels} labels" if layout is not None else f"{preds.n} rows"
-        render.note(f"wrote {what} for {rows} to {out}")
+        render.note(f"wrote {what} for {preds.output_layout.describe()} to {out}")
 
 
 def _apply_directory(bundle: str, pred: str, out: str, what: str, read_options: dict, engine: str, scheduler, force: bool):

@@ -66,7 +66,7 @@ def compare(
             check_not_an_input(path, [ref, new])
     read = {"label_column": label_column, "input_kind": input_kind}
     ref_preds = read_predictions(ref, require_labels=True, **read)
-    new_preds = read_predictions(new, task="multilabel" if ref_preds.multilabel is not None else "auto", **read)
+    new_preds = read_predictions(new, task=ref_preds.task_of_its_kind, **read)
     groups = None
     if group_by is not None:
         groups = tuple(api.read_groups(preds, path, group_by, None) for preds, path in ((ref_preds, ref), (new_preds, new)))

@@ -218,7 +218,7 @@ def evaluate(
             preds,
             request=request,
             calibrator=calibrator,
-            features=read_features(features, preds.n),
+            features=read_features(features, preds),
             bundle_path=bundle,
             groups=groups,
             progress=advance,

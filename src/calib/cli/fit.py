@@ -125,14 +125,12 @@ def fit(
         )[0]
 
     preds = read(pred, labels)
-    if preds.multilabel is not None and (features is not None or train is not None):
-        raise UsageError("--features and --train are per row; the calibrators of a multi-label input's pairs take neither")
     train_preds = train_x = None
     if train is not None:
         train_preds = read(train, None)
-        train_x = read_features(train_features, train_preds.n)
+        train_x = read_features(train_features, train_preds)
     fitted = api.calibrator(method, per_label=per_label, joint=joint, **given).fit(
-        preds, seed=seed, features=read_features(features, preds.n), train=train_preds, train_features=train_x, device=device
+        preds, seed=seed, features=read_features(features, preds), train=train_preds, train_features=train_x, device=device
     )
     fitted.save(out, force=force)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
@@ -142,13 +140,7 @@ def fit(
         render.write_json(summary, json_path)
     if json_path != "-":
         report = {key: value for key, value in summary["fit_report"].items() if not key.startswith("warning")}
-        if preds.multilabel is not None:
-            layout = preds.multilabel
-            shape = {"rows x labels": f"{layout.n_rows} x {layout.n_labels} ({preds.n} pairs, {preds.kind})"}
-            shape["fitted"] = f"one calibrator per label ({layout.n_labels})" if per_label else "one calibrator for all labels"
-        else:
-            shape = {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})"}
-        rows = {**shape, **report, **({"trained on": summary["device"]} if "device" in summary else {})}
+        rows = {**fitted.fitted_shape(preds), **report, **({"trained on": summary["device"]} if "device" in summary else {})}
         render.key_values(f"calib fit: {method}", {**rows, "time": f"{seconds:.2f} s", "bundle": out})
     for warning in summary["warnings"]:
         render.note(f"warning: {warning}")

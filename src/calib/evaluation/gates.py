@@ -420,7 +420,7 @@ class ChangeGate:
         """The spread of the replicate worsening, or why there is none: paired when both reports'
         replicates come from the same rows, seed and count; else, unless a paired comparison was
         required (then an error), unpaired, from the two reports' independent replicates
-        (:func:`calib.bootstrap.unpaired_differences`)."""
+        (:func:`calib.evaluation.report_types.unpaired_differences`)."""
         how = "paired bootstrap"
         differences, reason = paired_differences(bootstrap, self.baseline_bootstrap, self.metric)
         if differences is None and self.paired:

@@ -191,8 +191,7 @@ def input_section(preds: Predictions) -> InputSection:
 
 def multilabel_layout(preds: Predictions) -> dict | None:
     """A multi-label input's {"rows": N, "labels": L}, as the report's input section holds it; None otherwise."""
-    layout = preds.multilabel
-    return None if layout is None else {"rows": layout.n_rows, "labels": layout.n_labels}
+    return None if preds.multilabel is None else preds.multilabel.to_json()
 
 
 def _floors(

@@ -32,7 +32,7 @@ def state_header(
     if groups is not None:
         grouped = {"groups": {"source": groups.source, "names": groups.names, "n": groups.counts.tolist()}}
     if preds.multilabel is not None:
-        grouped["multilabel"] = {"rows": preds.multilabel.n_rows, "labels": preds.multilabel.n_labels}
+        grouped["multilabel"] = preds.multilabel.to_json()
     return {
         "format": STATE_FORMAT,
         "format_version": STATE_VERSION,

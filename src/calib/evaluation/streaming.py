@@ -52,12 +52,10 @@ class SetStats:
         hit = in_set[np.arange(len(labels)), labels]
         if self.layout is not None:
             n_labels = self.layout.n_labels
-            if isinstance(positions, slice):
-                positions = np.arange(*positions.indices(self.layout.n_rows * n_labels))
-            label = np.asarray(positions) % n_labels
+            label = self.layout.pair_labels(positions)
             self.label_pairs += np.bincount(label, minlength=n_labels)
             self.label_covered += np.bincount(label, weights=hit, minlength=n_labels).astype(np.int64)
-            self.row_missed[np.asarray(positions)[~hit] // n_labels] = True
+            self.row_missed[self.layout.pair_rows(positions)[~hit]] = True
         self.n += len(labels)
         self.covered += int(hit.sum())
         self.size += int(sizes.sum())

@@ -14,10 +14,53 @@ from ..core.validation import repair_probs
 
 
 @dataclass(frozen=True)
+class RowLayout:
+    """How a calibrated output of N rows of K classes is laid out: an (N, K) matrix, each chunk's
+    block as it is (probabilities, log-probabilities, or the boolean set mask)."""
+
+    n: int
+    k: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.n, self.k
+
+    @property
+    def width(self) -> int:
+        """Columns of the output per row the calibrator sees."""
+        return self.k
+
+    def dtype(self, what: str) -> type:
+        return bool if what == "sets" else np.float64
+
+    def block(self, block: np.ndarray, what: str) -> np.ndarray:
+        return block
+
+    def labels(self, labels: np.ndarray | None) -> np.ndarray | None:
+        return labels
+
+    def describe(self) -> str:
+        return f"{self.n} rows"
+
+    def pair_labels(self, rows) -> None:
+        """Rows of classes have no pair labels."""
+        return None
+
+
+#: Why a multi-label input takes no features or training rows.
+PER_ROW_ONLY = "features and training rows are per row; the calibrators of a multi-label input's pairs take neither"
+
+#: The code of a label's conformal set over {0, 1} in a multi-label input's (N, L) sets:
+#: {0} -> 0 (absent), {1} -> 1 (present), {0, 1} -> 2 (either), {} -> -1 (empty).
+LABEL_SET_CODES = {"absent": 0, "present": 1, "either": 2, "empty": -1}
+
+
+@dataclass(frozen=True)
 class LabelLayout:
     """A multi-label input read as its (row, label) pairs: ``n_rows`` rows of L = ``len(names)``
     labels, pair (i, l) at position i L + l, each pair a binary prediction (a P(y_l = 1) or a
-    logit of it) with its 0/1 label (docs/multilabel.md)."""
+    logit of it) with its 0/1 label (docs/multilabel.md). A calibrated output is the (N, L) matrix
+    of each pair's P(y_l = 1) (or its log), or of its set's code (:data:`LABEL_SET_CODES`)."""
 
     n_rows: int
     names: tuple[str, ...]
@@ -29,6 +72,51 @@ class LabelLayout:
     def codes(self) -> np.ndarray:
         """The label of every pair, in pair order: 0, 1, ..., L - 1, 0, 1, ..."""
         return np.tile(np.arange(self.n_labels), self.n_rows)
+
+    def positions(self, rows) -> np.ndarray:
+        """The positions of the pairs ``rows`` (a slice or indices) selects."""
+        return np.arange(*rows.indices(self.n_rows * self.n_labels)) if isinstance(rows, slice) else np.asarray(rows)
+
+    def pair_labels(self, rows) -> np.ndarray:
+        """The label of each pair ``rows`` selects: pair p is row p // L's label p % L."""
+        return self.positions(rows) % self.n_labels
+
+    def pair_rows(self, rows) -> np.ndarray:
+        """The row of each pair ``rows`` selects: p // L."""
+        return self.positions(rows) // self.n_labels
+
+    def to_json(self) -> dict:
+        """The layout as a report's input section and a metric state hold it."""
+        return {"rows": self.n_rows, "labels": self.n_labels}
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.n_rows, self.n_labels
+
+    @property
+    def width(self) -> int:
+        """One output per pair: the calibrator sees each pair as a row of two classes."""
+        return 1
+
+    def dtype(self, what: str) -> type:
+        return np.int8 if what == "sets" else np.float64
+
+    def block(self, block: np.ndarray, what: str) -> np.ndarray:
+        """The pairs' output from their (pairs, 2) block, as a column: P(y_l = 1) (or its log), or
+        the code of each pair's set over {0, 1}."""
+        if what != "sets":
+            return block[:, 1:]
+        has_0, has_1 = block[:, 0], block[:, 1]
+        codes = has_1.astype(np.int8) + (has_0 & has_1)  # {0}: 0, {1}: 1, {0, 1}: 2
+        codes[~(has_0 | has_1)] = LABEL_SET_CODES["empty"]
+        return codes[:, None]
+
+    def labels(self, labels: np.ndarray | None) -> np.ndarray | None:
+        """The pairs' labels as the (N, L) matrix they were read from."""
+        return None if labels is None else labels.reshape(self.shape)
+
+    def describe(self) -> str:
+        return f"{self.n_rows} rows x {self.n_labels} labels"
 
 
 @dataclass
@@ -53,6 +141,17 @@ class Predictions:
     #: The carried column whose values group the rows when no grouping is asked for (the task of
     #: each row of a harness results directory), or None
     groups_by: str | None = None
+
+    @property
+    def task_of_its_kind(self) -> str:
+        """The task to read another input of the same problem with: "multilabel" for a multi-label
+        input (scores without labels are its pairs too), else "auto"."""
+        return "auto" if self.multilabel is None else "multilabel"
+
+    @property
+    def output_layout(self) -> RowLayout | LabelLayout:
+        """How a calibrated output of these rows is laid out: (N, K), or a multi-label input's (N, L)."""
+        return self.multilabel if self.multilabel is not None else RowLayout(self.n, self.k)
 
     @functools.cached_property
     def sha256(self) -> str | None:

@@ -31,7 +31,7 @@ from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_n
 from .formats.columns import column_numbers
 from .formats.harness_samples import read_samples, sample_files
 from .formats.text import text_labels, text_values
-from .predictions import LabelLayout, Predictions
+from .predictions import PER_ROW_ONLY, LabelLayout, Predictions
 
 
 def file_sha256(path: str) -> str:
@@ -316,12 +316,15 @@ def read_true_probs(path: str, preds: Predictions) -> np.ndarray:
 FEATURE_NAMES = ("features", "points")
 
 
-def read_features(path: str | None, n_rows: int) -> np.ndarray | None:
+def read_features(path: str | None, preds: Predictions) -> np.ndarray | None:
     """Per-row features (N, d) that adaptive thresholds condition on: a .npy matrix, or the
-    ``features`` (else ``points``) array of a .npz. Finite floats, one row per prediction row.
-    No path, no features (None)."""
+    ``features`` (else ``points``) array of a .npz. Finite floats, one row per row of ``preds``
+    (a multi-label input's pairs take none). No path, no features (None)."""
     if path is None:
         return None
+    if preds.multilabel is not None:
+        raise InputError(f"{path}: {PER_ROW_ONLY}", cli_hint="drop --features and --train")
+    n_rows = preds.n
     _require_file(path)
     features = np.asarray(format_of(path).read_matrix(path, FEATURE_NAMES))
     if not np.issubdtype(features.dtype, np.number) or features.dtype == np.bool_:

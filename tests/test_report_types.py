@@ -1,0 +1,66 @@
+"""calib.evaluation.report_types: the typed report's sections read and written as the JSON report
+holds them, and what the gates read of them (floors, gated groups, a group's replicates)."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import SAMPLE
+
+import calib
+from calib.evaluation.report_types import LABELS_SOURCE, BootstrapSection, EvaluationReport, GateResult, GroupSection
+
+FLOORS = {
+    "values": {"ece": 0.05},
+    "means": {"ece": 0.02},
+    "gaps": {"ece": 0.01},
+    "by_group": {"ece": {"groups": 3, "values": {"a": 0.2}, "means": {"a": 0.1}, "gaps": {"a": 0.04}}},
+}
+
+
+def test_a_bootstrap_section_reads_its_floors_of_all_rows_and_of_each_group():
+    section = BootstrapSection.from_json({"level": 0.9, "values": {}, "floors": FLOORS})
+    assert (section.floor("ece"), section.mean_noise("ece"), section.gap_bound("ece")) == (0.05, 0.02, 0.01)
+    assert (section.floor("ece", "a"), section.mean_noise("ece", "a"), section.gap_bound("ece", "a")) == (0.2, 0.1, 0.04)
+    assert section.floor_groups("ece") == 3 and section.floor_groups("cmce") == 1
+    assert section.floor("cmce") is None and section.floor("ece", "b") is None and section.gap_bound("cmce", "a") is None
+    bare = BootstrapSection.from_json({"values": {}})
+    assert bare.floor("ece") is None and bare.mean_noise("ece", "a") is None and bare.level == 0.95
+
+
+def test_a_groups_replicates_replace_the_whole_samples():
+    section = BootstrapSection.from_json({"values": {"ece": [1.0]}, "by_group": {"a": {"ece": [2.0, 3.0]}}})
+    assert section.of_group("a").values == {"ece": [2.0, 3.0]} and section.of_group("b").values == {}
+    assert BootstrapSection.from_json(None) is None and BootstrapSection.from_json({}) is None
+
+
+def test_gated_groups_have_at_least_the_minimum_rows_exactly():
+    section = GroupSection.from_json(
+        {"a": {"n": 99, "metrics": {}}, "b": {"n": 100, "metrics": {}}}, {"source": LABELS_SOURCE, "min_rows": 100}
+    )
+    assert list(section.gated) == ["b"] and section.below_min_rows == ["a"] and section.unit == "label"
+    assert GroupSection.from_json({}, {"source": "region"}).unit == "group"
+
+
+def test_a_legacy_gate_entry_reads_its_outcome_from_passed():
+    """A report written before gates had three outcomes holds only ``passed``."""
+    assert GateResult.from_json({"expr": "cmce>1", "passed": False}).outcome == "fail"
+    assert GateResult.from_json({"expr": "cmce>1", "passed": True}).fields["outcome"] == "pass"
+    assert GateResult.from_json({"expr": "cmce>1", "metric": "cmce", "outcome": "inconclusive", "passed": True}).outcome == (
+        "inconclusive"
+    )
+
+
+def test_a_report_round_trips_through_its_json_byte_for_byte(tmp_path):
+    """A computed report with replicates, floors, groups and gates, written and read back, writes
+    the same JSON: the baseline a change gate reads is the report that was written."""
+    data = np.load(SAMPLE / "cifar10_test.npz")
+    groups = np.arange(600) % 3
+    found = calib.evaluate(
+        data["logits"][:600], data["labels"][:600], metrics=["ece", "accuracy"], gates=["max_group:ece>0.5"], groups=groups
+    ).entries
+    document = found.to_json()
+    assert "floors" in document["bootstrap"] and document["gates"] and document["groups"]
+    again = EvaluationReport.from_json(json.loads(json.dumps(document)))
+    assert json.dumps(again.to_json()) == json.dumps(document)
+    assert again.bootstrap.floor("ece") == pytest.approx(found.bootstrap.floor("ece"))
