@@ -17,7 +17,7 @@ Worlds (every draw new rows, seeded):
   ``--max-increase ece_pos=D`` per label.
 
 Every gate runs through ``calib.evaluate`` as a notebook does (the command line gives the same
-outcome: tests/test_api_cli_parity.py). Writes results/group_gates.{json,md}.
+outcome: tests/contracts/test_api_cli_parity.py). Writes results/group_gates.{json,md}.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ mutant (hours here); this script runs, for each mutant, only the tests that exec
    are kept apart; the kill rate is killed / (all mutants - equivalent ones).
 
 Every run uses the NumPy kernels (``CALIB_KERNELS=numpy``): the compiled kernels are tested against
-them bit for bit elsewhere (tests/test_kernels.py), and mutating Python cannot reach C. Lines marked
+them bit for bit elsewhere (tests/unit/core/test_kernels.py), and mutating Python cannot reach C. Lines marked
 ``# pragma: no mutate`` are skipped. A test run over 120 s (a mutant that loops) counts as killed.
 Writes results/mutation.{json,md} and prints the survivors with their diffs. Not a test: the
 "mutation" workflow runs it by hand or on a schedule (.github/workflows/mutation.yml).
@@ -138,11 +138,11 @@ PLANTED = (
     ("calib/core/validation.py", "EXACT_SUM_TOLERANCE = 1e-9", "EXACT_SUM_TOLERANCE = 1e-6", "exactness tolerance 1e-9 -> 1e-6"),
 )
 PLANTED_TESTS = (
-    "tests/test_boundaries.py",
-    "tests/test_dependable.py",
-    "tests/test_metrics.py",
-    "tests/test_bundle.py",
-    "tests/test_cli.py",
+    "tests/guarantees/test_boundaries.py",
+    "tests/guarantees/test_dependable.py",
+    "tests/unit/metrics/test_metrics.py",
+    "tests/unit/test_bundle.py",
+    "tests/end_to_end/test_cli.py",
 )
 TEST_TIMEOUT = 120.0
 ENV = {"CALIB_KERNELS": "numpy", "PYTHONDONTWRITEBYTECODE": "1", "CALIB_THREADS": "1"}
@@ -240,7 +240,9 @@ NEAR_LINES = 15
 
 #: The suite's edge tests (hand arithmetic at each edge, documented defaults, both kernel paths
 #: against independent formulations): tried first on every mutant they run.
-EDGE_TEST_FILES = re.compile(r"tests/test_(boundaries|documented_defaults|kernels|gates|\w+_details)\.py::")
+EDGE_TEST_FILES = re.compile(
+    r"tests/(?:\w+/)*test_(boundaries|documented_defaults|kernels|gates|\w+_details|calibrators|definitions|validation)\.py::"
+)
 
 
 def ranked_tests(tests, line: int, by_line: dict[int, set], seconds: dict[str, float], names: set, sources: dict) -> list[str]:
@@ -321,23 +323,24 @@ def test_sources(copy: Path) -> dict[str, str]:
     import ast
 
     out = {}
-    for path in sorted((copy / "tests").glob("test_*.py")):
+    for path in sorted((copy / "tests").rglob("test_*.py")):
         text = path.read_text()
         for node in ast.parse(text).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-                out[f"tests/{path.name}::{node.name}"] = ast.get_source_segment(text, node) or ""
+                out[f"{path.relative_to(copy).as_posix()}::{node.name}"] = ast.get_source_segment(text, node) or ""
     return out
 
 
 def test_durations(junit: Path) -> dict[str, float]:
     """Seconds of each test (pytest node id) in pytest's JUnit XML report, whose class names are
-    module paths with dots (tests.test_metrics) and whose names carry the parameters."""
+    module paths with dots (tests.unit.metrics.test_metrics) and whose names carry the parameters."""
     import xml.etree.ElementTree as ET
 
     out = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         parts = case.get("classname", "").split(".")
-        node = "/".join(parts[:2]) + ".py::" + "".join(f"{part}::" for part in parts[2:]) + case.get("name", "")
+        module = next((i for i, part in enumerate(parts) if part.startswith("test_")), len(parts) - 1) + 1
+        node = "/".join(parts[:module]) + ".py::" + "".join(f"{part}::" for part in parts[module:]) + case.get("name", "")
         out[node] = float(case.get("time", 0.0))
     return out
 

@@ -1,4 +1,4 @@
-"""ONNX export against `calib apply` on real models (not a test; tests/test_onnx_export.py runs the
+"""ONNX export against `calib apply` on real models (not a test; tests/unit/test_onnx_export.py runs the
 same comparison on fewer rows).
 
     python -m benchmarks.onnx_parity

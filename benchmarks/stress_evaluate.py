@@ -8,7 +8,7 @@ CIFAR-10 test and CIFAR-100 test (tests/data). The runs cycle through the inputs
 under ``python -X faulthandler`` with the default thread count, and any exit code other than 0, or
 a report that differs from the first run's on the same input, is counted and its stderr kept.
 Writes results/stress_evaluate.{json,md}. Not a test (the slow suite runs a short version:
-tests/test_dependable.py).
+tests/guarantees/test_dependable.py).
 """
 
 from __future__ import annotations

@@ -111,3 +111,41 @@ def small_logits():
     logits = rng.normal(size=(300, 6)) * 2.0
     labels = rng.integers(0, 6, size=300)
     return logits, labels
+
+
+def peaked_logits(n, k=97, seed=0):
+    """A peaked model (a language-ID model's shape): each row's logits spread over gaps of 0 to 760
+    below a top logit, the top class the label 90% of the time, 0 to 30 above the rest, so the top
+    probability is within 1e-13 of 1 on many rows and the other classes' probabilities reach the
+    subnormal range and 0."""
+    rng = np.random.default_rng(seed)
+    z = -rng.uniform(0, 760, (n, k)) * rng.uniform(0.0, 1.0, (n, 1)) ** 2
+    labels = rng.integers(0, k, n)
+    top = np.where(rng.random(n) < 0.9, labels, rng.integers(0, k, n))
+    z[np.arange(n), top] = z.max(axis=1) + rng.uniform(0, 30, n)
+    return z, labels
+
+
+def torchcp_modules():
+    """TorchCP's classification scores and predictors, without its package __init__, which imports
+    its graph and language-model modules (torch_geometric, transformers). TorchCP is installed with
+    `pip install --no-deps torchcp` (its declared torchsort is a source-only C++ extension that
+    these modules never import)."""
+    import importlib.util
+    import sys
+    import types
+
+    needs("torch")
+    if "torchcp.classification.score" not in sys.modules:  # not loaded by an earlier call
+        spec = importlib.util.find_spec("torchcp")
+        if spec is None:
+            pytest.skip("torchcp is not installed (pip install --no-deps torchcp)")
+        root = spec.submodule_search_locations[0]
+        for name, path in (("torchcp", root), ("torchcp.classification", f"{root}/classification")):
+            if name not in sys.modules:
+                package = types.ModuleType(name)
+                package.__path__ = [path]
+                sys.modules[name] = package
+    from torchcp.classification import predictor, score
+
+    return score, predictor

@@ -1,5 +1,5 @@
 """Every command's JSON on the bundled sample data, run as a user runs them (``python -m calib``), for
-the golden test (tests/test_golden.py): a change of structure must leave every key as it was and
+the golden test (tests/contracts/test_golden.py): a change of structure must leave every key as it was and
 every number as it was to the bit on the machine that recorded it. Outputs without JSON (apply's
 arrays, synth's files) enter as the SHA-256 of their arrays, with three sums of each floating array
 (:func:`float_sums`). Paths become their names relative to the scratch directory.

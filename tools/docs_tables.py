@@ -2,7 +2,7 @@
 
 Each generated block sits between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->``
 in its file; ``python tools/docs_tables.py`` rewrites every block, ``--check`` exits 1 naming the
-blocks that differ (tests/test_docs.py runs it). Adding a metric (calib.metrics.METRICS), a
+blocks that differ (tests/contracts/test_docs.py runs it). Adding a metric (calib.metrics.METRICS), a
 calibrator (calib.registry.CALIBRATORS), a conformal score (calib.calibrators.scores.SCORES) or a
 file format (calib.io.formats.FORMATS) updates these lists by running this script.
 """

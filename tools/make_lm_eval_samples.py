@@ -1,4 +1,4 @@
-"""Write the lm-evaluation-harness sample logs that tests/test_lm_eval.py reads, with the harness's
+"""Write the lm-evaluation-harness sample logs that tests/unit/io/formats/test_harness_samples.py reads, with the harness's
 own code: ``simple_evaluate`` over two local multiple-choice tasks (JSON datasets with 2 to 5 choices
 per question, written here from a seed), a small language model of our own whose log-likelihoods
 favour the right choice by a seeded margin, ``log_samples=True``, and the harness's

@@ -581,7 +581,7 @@ def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **
 
 
 #: The rest of what the command line (calib.cli) takes from the library, which it reaches only
-#: through this module (tests/test_layers.py): name -> the module that defines it, loaded on first
+#: through this module (tests/contracts/test_layers.py): name -> the module that defines it, loaded on first
 #: use so that each command pays only for what it needs (the request types load the metric stack).
 _NAMES_BY_MODULE = {
     "._version": ("__version__",),

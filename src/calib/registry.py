@@ -83,7 +83,7 @@ def onnx_cases() -> list[tuple[str, dict]]:
     """Every (method, options) whose export must equal ``calib apply``: each method with a graph at
     its defaults, and once more for every other value of each of its options with a fixed set of
     values (:data:`OPTION_CHOICES`), except :data:`NO_GRAPH_CHOICES`. A new method, score or
-    threshold joins the parity checks (tests/test_onnx_export.py, benchmarks/onnx_parity.py) here."""
+    threshold joins the parity checks (tests/unit/test_onnx_export.py, benchmarks/onnx_parity.py) here."""
     cases = []
     for name, cls in CALIBRATORS.items():
         if not has_onnx_graph(cls):

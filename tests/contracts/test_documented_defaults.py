@@ -14,7 +14,7 @@ from conftest import needs
 import calib
 from calib import CALIBRATORS
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def table_row(page: str, key: str) -> str:

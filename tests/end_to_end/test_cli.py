@@ -140,7 +140,7 @@ def test_baseline_gate(tmp_path, run):
     base = json.loads((tmp_path / "base.json").read_text())["metrics"]["cmce"]["value"]
     assert gate["baseline"] == base and gate["increase"] == pytest.approx(gate["value"] - base)
     # the expected outcome from the two CMCE values of the plain-Python definition (tests/reference.py),
-    # not from the gate's own numbers; far from the edge, which tests/test_boundaries.py pins
+    # not from the gate's own numbers; far from the edge, which tests/guarantees/test_boundaries.py pins
     test_data = np.load(test)
     before = ref.cmce(ref.softmax(test_data["logits"]), test_data["labels"])
     after = ref.cmce(calib.load(str(tmp_path / "B")).predict_proba(test_data["logits"]), test_data["labels"])

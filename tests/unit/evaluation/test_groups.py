@@ -99,7 +99,7 @@ def test_cli_group_by_a_parquet_column_and_gates_on_the_worst_group(run, grouped
     worst_ece = report["groups"][worst]["metrics"]["ece"]
     assert report["group_by"]["worst"]["ece"] == {"group": worst, "value": worst_ece}
     limit = f"{worst_ece - 0.001:.4f}"
-    raw = ["--ignore-noise"]  # the worst group's value itself (tests/test_gates.py has the bounds)
+    raw = ["--ignore-noise"]  # the worst group's value itself (tests/unit/evaluation/test_gates.py has the bounds)
     code, out, err = run("evaluate", path, "--group-by", "family", "--no-vece", *raw, "--fail-if", f"max_group:ece>{limit}")
     assert code == 1
     assert (

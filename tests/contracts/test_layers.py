@@ -4,7 +4,7 @@ points down or sideways within its layer, and the modules have no import cycle."
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 #: Layers, bottom first: a module may import its own layer's modules and those below.
 LAYERS = [
@@ -69,7 +69,7 @@ def layer_of(module: str) -> int:
             if module == prefix or (prefix != "calib" and module.startswith(prefix + ".")):
                 if best is None or len(prefix) > best[1]:
                     best = (index, len(prefix))
-    assert best is not None, f"{module} is in no layer of tests/test_layers.py"
+    assert best is not None, f"{module} is in no layer of tests/contracts/test_layers.py"
     return best[0]
 
 
@@ -216,3 +216,40 @@ def test_multi_label_code_stays_in_its_modules():
     }
     assert reading - MULTILABEL_MODULES == set()
     assert MULTILABEL_MODULES - reading == set(), "a module no longer reads it: drop it from the list"
+
+
+TESTS = SRC.parent / "tests"
+#: The kinds of tests: unit tests mirroring the package, contracts over the registries, the docs
+#: and the layers, the commands end to end, and the guarantees that span modules (edges,
+#: near-certain and hostile inputs, reproducers of real-world trials).
+TEST_KINDS = ("unit", "contracts", "end_to_end", "guarantees")
+
+
+def test_the_unit_tests_mirror_the_package():
+    """tests/unit/<folders>/test_<name>.py tests the module src/calib/<folders>/<name>.py, the
+    package <folders>/<name>, or (<name> the last folder's) the package <folders> as a whole; every
+    test file sits in one of the kinds."""
+    misplaced = [
+        str(path.relative_to(TESTS)) for path in TESTS.rglob("test_*.py") if path.relative_to(TESTS).parts[0] not in TEST_KINDS
+    ]
+    assert misplaced == []
+    unmatched = []
+    for path in (TESTS / "unit").rglob("test_*.py"):
+        folders = path.relative_to(TESTS / "unit").parts[:-1]
+        name = path.stem.removeprefix("test_")
+        package = SRC / "calib" / Path(*folders)
+        if not ((package / f"{name}.py").is_file() or (package / name).is_dir() or (folders and folders[-1] == name)):
+            unmatched.append(str(path.relative_to(TESTS)))
+    assert unmatched == []
+
+
+def test_no_test_file_imports_another():
+    """Shared helpers live in tests/conftest.py, tests/reference.py, tests/reports.py and
+    tests/golden.py: a test file importing another works only in some collection orders."""
+    found = []
+    for path in TESTS.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(TESTS)} imports {name}" for name in names if name.split(".")[0].startswith("test_")]
+    assert found == []

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, data_file, needs
+from conftest import SAMPLE, data_file, needs, torchcp_modules
 
 import calib
 from calib.calibrators.conformal import SCORES, ScoreOptions, conformal_quantile, label_scores, nonconformity
@@ -159,31 +159,6 @@ def test_sets_equal_mapies_on_cifar100(cifar100):
             assert len(differ) <= 5 and all(ranked[i, q - 1] - ranked[i, q] <= 1e-8 for i in range(len(differ)))
 
 
-def _torchcp():
-    """TorchCP's classification scores and predictors, without its package __init__, which imports
-    its graph and language-model modules (torch_geometric, transformers). TorchCP is installed with
-    `pip install --no-deps torchcp` (its declared torchsort is a source-only C++ extension that
-    these modules never import)."""
-    import importlib.util
-    import sys
-    import types
-
-    needs("torch")
-    if "torchcp.classification.score" not in sys.modules:  # not loaded by an earlier call
-        spec = importlib.util.find_spec("torchcp")
-        if spec is None:
-            pytest.skip("torchcp is not installed (pip install --no-deps torchcp)")
-        root = spec.submodule_search_locations[0]
-        for name, path in (("torchcp", root), ("torchcp.classification", f"{root}/classification")):
-            if name not in sys.modules:
-                package = types.ModuleType(name)
-                package.__path__ = [path]
-                sys.modules[name] = package
-    from torchcp.classification import predictor, score
-
-    return score, predictor
-
-
 def test_sets_equal_torchcps_on_cifar100(cifar100):
     """TorchCP's THR (LAC), APS, RAPS, SAPS and TOPK, non-randomised, with its split and its
     class-conditional predictors: the same sets as ours, row by row, on CIFAR-100 (alpha 0.1).
@@ -193,7 +168,7 @@ def test_sets_equal_torchcps_on_cifar100(cifar100):
     sets agree; per class it does, and the sets agree once TorchCP's label scores are its own
     all-label scores."""
     torch = needs("torch")
-    score, predictor = _torchcp()  # skips when TorchCP is missing
+    score, predictor = torchcp_modules()  # skips when TorchCP is missing
 
     cal_logits, cal_labels, test_logits, _ = cifar100
     cal, labels, test = torch.from_numpy(cal_logits), torch.from_numpy(cal_labels), torch.from_numpy(test_logits)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import needs
+from conftest import needs, peaked_logits, torchcp_modules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -239,19 +239,6 @@ def test_a_binary_log_probability_of_minus_40_stays_minus_40():
 # peaked models: subnormal probabilities and masses within 1e-12 of 1 ---------------------------------
 
 
-def peaked_logits(n, k=97, seed=0):
-    """A peaked model (a language-ID model's shape): each row's logits spread over gaps of 0 to 760
-    below a top logit, the top class the label 90% of the time, 0 to 30 above the rest, so the top
-    probability is within 1e-13 of 1 on many rows and the other classes' probabilities reach the
-    subnormal range and 0."""
-    rng = np.random.default_rng(seed)
-    z = -rng.uniform(0, 760, (n, k)) * rng.uniform(0.0, 1.0, (n, 1)) ** 2
-    labels = rng.integers(0, k, n)
-    top = np.where(rng.random(n) < 0.9, labels, rng.integers(0, k, n))
-    z[np.arange(n), top] = z.max(axis=1) + rng.uniform(0, 30, n)
-    return z, labels
-
-
 def test_softmax_keeps_subnormal_probabilities_on_both_paths():
     """Gaps of 700-760 below the row's maximum: exp(-gap) is subnormal from -708.4 to -745.1 and 0
     below; both kernel paths give NumPy's value to an ulp of the subnormal range (the compiled path
@@ -336,12 +323,11 @@ def test_aps_sets_of_a_peaked_model_against_torchcp():
     """TorchCP's APS (SplitPredictor, not randomised) compares its float sums exactly: its sets are
     ours but for the classes whose mass lies above q by no more than the sums' rounding bound
     2 (K - 1) u q, which ours keep (docs/calibrators.md)."""
-    from test_conformal_scores import _torchcp
 
     from calib.core.numerics import softmax
 
     torch = needs("torch")
-    score, predictor = _torchcp()
+    score, predictor = torchcp_modules()
     z, labels = peaked_logits(4000)
     theirs = predictor.SplitPredictor(score.APS(randomized=False), alpha=0.1)
     theirs.calculate_threshold(torch.from_numpy(z[:2000]), torch.from_numpy(labels[:2000]), alpha=0.1)

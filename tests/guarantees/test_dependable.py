@@ -20,7 +20,7 @@ from calib.core.numerics import EDGE_RTOL, bin_index, edge_index, softmax
 from calib.errors import InputError
 from calib.registry import CALIBRATORS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # 1. CatBoost fits never run at the same time in one process ------------------------------------
 
@@ -271,7 +271,7 @@ def test_every_optional_import_in_a_test_goes_through_a_skip():
     """An import of an optional package inside a test function comes after needs(<package>) (or a
     pytest.skip) in the same function; no test module imports one at its top."""
     problems = []
-    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         tree = ast.parse(path.read_text())
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):

@@ -235,7 +235,7 @@ def test_gates_are_immutable():
 def test_linear_map_settings_are_the_documented_ones():
     from calib.calibrators import matrix_scaling
 
-    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "calibrators.md")).read()
+    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "calibrators.md")).read()
     assert "budget, 20,000" in text and matrix_scaling.MAX_ITERATIONS == 20_000
     assert f"projected gradient {matrix_scaling.PROJECTED_GRADIENT_TOLERANCE:g}" in text
     assert f"relative loss change {matrix_scaling.RELATIVE_LOSS_TOLERANCE:g}" in text

@@ -337,7 +337,7 @@ def test_beta_on_a_peaked_model_holds_the_float64_bound():
     the float64 graph equals calib apply within 1e-8 (it was 2.7e-6 on 22 of 2,000 rows when 1 - p
     was taken from the rounded p: p's rounding of 1e-16 is relative 1e-4 of 1 - p = 1e-12)."""
     needs("onnx")
-    from test_near_certain import peaked_logits
+    from conftest import peaked_logits
 
     import calib
 
