@@ -3,6 +3,7 @@ probabilities into the metric accumulators, in row order, with optional bootstra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -287,10 +288,16 @@ def _add_intervals(results: dict, grouped: dict, bootstrap, main_side: str, grou
         for key, interval in intervals(replicates, bootstrap.level, estimates).items():
             results[side][key]["ci"] = interval
         if side == main_side:
-            kept = {"groups": states.clusters, "values": {k: v.tolist() for k, v in replicates.items()}}
+            kept = {"groups": states.clusters, "values": {k: _as_report_list(v) for k, v in replicates.items()}}
             if states.n_strata > 1:
                 kept["by_group"] = {
-                    name: {k: v.tolist() for k, v in values.items()}
+                    name: {k: _as_report_list(v) for k, v in values.items()}
                     for name, values in zip(groups.names, states.stratum_replicate_values(bootstrap))
                 }
     return kept
+
+
+def _as_report_list(values: np.ndarray) -> list[float | None]:
+    """Replicate values as a report holds them: None (JSON null) for a replicate without a value
+    (a group with no row in it), never NaN, which is not JSON."""
+    return [value if math.isfinite(value) else None for value in values.tolist()]
