@@ -64,3 +64,22 @@ def test_a_report_round_trips_through_its_json_byte_for_byte(tmp_path):
     again = EvaluationReport.from_json(json.loads(json.dumps(document)))
     assert json.dumps(again.to_json()) == json.dumps(document)
     assert again.bootstrap.floor("ece") == pytest.approx(found.bootstrap.floor("ece"))
+
+
+def test_a_reports_sections_are_immutable():
+    """A baseline report is read once and shared by every change gate: no gate can change it."""
+    from dataclasses import FrozenInstanceError, fields
+
+    from calib.evaluation.report_types import GroupEntry, InputSection, MetricEntry
+
+    sections = [
+        MetricEntry(0.1, {}),
+        InputSection("p", "logits", 10, 2),
+        BootstrapSection.from_json({"values": {}}),
+        GroupEntry(10, {}),
+        GroupSection({}, "g", 0, {}),
+        GateResult.from_json({"expr": "ece>1", "passed": True}),
+    ]
+    for section in sections:
+        with pytest.raises(FrozenInstanceError):
+            setattr(section, fields(section)[0].name, None)
