@@ -35,23 +35,25 @@ def on_both_kernel_paths(compute):
 
 
 def pava(values, targets):
-    """Isotonic regression of ``targets`` on ``values`` by pool-adjacent-violators, in plain Python:
-    rows with exactly equal values are one block first (weight = their count), nothing else is
-    merged. Returns (distinct values, fitted level of each)."""
+    """Isotonic regression of 0/1 ``targets`` on ``values`` by pool-adjacent-violators, in plain
+    Python: rows with exactly equal values are one block first (weight = their count), nothing else
+    is merged. A block keeps its integer count of ones, so blocks are compared exactly (t1 w2 > t2
+    w1) and a level is one correctly rounded division (5/6, not a mean of means a rounding away).
+    Returns (distinct values, fitted level of each)."""
     blocks = {}
     for v, t in zip(values.tolist(), targets.tolist()):
-        weight, total = blocks.get(v, (0, 0.0))
-        blocks[v] = (weight + 1, total + t)
+        weight, total = blocks.get(v, (0, 0))
+        blocks[v] = (weight + 1, total + int(t))
     xs = sorted(blocks)
-    stack = []  # [weight, mean, number of distinct values]
+    stack = []  # [weight, ones, number of distinct values]
     for x in xs:
         weight, total = blocks[x]
-        stack.append([weight, total / weight, 1])
-        while len(stack) > 1 and stack[-2][1] > stack[-1][1]:
-            w2, m2, c2 = stack.pop()
-            w1, m1, c1 = stack.pop()
-            stack.append([w1 + w2, (w1 * m1 + w2 * m2) / (w1 + w2), c1 + c2])
-    levels = [m for w, m, c in stack for _ in range(c)]
+        stack.append([weight, total, 1])
+        while len(stack) > 1 and stack[-2][1] * stack[-1][0] > stack[-1][1] * stack[-2][0]:
+            w2, t2, c2 = stack.pop()
+            w1, t1, c1 = stack.pop()
+            stack.append([w1 + w2, t1 + t2, c1 + c2])
+    levels = [t / w for w, t, c in stack for _ in range(c)]
     return np.array(xs), np.array(levels)
 
 
