@@ -567,3 +567,21 @@ def test_a_joint_fit_summary_counts_pairs_as_pairs(run, tmp_path):
     counted = [key for key in report if key.startswith("infeasible")]
     assert code == 0 and counted and all(key.endswith("(cal (row, label) pairs)") for key in counted)
     assert sum(report[key] for key in counted) <= 300 * z.shape[1]
+
+
+def test_the_library_refuses_features_and_training_rows_for_pairs(tmp_path):
+    """The refusal is the library's (the command line only adds the flag to drop): a calibrator of
+    one for all pairs took features before, which are per row, not per pair."""
+    import calib
+    from calib.errors import InputError, UsageError
+    from calib.io.readers import read_features
+
+    z, y = _data(seed=8)
+    preds = calib.api.as_predictions(z, y)
+    with pytest.raises(UsageError, match="take neither"):
+        calib.calibrator("ts").fit(preds, features=np.zeros((len(z), 2)))
+    with pytest.raises(UsageError, match="take neither"):
+        calib.calibrator("ts").fit(preds, train=preds)
+    np.save(tmp_path / "f.npy", np.zeros((len(z), 2)))
+    with pytest.raises(InputError, match="take neither"):
+        read_features(str(tmp_path / "f.npy"), preds)

@@ -323,7 +323,7 @@ def read_features(path: str | None, preds: Predictions) -> np.ndarray | None:
     if path is None:
         return None
     if preds.multilabel is not None:
-        raise InputError(f"{path}: {PER_ROW_ONLY}", cli_hint="drop --features and --train")
+        raise InputError(f"{path}: {PER_ROW_ONLY}", cli_hint="drop --features")
     n_rows = preds.n
     _require_file(path)
     features = np.asarray(format_of(path).read_matrix(path, FEATURE_NAMES))
