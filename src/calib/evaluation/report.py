@@ -172,7 +172,7 @@ def metric_config(bins, cmce_bins, preds: Predictions) -> MetricConfig:
     """The bins of the binned metrics and of CMCE, each a positive count or "auto"
     (:func:`calib.metrics.definitions.auto_bins` of the rows; of the rows per label for a multi-label
     input, whose gates and table read each label's rows)."""
-    rows = preds.multilabel.n_rows if preds.multilabel is not None else preds.n
+    rows = preds.output_layout.shape[0]  # a multi-label input's rows, not its pairs
     return MetricConfig(bins=bin_count(bins, rows, "bins"), cmce_bins=bin_count(cmce_bins, rows, "cmce_bins"))
 
 
