@@ -130,9 +130,14 @@ def differences(output: object, record: object, where: str = "") -> list[str]:
     return [] if output == record and type(output) is type(record) else [f"{where}: {output!r} != {record!r}"]
 
 
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not JSON: an undefined value is null")
+
+
 def _json(work: Path, name: str) -> object:
+    """A command's JSON output, read as strictly as other tools read it (NaN and Infinity refused)."""
     text = (work / name).read_text().replace(str(work) + "/", "").replace(str(SAMPLE) + "/", "sample_data/")
-    report = json.loads(text)
+    report = json.loads(text, parse_constant=_not_json)
     if isinstance(report, dict):
         report.pop("calib_version", None)
     return report
