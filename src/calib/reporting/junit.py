@@ -11,9 +11,12 @@ document holds no time stamps: the same report gives the same bytes.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
-from ..evaluation.report_types import EvaluationReport
 from .text import gate_text, report_title
+
+if TYPE_CHECKING:
+    from ..evaluation.report_types import EvaluationReport
 
 #: ``classname`` of the test cases: the gates, and the per-group cases of a worst-group gate.
 CLASSNAME, GROUP_CLASSNAME = "calib.gates", "calib.gates.groups"

@@ -6,9 +6,12 @@ One precision rule everywhere: 4 significant digits (``format_value``), changes 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..evaluation.report_types import EvaluationReport, GateResult, MetricEntry
+if TYPE_CHECKING:  # the command line imports these renderers at start; the metric stack loads with a command
+    from ..evaluation.report_types import EvaluationReport, GateResult, MetricEntry
 
 #: Significant digits of every value a table prints.
 DIGITS = 4
