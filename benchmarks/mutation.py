@@ -89,8 +89,8 @@ OPERATORS = frozenset(
         "core/ReplaceUnaryOperator_USub_UAdd",
     }
 )
-#: The bugs a review planted in calib's core that the tests then missed (each as the text it
-#: replaces and its replacement), with the test files that must now catch them (``--planted``).
+#: Bugs planted by hand in calib's core that the tests once missed (each as the text it replaces
+#: and its replacement), with the test files that must now catch them (``--planted``).
 PLANTED = (
     (
         "calib/core/numerics.py",

@@ -205,7 +205,7 @@ class Calibration:
         self.device = used if torch_method else None
         self.input_kind, self.n_classes, self.seed = preds.kind, preds.k, seed
         self.bundle_sha256 = None
-        self.n_labels = None if preds.multilabel is None else preds.multilabel.n_labels
+        self.n_labels = preds.output_layout.n_labels
         self.fitted_on = {"n": preds.n, "sha256": preds.sha256}
         return self
 
@@ -267,8 +267,8 @@ class Calibration:
     def fitted_shape(self, preds: Predictions) -> dict[str, str]:
         """The rows the fit's summary table names: "rows x classes", or for a multi-label input
         "rows x labels" and whether one calibrator per label or one for all labels was fitted."""
-        layout = preds.multilabel
-        if layout is None:
+        layout = preds.output_layout
+        if layout.n_labels is None:
             return {"rows x classes": f"{preds.n} x {preds.k} ({preds.kind})"}
         fitted = f"one calibrator per label ({layout.n_labels})" if self.per_label else "one calibrator for all labels"
         return {"rows x labels": f"{layout.n_rows} x {layout.n_labels} ({preds.n} pairs, {preds.kind})", "fitted": fitted}

@@ -159,7 +159,7 @@ def diagnose(
     from .evaluation import build_report
 
     # a multi-label input's pairs: the reliability of P(y_l = 1) pooled and per label (the groups)
-    positive = preds.multilabel is not None
+    positive = preds.output_layout.n_labels is not None
     groups = groups_for(preds, groups)
     result = Diagnosis(preds.n, preds.k, preds.kind)
     result.source = {"path": preds.name, "n": preds.n, "k": preds.k, "kind": preds.kind, "calib_version": __version__}
@@ -291,7 +291,7 @@ def _label_set_findings(result: Diagnosis, preds: Predictions, calibrator) -> No
     label, and the labels its sets cover least, against 1 - alpha (joint or per label, as fitted)."""
     from .evaluation.streaming import SetStats
 
-    stats = SetStats(calibrator, preds.k, preds.multilabel)
+    stats = SetStats(calibrator, preds.k, preds.output_layout)
     for rows in preds.chunks():
         stats.update(calibrator.apply(CalibrationInputs.of(preds, rows), "sets")[0], preds.labels[rows], rows)
     found = stats.results()
@@ -306,7 +306,7 @@ def _label_set_findings(result: Diagnosis, preds: Predictions, calibrator) -> No
         text = f"the bundle's per-label sets cover each label at least {measured:.4g} of the time"
     # below 1 - alpha by more than the noise of a coverage measured on these rows and fitted on as
     # many: 3 standard errors of a difference of two binomial shares at 1 - alpha
-    noise = 3.0 * math.sqrt(2.0 * alpha * (1.0 - alpha) / preds.multilabel.n_rows)
+    noise = 3.0 * math.sqrt(2.0 * alpha * (1.0 - alpha) / preds.output_layout.shape[0])  # the input's rows
     result.note(
         "warning" if measured < 1.0 - alpha - noise else "info",
         f"{text} (target >= 1 - alpha = {1 - alpha:g}); lowest labels: {lowest}; every label at once: {joint:.4g}",

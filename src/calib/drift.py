@@ -151,15 +151,16 @@ def _check(ref: Predictions, new: Predictions) -> None:
             )
     if new.labels is not None and not np.intersect1d(np.unique(ref.labels), np.unique(new.labels)).size:
         raise InputError(f"{ref.name} and {new.name} share no class among their labels: nothing to compare")
-    if (ref.multilabel is None) != (new.multilabel is None):
-        multi, single = (ref, new) if ref.multilabel is not None else (new, ref)
+    ref_labels, new_labels = ref.output_layout.n_labels, new.output_layout.n_labels  # None: rows of classes
+    if (ref_labels is None) != (new_labels is None):
+        multi, single = (ref, new) if ref_labels is not None else (new, ref)
         raise InputError(
             f"{multi.name} is a multi-label input and {single.name} is not: compare two multi-label batches "
             "(scores without labels are read as multi-label with the task multilabel)",
             cli_hint="--task multilabel",
         )
-    if ref.multilabel is not None and ref.multilabel.n_labels != new.multilabel.n_labels:
-        raise InputError(f"{ref.name} has {ref.multilabel.n_labels} labels and {new.name} {new.multilabel.n_labels}")
+    if ref_labels != new_labels:
+        raise InputError(f"{ref.name} has {ref_labels} labels and {new.name} {new_labels}")
 
 
 def _batch(batch, name: str) -> Predictions:
@@ -229,12 +230,13 @@ def compare(
         return _labelled(*labelled, ref_prior, bootstrap, at_level, rng, seed, decay_score)
 
     report.update(analyse(slice(None), slice(None), level))
-    if ref.multilabel is not None:  # each label a binary problem: the labels are the groups
-        from .evaluation.groups import label_groups
+    from .evaluation.groups import label_groups
 
+    by_label = label_groups(ref), label_groups(new)  # None: rows of classes
+    if by_label[0] is not None:  # each label a binary problem: the labels are the groups
         if groups is not None:
             raise UsageError("a multi-label comparison is grouped by its labels; other groups do not apply to it")
-        groups = (label_groups(ref), label_groups(new))
+        groups = by_label
         report["note_pairs"] = (
             "multi-label: the whole-batch analysis pools the (row, label) pairs and resamples them as if independent; "
             "each label's own analysis is under groups"

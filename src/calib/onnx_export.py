@@ -206,7 +206,7 @@ def _set_codes(g: OnnxGraph, sets: str) -> str:
     return g.where(g.op("Not", g.op("Or", has_0, has_1)), g.const(-1, np.int8), code)
 
 
-def _multilabel_outputs(calibrator, g: OnnxGraph, given: str, input_kind: str, n_labels: int) -> dict:
+def _label_pair_outputs(calibrator, g: OnnxGraph, given: str, input_kind: str, n_labels: int) -> dict:
     """(N, L) outputs of a calibrator of a multi-label input's pairs: P(y_l = 1) and, for a
     conformal method, each label's set code. A shared calibrator maps the N L pairs in one (N L, 2)
     tensor; a calibrator per label maps its label's column with its own graph."""
@@ -245,7 +245,7 @@ def onnx_model(
     given = g.op("Cast", input_name, to=onnx.TensorProto.DOUBLE)
     width, set_type = n_classes, onnx.TensorProto.BOOL
     if n_labels is not None:
-        built = _multilabel_outputs(calibrator, g, given, input_kind, n_labels)
+        built = _label_pair_outputs(calibrator, g, given, input_kind, n_labels)
         width, set_type = n_labels, onnx.TensorProto.INT8
     else:
         if input_kind == "probs":

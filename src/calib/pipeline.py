@@ -51,31 +51,31 @@ def fit_calibrator(
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
     calibrator = cls(parsed)
-    layout = preds.multilabel
-    if (per_label or joint) and layout is None:
+    n_labels = preds.output_layout.n_labels  # a multi-label input's L; None for rows of classes
+    if (per_label or joint) and n_labels is None:
         raise UsageError(
             f"{'a calibrator per label' if per_label else 'joint coverage'} needs a multi-label input "
             "(labels a (N, L) 0/1 matrix)"
         )
     if per_label and joint:
         raise UsageError("the sets of a multi-label input cover each label or every label at once: choose one")
-    if layout is not None and (train is not None or features is not None):
+    if n_labels is not None and (train is not None or features is not None):
         raise UsageError(PER_ROW_ONLY, cli_hint="drop --features and --train")
     conformal = builds_sets(calibrator) or isinstance(calibrator, AlphaAgnostic)
     if joint:
         if not conformal:
             raise UsageError(f"method {method!r} builds no conformal sets; joint coverage is a conformal method's")
-        fitted = fit_joint(cls, parsed, CalibrationInputs.of(preds), preds.labels, layout.n_labels, seed=seed)
+        fitted = fit_joint(cls, parsed, CalibrationInputs.of(preds), preds.labels, n_labels, seed=seed)
         fitted.absent_classes_ = absent_classes(preds.labels, preds.k)
         return fitted
-    if layout is not None and conformal and not per_label:
+    if n_labels is not None and conformal and not per_label:
         raise UsageError(
             f"method {method!r} is conformal: the sets of a multi-label input need a stated coverage, per label "
             "(each label's set covers y_l with probability >= 1 - alpha) or joint (every label of a row at once)",
             cli_hint="--per-label or --joint",
         )
     if per_label:
-        calibrator = PerLabel(cls, parsed, layout.n_labels)
+        calibrator = PerLabel(cls, parsed, n_labels)
         return calibrator.fit_inputs(CalibrationInputs.of(preds), preds.labels, seed=seed)
     if train is None and train_features is not None:
         raise UsageError("features of training rows were given without the training rows", cli_hint="--train FILE")
@@ -223,13 +223,13 @@ def check_fits(
     as logits, the same numbers; ``preds.kind_reason`` then says so. Otherwise it is refused, with a
     way out that reads the file correctly (refitting on its kind; declaring log-probabilities as
     logits, which they are)."""
-    layout = preds.multilabel
-    if n_labels is not None and (layout is None or layout.n_labels != n_labels):
-        found = "not multi-label" if layout is None else f"of {layout.n_labels} labels"
+    labels_here = preds.output_layout.n_labels  # None: rows of classes
+    if n_labels is not None and labels_here != n_labels:
+        found = "not multi-label" if labels_here is None else f"of {labels_here} labels"
         raise InputError(f"{preds.name}: {what} was fitted on a multi-label input of {n_labels} labels; this input is {found}")
-    if n_labels is None and layout is not None:
+    if n_labels is None and labels_here is not None:
         raise InputError(
-            f"{preds.name}: is a multi-label input ({layout.n_labels} labels); {what} was fitted on rows of {n_classes} classes"
+            f"{preds.name}: is a multi-label input ({labels_here} labels); {what} was fitted on rows of {n_classes} classes"
         )
     if preds.k != n_classes:
         raise InputError(f"{preds.name}: has K = {preds.k} classes but {what} was fitted for K = {n_classes}")

@@ -308,38 +308,3 @@ def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> 
         i = int(np.argmax(bad))
         raise InputError(f"{where}labels must lie in [0, {n_classes}); row {i} has label {labels[i]:g}")
     return labels.astype(np.int64)
-
-
-#: What the rows predict: ``auto`` decides from the labels (a (N, L) 0/1 matrix of the scores'
-#: shape: multilabel; else one class index per row: binary for K = 2, multiclass above).
-TASKS = ("auto", "multiclass", "binary", "multilabel")
-
-
-def is_label_matrix(labels) -> bool:
-    """Whether ``labels`` is a (N, L) matrix with L > 1: a multi-label input's."""
-    return np.ndim(labels) == 2 and np.shape(labels)[1] > 1
-
-
-def multilabel_pairs(scores, labels, name: str, label_name: str) -> tuple[np.ndarray, np.ndarray | None, int]:
-    """A multi-label input's (row, label) pairs: the (N, L) scores as one column of N L values (a
-    view of a C-ordered array), the (N, L) 0/1 labels likewise (None without labels), and L.
-    Labels may be booleans, integers or integral floats, each 0 or 1; a missing or other value is
-    refused naming its row and label."""
-    scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores[slice(None)])  # scores read on demand
-    if scores.ndim != 2:
-        raise InputError(f"{name}: a multi-label input's scores are a (N, L) matrix; got shape {scores.shape}")
-    if labels is not None:
-        labels = np.asarray(labels)
-        if scores.shape != labels.shape:
-            raise InputError(
-                f"{label_name}: a multi-label input needs a 0/1 label per score: labels {labels.shape}, scores {scores.shape}"
-            )
-        if not (np.issubdtype(labels.dtype, np.number) or labels.dtype == np.bool_):
-            raise InputError(f"{label_name}: multi-label labels must be 0 or 1; got dtype {labels.dtype}")
-        bad = ~((labels == 0) | (labels == 1))  # NaN included
-        if bad.any():
-            row, label = (int(i) for i in np.argwhere(bad)[0])
-            value = labels[row, label].item()
-            raise InputError(f"{label_name}: row {row}, label {label} is {value!r}; multi-label labels are 0 or 1")
-        labels = labels.astype(np.int64).reshape(-1)
-    return np.ascontiguousarray(scores).reshape(-1), labels, int(scores.shape[1])

@@ -476,24 +476,18 @@ class ChangeGate:
         return out, None
 
 
-def task_of(k: int | None, multilabel: dict | None) -> str:
-    """The problem an input section describes: "multi-label (L labels)", "binary" or "K-class"."""
-    if multilabel:
-        return f"multi-label ({multilabel.get('labels')} labels)"
-    return "binary" if k == 2 else f"{k}-class"
-
-
-def check_same_problem(baseline: InputSection | None, k: int, multilabel: dict | None) -> None:
+def check_same_problem(baseline: InputSection | None, task: str) -> None:
     """Refuse a baseline report of another problem: another class count, task (binary, multiclass,
     multi-label) or label count makes every metric incomparable (a 97-class run against a 10-class
     baseline once printed "ece rose +138%" and failed the build). A baseline without an input
-    section (a hand-made report) is taken as it is."""
+    section (a hand-made report) is taken as it is. ``task``: this run's (:meth:`InputSection.task`)."""
     if baseline is None or baseline.k is None:
         return
-    theirs, ours = task_of(baseline.k, baseline.multilabel), task_of(k, multilabel)
+    theirs, ours = baseline.task(), task
     if theirs != ours:
+        source = "" if baseline.path is None else f" ({baseline.path})"  # merged states have no one path
         raise InputError(
-            f"the baseline report is of a {theirs} problem ({baseline.path}), this run of a {ours} one; "
+            f"the baseline report is of a {theirs} problem{source}, this run of a {ours} one; "
             "a change gate compares two runs of the same problem"
         )
 

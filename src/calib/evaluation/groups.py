@@ -49,20 +49,24 @@ class Groups:
         return np.argsort(self.codes, kind="stable")
 
 
-def label_groups(preds) -> Groups:
-    """A multi-label input's pairs grouped by their label (``preds.multilabel``)."""
-    layout = preds.multilabel
-    return Groups(list(layout.names), layout.codes(), LABELS_SOURCE, layout.n_labels)
+def label_groups(preds) -> Groups | None:
+    """The pairs of a multi-label input grouped by their label (its output layout's names and
+    codes: calib.io.predictions.LabelLayout); None for rows of classes, which have no labels."""
+    layout = preds.output_layout
+    if layout.n_labels is None:
+        return None
+    return Groups(list(layout.names), layout.codes(), LABELS_SOURCE, layout.pairs_per_row)
 
 
 def groups_for(preds, groups: Groups | None) -> Groups | None:
     """The groups an evaluation of ``preds`` reads: ``groups``, or a multi-label input's labels
     (which take no other groups)."""
-    if preds.multilabel is None:
+    labels = label_groups(preds)
+    if labels is None:
         return groups
     if groups is not None and groups.source != LABELS_SOURCE:
         raise UsageError("a multi-label input is grouped by its labels; other groups do not apply to it")
-    return groups if groups is not None else label_groups(preds)
+    return groups if groups is not None else labels
 
 
 def groups_from_values(values, n_rows: int, source: str) -> Groups:

@@ -14,8 +14,8 @@ from ..io.predictions import Predictions
 from ..metrics import (
     BINARY_METRICS,
     DEFAULT_METRICS,
+    LABEL_PAIR_METRICS,
     METRICS,
-    MULTILABEL_METRICS,
     TRUTH_METRICS,
     VECE_METRICS,
     MetricConfig,
@@ -59,7 +59,7 @@ def build_report(
     bootstrap = request.bootstrap.resolve(preds.n, preds.k, request.gates)
     groups = groups_for(preds, groups)
     for gate in increase_gates:
-        check_same_problem(gate.baseline_input, preds.k, multilabel_layout(preds))
+        check_same_problem(gate.baseline_input, preds.output_layout.task())
     keys, sample_keys = _metric_keys(preds, request.metrics, request.vece, gates, increase_gates, groups)
     if any(gate.paired for gate in increase_gates) and bootstrap is None:
         raise UsageError(
@@ -79,7 +79,7 @@ def build_report(
                 f"baseline {gate.metric} was computed with settings {gate.baseline_entry.settings}, "
                 f"this run with {values[gate.metric]['settings']}; the numbers are not comparable"
             )
-    if bootstrap is not None and preds.multilabel is None:  # a multi-label row's pairs are not independent
+    if bootstrap is not None and preds.output_layout.pairs_per_row == 1:  # the pairs of a row are not independent
         for key, interval in streamed.state.intervals(bootstrap.level).items():
             values[key]["ci_analytic"] = interval
     report = EvaluationReport(
@@ -88,7 +88,7 @@ def build_report(
     report.streamed = streamed
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
-        floors = _floors(streamed, keys, bootstrap, groups, min_group_rows, preds.multilabel is not None)
+        floors = _floors(streamed, keys, bootstrap, groups, min_group_rows, preds.output_layout.pairs_per_row)
         report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors)
     if groups is not None:
         side = "calibrated" if calibrator is not None else "uncalibrated"
@@ -100,7 +100,7 @@ def build_report(
             streamed.group_values[side],
             before_groups,
             min_group_rows,
-            mean=preds.multilabel is not None,
+            mean=preds.output_layout.n_labels is not None,  # the macro average over a multi-label input's labels
         )
     absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
     if absent_rows is not None:
@@ -115,14 +115,15 @@ def build_report(
 def _metric_keys(preds: Predictions, metrics, include_vece: bool, gates, increase_gates, groups) -> tuple[list[str], list[str]]:
     """(the streamed keys, the whole-sample keys) to compute: those asked for (or the default
     table) and every gated one; refuses what the input cannot give."""
-    if any(gate.aggregate in LABEL_AGGREGATES for gate in gates) and preds.multilabel is None:
+    pairs = preds.output_layout.n_labels is not None  # a multi-label input's (row, label) pairs
+    if any(gate.aggregate in LABEL_AGGREGATES for gate in gates) and not pairs:
         raise UsageError("a gate on the worst label needs a multi-label input (labels a (N, L) 0/1 matrix)")
     if groups is None and any(gate.aggregate is not None for gate in gates):
         raise UsageError(
             "a gate on the worst group needs the rows' groups; none given", cli_hint="--group-by COLUMN or --groups FILE"
         )
-    if preds.multilabel is not None:  # every pair is a binary prediction; V-ECE is not in its table
-        default = MULTILABEL_METRICS
+    if pairs:  # each pair a binary prediction; V-ECE is not in its table
+        default = LABEL_PAIR_METRICS
     else:
         default = DEFAULT_METRICS + (TRUTH_METRICS if preds.true_probs is not None else ())
         default += BINARY_METRICS if preds.k == 2 else ()
@@ -178,30 +179,27 @@ def metric_config(bins, cmce_bins, preds: Predictions) -> MetricConfig:
 
 def input_section(preds: Predictions) -> InputSection:
     """What was evaluated: path, kind, shape and the digests of the scores and labels."""
-    return InputSection(
-        preds.name,
-        preds.kind,
-        preds.n,
-        preds.k,
-        preds.sha256,
-        labels_fingerprint(preds.labels),
-        multilabel=multilabel_layout(preds),
+    return InputSection.from_json(
+        {
+            "path": preds.name,
+            "kind": preds.kind,
+            "n": preds.n,
+            "k": preds.k,
+            "sha256": preds.sha256,
+            "labels_sha256": labels_fingerprint(preds.labels),
+            "multilabel": preds.output_layout.to_json(),  # a multi-label input's {"rows": N, "labels": L}
+        }
     )
 
 
-def multilabel_layout(preds: Predictions) -> dict | None:
-    """A multi-label input's {"rows": N, "labels": L}, as the report's input section holds it; None otherwise."""
-    return None if preds.multilabel is None else preds.multilabel.to_json()
-
-
 def _floors(
-    streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int, multilabel: bool
+    streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int, pairs_per_row: int
 ) -> dict | None:
     """The resolution floors and mean noise of the report's binned errors: of all rows, and
     simultaneous over the gated groups (those with at least ``min_group_rows`` rows) where the
     groups have replicates of their own (:mod:`calib.evaluation.resolution`). The mean-gap bounds
-    need one pair per row: a multi-label input's pooled pairs (of all rows, or of a group of rows)
-    have none, its labels do."""
+    need one pair per row (``pairs_per_row`` 1): a multi-label input's pooled pairs (of all rows, or
+    of a group of rows) have L, its labels one each."""
     group_sets = None
     if groups is not None and streamed.group_states is not None and "by_group" in streamed.replicates:
         group_sets = {
@@ -209,7 +207,8 @@ def _floors(
             for name, metric_set, count in zip(groups.names, streamed.group_states, groups.counts)
             if count >= min_group_rows
         }
-    one_pair_per_row = not multilabel, not multilabel or (groups is not None and groups.source == LABELS_SOURCE)
+    by_label = groups is not None and groups.source == LABELS_SOURCE
+    one_pair_per_row = pairs_per_row == 1, pairs_per_row == 1 or by_label
     return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..io.predictions import task_name
+
 #: The source of a multi-label input's label groups.
 LABELS_SOURCE = "labels"
 
@@ -73,6 +75,17 @@ class InputSection:
     merged_from: list[dict] | None = None
     #: A multi-label input: {"rows": N, "labels": L}; ``n`` then counts its N L (row, label) pairs.
     multilabel: dict | None = None
+
+    def task(self) -> str:
+        """The problem the input poses: "multi-label (L labels)", "binary" or "K-class"."""
+        return task_name(self.k, self.multilabel)
+
+    def shape(self) -> str:
+        """The input's shape as a report's title reads it: "N x K", or "multi-label: N rows x L
+        labels = N L pairs"."""
+        if self.multilabel:
+            return f"multi-label: {self.multilabel['rows']} rows x {self.multilabel['labels']} labels = {self.n} pairs"
+        return f"{self.n} x {self.k}"
 
     def to_json(self) -> dict:
         layout = {} if self.multilabel is None else {"multilabel": self.multilabel}

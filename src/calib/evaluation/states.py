@@ -31,8 +31,9 @@ def state_header(
     grouped = {}
     if groups is not None:
         grouped = {"groups": {"source": groups.source, "names": groups.names, "n": groups.counts.tolist()}}
-    if preds.multilabel is not None:
-        grouped["multilabel"] = preds.multilabel.to_json()
+    label_layout = preds.output_layout.to_json()
+    if label_layout is not None:  # a multi-label input's {"rows": N, "labels": L}
+        grouped["multilabel"] = label_layout
     return {
         "format": STATE_FORMAT,
         "format_version": STATE_VERSION,
@@ -146,8 +147,8 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
             group_rows[group] += int(header["groups"]["n"][i])
         if "groups" in header:
             sources.add(header["groups"]["source"])
-    inputs = InputSection(
-        None, None, headers["n"], headers["k"], merged_from=headers["inputs"], multilabel=headers.get("multilabel")
+    inputs = InputSection.from_json(
+        {"n": headers["n"], "k": headers["k"], "merged_from": headers["inputs"], "multilabel": headers.get("multilabel")}
     )
     report = EvaluationReport(__version__, inputs, headers["bundle"], entries_from_json(merged.results()))
     if group_sets:

@@ -33,10 +33,11 @@ class SetStats:
 
     def __init__(self, calibrator, n_classes: int, layout=None):
         self.settings = {k: v for k, v in calibrator.fit_report().items() if k in ("alpha", "score", "threshold", "coverage")}
-        #: A multi-label input's pairs (calib.io.predictions.LabelLayout): each label's coverage
-        #: and the rows with every label covered, instead of the per-class diagnostics.
-        self.layout = layout
-        if layout is not None:
+        #: A multi-label input's pairs (``layout``, the input's output layout, a
+        #: calib.io.predictions.LabelLayout): each label's coverage and the rows with every label
+        #: covered, instead of the per-class diagnostics. None for rows of classes.
+        self.layout = None if layout is None or layout.n_labels is None else layout
+        if self.layout is not None:
             self.label_pairs = np.zeros(layout.n_labels, dtype=np.int64)
             self.label_covered = np.zeros(layout.n_labels, dtype=np.int64)
             self.row_missed = np.zeros(layout.n_rows, dtype=bool)
@@ -165,7 +166,7 @@ def stream_metrics(
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
-    sets = SetStats(calibrator, preds.k, preds.multilabel) if calibrator is not None and builds_sets(calibrator) else None
+    sets = SetStats(calibrator, preds.k, preds.output_layout) if calibrator is not None and builds_sets(calibrator) else None
     uncalibrated = MetricSet(keys, config, preds.k)
     sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
     sliced, grouped = _side_accumulators(sides, lambda: MetricSet(keys, config, preds.k), preds.n, groups, bootstrap)

@@ -11,6 +11,15 @@ import numpy as np
 
 from ..core.numerics import LOG_PROB_FLOOR, log1mexp, log_of_probs, log_softmax, release_rows, row_chunks
 from ..core.validation import repair_probs
+from ..errors import InputError
+
+
+def task_name(k: int | None, label_layout: dict | None) -> str:
+    """The problem a report's input section describes (its K and its label layout,
+    :meth:`LabelLayout.to_json`): "multi-label (L labels)", "binary" or "K-class"."""
+    if label_layout:
+        return f"multi-label ({label_layout.get('labels')} labels)"
+    return "binary" if k == 2 else f"{k}-class"
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,22 @@ class RowLayout:
         """Rows of classes have no pair labels."""
         return None
 
+    #: Rows of classes have no labels of their own: each row is one prediction over K classes.
+    n_labels = None
+
+    @property
+    def pairs_per_row(self) -> int:
+        """Predictions per row of the input: one (its rows are independent of each other)."""
+        return 1
+
+    def to_json(self) -> None:
+        """Rows of classes need nothing beyond the report's own n and k."""
+        return None
+
+    def task(self) -> str:
+        """The problem the rows pose: "binary" or "K-class"."""
+        return task_name(self.k, None)
+
 
 #: Why a multi-label input takes no features or training rows.
 PER_ROW_ONLY = "features and training rows are per row; the calibrators of a multi-label input's pairs take neither"
@@ -53,6 +78,41 @@ PER_ROW_ONLY = "features and training rows are per row; the calibrators of a mul
 #: The code of a label's conformal set over {0, 1} in a multi-label input's (N, L) sets:
 #: {0} -> 0 (absent), {1} -> 1 (present), {0, 1} -> 2 (either), {} -> -1 (empty).
 LABEL_SET_CODES = {"absent": 0, "present": 1, "either": 2, "empty": -1}
+
+
+#: What the rows predict: ``auto`` decides from the labels (a (N, L) 0/1 matrix of the scores'
+#: shape: multilabel; else one class index per row: binary for K = 2, multiclass above).
+TASKS = ("auto", "multiclass", "binary", "multilabel")
+
+
+def is_label_matrix(labels) -> bool:
+    """Whether ``labels`` is a (N, L) matrix with L > 1: a multi-label input's."""
+    return np.ndim(labels) == 2 and np.shape(labels)[1] > 1
+
+
+def multilabel_pairs(scores, labels, name: str, label_name: str) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """A multi-label input's (row, label) pairs: the (N, L) scores as one column of N L values (a
+    view of a C-ordered array), the (N, L) 0/1 labels likewise (None without labels), and L.
+    Labels may be booleans, integers or integral floats, each 0 or 1; a missing or other value is
+    refused naming its row and label."""
+    scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores[slice(None)])  # scores read on demand
+    if scores.ndim != 2:
+        raise InputError(f"{name}: a multi-label input's scores are a (N, L) matrix; got shape {scores.shape}")
+    if labels is not None:
+        labels = np.asarray(labels)
+        if scores.shape != labels.shape:
+            raise InputError(
+                f"{label_name}: a multi-label input needs a 0/1 label per score: labels {labels.shape}, scores {scores.shape}"
+            )
+        if not (np.issubdtype(labels.dtype, np.number) or labels.dtype == np.bool_):
+            raise InputError(f"{label_name}: multi-label labels must be 0 or 1; got dtype {labels.dtype}")
+        bad = ~((labels == 0) | (labels == 1))  # NaN included
+        if bad.any():
+            row, label = (int(i) for i in np.argwhere(bad)[0])
+            value = labels[row, label].item()
+            raise InputError(f"{label_name}: row {row}, label {label} is {value!r}; multi-label labels are 0 or 1")
+        labels = labels.astype(np.int64).reshape(-1)
+    return np.ascontiguousarray(scores).reshape(-1), labels, int(scores.shape[1])
 
 
 @dataclass(frozen=True)
@@ -68,6 +128,17 @@ class LabelLayout:
     @property
     def n_labels(self) -> int:
         return len(self.names)
+
+    @property
+    def pairs_per_row(self) -> int:
+        """Predictions per row of the input: its L labels' pairs, which are not independent of each
+        other (the bootstrap resamples rows, and intervals that take pairs as independent rows do not
+        apply to them)."""
+        return self.n_labels
+
+    def task(self) -> str:
+        """The problem the pairs pose: "multi-label (L labels)"."""
+        return task_name(2, self.to_json())
 
     def codes(self) -> np.ndarray:
         """The label of every pair, in pair order: 0, 1, ..., L - 1, 0, 1, ..."""

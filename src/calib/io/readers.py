@@ -15,14 +15,11 @@ import tempfile
 import numpy as np
 
 from ..core.validation import (
-    TASKS,
     UnitIntervalScores,
     as_array,
     check_labels,
     check_score_array,
     check_true_probs,
-    is_label_matrix,
-    multilabel_pairs,
     resolve_kind,
 )
 from ..errors import InputError, UsageError
@@ -31,7 +28,7 @@ from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_n
 from .formats.columns import column_numbers
 from .formats.harness_samples import read_samples, sample_files
 from .formats.text import text_labels, text_values
-from .predictions import PER_ROW_ONLY, LabelLayout, Predictions
+from .predictions import PER_ROW_ONLY, TASKS, LabelLayout, Predictions, is_label_matrix, multilabel_pairs
 
 
 def file_sha256(path: str) -> str:

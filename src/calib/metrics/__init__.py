@@ -6,8 +6,8 @@ from .batch import Batch
 from .definitions import (
     BINARY_METRICS,
     DEFAULT_METRICS,
+    LABEL_PAIR_METRICS,
     METRICS,
-    MULTILABEL_METRICS,
     TRUTH_METRICS,
     VECE_METRICS,
     Metric,
@@ -25,7 +25,7 @@ __all__ = [
     "DEFAULT_METRICS",
     "FUNCTIONS",
     "METRICS",
-    "MULTILABEL_METRICS",
+    "LABEL_PAIR_METRICS",
     "TRUTH_METRICS",
     "VECE_METRICS",
     "Metric",

@@ -503,7 +503,7 @@ DEFAULT_METRICS = ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce", "
 #: Added to the default table of a binary input (K = 2).
 BINARY_METRICS = tuple(m.key for m in _METRICS if m.binary and not m.convention)
 #: The default table of a multi-label input: its (row, label) pairs are binary predictions.
-MULTILABEL_METRICS = ("accuracy", "nll", *BINARY_METRICS)
+LABEL_PAIR_METRICS = ("accuracy", "nll", *BINARY_METRICS)
 #: The V-ECE keys, in the default table unless V-ECE is switched off.
 VECE_METRICS = tuple(m.key for m in _SAMPLE_METRICS if m.family is VARIATIONAL)
 

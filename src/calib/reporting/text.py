@@ -161,10 +161,7 @@ def table_footnotes(report: EvaluationReport) -> list[str]:
 
 def report_title(report: EvaluationReport) -> str:
     inp = report.input
-    if inp.multilabel:
-        shape = inp.multilabel
-        return f"{inp.path} (multi-label: {shape['rows']} rows x {shape['labels']} labels = {inp.n} pairs, {inp.kind})"
-    return f"{inp.path} ({inp.n} x {inp.k}, {inp.kind})"
+    return f"{inp.path} ({inp.shape()}, {inp.kind})"
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}

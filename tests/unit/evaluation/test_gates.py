@@ -632,11 +632,37 @@ def test_the_same_problem_passes_the_check():
     def section(**fields):
         return InputSection.from_json(fields)
 
-    check_same_problem(section(k=10, path="a"), 10, None)
-    check_same_problem(section(k=2, multilabel={"rows": 5, "labels": 3}), 2, {"rows": 9, "labels": 3})
-    check_same_problem(section(), 4, None)  # a hand-made report without an input section
+    from calib.io.predictions import LabelLayout, RowLayout
+
+    three_labels, four_labels = LabelLayout(9, ("a", "b", "c")), LabelLayout(5, ("a", "b", "c", "d"))
+    check_same_problem(section(k=10, path="a"), RowLayout(50, 10).task())
+    check_same_problem(section(k=2, multilabel={"rows": 5, "labels": 3}), three_labels.task())  # other rows, same labels
+    check_same_problem(section(), RowLayout(50, 4).task())  # a hand-made report without an input section
     with pytest.raises(ValueError, match="multi-label \\(3 labels\\) problem"):
-        check_same_problem(section(k=2, multilabel={"rows": 5, "labels": 3}), 2, {"rows": 5, "labels": 4})
+        check_same_problem(section(k=2, multilabel={"rows": 5, "labels": 3}), four_labels.task())
+    with pytest.raises(ValueError, match="multi-label \\(3 labels\\) problem, this run of a binary one"):
+        check_same_problem(section(k=2, multilabel={"rows": 5, "labels": 3}), RowLayout(50, 2).task())
+    with pytest.raises(ValueError, match="binary problem \\(b\\), this run of a 3-class one"):
+        check_same_problem(section(k=2, path="b"), RowLayout(50, 3).task())
+
+
+def test_a_report_names_the_problem_as_the_input_layout_does():
+    """The input section of a report and the layout of the input it was made from name one problem."""
+    from calib.evaluation.report_types import InputSection
+    from calib.io.predictions import LabelLayout, RowLayout
+
+    for layout, k in ((RowLayout(7, 2), 2), (RowLayout(7, 3), 3), (LabelLayout(7, ("x", "y")), 2)):
+        section = InputSection.from_json({"n": 14, "k": k, "multilabel": layout.to_json()})
+        assert section.task() == layout.task()
+    assert [RowLayout(7, 2).task(), RowLayout(7, 3).task(), LabelLayout(7, ("x", "y")).task()] == [
+        "binary",
+        "3-class",
+        "multi-label (2 labels)",
+    ]
+    assert InputSection.from_json({"n": 14, "k": 2, "multilabel": {"rows": 7, "labels": 2}}).shape() == (
+        "multi-label: 7 rows x 2 labels = 14 pairs"
+    )
+    assert InputSection.from_json({"n": 14, "k": 3}).shape() == "14 x 3"
 
 
 def test_a_baseline_of_other_rows_is_compared_unpaired_and_says_so_everywhere(run, tmp_path, monkeypatch):
