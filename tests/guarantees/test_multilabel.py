@@ -148,6 +148,18 @@ def test_the_bootstrap_resamples_rows_with_all_their_pairs():
     assert (clusters == clusters[:, :1]).all()
 
 
+def test_no_analytic_interval_takes_a_rows_pairs_as_independent():
+    """The analytic intervals (Wilson, the normal ones) count independent rows: a multi-label input's
+    pairs of one row are not, so its report has none, while the same pairs read as single rows do."""
+    import calib
+
+    z, y = _data(n=300, seed=4)
+    as_pairs = calib.evaluate(z, y, bootstrap=30).to_dict()["metrics"]
+    as_rows = calib.evaluate(z.reshape(-1), y.reshape(-1), metrics=list(as_pairs), bootstrap=30).to_dict()["metrics"]
+    assert all("ci" in entry and "ci_analytic" not in entry for entry in as_pairs.values())
+    assert any("ci_analytic" in entry for entry in as_rows.values())
+
+
 def test_shared_and_per_label_temperatures_by_hand(tmp_path):
     """One temperature for all labels is TS on the pooled pairs; per label, label l's temperature
     is TS on its column alone; the applied probabilities are sigmoid(z / T_l), (N, L)."""

@@ -117,3 +117,33 @@ def test_the_absent_class_finding_is_the_calibrators_own_rule():
     assert "kept as the model gave them" in finding and "absent=keep" in finding
     fitted = calib.calibrator("isotonic").fit(logits, labels)
     assert (fitted.predict_proba(logits)[:, 3] > 0).all()
+
+
+def test_a_multi_label_set_shortfall_is_read_against_the_noise_of_rows_not_pairs():
+    """The bundle's joint coverage is a share of rows: it is measured against 3 standard errors of a
+    difference of two shares of N rows, sqrt(2 alpha (1 - alpha) / N), not of the N L pairs. At
+    N = 400, alpha = 0.1: 3 sqrt(0.18 / 400) = 0.0636, so coverage 0.85 is within the noise of
+    0.9 and 0.825 is below it (against the pairs' 0.0318 both would be)."""
+    from calib.api import as_predictions
+    from calib.diagnose import Diagnosis, _label_set_findings
+
+    class SetOfTheLargerLogit:
+        joint_ = {"labels": 4}
+
+        def fit_report(self):
+            return {"alpha": 0.1}
+
+        def apply(self, inputs, output):
+            return np.eye(2, dtype=bool)[inputs.logits.argmax(axis=1)], {}
+
+    y = np.random.default_rng(5).integers(0, 2, (400, 4))
+    severities = []
+    for missed_rows in (60, 70):
+        z = np.where(y == 1, 2.0, -2.0)
+        z[:missed_rows, 0] *= -1  # label 0's set misses its label in these rows
+        preds = as_predictions(z, y)
+        result = Diagnosis(preds.n, preds.k, preds.kind)
+        _label_set_findings(result, preds, SetOfTheLargerLogit())
+        assert f"in {1 - missed_rows / 400:.4g} of the rows" in result.findings[0]["text"]
+        severities.append(result.findings[0]["severity"])
+    assert severities == ["info", "warning"]

@@ -309,6 +309,14 @@ def test_a_multi_label_batch_beside_a_single_label_one_is_refused_on_either_side
             compare(ref, new, bootstrap=20, level=0.9)
 
 
+def test_multi_label_batches_of_other_label_counts_are_refused():
+    rng = np.random.default_rng(23)
+    three = as_predictions(rng.normal(size=(150, 3)), (rng.uniform(size=(150, 3)) < 0.5).astype(int))
+    four = as_predictions(rng.normal(size=(150, 4)), (rng.uniform(size=(150, 4)) < 0.5).astype(int))
+    with pytest.raises(ValueError, match="has 3 labels and .* 4$"):
+        compare(three, four, bootstrap=20, level=0.9)
+
+
 def _tags(rng, n=3000, stretch=1.0):
     """Five labels, y_l ~ Bernoulli(sigmoid(z_l)): calibrated logits; label 2's stretched."""
     z = rng.normal(0, 2, (n, 5))
