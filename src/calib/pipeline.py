@@ -9,7 +9,6 @@ import numpy as np
 
 from ._version import __version__
 from .bundle import Bundle, read_bundle, write_bundle
-from .calibrators.alpha_agnostic import AlphaAgnostic
 from .calibrators.base import (
     CalibrationInputs,
     Calibrator,
@@ -19,7 +18,7 @@ from .calibrators.base import (
     builds_sets,
     warning_entries,
 )
-from .calibrators.joint_coverage import fit_joint
+from .calibrators.label_pairs import fit_pairs
 from .calibrators.per_label import PerLabel
 from .core.numerics import map_in_order
 from .errors import InputError, UsageError
@@ -41,42 +40,26 @@ def fit_calibrator(
 ) -> Calibrator:
     """Fit ``method`` with ``options`` (names -> values or strings) on every row of ``preds``;
     ``train`` (with ``train_features`` when ``features`` are given): separate labelled rows for the
-    method's own model (:class:`calib.calibrators.base.TrainingRows`). ``per_label``: one
-    calibrator per label of a multi-label input (:class:`calib.calibrators.per_label.PerLabel`);
-    ``joint``: a conformal method's sets of a multi-label input covering every label of a row at
-    once (:mod:`calib.calibrators.joint_coverage`). A conformal method on a multi-label input
-    needs one of the two: its coverage is per label or joint, as chosen."""
+    method's own model (:class:`calib.calibrators.base.TrainingRows`). A multi-label input's pairs
+    are fitted by :func:`calib.calibrators.label_pairs.fit_pairs`: shared by all labels,
+    ``per_label`` or ``joint``."""
     cls = calibrator_class(method)
     if preds.labels is None:
         raise InputError(f"{preds.name}: fitting needs labels; none in the file and none given", cli_hint="--labels FILE")
     parsed = cls.parse_options(options or {})
-    calibrator = cls(parsed)
     n_labels = preds.output_layout.n_labels  # a multi-label input's L; None for rows of classes
-    if (per_label or joint) and n_labels is None:
+    if n_labels is not None:
+        if train is not None or features is not None or train_features is not None:
+            raise UsageError(PER_ROW_ONLY, cli_hint="drop --features and --train")
+        return fit_pairs(
+            cls, parsed, CalibrationInputs.of(preds), preds.labels, n_labels, per_label=per_label, joint=joint, seed=seed
+        )
+    if per_label or joint:
         raise UsageError(
             f"{'a calibrator per label' if per_label else 'joint coverage'} needs a multi-label input "
             "(labels a (N, L) 0/1 matrix)"
         )
-    if per_label and joint:
-        raise UsageError("the sets of a multi-label input cover each label or every label at once: choose one")
-    if n_labels is not None and (train is not None or features is not None):
-        raise UsageError(PER_ROW_ONLY, cli_hint="drop --features and --train")
-    conformal = builds_sets(calibrator) or isinstance(calibrator, AlphaAgnostic)
-    if joint:
-        if not conformal:
-            raise UsageError(f"method {method!r} builds no conformal sets; joint coverage is a conformal method's")
-        fitted = fit_joint(cls, parsed, CalibrationInputs.of(preds), preds.labels, n_labels, seed=seed)
-        fitted.absent_classes_ = absent_classes(preds.labels, preds.k)
-        return fitted
-    if n_labels is not None and conformal and not per_label:
-        raise UsageError(
-            f"method {method!r} is conformal: the sets of a multi-label input need a stated coverage, per label "
-            "(each label's set covers y_l with probability >= 1 - alpha) or joint (every label of a row at once)",
-            cli_hint="--per-label or --joint",
-        )
-    if per_label:
-        calibrator = PerLabel(cls, parsed, n_labels)
-        return calibrator.fit_inputs(CalibrationInputs.of(preds), preds.labels, seed=seed)
+    calibrator = cls(parsed)
     if train is None and train_features is not None:
         raise UsageError("features of training rows were given without the training rows", cli_hint="--train FILE")
     rows = None if train is None else training_rows(calibrator, preds, train, train_features)
