@@ -83,7 +83,7 @@ def build_report(
         for key, interval in streamed.state.intervals(bootstrap.level).items():
             values[key]["ci_analytic"] = interval
     report = EvaluationReport(
-        __version__, input_section(preds), bundle_path, entries_from_json(values), entries_from_json(before)
+        __version__, InputSection.of(preds), bundle_path, entries_from_json(values), entries_from_json(before)
     )
     report.streamed = streamed
     if bootstrap is not None:
@@ -175,21 +175,6 @@ def metric_config(bins, cmce_bins, preds: Predictions) -> MetricConfig:
     input, whose gates and table read each label's rows)."""
     rows = preds.output_layout.shape[0]  # a multi-label input's rows, not its pairs
     return MetricConfig(bins=bin_count(bins, rows, "bins"), cmce_bins=bin_count(cmce_bins, rows, "cmce_bins"))
-
-
-def input_section(preds: Predictions) -> InputSection:
-    """What was evaluated: path, kind, shape and the digests of the scores and labels."""
-    return InputSection.from_json(
-        {
-            "path": preds.name,
-            "kind": preds.kind,
-            "n": preds.n,
-            "k": preds.k,
-            "sha256": preds.sha256,
-            "labels_sha256": labels_fingerprint(preds.labels),
-            "multilabel": preds.output_layout.to_json(),  # a multi-label input's {"rows": N, "labels": L}
-        }
-    )
 
 
 def _floors(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..bootstrap import labels_fingerprint
 from ..io.predictions import task_name
 
 #: The source of a multi-label input's label groups.
@@ -101,6 +102,20 @@ class InputSection:
             "labels_sha256": self.labels_sha256,
             **layout,
         }
+
+    @classmethod
+    def of(cls, preds) -> InputSection:
+        """What was evaluated of ``preds`` (a calib.io.Predictions): its path, kind, shape, the
+        digests of its scores and labels, and a multi-label input's layout."""
+        return cls(
+            preds.name,
+            preds.kind,
+            preds.n,
+            preds.k,
+            preds.sha256,
+            labels_fingerprint(preds.labels),
+            multilabel=preds.output_layout.to_json(),
+        )
 
     @classmethod
     def from_json(cls, section: dict) -> InputSection:
