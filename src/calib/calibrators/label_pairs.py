@@ -29,9 +29,9 @@ def fit_pairs(
     labels: np.ndarray,
     n_labels: int,
     *,
-    per_label: bool = False,
-    joint: bool = False,
-    seed: int = 0,
+    per_label: bool,
+    joint: bool,
+    seed: int,
 ) -> Calibrator:
     """``cls`` with its parsed ``options`` fitted on the pairs ``inputs`` of L = ``n_labels``
     labels (``labels``: each pair's 0/1 label, pair p being row p // L's label p % L): shared by

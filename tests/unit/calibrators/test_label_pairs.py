@@ -19,9 +19,9 @@ def _pairs(n=300, labels=3, seed=0, all_zero=False):
     return preds, CalibrationInputs.of(preds), preds.labels
 
 
-def _fit(method, inputs, labels, **how):
+def _fit(method, inputs, labels, per_label=False, joint=False, seed=0):
     cls = calibrator_class(method)
-    return fit_pairs(cls, cls.parse_options({}), inputs, labels, 3, **how)
+    return fit_pairs(cls, cls.parse_options({}), inputs, labels, 3, per_label=per_label, joint=joint, seed=seed)
 
 
 def test_the_shared_fit_is_the_method_on_the_pooled_pairs():

@@ -203,3 +203,40 @@ def test_diagnose_by_group(run, grouped_parquet, tmp_path):
         assert report["groups"]["ece"][name]["ece"] == pytest.approx(alone, abs=1e-12)
     assert report["groups"]["worst"][0]["group"] == "animals"
     assert (tmp_path / "report" / "reliability_groups.png").stat().st_size > 10_000
+
+
+def test_a_group_of_exactly_the_minimum_rows_is_gated_and_one_row_fewer_is_not():
+    """The worst group is taken over the groups with at least ``min_rows`` rows: a group of exactly
+    ``min_rows`` is one of them, a group of ``min_rows`` - 1 is listed but not gated."""
+    from calib.evaluation.groups import group_section
+
+    def section(rows_of_worst):
+        values = [{"ece": {"value": 0.30}}, {"ece": {"value": 0.10}}]
+        return group_section(["small", "large"], [rows_of_worst, 500], "column g", values, None, min_rows=100)
+
+    assert section(100).worst["ece"] == {"group": "small", "value": 0.30}
+    assert section(99).worst["ece"] == {"group": "large", "value": 0.10}
+    assert section(99).groups["small"].n == 99  # listed all the same
+
+
+def test_merged_group_names_sort_as_a_single_evaluation_sorts_them():
+    """Numbers as numbers first, then text, the group of missing values last (what
+    groups_from_values gives one input, and merged states must give again)."""
+    from calib.evaluation.groups import group_sort_key
+
+    assert sorted(["b", MISSING, "10", "a", "2", "-1.5"], key=group_sort_key) == ["-1.5", "2", "10", "a", "b", MISSING]
+    assert groups_from_values(np.array([2.0, 10.0, np.nan, -1.5]), 4, "g").names == ["-1.5", "2.0", "10.0", MISSING]
+
+
+def test_a_column_of_group_values_reads_as_a_vector():
+    values = np.array(["x", "y", "x", "z"])
+    as_column = groups_from_values(values[:, None], 4, "g")
+    as_vector = groups_from_values(values, 4, "g")
+    assert as_column.names == as_vector.names == ["x", "y", "z"] and np.array_equal(as_column.codes, as_vector.codes)
+
+
+def test_one_group_has_its_metrics_and_is_the_worst():
+    from calib.evaluation.groups import group_section
+
+    section = group_section(["only"], [300], "column g", [{"ece": {"value": 0.2}}], None, min_rows=100)
+    assert section.worst["ece"] == {"group": "only", "value": 0.2}
