@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..metrics.definitions import higher_is_better
-from .report_types import LABELS_SOURCE, GroupEntry, GroupSection
+from .report_types import GroupEntry, GroupSection
 
 #: Group values that are missing (NaN, null, empty text) form a group of this name.
 MISSING = "(missing)"
@@ -26,6 +26,8 @@ MISSING = "(missing)"
 AGGREGATES = {"max_group": max, "min_group": min, "max_label": max, "min_label": min}
 #: The aggregates over a multi-label input's labels.
 LABEL_AGGREGATES = ("max_label", "min_label")
+#: The source a report names for a multi-label input's label groups.
+LABELS_SOURCE = "labels"
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Groups:
     #: A multi-label input's label groups: its rows are (row, label) pairs, this many per row
     #: (the bootstrap resamples the rows).
     pairs_per_row: int = 1
+    #: The groups are a multi-label input's labels (:func:`label_groups`), whatever the source's name.
+    of_labels: bool = False
 
     @property
     def counts(self) -> np.ndarray:
@@ -55,7 +59,7 @@ def label_groups(preds) -> Groups | None:
     layout = preds.output_layout
     if layout.n_labels is None:
         return None
-    return Groups(list(layout.names), layout.codes(), LABELS_SOURCE, layout.pairs_per_row)
+    return Groups(list(layout.names), layout.codes(), LABELS_SOURCE, layout.pairs_per_row, of_labels=True)
 
 
 def groups_for(preds, groups: Groups | None) -> Groups | None:
@@ -64,7 +68,7 @@ def groups_for(preds, groups: Groups | None) -> Groups | None:
     labels = label_groups(preds)
     if labels is None:
         return groups
-    if groups is not None and groups.source != LABELS_SOURCE:
+    if groups is not None and not groups.of_labels:
         raise UsageError("a multi-label input is grouped by its labels; other groups do not apply to it")
     return groups if groups is not None else labels
 
@@ -124,12 +128,18 @@ def group_sort_key(name: str):
 
 
 def group_section(
-    names: list[str], counts, source: str, values: list[dict], before: list[dict] | None, min_rows: int, mean: bool = False
+    names: list[str],
+    counts,
+    source: str,
+    values: list[dict],
+    before: list[dict] | None,
+    min_rows: int,
+    of_labels: bool = False,
 ) -> GroupSection:
     """The groups ``names`` of ``counts`` rows with each one's metric values (``values``, and the
     model's own ``before`` with a calibrator), where the group values came from (``source``), the
-    rows a group needs to be gated, the worst gated group per metric and, with ``mean`` (a
-    multi-label input's labels), the mean over the groups per metric (the macro average)."""
+    rows a group needs to be gated, the worst gated group per metric and, for a multi-label input's
+    labels (``of_labels``), the mean over the labels per metric (the macro average)."""
     section = {}
     for i, name in enumerate(names):
         own = None if before is None else {key: item["value"] for key, item in before[i].items()}
@@ -141,9 +151,9 @@ def group_section(
         if found is not None:
             worst[key] = {"group": found[0], "value": found[1]}
         defined = [entry.metrics[key] for entry in section.values() if entry.metrics.get(key) is not None]
-        if mean and defined:
+        if of_labels and defined:
             averages[key] = float(np.mean(defined))
-    return GroupSection(section, source, min_rows, worst, averages)
+    return GroupSection(section, source, min_rows, worst, averages, of_labels)
 
 
 def worst_group(section: dict[str, GroupEntry], key: str, aggregate: str | None = None) -> tuple[str, float] | None:

@@ -24,7 +24,7 @@ from ..metrics import (
 from ..metrics.definitions import bin_count
 from ..metrics.sample import boosted_fit_count
 from .gates import check_gates, check_same_problem
-from .groups import LABEL_AGGREGATES, LABELS_SOURCE, Groups, group_section, groups_for
+from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
 from .report_types import BootstrapSection, EvaluationReport, InputSection, entries_from_json
 from .request import EvaluationRequest, GateSettings
 from .resolution import floors_section
@@ -100,7 +100,7 @@ def build_report(
             streamed.group_values[side],
             before_groups,
             min_group_rows,
-            mean=preds.output_layout.n_labels is not None,  # the macro average over a multi-label input's labels
+            of_labels=groups.of_labels,
         )
     absent_rows = None if calibrator is None else absent_class_rows(calibrator, preds)
     if absent_rows is not None:
@@ -192,7 +192,7 @@ def _floors(
             for name, metric_set, count in zip(groups.names, streamed.group_states, groups.counts)
             if count >= min_group_rows
         }
-    by_label = groups is not None and groups.source == LABELS_SOURCE
+    by_label = groups is not None and groups.of_labels
     one_pair_per_row = pairs_per_row == 1, pairs_per_row == 1 or by_label
     return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
 

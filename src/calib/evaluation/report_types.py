@@ -17,9 +17,6 @@ import numpy as np
 from ..bootstrap import labels_fingerprint
 from ..io.predictions import task_name
 
-#: The source of a multi-label input's label groups.
-LABELS_SOURCE = "labels"
-
 
 @dataclass(frozen=True)
 class MetricEntry:
@@ -283,6 +280,9 @@ class GroupSection:
     min_rows: int
     worst: dict[str, dict]
     mean: dict[str, float] = field(default_factory=dict)
+    #: The groups are a multi-label input's labels (its report's input section says so; the
+    #: source's name cannot: a column of the labels of rows of classes may be called "labels" too).
+    of_labels: bool = False
 
     @property
     def below_min_rows(self) -> list[str]:
@@ -296,7 +296,7 @@ class GroupSection:
     @property
     def unit(self) -> str:
         """What the groups are: "label" (a multi-label input's labels) or "group"."""
-        return "label" if self.source == LABELS_SOURCE else "group"
+        return "label" if self.of_labels else "group"
 
     def to_json(self) -> tuple[dict, dict]:
         summary = {
@@ -310,12 +310,17 @@ class GroupSection:
         return {name: entry.to_json() for name, entry in self.groups.items()}, summary
 
     @classmethod
-    def from_json(cls, groups: dict, summary: dict) -> GroupSection:
+    def from_json(cls, groups: dict, summary: dict, of_labels: bool = False) -> GroupSection:
         entries = {
             name: GroupEntry(entry["n"], entry["metrics"], entry.get("uncalibrated_metrics")) for name, entry in groups.items()
         }
         return cls(
-            entries, summary.get("source", ""), summary.get("min_rows", 0), summary.get("worst", {}), summary.get("mean", {})
+            entries,
+            summary.get("source", ""),
+            summary.get("min_rows", 0),
+            summary.get("worst", {}),
+            summary.get("mean", {}),
+            of_labels,
         )
 
 
@@ -393,15 +398,16 @@ class EvaluationReport:
     @classmethod
     def from_json(cls, report: dict) -> EvaluationReport:
         """A report as ``calib evaluate --json`` wrote it; a hand-made one needs only its metrics."""
-        groups = report.get("groups")
+        groups, inputs = report.get("groups"), InputSection.from_json(report.get("input") or {})
+        of_labels = inputs.multilabel is not None
         return cls(
             report.get("calib_version", ""),
-            InputSection.from_json(report.get("input") or {}),
+            inputs,
             report.get("bundle"),
             entries_from_json(report["metrics"]),
             entries_from_json(report.get("uncalibrated_metrics")),
             BootstrapSection.from_json(report.get("bootstrap")),
-            None if not groups else GroupSection.from_json(groups, report.get("group_by") or {}),
+            None if not groups else GroupSection.from_json(groups, report.get("group_by") or {}, of_labels),
             report.get("warnings"),
             [GateResult.from_json(entry) for entry in report.get("gates", [])],
             bool(report.get("passed", True)),

@@ -160,6 +160,6 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
             [group_sets[g].results() for g in ordered],
             None,
             min_group_rows,
-            mean=headers.get("multilabel") is not None,
+            of_labels=headers.get("multilabel") is not None,  # a multi-label input's groups are its labels
         )
     return report

@@ -240,3 +240,22 @@ def test_one_group_has_its_metrics_and_is_the_worst():
 
     section = group_section(["only"], [300], "column g", [{"ece": {"value": 0.2}}], None, min_rows=100)
     assert section.worst["ece"] == {"group": "only", "value": 0.2}
+
+
+def test_rows_grouped_by_a_labels_column_are_groups_not_the_labels_of_a_multi_label_input(run, tmp_path):
+    """Calibration per class of rows of classes, their label column called "labels": a table "by
+    group" of all rows, not of a multi-label input's labels and pairs, in the text and the JSON read
+    back alike."""
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "mc.npz", logits=rng.normal(size=(600, 3)) * 2, labels=rng.integers(0, 3, 600))
+    code, out, err = run(
+        "evaluate", tmp_path / "mc.npz", "--group-by", "labels", "--metrics", "ece", "--json", tmp_path / "r.json"
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "by group: labels (3 groups)" in lines and any(line.startswith("(all rows)") for line in lines)
+    assert not any(line.startswith(("label ", "(all pairs", "(mean")) for line in lines)
+    from calib.evaluation.report_types import EvaluationReport
+
+    report = EvaluationReport.from_json(json.loads((tmp_path / "r.json").read_text()))
+    assert report.groups.source == "labels" and report.groups.unit == "group" and report.groups.mean == {}

@@ -8,7 +8,7 @@ import pytest
 from conftest import SAMPLE
 
 import calib
-from calib.evaluation.report_types import LABELS_SOURCE, BootstrapSection, EvaluationReport, GateResult, GroupSection
+from calib.evaluation.report_types import BootstrapSection, EvaluationReport, GateResult, GroupSection
 
 FLOORS = {
     "values": {"ece": 0.05},
@@ -36,10 +36,21 @@ def test_a_groups_replicates_replace_the_whole_samples():
 
 def test_gated_groups_have_at_least_the_minimum_rows_exactly():
     section = GroupSection.from_json(
-        {"a": {"n": 99, "metrics": {}}, "b": {"n": 100, "metrics": {}}}, {"source": LABELS_SOURCE, "min_rows": 100}
+        {"a": {"n": 99, "metrics": {}}, "b": {"n": 100, "metrics": {}}}, {"source": "labels", "min_rows": 100}, of_labels=True
     )
     assert list(section.gated) == ["b"] and section.below_min_rows == ["a"] and section.unit == "label"
     assert GroupSection.from_json({}, {"source": "region"}).unit == "group"
+
+
+def test_groups_are_labels_when_the_input_is_multi_label_whatever_their_source_is_called():
+    """A column of class labels called "labels" groups rows of classes: its groups are groups; a
+    multi-label input's groups are its labels (its input section says so)."""
+    groups = {"groups": {"0": {"n": 5, "metrics": {}}}, "group_by": {"source": "labels", "min_rows": 1}}
+    rows = EvaluationReport.from_json({"metrics": {}, "input": {"n": 5, "k": 3}, **groups})
+    pairs = EvaluationReport.from_json(
+        {"metrics": {}, "input": {"n": 5, "k": 2, "multilabel": {"rows": 5, "labels": 1}}, **groups}
+    )
+    assert (rows.groups.unit, pairs.groups.unit) == ("group", "label")
 
 
 def test_a_legacy_gate_entry_reads_its_outcome_from_passed():
