@@ -134,6 +134,9 @@ def test_states_of_row_halves_merge_into_the_whole(run, tmp_path):
     for label, entry in whole["groups"].items():
         for key, value in entry["metrics"].items():
             assert merged["groups"][label]["metrics"][key] == pytest.approx(value, rel=1e-12)
+    assert merged["group_by"]["mean"] == pytest.approx(whole["group_by"]["mean"], rel=1e-12)  # the macro average
+    code, text, _ = run("merge-states", tmp_path / "a.state.npz", tmp_path / "b.state.npz")
+    assert code == 0 and "by label (4 labels)" in text
     np.savez(tmp_path / "other.npz", logits=z[:, :3], labels=y[:, :3])
     assert run("evaluate", tmp_path / "other.npz", "--emit-state", tmp_path / "other.state.npz")[0] == 0
     code, _, err = run("merge-states", tmp_path / "a.state.npz", tmp_path / "other.state.npz")
