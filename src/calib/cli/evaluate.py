@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -276,8 +277,6 @@ def _request(flags: dict):
 
 def _shown_as(report, path: str, kind: str):
     """``report`` with the input its table names: ``path`` (what was merged) of ``kind``."""
-    from dataclasses import replace
-
     return replace(report, input=replace(report.input, path=path, kind=kind))
 
 

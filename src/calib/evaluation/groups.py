@@ -41,8 +41,12 @@ class Groups:
     #: A multi-label input's label groups: its rows are (row, label) pairs, this many per row
     #: (the bootstrap resamples the rows).
     pairs_per_row: int = 1
-    #: The groups are a multi-label input's labels (:func:`label_groups`), whatever the source's name.
-    of_labels: bool = False
+
+    @property
+    def of_labels(self) -> bool:
+        """The groups are a multi-label input's labels (:func:`label_groups`: its rows are pairs,
+        L > 1 of them per row), whatever the source is called."""
+        return self.pairs_per_row > 1
 
     @property
     def counts(self) -> np.ndarray:
@@ -59,7 +63,7 @@ def label_groups(preds) -> Groups | None:
     layout = preds.output_layout
     if layout.n_labels is None:
         return None
-    return Groups(list(layout.names), layout.codes(), LABELS_SOURCE, layout.pairs_per_row, of_labels=True)
+    return Groups(list(layout.names), layout.codes(), LABELS_SOURCE, layout.pairs_per_row)
 
 
 def groups_for(preds, groups: Groups | None) -> Groups | None:

@@ -385,8 +385,8 @@ def group_table(report: EvaluationReport) -> tuple[str, list[str], list[list[str
     if section is None or not section.groups:
         return None
     groups = section.groups
-    labels = section.unit == "label"  # a multi-label input's groups are its labels
-    group = "label" if labels else "group"
+    group = section.unit
+    labels = group == "label"  # a multi-label input's groups are its labels
     keys = list(next(iter(groups.values())).metrics)
     small = set(section.below_min_rows)
     names = list(groups)
