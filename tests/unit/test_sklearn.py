@@ -27,21 +27,91 @@ from calib.sklearn import EXPECTED_FAILED_CHECKS, CalibratedClassifier  # noqa: 
     [
         ({"method": "ts"}, ()),
         ({"method": "isotonic"}, ()),
+        ({"method": "sigmoid"}, ()),
+        ({"method": "calib:isotonic"}, ()),
         ({"method": "mr", "alpha": 0.1}, ("options", "conformal")),
         ({"method": "venn-abers"}, ("venn-abers",)),
     ],
 )
 def test_check_estimator(options, expected):
     """Every check passes but those EXPECTED_FAILED_CHECKS lists for these options, each with its
-    reason; and each of those really fails (a listed check that passes is a stale list)."""
+    reason; and each of those really fails (a listed check that passes is a stale list), except
+    the ones whose outcome depends on the machine's rounding, which may pass."""
+    from calib.sklearn import PLATFORM_DEPENDENT_CHECKS
+
     listed = {name: reason for key in expected for name, reason in EXPECTED_FAILED_CHECKS[key].items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = check_estimator(CalibratedClassifier(**options), on_fail=None, expected_failed_checks=listed)
     failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
     assert not failed, failed
-    assert {r["check_name"] for r in results if r["status"] == "xfail"} == set(listed)
+    expected_failures = {r["check_name"] for r in results if r["status"] == "xfail"}
+    assert expected_failures <= set(listed)
+    assert set(listed) - set(PLATFORM_DEPENDENT_CHECKS) <= expected_failures
     assert sum(r["status"] == "passed" for r in results) >= 50
+
+
+@pytest.mark.parametrize("dataset", ["breast_cancer", "digits"])
+@pytest.mark.parametrize("classifier", ["LogisticRegression", "GaussianNB"])
+@pytest.mark.parametrize("method", ["sigmoid", "isotonic"])
+def test_scikit_learns_method_names_give_scikit_learns_probabilities(dataset, classifier, method):
+    """CalibratedClassifier(est, method) equals CalibratedClassifierCV(FrozenEstimator(est), method)
+    to 1e-6, binary (breast cancer) and multiclass (digits): its decision_function (GaussianNB: its
+    predict_proba), Platt's smoothed targets, its ties within 1e-15, its normalisation. calib's
+    own platt on log p differed by up to 0.76, and on digits' GaussianNB calib's isotonic gave 6
+    of 540 test rows probability 0 on their true class."""
+    from sklearn import datasets
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = getattr(datasets, f"load_{dataset}")(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(X, y, test_size=0.6, random_state=0)
+    X_cal, X_test, y_cal, _ = train_test_split(X_rest, y_rest, test_size=0.5, random_state=0)
+    model = (LogisticRegression(max_iter=5000) if classifier == "LogisticRegression" else GaussianNB()).fit(X_train, y_train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = CalibratedClassifierCV(FrozenEstimator(model), method=method).fit(X_cal, y_cal).predict_proba(X_test)
+        ours = CalibratedClassifier(model, method=method).fit(X_cal, y_cal).predict_proba(X_test)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+
+
+def test_platt_by_hand_has_a_zero_gradient_at_the_smoothed_targets():
+    """Two positive rows at f = 1, 2 and two negative at -1, 0: targets 3/4 and 1/4; at the fit
+    sum_i (t_i - p_i) (f_i, 1) = 0, p = 1 / (1 + exp(a f + b))."""
+    from calib.sklearn import platt_sigmoid
+
+    f, positive = np.array([1.0, 2.0, -1.0, 0.0]), np.array([True, True, False, False])
+    a, b = platt_sigmoid(f, positive)
+    p = 1.0 / (1.0 + np.exp(a * f + b))
+    residual = np.where(positive, 0.75, 0.25) - p
+    assert abs(residual @ f) < 1e-10 and abs(residual.sum()) < 1e-10 and a < 0
+
+
+def test_a_regressor_is_one_clear_error():
+    from sklearn.linear_model import LinearRegression
+
+    X, y = make_classification(n_samples=200, random_state=0)
+    with pytest.raises(ValueError, match="LinearRegression is not a classifier"):
+        CalibratedClassifier(LinearRegression()).fit(X, y)
+    with pytest.raises(ValueError, match="LinearRegression is not a classifier"):
+        CalibratedClassifier(LinearRegression().fit(X, y)).fit(X, y)
+
+
+def test_an_unfitted_classifier_is_fitted_on_rows_the_calibrator_never_sees():
+    """The classifier's half and the calibration half are disjoint and cover the rows: the
+    calibrator is fitted on exactly the scores of the rows the classifier was not fitted on."""
+    from calib.sklearn import _halves
+
+    X, y = make_classification(n_samples=400, n_classes=3, n_informative=4, random_state=1)
+    first, rest = _halves(y, 0)
+    assert not np.intersect1d(first, rest).size and np.array_equal(np.sort(np.r_[first, rest]), np.arange(400))
+    fitted = CalibratedClassifier(LogisticRegression(), method="ts", random_state=0).fit(X, y)
+    own = LogisticRegression().fit(X[first], y[first])
+    np.testing.assert_allclose(fitted.estimator_.coef_, own.coef_, rtol=0, atol=1e-12)
+    direct = calib.calibrator("ts").fit(own.predict_proba(X[rest]), y[rest], kind="probs")
+    np.testing.assert_allclose(fitted.calibrator_.fitted.temperature_, direct.fitted.temperature_, rtol=0, atol=1e-12)
 
 
 def _split():

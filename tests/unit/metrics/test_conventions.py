@@ -97,12 +97,15 @@ def test_a_binary_input_is_binned_on_p1_against_y():
 
 
 def extra_bin_reference(confidence, correct, n_bins):
-    """torchmetrics' _binning_bucketize and _ce_compute (norm l1) in float64: bucketize(conf,
-    linspace(0, 1, B + 1), right=True) - 1 over B + 1 counters."""
-    boundaries = np.linspace(0, 1, n_bins + 1)
-    indices = np.searchsorted(boundaries, confidence, side="right") - 1
+    """torchmetrics' _binning_bucketize and _ce_compute (norm l1), summed in float64 on its float32 values:
+    bucketize(conf, edges, right=True) - 1 over B + 1 counters, the edges torch.linspace's float32
+    ones (here from torch itself)."""
+    torch = needs("torch")
+    boundaries = torch.linspace(0, 1, n_bins + 1, dtype=torch.float32).numpy()
+    stored = np.asarray(confidence, dtype=np.float32)
+    indices = np.searchsorted(boundaries, stored, side="right") - 1
     count = np.bincount(indices, minlength=n_bins + 1).astype(float)
-    conf = np.bincount(indices, weights=confidence, minlength=n_bins + 1)
+    conf = np.bincount(indices, weights=stored.astype(float), minlength=n_bins + 1)
     acc = np.bincount(indices, weights=correct, minlength=n_bins + 1)
     keep = count > 0
     return np.sum(np.abs(acc[keep] / count[keep] - conf[keep] / count[keep]) * count[keep] / count.sum())
@@ -110,16 +113,61 @@ def extra_bin_reference(confidence, correct, n_bins):
 
 def test_ece_extra_bin_puts_a_confidence_of_1_in_a_bin_of_its_own():
     """Rows at exactly 1.0 (half right) and at 0.95 (all right): in one top bin |mean - acc| mixes
-    them; in torchmetrics' layout each is its own bin. By hand: 0.5 |1 - 0.5| + 0.5 |0.95 - 1|."""
+    them; in torchmetrics' layout each is its own bin. By hand: 0.5 |1 - 0.5| + 0.5 |0.95 - 1|
+    (0.95 as float32 is 0.949999988)."""
     probs = np.array([[1.0, 0.0]] * 4 + [[0.95, 0.05]] * 4)
     labels = np.array([0, 0, 1, 1, 0, 0, 0, 0])
     values = calib.evaluate(probs, labels, metrics=["ece", "ece_extra_bin"], kind="probs", bins=10).values
-    assert values["ece_extra_bin"] == pytest.approx(0.5 * 0.5 + 0.5 * 0.05, abs=1e-15)
+    assert values["ece_extra_bin"] == pytest.approx(0.5 * 0.5 + 0.5 * (1 - float(np.float32(0.95))), abs=1e-15)
     assert values["ece"] == pytest.approx(abs(0.975 - 0.75), abs=1e-15)
 
 
+def test_ece_extra_bin_by_hand_a_confidence_on_an_edge_goes_up_as_in_torchmetrics():
+    """P = [[0.3, 0.7], [0.75, 0.25]], y = [1, 1]: confidences 0.7 (right) and 0.75 (wrong). As
+    float32, 0.7 is 0.699999988 and so is torch's edge 7 of 10: bucketize puts it in bin 7 beside
+    0.75, |0.5 - 0.725| = 0.225 (torchmetrics' number; float64 edges gave 0.525)."""
+    probs, labels = np.array([[0.3, 0.7], [0.75, 0.25]]), np.array([1, 1])
+    value = calib.evaluate(probs, labels, metrics=["ece_extra_bin"], kind="probs", bins=10).values["ece_extra_bin"]
+    assert value == pytest.approx(abs(0.5 - (float(np.float32(0.7)) + float(np.float32(0.75))) / 2), abs=1e-7)  # float32 means
+    assert value == pytest.approx(0.225, abs=1e-7)
+
+
+def test_the_float32_edges_are_torchs_for_every_bin_count():
+    from calib.metrics.conventions import torch_float32_edges
+
+    torch = needs("torch")
+    for bins in range(1, 301):
+        np.testing.assert_array_equal(torch_float32_edges(bins), torch.linspace(0, 1, bins + 1, dtype=torch.float32).numpy())
+
+
+@pytest.mark.parametrize("k", [2, 10])
+@pytest.mark.parametrize("grid", [True, False])
 @pytest.mark.parametrize("bins", [10, 15])
-def test_ece_extra_bin_equals_the_float64_formula_and_torchmetrics(bins):
+def test_ece_extra_bin_equals_torchmetrics_on_stated_and_continuous_confidences(k, grid, bins):
+    """Confidences that are whole percents or multiples of 0.05 (an LLM judge's) land on edges;
+    continuous ones (a softmax's) do not: both equal torchmetrics' multiclass ECE to 1e-6."""
+    torchmetrics = needs("torchmetrics.functional.classification")
+    torch = needs("torch")
+    rng = np.random.default_rng(bins + k)
+    probs = rng.dirichlet(np.full(k, 0.3), size=3000)
+    if grid:  # the top class's probability a multiple of 0.05 (or a whole percent), the rest spread evenly
+        top = np.round(probs.max(axis=1) / (0.05 if bins == 10 else 0.01)) * (0.05 if bins == 10 else 0.01)
+        top = np.clip(top, 1.0 / k + 0.01, 1.0)
+        probs = np.tile(((1 - top) / (k - 1))[:, None], (1, k))
+        probs[np.arange(3000), rng.integers(0, k, 3000)] = top
+    labels = rng.integers(0, k, 3000)
+    value = calib.evaluate(probs, labels, metrics=["ece_extra_bin"], kind="probs", bins=bins).values["ece_extra_bin"]
+    confidence, correct = probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(float)
+    # the bins' float32 sums (torchmetrics') against exact ones: float32 rounding, a few 1e-6 at 3,000 rows
+    assert value == pytest.approx(extra_bin_reference(confidence, correct, bins), abs=1e-5)
+    theirs = torchmetrics.multiclass_calibration_error(
+        torch.tensor(probs), torch.tensor(labels), num_classes=k, n_bins=bins, norm="l1"
+    )
+    assert value == pytest.approx(float(theirs), abs=1e-7)
+
+
+@pytest.mark.parametrize("bins", [10, 15])
+def test_ece_extra_bin_equals_the_formula_and_torchmetrics(bins):
     data = np.load(SAMPLE / "cifar10_test.npz")
     probs, _, _ = _top_label(data["logits"][:3000], data["labels"][:3000])
     probs[:40] = np.eye(10)[probs[:40].argmax(axis=1)]  # near-certain rows, exactly 1.0
@@ -127,13 +175,13 @@ def test_ece_extra_bin_equals_the_float64_formula_and_torchmetrics(bins):
     value = calib.evaluate(probs, data["labels"][:3000], metrics=["ece_extra_bin"], kind="probs", bins=bins).values[
         "ece_extra_bin"
     ]
-    assert value == pytest.approx(extra_bin_reference(confidence, correct, bins), abs=1e-12)
+    assert value == pytest.approx(extra_bin_reference(confidence, correct, bins), abs=1e-5)
     torchmetrics = needs("torchmetrics.functional.classification")
     torch = needs("torch")
     theirs = torchmetrics.multiclass_calibration_error(
         torch.tensor(probs, dtype=torch.float64), torch.tensor(data["labels"][:3000]), num_classes=10, n_bins=bins, norm="l1"
     )
-    assert value == pytest.approx(float(theirs), abs=1e-6)  # torchmetrics sums in float32
+    assert value == pytest.approx(float(theirs), abs=1e-7)  # both sum in float32
 
 
 def test_ece_pos_quantile_equals_scikit_learn_calibration_curve():
