@@ -43,6 +43,8 @@ _PUBLIC = {
     "load": ".api",
     "sample_path": ".api",
     "compare": ".drift",
+    "ComparisonRequest": ".drift",
+    "ComparisonReport": ".drift",
 }
 
 

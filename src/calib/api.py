@@ -588,7 +588,7 @@ _NAMES_BY_MODULE = {
     ".core.binning": ("MIN_BIN_ROWS",),
     ".bundle": ("dumps",),
     ".calibrators.base": ("absent_class_rows", "builds_sets"),
-    ".drift": ("compare", "remedy"),
+    ".drift": ("compare", "save_remedy", "comparison_steps", "ComparisonRequest"),
     ".diagnose": ("diagnose",),
     ".errors": ("CalibError",),
     ".estimators.recalibrators": ("DEFAULT_RECIPE", "RECALIBRATORS", "RECIPES"),

@@ -44,6 +44,36 @@ class BootstrapConfig:
     level: float = 0.95
 
 
+def check_level(level: float) -> float:
+    """``level``, a confidence level of intervals in [0.5, 1): the one rule of every request."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.5 <= level < 1:
+        from .errors import UsageError
+
+        raise UsageError(f"the confidence level must be in [0.5, 1); got {level!r}")
+    return float(level)
+
+
+def check_tail_replicates(replicates: int, level: float) -> None:
+    """Refuse fewer than 2 / (1 - ``level``) replicates where a verdict reads the interval's ends:
+    with fewer no replicate lies beyond an end, and the ends understate the noise (at 2,000 rows,
+    50 replicates called a decayed batch a new concept that 200 called decay)."""
+    if replicates * (1.0 - level) / 2.0 < 1.0 - 1e-9:
+        from .errors import UsageError
+
+        needed = int(np.ceil(2.0 / (1.0 - level) - 1e-9))
+        raise UsageError(
+            f"{replicates} bootstrap replicates leave no replicate beyond an end of the {level:g} interval; it needs at "
+            f"least {needed} (2 / (1 - level)): with fewer its ends understate the noise",
+            cli_hint="--bootstrap",
+        )
+
+
+def independent_seed(seed: int) -> int:
+    """A seed whose replicates are independent of ``seed``'s, for a second batch of other rows
+    (derived, so the same ``seed`` gives the same pair of draws)."""
+    return int(np.random.SeedSequence([seed, 4]).generate_state(1)[0])
+
+
 def default_config(
     n_rows: int, n_classes: int, level: float, baseline: BootstrapConfig | None = None, seed: int = 0
 ) -> BootstrapConfig | None:
@@ -85,6 +115,71 @@ def resolve_config(
     return BootstrapConfig(int(bootstrap), seed, level) if bootstrap > 0 else None
 
 
+def cluster_assignment(seed: int, n_rows: int, groups: int = GROUPS, pairs_per_row: int = 1) -> tuple[np.ndarray, int]:
+    """(each row's random cluster in [0, G), G): a seeded draw, G = min(``groups``, rows). A
+    multi-label input's rows are its (row, label) pairs, ``pairs_per_row`` of them: the pairs of a
+    row are drawn together (one cluster per row), so a replicate resamples rows, not pairs."""
+    rows = n_rows // pairs_per_row
+    clusters = max(1, min(groups, rows))
+    return np.repeat(np.random.default_rng([seed, 1]).integers(clusters, size=rows), pairs_per_row), clusters
+
+
+def cluster_counts(config: BootstrapConfig, clusters: int) -> np.ndarray:
+    """(replicates, G) multinomial counts of the G clusters: how often each replicate draws each."""
+    return np.random.default_rng([config.seed, 2]).multinomial(
+        clusters, np.full(clusters, 1.0 / clusters), size=config.replicates
+    )
+
+
+@dataclass(frozen=True)
+class ReplicateWeights:
+    """How often each of R replicates draws each of N rows: row i's weight in replicate r is
+    ``counts[r, assignment[i]]``, its cluster's count (:func:`cluster_assignment`,
+    :func:`cluster_counts`). A statistic weighted by a replicate's row weights is that statistic on
+    the replicate, the resampling that :class:`BootstrapStates` gives the streamed metrics:
+    statistics that are no sums of rows (an isotonic fit, EM's priors) are resampled with these, and
+    pair with the metrics of the same rows, seed and count. Sums over rows go through the clusters,
+    W x = counts (per-cluster sums of x), in O(N) work and no (R, N) matrix."""
+
+    counts: np.ndarray
+    assignment: np.ndarray
+
+    @classmethod
+    def once(cls, n_rows: int) -> ReplicateWeights:
+        """One weighting that counts every row once: the sample itself."""
+        return cls(np.ones((1, 1)), np.zeros(n_rows, dtype=np.int64))
+
+    def totals(self, values: np.ndarray | None = None) -> np.ndarray:
+        """sum_i w_ri x_i for each replicate: (R,) for ``values`` (N,) (None: the weights alone), (R, M) for (N, M)."""
+        clusters = self.counts.shape[1]
+        if values is None:
+            return self.counts @ np.bincount(self.assignment, minlength=clusters).astype(np.float64)
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim == 1:
+            return self.counts @ np.bincount(self.assignment, weights=values, minlength=clusters)
+        by_cluster = np.zeros((clusters, values.shape[1]))
+        np.add.at(by_cluster, self.assignment, values)
+        return self.counts @ by_cluster
+
+    def grouped_totals(self, group: np.ndarray, n_groups: int, values: np.ndarray | None = None) -> np.ndarray:
+        """(R, ``n_groups``) sums of w_ri x_i over the rows of each group (``group``: each row's in [0, n_groups))."""
+        clusters = self.counts.shape[1]
+        cell = self.assignment * n_groups + group
+        by_cell = np.bincount(cell, weights=values, minlength=clusters * n_groups).reshape(clusters, n_groups)
+        return self.counts @ by_cell
+
+    def matrix(self) -> np.ndarray:
+        """The (R, N) row weights themselves."""
+        return self.counts[:, self.assignment].astype(np.float64)
+
+
+def row_weights(config: BootstrapConfig, n_rows: int, pairs_per_row: int = 1, groups: int = GROUPS) -> ReplicateWeights:
+    """The row weights of ``config``'s replicates of ``n_rows`` rows (a multi-label input's pairs
+    drawn by row, ``pairs_per_row`` of them)."""
+    assignment, clusters = cluster_assignment(config.seed, n_rows, groups, pairs_per_row)
+    return ReplicateWeights(cluster_counts(config, clusters).astype(np.float64), assignment)
+
+
 #: Groups of rows (``--group-by``) up to this many get replicates of their own (for noise-aware
 #: gates on groups); each costs as many metric computations as the replicates.
 MAX_GROUPS_WITH_REPLICATES = 50
@@ -107,11 +202,7 @@ class BootstrapStates(GroupedMetricSets):
         n_strata: int = 1,
         pairs_per_row: int = 1,
     ):
-        # a multi-label input's rows are its (row, label) pairs, L per row: the pairs of a row are
-        # drawn together (one cluster per row), so a replicate resamples rows, not pairs
-        rows = n_rows // pairs_per_row
-        clusters = max(1, min(groups, rows))
-        assignment = np.repeat(np.random.default_rng([seed, 1]).integers(clusters, size=rows), pairs_per_row)
+        assignment, clusters = cluster_assignment(seed, n_rows, groups, pairs_per_row)
         if strata is not None:
             assignment = np.asarray(strata, dtype=np.int64) * clusters + assignment
         super().__init__(make_metric_set, assignment, clusters * n_strata)
@@ -119,9 +210,7 @@ class BootstrapStates(GroupedMetricSets):
 
     def _counts(self, config: BootstrapConfig) -> np.ndarray:
         """(replicates, G) multinomial cluster counts: the same for every stratum and for the whole."""
-        return np.random.default_rng([config.seed, 2]).multinomial(
-            self.clusters, np.full(self.clusters, 1.0 / self.clusters), size=config.replicates
-        )
+        return cluster_counts(config, self.clusters)
 
     def _values(self, states: list[dict], counts: np.ndarray) -> dict[str, np.ndarray]:
         """{metric: (replicates,) values} of the resampled ``states`` (one per cluster)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,3 +144,78 @@ def test_the_reproducer_a_gate_in_a_notebook_reads_the_noise_as_in_ci(run, tmp_p
         == cli["noise"]
         == "bootstrap, 0.95 interval; lower end the value less its resolution floor or the bound from the mean gap, the larger"
     )
+
+
+def _compare_case(case: str, tmp_path):
+    """(REF, NEW as arrays, the command line's arguments beyond the two files, the API's request,
+    its groups, and a remedy path or None) of one option set of ``calib compare``."""
+    from calib.evaluation.groups import groups_from_values
+    from calib.synth.shift import shift_world
+
+    world = {"gates": "calibration decay", "groups": "none", "unlabelled": "label shift", "remedy": "label shift"}.get(
+        case, "none"
+    )
+    d = shift_world(world, 1500, np.random.default_rng(3))
+    ref, new = (d["ref_logits"], d["ref_labels"]), (d["new_logits"], d["new_labels"])
+    args, request, groups, remedy = ["--bootstrap", "40", "--level", "0.95"], {"replicates": 40, "level": 0.95}, None, None
+    if case == "gates":
+        gates = ["log_loss_miscalibration_increase>0.01", "accuracy_decrease>0.2", "classwise_discrimination_decrease>0.0"]
+        args += [arg for gate in gates for arg in ("--fail-if", gate)] + ["--inconclusive", "fail", "--top-k", "3"]
+        request.update(gates=tuple(gates), inconclusive="fail", top_k=(3,))
+    elif case == "groups":
+        sites = np.array(["a", "b", "c"])[np.arange(1500) % 3]
+        groups = (groups_from_values(sites, 1500, "site"),) * 2
+        args += ["--group-by", "site", "--fail-if", "max_group:accuracy_decrease>0.05"]
+        request["gates"] = ("max_group:accuracy_decrease>0.05",)
+    elif case == "unlabelled":
+        new = (d["new_logits"], None)
+        args += ["--fail-if", "prior_shift>0.02"]
+        request["gates"] = ("prior_shift>0.02",)
+    elif case == "remedy":
+        remedy = tmp_path / "fix"
+        args += ["--fit-remedy", remedy]
+    else:  # multi-label: five labels of calibrated logits
+        rng = np.random.default_rng(4)
+        z = rng.normal(0, 2, (600, 5))
+        y = (rng.uniform(size=(600, 5)) < 1 / (1 + np.exp(-z))).astype(int)
+        ref, new = (z[:300], y[:300]), (1.5 * z[300:], y[300:])
+        args += ["--fail-if", "max_label:miscalibration_increase>0.02"]
+        request["gates"] = ("max_label:miscalibration_increase>0.02",)
+    return ref, new, args, request, groups, remedy
+
+
+@pytest.mark.parametrize("case", ["gates", "groups", "unlabelled", "remedy", "multi-label"])
+def test_compare_gives_one_report_from_the_api_and_the_command_line(run, tmp_path, case):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from calib.drift import ComparisonRequest, compare, save_remedy
+
+    ref, new, args, request, groups, remedy = _compare_case(case, tmp_path)
+    for name, (logits, labels) in (("ref", ref), ("new", new)):
+        columns = {"logits": list(logits)}
+        if labels is not None:
+            columns["label" if labels.ndim == 1 else "labels"] = list(labels) if labels.ndim == 2 else labels
+        if groups is not None:
+            columns["site"] = [groups[0].names[c] for c in groups[0].codes]
+        pq.write_table(pa.table(columns), tmp_path / f"{name}.parquet")
+    code, out, err = run("compare", tmp_path / "ref.parquet", tmp_path / "new.parquet", *args, "--json", "-")
+    assert code in (0, 1), err
+    cli = json.loads(out)
+    ref_preds, new_preds = (
+        calib.read_predictions(str(tmp_path / "ref.parquet")),
+        calib.read_predictions(str(tmp_path / "new.parquet"), task=ref_preds_task(ref)),
+    )
+    report = compare(ref_preds, new_preds, ComparisonRequest(**request), groups=groups)
+    if remedy is not None:
+        save_remedy(ref_preds, new_preds, report, str(tmp_path / "fix_api"))
+    api = json.loads(json.dumps(report.to_json()))
+    assert _comparable(api) == _comparable(cli)
+    assert api["passed"] == cli["passed"] and code == (0 if api["passed"] else 1)
+    if remedy is not None:
+        assert cli["remedy_written"]["path"] == str(remedy) and calib.load(str(remedy)).method == "prior-shift"
+
+
+def ref_preds_task(ref) -> str:
+    """The task NEW is read with: a multi-label REF's (its labels a matrix)."""
+    return "multilabel" if np.ndim(ref[1]) == 2 else "auto"

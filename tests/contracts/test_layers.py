@@ -241,3 +241,32 @@ def test_no_test_file_imports_another():
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.relative_to(TESTS)} imports {name}" for name in names if name.split(".")[0].startswith("test_")]
     assert found == []
+
+
+def test_the_comparison_runs_on_the_engine():
+    """calib.drift has no gate parser or gate check, no bootstrap draw or loop over replicates, and
+    no ECE of its own: gates are calib.evaluation.gates', replicates calib.bootstrap's (row weights
+    and their intervals), metrics the registry's."""
+    import re
+
+    found = []
+    for path in (SRC / "calib" / "drift").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and re.search(r"(parse|check).*gate|gate.*(parse|check)", node.name):
+                found.append(f"{path.name}: defines {node.name}")
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in (
+                    "split_condition",
+                    "outcome",
+                    "Spread",
+                    "integers",
+                    "multinomial",
+                    "poisson",
+                    "bin_index",
+                    "BinCounter",
+                ):
+                    found.append(f"{path.name}: calls {name}")
+            if isinstance(node, ast.For) and re.search(r"range\(.*(bootstrap|replicate)", ast.unparse(node.iter)):
+                found.append(f"{path.name}: loops over {ast.unparse(node.iter)}")
+    assert found == []

@@ -265,6 +265,8 @@ def test_public_api_is_pinned():
         "CalibError",
         "Calibration",
         "Calibrator",
+        "ComparisonReport",
+        "ComparisonRequest",
         "EvaluationRequest",
         "ExportError",
         "InputError",

@@ -59,6 +59,15 @@ class BiasCorrectedTemperatureScaling(Calibrator):
     def transform(self, logits, features=None):
         return log_softmax(np.asarray(logits, dtype=np.float64) / self.temperature_ + self.bias_)
 
+    def followed_by(self, shift: "PriorShift") -> "BiasCorrectedTemperatureScaling":
+        """A new calibrator: this one followed by the prior correction ``shift``, one map,
+        softmax(softmax(z / T + b) reweighted by exp(w)) = softmax(z / T + b + w). Neither fitted
+        calibrator is changed."""
+        composed = BiasCorrectedTemperatureScaling(self.options)
+        composed.temperature_, composed.converged_ = self.temperature_, self.converged_
+        composed.bias_ = self.bias_ + shift.log_weights_
+        return composed
+
     def onnx_outputs(self, graph, inputs):
         scaled = graph.op("Div", inputs.logits, graph.const(self.temperature_))
         return {"probs": graph.softmax(graph.op("Add", scaled, graph.const(self.bias_[None, :])))}

@@ -50,16 +50,17 @@ def _append(path: str, text: str) -> None:
         handle.write(text)
 
 
-def write_ci_outputs(report, junit_path: str | None) -> None:
+def write_ci_outputs(report, junit_path: str | None, summary: list[str] | None = None) -> None:
     """The JUnit file (written atomically) and, when GitHub Actions' files are set, the job
-    summary and step outputs (appended, as GitHub expects)."""
+    summary (``summary``'s markdown lines, else the report's) and step outputs (appended, as
+    GitHub expects)."""
     if junit_path is not None:
         write_bytes_atomic(junit_path, junit_xml(report))
     if not report.gates:
         return
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        _append(summary, "\n".join(report_lines(report, "md")) + "\n\n")
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        _append(summary_path, "\n".join(summary if summary is not None else report_lines(report, "md")) + "\n\n")
     outputs = os.environ.get("GITHUB_OUTPUT")
     if outputs:
         _append(outputs, "".join(f"{key}={value}\n" for key, value in github_outputs(report).items()))

@@ -515,11 +515,17 @@ def split_condition(expr: str, example: str = "cmce>0.01") -> tuple[str | None, 
     return match.groups()
 
 
-def parse_gate(expr: str) -> Gate:
-    aggregate, metric, op, number = split_condition(expr)
-    check_metric_keys([metric])
-    if aggregate is not None and not METRICS[metric].streamed:
-        raise UsageError(f"gate {expr!r}: {metric} is computed on all rows only, not per group", cli_hint="--fail-if")
+def parse_gate(expr: str, keys: dict[str, str] | None = None) -> Gate:
+    """The gate ``expr`` ("cmce>0.01", "max_group:ece>0.05") on a metric of the registry, or with
+    ``keys`` ({key: what it is}) on one of those keys (a comparison's changes: any aggregate)."""
+    example = "cmce>0.01" if keys is None else f"{next(iter(keys))}>0.01"
+    aggregate, metric, op, number = split_condition(expr, example)
+    if keys is None:
+        check_metric_keys([metric])
+        if aggregate is not None and not METRICS[metric].streamed:
+            raise UsageError(f"gate {expr!r}: {metric} is computed on all rows only, not per group", cli_hint="--fail-if")
+    elif metric not in keys:
+        raise UsageError(f"gate {expr!r}: unknown key {metric!r}; the keys are {', '.join(keys)}", cli_hint="--fail-if")
     try:
         return Gate(expr, metric, op, float(number), aggregate)
     except ValueError:

@@ -103,14 +103,14 @@ class InputSection:
     @classmethod
     def of(cls, preds) -> InputSection:
         """What was evaluated of ``preds`` (a calib.io.Predictions): its path, kind, shape, the
-        digests of its scores and labels, and a multi-label input's layout."""
+        digests of its scores and labels (None without labels), and a multi-label input's layout."""
         return cls(
             preds.name,
             preds.kind,
             preds.n,
             preds.k,
             preds.sha256,
-            labels_fingerprint(preds.labels),
+            None if preds.labels is None else labels_fingerprint(preds.labels),
             multilabel=preds.output_layout.to_json(),
         )
 

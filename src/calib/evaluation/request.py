@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field, fields
 
-from ..bootstrap import BootstrapConfig, resolve_config
+from ..bootstrap import BootstrapConfig, check_level, resolve_config
 from ..errors import UsageError
 from ..metrics import check_metric_keys
 from ..metrics.definitions import AUTO_BINS, bin_count
@@ -92,8 +92,7 @@ class BootstrapSettings:
     keep_as_baseline: bool = False
 
     def __post_init__(self):
-        if not 0.5 <= self.level < 1:
-            raise UsageError(f"the confidence level must be in [0.5, 1); got {self.level!r}")
+        check_level(self.level)
 
     def resolve(self, n_rows: int, n_classes: int, gates: GateSettings) -> BootstrapConfig | None:
         """The replicates of an evaluation of ``n_rows`` x ``n_classes`` scores with ``gates``; None for none."""

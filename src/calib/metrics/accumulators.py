@@ -70,6 +70,22 @@ class ProperScores(Additive):
         self.prob_clipped += int(batch.prob_clipped)
 
 
+class LabelRanks(Additive):
+    """How many rows hold their label at each rank r < ``ranks`` of the non-increasing order of p
+    (0: the argmax; ties to the lower class index, as :attr:`Batch.label_rank`): top-k accuracy
+    for every k <= ``ranks`` from one count."""
+
+    STATE = ("n", "at_rank")
+
+    def __init__(self, ranks: int):
+        self.n = 0
+        self.at_rank = np.zeros(ranks)
+
+    def update(self, batch: Batch) -> None:
+        self.n += batch.n
+        self.at_rank += np.bincount(np.minimum(batch.label_rank, len(self.at_rank)), minlength=len(self.at_rank) + 1)[:-1]
+
+
 class TopLabelBins(Additive):
     """Confidence max_k p_k against correctness, in equal-width bins (ECE, MCE, debiased ECE^2)."""
 

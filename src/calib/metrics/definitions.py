@@ -109,6 +109,27 @@ def _proper(config, k):
     return ("proper", k), lambda: acc.ProperScores(k)
 
 
+#: The k of the top-k accuracies in the registry (``top5_accuracy``)
+TOP_K = (2, 3, 5, 10)
+
+
+def _label_ranks(config, k):
+    return ("ranks", max(TOP_K)), lambda: acc.LabelRanks(max(TOP_K))
+
+
+def _top_k_accuracy(k: int):
+    return lambda s, c: float(s.at_rank[:k].sum() / s.n)
+
+
+def _top_k_interval(k: int):
+    def top_k_interval(state: acc.LabelRanks, config: MetricConfig, level: float) -> tuple[float, float]:
+        """Clopper-Pearson interval of the share of rows with the label among the top k."""
+        lower, upper = clopper_pearson(state.at_rank[:k].sum(), state.n, level)
+        return float(lower), float(upper)
+
+    return top_k_interval
+
+
 def _top_bins(config, k):
     return ("top", config.bins), lambda: acc.TopLabelBins(config.bins)
 
@@ -262,6 +283,18 @@ _METRICS = [
         lambda c, s: {},
         direction="higher",
         interval=accuracy_interval,
+    ),
+    *(
+        Metric(
+            f"top{k}_accuracy",
+            f"share of rows whose label is among the {k} most probable classes (ties to the lower class)",
+            _label_ranks,
+            _top_k_accuracy(k),
+            lambda c, s, k=k: {"k": k},
+            direction="higher",
+            interval=_top_k_interval(k),
+        )
+        for k in TOP_K
     ),
     Metric("nll", "negative log-likelihood of the label", _proper, lambda s, c: s.nll_sum / s.n, _clip_settings),
     Metric(

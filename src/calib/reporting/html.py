@@ -8,7 +8,20 @@ from __future__ import annotations
 
 import html
 
-from .text import COMPARISON_TERMS, OVER_COLOUR, UNDER_COLOUR, comparison_cells, format_value, metric_table, table_footnotes
+from .text import (
+    OVER_COLOUR,
+    UNDER_COLOUR,
+    comparison_cells,
+    comparison_group_rows,
+    comparison_notes,
+    comparison_tables,
+    comparison_title,
+    format_value,
+    gate_text,
+    metric_table,
+    table_footnotes,
+    verdict_lines,
+)
 
 STYLE = f"""
 :root {{ color-scheme: light dark; --fg: #1d1d1f; --bg: #ffffff; --muted: #5f6368; --line: #d9d9de;
@@ -96,67 +109,37 @@ def _page_start(title: str, heading: str, lead: str) -> list[str]:
     ]
 
 
-def comparison_page(report: dict) -> str:
-    """The page for a report of :func:`calib.drift.compare`: the verdict and its remedy, each
-    score's decomposition with its changes' intervals, the priors, the remedies' effects, the
-    groups and the gates."""
-    ref, new = report["ref"], report["new"]
-    parts = _page_start(
-        f"calib compare: {ref['path']} -> {new['path']}",
-        "calib compare",
-        f"{ref['path']} ({ref['n']} rows) -> {new['path']} ({new['n']} rows)",
-    )
-    remedy = f"; remedy: {report['remedy']}" if report.get("remedy") else ""
-    parts.append(f'<section id="verdict"><div class="advice"><b>Verdict: {_escape(report["verdict"])}</b>{_escape(remedy)}</div>')
-    if "note" in report:
-        parts.append(f"<p class=muted>{_escape(report['note'])}</p>")
-    if "changes" in report:
-        decay = report["settings"]["decay_score"]
-        parts.append(
-            "<p class=muted>A new concept is read from the Brier score's recalibrated score (UNC - DSC), "
-            f"calibration decay from {_escape(decay)}'s miscalibration (MCB).</p>"
-        )
-    parts.append("</section>")
-    level = report["settings"]["level"]
-    for score, named in (("brier", "Brier score"), ("log_loss", "Log loss")):
-        if "changes" not in report:
-            break
-        rows = []
-        for term, name in COMPARISON_TERMS.items():
-            change = report["changes"][score][term]
-            values = (report["decomposition"][score]["ref"][term], report["decomposition"][score]["new"][term], change["value"])
-            lo, hi = change["ci"]
-            rows.append([name, *(format_value(v) for v in values), f"[{format_value(lo)}, {format_value(hi)}]"])
-        header = ["term", "REF", "NEW", "change", f"{level:.0%} interval"]
-        parts.append(f'<section id="{score}"><h2>{named}</h2>{_table(header, rows, [False, True, True, True, True])}</section>')
-    priors = report["priors"]
-    shares = [[str(k), format_value(a), format_value(b)] for k, (a, b) in enumerate(zip(priors["ref"], priors["new"]))]
+def comparison_page(report) -> str:
+    """The page for a report of :func:`calib.drift.compare` (a ComparisonReport): the verdict with
+    its evidence and remedy, the tables of what changed and of the decompositions, the priors and
+    the remedies' held-out evidence, the groups and the gates."""
+    section = report.whole
+    parts = _page_start(f"calib compare: {report.ref.path} -> {report.new.path}", "calib compare", comparison_title(report))
+    lines = verdict_lines(section)
     parts.append(
-        f'<section id="priors"><h2>Class priors</h2><p class=muted>L1 distance {format_value(priors["l1"])}; '
-        f"NEW's from {_escape(priors['from'])}"
-        f"{'; its sampling noise alone about ' + format_value(priors['l1_noise']) + ' (L1)' if 'l1_noise' in priors else ''}</p>{_table(['class', 'REF', 'NEW'], shares, [False, True, True])}</section>"
+        f'<section id="verdict"><div class="advice"><b>{_escape(lines[0])}</b><br>{"<br>".join(_escape(line) for line in lines[1:])}</div>'
     )
-    effects = [
-        [name, format_value(e["miscalibration_before"]), format_value(e["miscalibration_after"])]
-        for name, e in report.get("remedies", {}).items()
-    ]
-    if effects:
-        header = ["remedy", "NEW's miscalibration before", "after"]
-        parts.append(f'<section id="remedies"><h2>Remedies</h2>{_table(header, effects, [False, True, True])}</section>')
-    groups = report.get("groups")
-    if groups:
-        rows = [[name, str(g["ref_n"]), str(g["new_n"]), g["verdict"]] for name, g in groups["values"].items()] + [
-            [name, "-", "-", f"not compared: {why}"] for name, why in groups["skipped"].items()
-        ]
-        header = [groups["source"], "REF n", "NEW n", "verdict"]
+    if report.note:
+        parts.append(f"<p class=muted>{_escape(report.note)}</p>")
+    parts.append("</section>")
+    for (title, header, rows, right), ident in zip(comparison_tables(section), ("changes", "decompositions")):
+        parts.append(f'<section id="{ident}"><h2>{_escape(title.capitalize())}</h2>{_table(header, rows, right)}</section>')
+    notes = "".join(f"<li>{_escape(line)}</li>" for line in comparison_notes(section))
+    parts.append(f'<section id="priors"><h2>Class priors and remedies</h2><ul>{notes}</ul>')
+    priors = section.priors
+    shares = [[str(k), format_value(a), format_value(b)] for k, (a, b) in enumerate(zip(priors["ref"], priors["new"]))]
+    parts.append(f"{_table(['class', 'REF', 'NEW'], shares, [False, True, True])}</section>")
+    if report.groups is not None:
+        title, header, rows, group_notes = comparison_group_rows(report.groups)
+        listed = "".join(f"<li>{_escape(line)}</li>" for line in group_notes)
         parts.append(
-            f'<section id="groups"><h2>By group, each at level {format_value(groups["level"])}</h2>'
-            f"{_table(header, rows, [False, True, True, False])}</section>"
+            f'<section id="groups"><h2>{_escape(title.capitalize())}</h2>'
+            f"{_table(header, rows, [False, True, True, True, False])}<ul>{listed}</ul></section>"
         )
-    if report["gates"]:
-        rows = [[g["expr"], g["result"], format_value(g["value"]) if "value" in g else g.get("why", "")] for g in report["gates"]]
+    if report.gates:
+        rows = [[gate.expr, gate.outcome, gate_text(gate.fields)] for gate in report.gates]
         parts.append(
-            f'<section id="gates"><h2>Gates</h2>{_table(["gate", "result", "value"], rows, [False, False, True])}</section>'
+            f'<section id="gates"><h2>Gates</h2>{_table(["gate", "outcome", "reading"], rows, [False, False, False])}</section>'
         )
     parts.append("</main></body></html>")
     return "".join(parts) + "\n"

@@ -41,13 +41,26 @@ def format_exact(value: float, other: float) -> str:
     return repr(value)
 
 
-#: The terms of ``calib compare``'s decomposition (calib.drift.Terms), as its tables name them
+#: The terms of ``calib compare``'s decompositions (calib.drift.decomposition.Terms), as its tables name them
 COMPARISON_TERMS = {
     "score": "score",
     "mcb": "miscalibration (MCB)",
     "dsc": "discrimination (DSC)",
     "unc": "uncertainty (UNC)",
     "recalibrated": "recalibrated score (UNC - DSC)",
+}
+#: The quantities of ``calib compare``'s first table, as it names them (top-k accuracies by their k)
+COMPARISON_METRICS = {
+    "accuracy": "accuracy",
+    "class_accuracy": "accuracy at NEW's class shares",
+    "brier": "Brier score (all classes)",
+    "nll": "log loss",
+}
+#: The decompositions of ``calib compare``, as its tables name them
+COMPARISON_DECOMPOSITIONS = {
+    ("top_label", "brier"): "top label, Brier",
+    ("top_label", "log_loss"): "top label, log loss",
+    ("classwise", "brier"): "class-wise Brier",
 }
 
 
@@ -467,3 +480,110 @@ def comparison_cells(comparison: list[dict]) -> tuple[list[str], list[list[str]]
         changes = row.get("change", {})
         beyond.append([False, *(changes.get(key, {}).get("beyond_noise", False) for key in keys)])
     return header, rows, best, beyond
+
+
+def _change_row(name: str, change) -> list[str]:
+    """A comparison table's row: the quantity in REF and NEW, the change and its interval."""
+    interval = "-" if change.ci is None else f"[{format_change(change.ci[0])}, {format_change(change.ci[1])}]"
+    return [name, format_value(change.ref), format_value(change.new), format_change(change.value), interval]
+
+
+def comparison_title(report) -> str:
+    """``calib compare: REF (N rows) -> NEW (N rows), K classes`` (of a calib.drift.ComparisonReport)."""
+    return (
+        f"calib compare: {report.ref.path} ({report.whole.ref_n} rows) -> {report.new.path} ({report.whole.new_n} rows), "
+        f"{report.ref.task()}" + (", the same rows (paired)" if report.settings.get("paired") else "")
+    )
+
+
+def comparison_tables(section) -> list[tuple[str, list[str], list[list[str]], list[bool]]]:
+    """(title, header, rows, right-aligned columns) of a comparison section's tables: what changed
+    (accuracy, top-k accuracy, the proper scores) and the decompositions' terms; none without
+    labels on NEW."""
+    if not section.labelled:
+        return []
+    level = f"{section.level:.4g} interval" if section.level > 0.995 else f"{section.level:.0%} interval"
+    header = ["", "REF", "NEW", "change", level]
+    right = [False, True, True, True, False]
+    names = {key: COMPARISON_METRICS.get(key) or f"top-{key[3:].split('_')[0]} accuracy" for key in section.metrics}
+    order = ["accuracy", *(key for key in section.metrics if key.startswith("top")), "class_accuracy", "brier", "nll"]
+    metrics = [_change_row(names[key], section.metrics[key]) for key in order if key in section.metrics]
+    terms = []
+    for (problem, score), title in COMPARISON_DECOMPOSITIONS.items():
+        for term, name in COMPARISON_TERMS.items():
+            change = section.decomposition.get(problem, {}).get(score, {}).get(term)
+            if change is not None:
+                terms.append(_change_row(f"{title}: {name}", change))
+    return [("what changed", header, metrics, right), ("decompositions (CORP)", ["term", *header[1:]], terms, right)]
+
+
+def comparison_notes(section) -> list[str]:
+    """The lines under a comparison's tables: the priors and the remedies' held-out evidence."""
+    priors = section.priors
+    interval = priors.get("l1_ci")
+    shown = f" [{format_value(interval[0])}, {format_value(interval[1])}]" if interval else ""
+    noise = f"; its sampling noise alone about {format_value(priors['l1_noise'])}" if "l1_noise" in priors else ""
+    lines = [f"class priors: L1 distance {format_value(priors['l1'])}{shown} ({priors['from']}){noise}"]
+    for name, evidence in section.remedies.items():
+        if "nll" in evidence.before:
+            measured = (
+                f"log loss {format_value(evidence.before['nll'])} -> {format_value(evidence.after['nll'])}, "
+                f"ECE {format_value(evidence.before['ece'])} -> {format_value(evidence.after['ece'])}"
+            )
+        else:
+            measured = f"log-likelihood gain {format_change(evidence.after['log_likelihood_gain'])}"
+        helps = "helps" if evidence.improves else "does not help"
+        lines.append(f"{name} ({evidence.method}) on {evidence.rows} held-out rows of NEW: {measured}: it {helps}")
+    return lines
+
+
+def verdict_lines(section) -> list[str]:
+    """``verdict: ...`` with the remedy it implies, ``evidence: ...``, and ``also: ...`` for each
+    later test that fired."""
+    remedy = f" (remedy: {section.remedy})" if section.remedy else ""
+    lines = [f"verdict: {section.verdict}{remedy}", f"evidence: {section.evidence}"]
+    fired = [finding for finding in section.findings if finding.fired]
+    lines += [f"also {finding.verdict}: {finding.evidence}" for finding in fired[1:]]
+    return lines
+
+
+def comparison_group_rows(groups) -> tuple[str, list[str], list[list[str]], list[str]]:
+    """(title, header, rows, notes) of a comparison's groups: each group's rows, its accuracy change
+    and its verdict; the groups not compared in the notes."""
+    header = [groups.source, "REF n", "NEW n", "accuracy change", "verdict"]
+    rows = []
+    for name, section in groups.sections.items():
+        accuracy = section.metrics.get("accuracy")
+        change = "-" if accuracy is None else format_change(accuracy.value)
+        rows.append([name, str(section.ref_n), str(section.new_n), change, section.verdict])
+    notes = [f"{groups.source} {name} not compared: {why}" for name, why in groups.skipped.items()]
+    return f"by {groups.source}, each at level {format_value(groups.level)}", header, rows, notes
+
+
+def comparison_lines(report, style: str = "text") -> list[str]:
+    """A comparison report (calib.drift.ComparisonReport) as lines of plain text or markdown
+    (``style="md"``): title, tables, notes, the verdict and its evidence, the groups, the gates."""
+    section = report.whole
+    md = style == "md"
+
+    def table(title, header, rows, right):
+        if md:
+            return [f"**{title}**", "", *markdown_table(header, rows, right), ""]
+        return [title, *text_table(header, rows, right)]
+
+    lines = [f"**{comparison_title(report)}**", ""] if md else [comparison_title(report)]
+    for title, header, rows, right in comparison_tables(section):
+        lines += table(title, header, rows, right)
+    notes = comparison_notes(section) + ([report.note] if report.note else [])
+    verdict = verdict_lines(section)
+    if report.groups is not None:
+        title, header, rows, group_notes = comparison_group_rows(report.groups)
+        lines += table(title, header, rows, [False, True, True, True, False])
+        notes += group_notes
+    written = report.remedy_written
+    if written is not None:
+        notes.append(f"wrote {written['what']} to {written['path']}" if written.get("path") else written["why"])
+    gates = [gate_line(gate) for gate in report.gates]
+    if md:
+        return lines + [f"- {markdown_escape(line)}" for line in notes + verdict + gates]
+    return lines + notes + verdict + gates

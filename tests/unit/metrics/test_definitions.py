@@ -335,3 +335,25 @@ def test_a_batch_of_one_group_only_is_that_group():
     batch = Batch(np.array([0, 1]), probs=np.array([[0.6, 0.4], [0.3, 0.7]]))
     parts = list(grouped._parts(batch, np.array([1, 2])))
     assert [group for group, _ in parts] == [1] and parts[0][1].n == 2
+
+
+def test_top_k_accuracy_by_hand_with_a_tie_and_against_scikit_learn():
+    """Labels ranked 2, 0, 1 and 1 (row 4's label ties with class 0, which goes first): top-2
+    accuracy 3/4, top-3 1; without ties scikit-learn's top_k_accuracy_score, for every k."""
+    import numpy as np
+
+    import calib
+
+    probs = np.array([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5], [0.1, 0.6, 0.3], [0.4, 0.4, 0.2]])
+    labels = np.array([2, 2, 2, 1])
+    values = calib.evaluate(probs, labels, metrics=["accuracy", "top2_accuracy", "top3_accuracy"], kind="probs").values
+    assert (values["accuracy"], values["top2_accuracy"], values["top3_accuracy"]) == (0.25, 0.75, 1.0)
+    from conftest import needs
+
+    metrics = needs("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(12), size=500)
+    labels = rng.integers(0, 12, 500)
+    for k in (2, 3, 5, 10):
+        ours = calib.evaluate(probs, labels, metrics=[f"top{k}_accuracy"], kind="probs").values[f"top{k}_accuracy"]
+        assert ours == metrics.top_k_accuracy_score(labels, probs, k=k, labels=np.arange(12))

@@ -1,0 +1,50 @@
+"""calib.core.numerics: the isotonic fit of fixed rows under many weightings (the one PAV of
+calib), against scikit-learn's IsotonicRegression and by hand, with ties of mixed targets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import needs
+
+from calib.core.numerics import IsotonicProblem, isotonic_fit
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_isotonic_fit_equals_scikit_learns_with_ties_and_weights(seed):
+    isotonic = needs("sklearn.isotonic")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 80))
+    values = rng.integers(0, 9, n) / 8.0 if seed % 2 else rng.random(n)  # ties of mixed targets on odd seeds
+    targets = (rng.random(n) < values).astype(float) if seed < 4 else rng.random(n)
+    weights = rng.integers(1, 4, n).astype(float)
+    x, level = isotonic_fit(values, targets, weights)
+    expected = isotonic.IsotonicRegression().fit(values, targets, sample_weight=weights).predict(x)
+    np.testing.assert_allclose(level, expected, rtol=0, atol=1e-12)
+
+
+def test_runs_of_one_target_are_merged_and_ties_of_mixed_targets_stand_alone():
+    """Values 0.1 (target 0), 0.2 (0), 0.3 (0 and 1: a tie of mixed targets), 0.4 (1), 0.5 (1):
+    runs {0.1, 0.2}, {0.3}, {0.4, 0.5}."""
+    problem = IsotonicProblem(np.array([0.3, 0.1, 0.2, 0.3, 0.5, 0.4]), np.array([0.0, 0.0, 0.0, 1.0, 1.0, 1.0]))
+    assert problem.n_runs == 3
+    np.testing.assert_array_equal(problem.run_of_value, [0, 0, 1, 2, 2])
+    np.testing.assert_array_equal(problem.row_runs, [1, 0, 0, 1, 2, 2])
+
+
+def test_the_fit_by_hand_with_a_violation_pooled():
+    """c = (0.2, 0.4, 0.6, 0.8), y = (0, 1, 0, 1): the middle two violate and pool to 0.5."""
+    x, level = isotonic_fit(np.array([0.2, 0.4, 0.6, 0.8]), np.array([0.0, 1.0, 0.0, 1.0]))
+    np.testing.assert_array_equal(level, [0.0, 0.5, 0.5, 1.0])
+
+
+def test_a_run_no_weighting_draws_is_left_out_and_gets_level_0():
+    """Weights (1, 0, 1, 1) on y = (1, 0, 0, 1): the second row is not drawn; the rest fit
+    (1, 0, 1) -> PAV pools the first two to 0.5."""
+    problem = IsotonicProblem(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1.0, 0.0, 0.0, 1.0]))
+    weights = np.array([[1.0, 0.0, 1.0, 1.0]])
+    run_weights = np.array([[np.bincount(problem.row_runs, weights=weights[0], minlength=problem.n_runs)]])[0]
+    run_sums = np.array([np.bincount(problem.row_runs, weights=weights[0] * problem.targets, minlength=problem.n_runs)])
+    levels = problem.run_levels(run_weights, run_sums)[0]
+    # runs: {0.1}, {0.2, 0.3} (both 0), {0.4}; the middle run weighs 1 (its 0.2 row is not drawn)
+    np.testing.assert_array_equal(levels, [0.5, 0.5, 1.0])
