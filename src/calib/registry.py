@@ -15,6 +15,7 @@ from .calibrators.scores import SCORES
 from .calibrators.set_based import THRESHOLDS
 from .calibrators.temperature import AdaptiveTemperature, CMCETemperature, TemperatureScaling
 from .calibrators.thresholds import FLOWS
+from .calibrators.top_label import TopLabelHistogramBinning
 from .calibrators.venn_abers import VennAbers
 from .errors import UsageError
 
@@ -37,6 +38,7 @@ CALIBRATORS: dict[str, type[Calibrator]] = {
         Beta,
         Isotonic,
         HistogramBinning,
+        TopLabelHistogramBinning,
         Dirichlet,
         VectorScaling,
         MatrixScaling,

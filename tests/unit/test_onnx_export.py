@@ -22,6 +22,7 @@ REFUSED = {
     "ats-aq": "neural network",
     "ats-mgq": "many levels of alpha",
     "ats-maq": "many levels of alpha",
+    "tl-hb": "capped shares",
 }
 
 
@@ -186,7 +187,7 @@ def _stand_in(method, **options):
 
 
 def test_every_method_exports_or_says_why():
-    """The registry's methods split into those with a graph and the four refused with a reason;
+    """The registry's methods split into those with a graph and the five refused with a reason;
     a fit with an adaptive threshold or randomised scores is refused too."""
     needs("onnx")
     from calib.errors import ExportError

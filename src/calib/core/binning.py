@@ -143,3 +143,20 @@ def clopper_pearson(successes, trials, level: float = 0.95) -> tuple[np.ndarray,
         lower = np.where(k > 0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, tail), 0.0)
         upper = np.where(k < n, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - tail), 1.0)
     return lower, upper
+
+
+def uniform_mass_upper_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """The upper edges of Gupta & Ramdas' (2021, 2022) uniform-mass bins of ``values``: sorted, cut
+    into ``n_bins`` groups of sizes differing by at most one (the first ones larger, as
+    ``np.array_split``), each group's largest value its bin's upper edge, the last edge +inf. A
+    value goes to the first bin whose upper edge it does not exceed (:func:`upper_edge_bins`), so a
+    value tied across two groups goes to the first."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    size, extra = divmod(len(ordered), n_bins)
+    ends = np.cumsum([size + 1] * extra + [size] * (n_bins - extra))
+    return np.append(ordered[ends[:-1] - 1], np.inf)
+
+
+def upper_edge_bins(values: np.ndarray, upper_edges: np.ndarray) -> np.ndarray:
+    """Each value's bin: #{edges below it} = the first bin whose upper edge it does not exceed."""
+    return np.searchsorted(upper_edges, values, side="left")

@@ -45,6 +45,26 @@ def answer_pairs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
     return probs[np.arange(len(probs)), top], (top == labels).astype(np.float64)
 
 
+class TopLabelClassValues(Additive):
+    """Every row's top-label confidence, its predicted class and whether it is right (O(N) memory):
+    for the top-label ECE within each predicted class (:func:`top_label_ece`)."""
+
+    STATE = ("confidence", "predicted", "correct")
+
+    def __init__(self):
+        self.confidence: list[np.ndarray] = []
+        self.predicted: list[np.ndarray] = []
+        self.correct: list[np.ndarray] = []
+
+    def update(self, batch: Batch) -> None:
+        self.confidence.append(batch.confidence.copy())
+        self.predicted.append(batch.predicted.astype(np.float64))
+        self.correct.append(batch.correct.astype(np.float64))
+
+    def values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return tuple(np.concatenate(part) if part else np.zeros(0) for part in (self.confidence, self.predicted, self.correct))
+
+
 class AnswerValues(Additive):
     """Every row's confidence in its answer and whether the answer is right (O(N) memory): the
     top label's for K > 2, P(class 1) against y = 1 for K = 2."""
@@ -115,6 +135,29 @@ def extra_bin_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> f
     kept = count > 0
     gap = np.abs(sums[2][kept] / sums[0][kept] - sums[1][kept] / sums[0][kept]).astype(np.float64)
     return float(np.sum(gap * count[kept] / count.sum()))
+
+
+def top_label_ece(confidence: np.ndarray, predicted: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
+    """Gupta & Ramdas' (2022) top-label ECE (their ``toplabel_ece``): within each predicted class l,
+    the ECE of the confidences against the label being l, in uniform-mass bins
+    (:func:`calib.core.binning.uniform_mass_upper_edges`), or one bin per distinct confidence when
+    the class's confidences take at most n_l / 10 values (a discrete model, theirs too); weighted
+    by the class's share n_l / N. A class with fewer rows than bins gets a bin per row (their code
+    stops on it)."""
+    from ..core.binning import uniform_mass_upper_edges, upper_edge_bins
+
+    total = 0.0
+    for label in np.unique(predicted):
+        rows = predicted == label
+        scores, hits = confidence[rows], correct[rows]
+        distinct = np.unique(scores)
+        if len(distinct) <= len(scores) / 10:
+            edges = distinct
+        else:
+            edges = uniform_mass_upper_edges(scores, min(n_bins, len(scores)))
+        gap = np.bincount(upper_edge_bins(scores, edges), weights=scores - hits, minlength=len(edges))
+        total += np.abs(gap).sum()
+    return float(total / len(confidence))
 
 
 def quantile_curve_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> float:

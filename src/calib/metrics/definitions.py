@@ -138,6 +138,10 @@ def _top_values(config, k):
     return ("top-values",), acc.TopLabelValues
 
 
+def _top_label_class_values(config, k):
+    return ("top-label-class-values",), conventions.TopLabelClassValues
+
+
 def _answer_values(config, k):
     return ("answer-values",), conventions.AnswerValues
 
@@ -383,6 +387,14 @@ _METRICS = [
         _top_values,
         lambda s, c: conventions.extra_bin_ece(np.concatenate(s.confidence), np.concatenate(s.correct), c.bins),
         lambda c, s: {"bins": c.bins + 1, "scheme": "equal-width and 1.0 apart", "norm": "l1", "label": "top"},
+        convention=True,
+    ),
+    Metric(
+        "tl_ece",
+        "top-label ECE of Gupta & Ramdas (2022): uniform-mass bins within each predicted class, weighted by its share",
+        _top_label_class_values,
+        lambda s, c: conventions.top_label_ece(*s.values(), c.bins),
+        lambda c, s: {"bins": c.bins, "scheme": "equal-mass per predicted class", "norm": "l1", "label": "top"},
         convention=True,
     ),
     Metric(
