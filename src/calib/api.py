@@ -190,6 +190,12 @@ class Calibration:
 
         check_device_name(device)
         torch_method = self.trains_with_torch
+        if device != "auto" and not torch_method:
+            raise UsageError(
+                f"method {self.method!r} trains no model on a device, so device {device!r} does not apply "
+                "(only the torch-trained methods take one)",
+                cli_hint="--device",
+            )
         with training_device(device if torch_method else "cpu") as used:
             self.fitted = pipeline.fit_calibrator(
                 preds,
@@ -603,6 +609,7 @@ _NAMES_BY_MODULE = {
     ".io.formats.npz": ("npz_bytes",),
     ".io.writers": ("WRITERS", "write_matrix"),
     ".core.kernels": ("BACKEND",),
+    ".core.progress": ("reporting",),
     ".metrics": ("METRICS", "VECE_METRICS"),
     ".onnx_export": ("DTYPES", "INPUT_NAMES", "OPSET"),
     ".pipeline": ("full_fit_report", "read_with_bundle", "write_applied"),

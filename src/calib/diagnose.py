@@ -101,7 +101,10 @@ def _curves(
     saturated = 0
     for rows in preds.chunks():
         batch = _batch(calibrator, preds, rows)
-        saturated += int(((batch.probs == 0.0) | (batch.probs == 1.0)).any(axis=1).sum())
+        extreme = (batch.probs == 0.0) | (batch.probs == 1.0)
+        if preds.absent is not None:  # a padded choice's 0 is the reader's, not the model's
+            extreme &= ~preds.absent[rows]
+        saturated += int(extreme.any(axis=1).sum())
         for accumulator in (cumulative, classwise):
             accumulator.update(batch)
         predicted, observed = (batch.probs[:, 1], batch.labels == 1) if positive else (batch.confidence, batch.correct)
@@ -239,7 +242,8 @@ def _input_findings(result: Diagnosis, preds: Predictions, support: np.ndarray, 
     if saturated:
         result.note("warning", saturation_finding(saturated, preds.n, preds.kind))
     if preds.kind == "logits":
-        big = max(float(np.abs(preds.logits(rows)).max()) for rows in preds.chunks())
+        present = (lambda rows: True) if preds.absent is None else (lambda rows: ~preds.absent[rows])
+        big = max(float(np.abs(np.where(present(rows), preds.logits(rows), 0.0)).max()) for rows in preds.chunks())
         if big > SATURATED_LOGIT:
             result.note("problem", f"logits reach |z| = {big:.3g}: softmax saturates; check they are not scaled scores")
     unseen = np.flatnonzero(support == 0)

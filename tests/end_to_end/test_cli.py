@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import reference as ref
-from conftest import ROOT, SAMPLE, needs
+from conftest import NEEDS_TORCH, ROOT, SAMPLE, needs
 
 import calib
 from calib.core.numerics import log_softmax
@@ -414,3 +414,27 @@ def test_evaluate_hashes_its_input_only_for_the_outputs_that_hold_the_digest(tmp
     code, _, err = run("evaluate", "--no-vece", path, "--emit-state", tmp_path / "s.npz")
     assert code == 0, err
     assert len(hashed) == 2
+
+
+@NEEDS_TORCH
+def test_a_fit_on_device_auto_records_the_device_it_trained_on(run, tmp_path):
+    """--device auto resolves to the device torch trained on (the CPU here, a GPU where torch sees
+    one): the summary never says "auto"."""
+    import json
+
+    data = np.load(SAMPLE / "cifar10_val.npz")
+    np.savez(tmp_path / "small.npz", logits=data["logits"][:300], labels=data["labels"][:300])
+    code, out, err = run(
+        "fit", tmp_path / "small.npz", "--method", "adaptive-ts", "--device", "auto", "--out", tmp_path / "b", "--json", "-"
+    )
+    assert code == 0, err
+    import torch
+
+    device = json.loads(out)["device"]
+    assert device.startswith("cuda") if torch.cuda.is_available() else device == "cpu"
+
+
+def test_a_device_for_a_method_that_trains_nothing_is_refused(run, tmp_path):
+    code, _, err = run("fit", SAMPLE / "cifar10_val.npz", "--method", "ts", "--device", "cuda", "--out", tmp_path / "b")
+    assert code == 2 and "method 'ts' trains no model on a device" in err and "--device" in err
+    assert len(err.strip().splitlines()) == 1

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import SAMPLE
 
 from calib.diagnose import diagnose
 from calib.io import Predictions
@@ -147,3 +148,25 @@ def test_a_multi_label_set_shortfall_is_read_against_the_noise_of_rows_not_pairs
         assert f"in {1 - missed_rows / 400:.4g} of the rows" in result.findings[0]["text"]
         severities.append(result.findings[0]["severity"])
     assert severities == ["info", "warning"]
+
+
+def test_the_cumulative_mass_table_counts_pairs_and_the_reliability_table_rows(run, tmp_path):
+    """Each row gives K masses, so the cumulative-mass curve's bins count (row, k) pairs (100,000
+    for 10,000 rows of 10 classes), the reliability bins rows (10,000): each column says which."""
+    code, out, err = run("diagnose", SAMPLE / "cifar10_test.npz", "--no-vece", "--out", tmp_path / "d")
+    assert code == 0, err
+    lines = out.splitlines()
+    curve = lines.index("cumulative mass calibration curve")
+    assert lines[curve + 1].split()[:4] == ["bin", "(row,", "k)", "pairs"]
+    reliability = next(i for i, line in enumerate(lines) if line.startswith("reliability"))
+    assert lines[reliability + 1].split()[:2] == ["bin", "rows"]
+
+
+def test_a_probabilities_input_is_said_to_condition_on_its_log_probabilities():
+    from types import SimpleNamespace
+
+    from calib.calibrators.set_based import conditioned_on
+
+    assert conditioned_on(SimpleNamespace(conditioning_="logits", scores_given_="probs")).startswith("log-probabilities")
+    assert conditioned_on(SimpleNamespace(conditioning_="logits", scores_given_="logits")) == "logits"
+    assert conditioned_on(SimpleNamespace(conditioning_="ranked", scores_given_="probs")) == "ranked"

@@ -281,7 +281,7 @@ class SetCalibrator(SetBuilder):
                 report["rows per class that embed it"] = int(self.threshold_["rows_per_class"])
         else:
             report["q (transformed scale)"] = float(self.threshold_["q"])
-            report["conditioned on"] = self.conditioning_
+            report["conditioned on"] = conditioned_on(self)
             report["model fitted on"] = self.trained_on_
         unit = "cal rows" if self.joint_ is None else "cal (row, label) pairs"  # a joint fit counts a multi-label input's pairs
         report.update({f"infeasible {k.replace('_', ' ')} ({unit})": v for k, v in self.fit_counts_.items() if v})
@@ -319,6 +319,7 @@ def start_fit(calibrator, logits, labels, *, seed, features, probs, train) -> tu
     calibrator.score_seed_ = seed  # randomised scores draw u from it, at fit and apply alike
     option = getattr(calibrator.options, "conditioning", "auto") if calibrator.trains_a_model() else "logits"
     calibrator.conditioning_, calibrator.n_conditioning_ = chosen(option, logits.shape[1], features)
+    calibrator.scores_given_ = "probs" if probs is not None else "logits"
     calibrator.trained_on_ = None
     if calibrator.trains_a_model():
         calibrator.trained_on_ = TRAINED_ON_HALVES if train is None else f"{len(train.labels)} training rows"
@@ -336,6 +337,14 @@ def start_fit(calibrator, logits, labels, *, seed, features, probs, train) -> tu
     return logits, scores, train
 
 
+def conditioned_on(calibrator) -> str:
+    """What the calibrator's model conditions on, as its fit report says it: "logits", or for a
+    probabilities input "log-probabilities (log p of the probabilities given)"; "ranked", "features"."""
+    if calibrator.conditioning_ == "logits" and calibrator.scores_given_ == "probs":
+        return "log-probabilities (log p of the probabilities given)"
+    return calibrator.conditioning_
+
+
 def conditioning_params(calibrator) -> dict:
     """What a fitted conformal calibrator conditions on, its calibration-row counts and the seed of
     its randomised scores, as JSON."""
@@ -345,6 +354,7 @@ def conditioning_params(calibrator) -> dict:
         "fit_counts": calibrator.fit_counts_,
         "score_seed": calibrator.score_seed_,
         "trained_on": calibrator.trained_on_,
+        "scores_given": calibrator.scores_given_,
     }
 
 
@@ -354,6 +364,7 @@ def restore_conditioning(calibrator, params: dict):
     calibrator.fit_counts_ = dict(params["fit_counts"])
     calibrator.score_seed_ = int(params.get("score_seed", 0))  # bundles from before randomised scores: 0
     calibrator.trained_on_ = params.get("trained_on", TRAINED_ON_HALVES if calibrator.trains_a_model() else None)
+    calibrator.scores_given_ = params.get("scores_given", "logits")  # bundles from before: logits
     return calibrator
 
 

@@ -96,6 +96,7 @@ def fit(
             "The bundle applies on any machine.",
         ),
     ] = "auto",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display while the method fits.")] = False,
 ) -> None:
     """Fit a calibrator on PRED and its labels and save it as a bundle directory; print a summary
     (method, fitted parameters, rows flagged, time).
@@ -129,9 +130,10 @@ def fit(
     if train is not None:
         train_preds = read(train, None)
         train_x = read_features(train_features, train_preds)
-    fitted = api.calibrator(method, per_label=per_label, joint=joint, **given).fit(
-        preds, seed=seed, features=read_features(features, preds), train=train_preds, train_features=train_x, device=device
-    )
+    with render.activity(f"fitting {method}", quiet) as report, api.reporting(report):
+        fitted = api.calibrator(method, per_label=per_label, joint=joint, **given).fit(
+            preds, seed=seed, features=read_features(features, preds), train=train_preds, train_features=train_x, device=device
+        )
     fitted.save(out, force=force)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     summary = fitted.summary(preds, train_preds, out)

@@ -196,6 +196,23 @@ def progress(description: str, total: int, unit: str = "steps", skip_hint: str =
         yield lambda status="": bar.update(task, advance=1, status=status)
 
 
+@contextlib.contextmanager
+def activity(description: str, quiet: bool = False):
+    """Work of unknown length on stderr: on a terminal (and unless ``quiet``) a spinner with the
+    seconds spent and the work's last report (``report(status)``, which the library's progress
+    reports reach through :func:`calib.api.reporting`); elsewhere nothing. Yields the report callback."""
+    if quiet or not _is_terminal(stderr=True):
+        yield lambda status="": None
+        return
+    started = time.perf_counter()
+    with _console(stderr=True).status(description) as shown:
+
+        def report(status: str = "") -> None:
+            shown.update(f"{description}: {time.perf_counter() - started:.0f} s{', ' + status if status else ''}")
+
+        yield report
+
+
 def write_json(document: dict, path: str) -> None:
     """``document`` as indented JSON to stdout (``path`` "-") or, atomically, to the file ``path``."""
     import json
@@ -279,13 +296,15 @@ def diagnosis(result) -> None:
     if result.report is not None:
         header, rows = metric_table(result.report)
         table("metrics", header, rows, [False, *([True] * (len(header) - 2)), False])
-    for title, rows, key in (
+    for title, rows, key, counted in (
         (
             "reliability (P(y_l = 1), pairs pooled)" if "ece_pos" in result.metrics else "reliability (top label)",
             result.reliability,
             "confidence",
+            "rows",
         ),
-        ("cumulative mass calibration curve", result.cumulative_mass, "mass"),
+        # each row gives K masses (its top-1 ... top-K), so the curve's bins count (row, k) pairs
+        ("cumulative mass calibration curve", result.cumulative_mass, "mass", "(row, k) pairs"),
     ):
         scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
         banded = any("interval" in r for r in rows)
@@ -308,7 +327,7 @@ def diagnosis(result) -> None:
                     (_bar(abs(gap), scale), colour),
                 ]
             )
-        header = ["bin", "rows", key, "observed", *(["95% interval"] if banded else []), "gap", ""]
+        header = ["bin", counted, key, "observed", *(["95% interval"] if banded else []), "gap", ""]
         table(title, header, cells, [False, True, True, True, *([False] if banded else []), True, False])
     lines(
         [

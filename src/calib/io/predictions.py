@@ -212,6 +212,9 @@ class Predictions:
     #: The carried column whose values group the rows when no grouping is asked for (the task of
     #: each row of a harness results directory), or None
     groups_by: str | None = None
+    #: (N, K) True where a row has no such class (a harness row of fewer choices, padded to K), or
+    #: None: such entries are the reader's padding, not the model's scores
+    absent: np.ndarray | None = None
 
     @property
     def task_of_its_kind(self) -> str:

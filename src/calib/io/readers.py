@@ -132,7 +132,7 @@ def read_predictions(
         preds.kind_reason = contents.picked
     elif contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
         preds.kind_reason = f"{preds.kind_reason}; {contents.picked}"
-    preds.groups_by = contents.groups_by
+    preds.groups_by, preds.absent = contents.groups_by, contents.absent
     if preds.labels is None and require_labels:
         found = listed_names(contents.names)
         raise InputError(

@@ -256,7 +256,7 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
             f"{_NEGATED[op]} {limit} (fails when {op} {limit})"
         )
     text = (
-        f"{metric} = {format_value(value)}: its {level} interval [{format_value(lower)}, {format_value(upper)}] "
+        f"{metric} = {format_value(value)}: {_bounds_name(gate, value, level)} [{format_value(lower)}, {format_value(upper)}] "
         f"straddles {limit} (fails when {op} {limit})"
     )
     if "floor" in gate:
@@ -266,6 +266,18 @@ def _threshold_text(gate: dict, metric: str, value: float) -> str:
             f"cannot be told from 0{_floor_over(gate)}"
         )
     return text + _unsettled(gate, "a value")
+
+
+def _bounds_name(gate: dict, value: float, level: str) -> str:
+    """What a threshold gate's [lower, upper] is: its ``level`` interval (the table's), or, where the
+    lower end is the value less the resolution floor or the mean-gap bound, the range from that
+    bound to the interval's upper end (not the interval the table shows)."""
+    lower = gate["bounds"][0]
+    if "floor" in gate and lower == value - gate["floor"]:
+        return f"the range from the value less its resolution floor to the upper end of its {level} interval"
+    if "gap_bound" in gate and lower == gate["gap_bound"]:
+        return f"the range from its mean-gap bound to the upper end of its {level} interval"
+    return f"its {level} interval"
 
 
 def _floor_over(gate: dict) -> str:

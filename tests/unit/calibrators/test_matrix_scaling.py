@@ -89,9 +89,9 @@ def test_the_hessian_products_are_the_gradient_s_derivative():
     penalties = matrix_scaling.Penalties(0.1, 0.2, 0.3)
     captured = {}
 
-    def spy(fun, start, jac, method, options, hessp=None):
+    def spy(fun, start, jac, method, options, hessp=None, callback=None):
         captured.update(fun=fun, hessp=hessp)
-        return minimize(fun, start, jac=jac, method=method, options=options, hessp=hessp)
+        return minimize(fun, start, jac=jac, method=method, options=options, hessp=hessp, callback=callback)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("scipy.optimize.minimize", spy)
@@ -118,3 +118,96 @@ def test_more_weights_than_rows_warns_and_the_vector_structure_does_not():
     assert calib.calibrator("svs").fit(logits, labels).fitted.warnings() == []
     at_edge = calib.calibrator("dirichlet").fit(rng.normal(size=(156, 12)), rng.integers(0, 12, 156))
     assert not any("weights fitted on" in w for w in at_edge.fitted.warnings())
+
+
+def _cifar100_look_alike(rows: int = 2000, classes: int = 97, scale: float = 300.0):
+    """A public 97-class language-ID model's halves, built from CIFAR-100: 2,000 rows of the first 97
+    classes' logits scaled x 300 (log-probabilities down to about -900, as extreme as its -12,164
+    logits made them): nearly separable, so the ridge barely holds the weights."""
+    from conftest import DATA
+
+    data = np.load(DATA / "cifar100_resnet110_val.npz")
+    keep = data["labels"] < classes
+    return data["logits"][keep][:rows, :classes].astype(np.float64) * scale, data["labels"][keep][:rows]
+
+
+def test_dirichlet_starts_from_temperature_scaling_and_never_ends_above_it():
+    """The fit starts from W = I / T (TS on log p, a diagonal ODIR does not weigh), so its objective
+    ends at or below TS's; on CIFAR-100's validation logits it is the optimum the identity's start
+    reached before (0.921752941754828, docs/calibrators.md)."""
+    from conftest import DATA
+
+    from calib.calibrators.temperature import fit_inverse_temperature
+
+    data = np.load(DATA / "cifar100_resnet110_val.npz")
+    fitted = calib.calibrator("dirichlet").fit(data["logits"], data["labels"])
+    report = fitted.fit_report()
+    log_p = log_softmax(data["logits"].astype(np.float64), axis=1)
+    beta = fit_inverse_temperature(log_p, data["labels"])
+    k = log_p.shape[1]
+    at_ts = odir_objective(log_p, data["labels"], 100.0, 100.0)(
+        np.concatenate([((beta - 1.0) * np.eye(k)).ravel(), np.zeros(k)])
+    )[0]
+    assert report["converged"] and report["loss"] <= at_ts
+    assert report["loss"] == pytest.approx(0.921752941754828, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        ({"max_iter": 2}, "Maximum number of iterations"),
+        ({"max_seconds": 1e-9}, "its time budget of 1e-09 s ran out"),
+    ],
+)
+def test_a_capped_fit_stops_unconverged_and_says_why(options, says):
+    x, y = _cifar100_look_alike(rows=600, classes=20, scale=30.0)
+    fitted = calib.calibrator("dirichlet", **options).fit(x, y)
+    report = fitted.fit_report()
+    assert report["converged"] is False and says in report["stopped because"]
+    assert any("without converging" in warning for warning in fitted.fitted.warnings())
+
+
+def test_the_hessian_product_budget_stops_at_the_last_accepted_step_and_progress_is_reported():
+    """A budget of 40 Hessian-vector products stops the Newton-CG fit at its last accepted step,
+    whose loss is below the start's; each accepted step reaches the progress callback."""
+    from calib.core.progress import reporting
+
+    x, y = _cifar100_look_alike(rows=600, classes=20, scale=30.0)
+    log_p = log_softmax(x, axis=1)
+    penalties = matrix_scaling.Penalties(100.0 / 20, 0.0, 100.0 / (20 * 19))
+    seen = []
+    with reporting(seen.append):
+        delta, bias, report = matrix_scaling.fit_linear_map(
+            log_p, y, penalties, full=True, budget=matrix_scaling.Budget(1000, products=40)
+        )
+    assert report["stopped because"] == "its budget of 40 Hessian-vector products ran out" and not report["converged"]
+    assert len(seen) == report["iterations"] >= 1 and seen[0].startswith("Newton step, loss")
+    start = odir_objective(log_p, y, 100.0, 100.0)(np.zeros(20 * 20 + 20))[0]
+    assert report["loss"] < start
+
+
+def test_a_fit_budget_is_refused_below_0():
+    with pytest.raises(ValueError, match="'max_iter' and 'max_seconds' must be >= 0"):
+        calib.calibrator("dirichlet", max_iter=-1)
+
+
+@pytest.mark.slow
+def test_dirichlet_on_nearly_separable_halves_ends_within_a_minute_and_says_so():
+    """The 97-class look-alike ran 10 minutes silent; now Newton-CG stops at its Hessian-product
+    budget (about 50 s on 2 cores) with a warning, and 5,000 x 100 peaked probabilities converge
+    (16 Newton steps, where the identity's start took 126)."""
+    import time
+
+    x, y = _cifar100_look_alike()
+    started = time.perf_counter()
+    fitted = calib.calibrator("dirichlet").fit(x, y)
+    assert time.perf_counter() - started <= 60.0
+    report = fitted.fit_report()
+    assert not report["converged"] and "Hessian-vector products ran out" in report["stopped because"]
+    from conftest import DATA
+
+    data = np.load(DATA / "cifar100_resnet110_val.npz")
+    peaked = np.exp(log_softmax(3.0 * data["logits"].astype(np.float64), axis=1))
+    started = time.perf_counter()
+    fitted = calib.calibrator("dirichlet").fit(peaked, data["labels"], kind="probs")
+    assert time.perf_counter() - started <= 60.0 and fitted.fit_report()["converged"]

@@ -741,3 +741,36 @@ def test_one_interval_in_the_table_the_json_and_the_gates(run, tmp_path):
     assert np.percentile(np.array(full["bootstrap"]["values"]["cw_ece"]), 2.5) > value and lower <= value <= upper
     code, _, err = run("evaluate", tmp_path / "s.npz", "--no-vece", "--metrics", "ece", "--json", tmp_path / "r.json")
     assert "note: 0.95 intervals from 200 bootstrap replicates, drawn for the JSON report" in err
+
+
+@pytest.mark.parametrize(
+    "lower, says",
+    [
+        (0.004, "the range from the value less its resolution floor to the upper end of its 95% interval [0.004, 0.02]"),
+        (0.006, "the range from its mean-gap bound to the upper end of its 95% interval [0.006, 0.02]"),
+        (0.007, "its 95% interval [0.007, 0.02]"),
+    ],
+)
+def test_an_inconclusive_gate_names_what_its_bounds_are(lower, says):
+    """value 0.012, floor 0.008 (value - floor = 0.004), gap bound 0.006: the lower end the gate
+    read is named for what it is, so it is not mistaken for the table's interval."""
+    from calib.reporting.text import gate_text
+
+    gate = {
+        "expr": "ece>0.01",
+        "metric": "ece",
+        "op": ">",
+        "threshold": 0.01,
+        "value": 0.012,
+        "outcome": "inconclusive",
+        "passed": True,
+        "bounds": [lower, 0.02],
+        "level": 0.95,
+        "noise": "bootstrap, 0.95 interval",
+        "floor": 0.008,
+        "gap_bound": 0.006,
+        "rows": 2000,
+        "power": 0.8,
+        "min_detectable": 0.01,
+    }
+    assert f"ece = 0.012: {says} straddles 0.01" in gate_text(gate)

@@ -655,3 +655,27 @@ def test_a_suffix_of_two_parts_names_its_format(monkeypatch):
     monkeypatch.setattr(formats, "BY_SUFFIX", {**BY_SUFFIX, ".jsonl.gz": JSON_LINES})
     assert suffix_of("runs/x.JSONL.GZ") == ".jsonl.gz" and suffix_of("x.jsonl") == ".jsonl"
     assert suffix_of(".jsonl.gz") == ".gz"  # a name that is only the suffix has none of it
+
+
+def test_labels_written_as_text_are_named_as_the_cause(run, tmp_path):
+    """An .npz of a score matrix and a vector of class names: the refusal names the text labels,
+    not "no score array"."""
+    np.savez(
+        tmp_path / "s.npz", preds=np.random.default_rng(0).normal(size=(50, 3)), y=np.array(["a", "b", "c"] * 16 + ["a", "b"])
+    )
+    code, _, err = run("evaluate", tmp_path / "s.npz", "--no-vece")
+    assert code == 2 and "'y' holds text (<U1), not class indices" in err and "no score array" not in err, err
+
+
+@pytest.mark.parametrize(
+    "content, says", [("text", "it holds csv text: read it as csv"), ("npz", "it holds npz data: read it as npz")]
+)
+def test_an_unknown_suffix_says_what_the_file_holds_and_how_to_read_it(run, tmp_path, content, says):
+    path = tmp_path / "p.txt"
+    if content == "text":
+        path.write_text("a,b,label\n0.2,0.8,1\n0.6,0.4,0\n")
+    else:
+        np.savez(tmp_path / "p.npz", logits=np.zeros((3, 2)), labels=np.zeros(3, int))
+        (tmp_path / "p.npz").rename(path)
+    code, _, err = run("evaluate", path, "--no-vece")
+    assert code == 2 and says in err and "--input-format" in err and len(err.strip().splitlines()) == 1, err

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -29,7 +30,19 @@ def _browser(*args, timeout=90):
 def _diagnose_cifar100(folder):
     """CIFAR-100 validation logits with --compare ts,mr,isotonic,cmce-ts (3 folds) into ``folder``."""
     data = data_file("cifar100_resnet110_val.npz")
-    command = ["calib", "diagnose", data, "--compare", "ts,mr,isotonic,cmce-ts", "--folds", "3", "--out", folder]
+    command = [
+        sys.executable,
+        "-m",
+        "calib",
+        "diagnose",
+        data,
+        "--compare",
+        "ts,mr,isotonic,cmce-ts",
+        "--folds",
+        "3",
+        "--out",
+        folder,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return folder
@@ -111,12 +124,14 @@ def test_rendered_dom_holds_the_tables_and_input_offline(compare_report):
 def test_conformal_bundle_report_renders(tmp_path):
     bundle, folder = tmp_path / "mr", tmp_path / "r"
     subprocess.run(
-        ["calib", "fit", SAMPLE / "cifar10_val.npz", "-m", "mr", "--alpha", "0.1", "--out", bundle],
+        [sys.executable, "-m", "calib", "fit", SAMPLE / "cifar10_val.npz", "-m", "mr", "--alpha", "0.1", "--out", bundle],
         check=True,
         capture_output=True,
     )
     done = subprocess.run(
-        ["calib", "diagnose", SAMPLE / "cifar10_test.npz", "--bundle", bundle, "--out", folder], capture_output=True, text=True
+        [sys.executable, "-m", "calib", "diagnose", SAMPLE / "cifar10_test.npz", "--bundle", bundle, "--out", folder],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     page = (folder / "report.html").read_text()

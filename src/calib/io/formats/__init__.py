@@ -50,7 +50,12 @@ def format_of(path: str) -> Format:
     suffix = suffix_of(path)
     fmt = BY_SUFFIX.get(suffix)
     if fmt is None or not fmt.holds_predictions:
-        raise InputError(f"{path}: unknown file type {suffix or '(none)'}; expected {', '.join(BY_SUFFIX)}")
+        found = _content_format(path)
+        held = "" if found is None else f"; it holds {found[0]} {found[1]}: read it as {found[0]}"
+        raise InputError(
+            f"{path}: unknown file type {suffix or '(none)'}; expected {', '.join(BY_SUFFIX)}{held}",
+            cli_hint=None if found is None else f"--input-format {found[0]}",
+        )
     if _sniffs(fmt) and os.path.isfile(path):
         with open(path, "rb") as handle:
             start = handle.read(MAGIC_LENGTH)
@@ -68,6 +73,20 @@ def format_of(path: str) -> Format:
             )
             raise InputError(f"{path}: not a {suffix} file (a {suffix} file {expected}; this one holds {what})")
     return fmt
+
+
+def _content_format(path: str) -> tuple[str, str] | None:
+    """(the format a file of an unknown suffix holds by its first bytes, "data" or "text"): ("csv",
+    "text"), ("npz", "data"); None when neither."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        start = handle.read(TEXT_SNIFF)
+    found = format_by_magic(start)
+    if found is not None:
+        return found.suffixes[0].lstrip("."), "data"
+    text = format_of_text(start, path)
+    return None if text is None else (text[1].lstrip("."), "text")
 
 
 def _sniffs(fmt: Format) -> bool:

@@ -52,6 +52,8 @@ class Contents:
     reader_says: bool = False
     #: The carried column that groups the rows when no grouping is asked for
     groups_by: str | None = None
+    #: (N, K) True where a row has no such class: a column the reader padded (rows of fewer choices)
+    absent: np.ndarray | None = None
 
 
 class Format:

@@ -7,7 +7,8 @@ Two readings, as the harness scores a row (``Task.process_results``):
 - ``acc`` (the default): the log-likelihoods ll_j themselves, read as logits over the row's
   choices, so softmax(ll) is the harness's own ``prob_norm`` and argmax(ll) its ``acc``;
 - ``acc_norm``: ll_j / len(c_j), each divided by its choice's length in characters (the
-  continuation less the task's target delimiter), whose argmax is the harness's ``acc_norm``.
+  continuation less the task's target delimiter: the results file's, else the prefix the row's
+  choices share), whose argmax is the harness's ``acc_norm``.
 
 Rows may have different numbers of choices: the scores are K = the most choices wide, and a row
 with fewer is padded with log-likelihoods :data:`PAD_BELOW` below its least, probability 0 to
@@ -93,8 +94,8 @@ def read_samples(files: list[tuple[str, str]], name: str, reading: str | None) -
             lls, choices = _log_likelihoods(record, where), _choices(record, where)
             if len(lls) != len(choices):
                 raise InputError(f"{where}: {len(lls)} log-likelihoods for {len(choices)} choices")
-            gold = _gold(record, choices, delimiter, where)
-            scores = lls if reading == "acc" else lls / _lengths(choices, delimiter, where)
+            gold, row_delimiter = _gold(record, choices, delimiter, where)
+            scores = lls if reading == "acc" else lls / _lengths(choices, row_delimiter, where)
             _check_recorded(record, reading, scores, gold, where)
             rows.append(scores)
             labels.append(gold)
@@ -119,7 +120,9 @@ def read_samples(files: list[tuple[str, str]], name: str, reading: str | None) -
         )
     carried = pa.table({TASK_COLUMN: pa.array(tasks)})
     by_task = TASK_COLUMN if len(files) > 1 else None
-    return Contents(matrix, np.asarray(labels, dtype=np.int64), "logits", carried, (TASK_COLUMN,), picked, True, by_task)
+    absent = np.arange(matrix.shape[1])[None, :] >= widths[:, None] if padded else None
+    labels = np.asarray(labels, dtype=np.int64)
+    return Contents(matrix, labels, "logits", carried, (TASK_COLUMN,), picked, True, by_task, absent)
 
 
 def _records(path: str):
@@ -161,39 +164,70 @@ def _choices(record: dict, where: str) -> list[str]:
         raise InputError(f"{where}: arguments are not the harness's gen_args_j mapping")
     ordered = sorted(arguments.items(), key=lambda item: int(re.sub(r"\D", "", item[0]) or 0))
     try:
-        return [str(args["arg_1"]) for _, args in ordered]
+        continuations = [args["arg_1"] for _, args in ordered]
     except (KeyError, TypeError):
         raise InputError(f"{where}: a choice has no continuation (arg_1)") from None
+    if any(isinstance(continuation, dict) for continuation in continuations):  # generate_until: (context, generation settings)
+        raise InputError(
+            f"{where}: a generation task's row (its arguments hold generation settings, not choices to score): calib "
+            "reads multiple-choice tasks, whose rows hold a log-likelihood for each choice; a generation task's "
+            "confidence is a stated one (a column of confidences beside whether each answer was right)"
+        )
+    return [str(continuation) for continuation in continuations]
 
 
-def _gold(record: dict, choices: list[str], delimiter: str, where: str) -> int:
-    """The gold index: the target as an index, or as the text of one of the choices."""
+def _gold(record: dict, choices: list[str], delimiter: str | None, where: str) -> tuple[int, str]:
+    """(the gold index, the target delimiter of the row): the target as an index, or as the text of
+    one of the choices less the task's target delimiter; where no results file says the delimiter,
+    the longest prefix all the choices share that leaves the target one of them (for an index:
+    their shared leading white space)."""
     target = record.get("target")
     if isinstance(target, list):
         raise InputError(f"{where}: several gold answers {target}; calib reads one label a row")
     if isinstance(target, str) and target.strip().lstrip("-").isdigit():
         target = int(target)
     if isinstance(target, str):
-        texts = [c[len(delimiter) :] if c.startswith(delimiter) else c for c in choices]
+        used = delimiter if delimiter is not None else _shared_prefix(choices, target)
+        texts = [_less_delimiter(c, used) for c in choices]
         if target not in texts:
-            raise InputError(f"{where}: the target {target[:60]!r} is none of the row's {len(choices)} choices")
-        return texts.index(target)
+            said = "the results file's" if delimiter is not None else "any prefix the choices share as the"
+            raise InputError(
+                f"{where}: the target {target[:60]!r} is none of the row's {len(choices)} choices (with {said} target delimiter)"
+            )
+        return texts.index(target), used
     if not isinstance(target, int) or isinstance(target, bool) or not 0 <= target < len(choices):
         raise InputError(f"{where}: gold index {target!r} outside the row's {len(choices)} choices")
-    return target
+    return target, delimiter if delimiter is not None else _shared_prefix(choices)
+
+
+def _less_delimiter(choice: str, delimiter: str) -> str:
+    return choice[len(delimiter) :] if choice.startswith(delimiter) else choice
+
+
+def _shared_prefix(choices: list[str], target: str | None = None) -> str:
+    """The target delimiter a row's choices show when no results file says it: the longest prefix
+    they all share that leaves ``target`` one of them (without a target: the shared leading white
+    space, the harness's default delimiter being one space)."""
+    common = os.path.commonprefix(choices)
+    if target is None:
+        return common[: len(common) - len(common.lstrip())]
+    for cut in range(len(common), -1, -1):
+        if target in [c[cut:] for c in choices]:
+            return common[:cut]
+    return ""
 
 
 def _lengths(choices: list[str], delimiter: str, where: str) -> np.ndarray:
     """Each choice's length in characters, its continuation less the target delimiter."""
-    lengths = np.array([len(c) - len(delimiter) if c.startswith(delimiter) else len(c) for c in choices], dtype=np.float64)
+    lengths = np.array([len(_less_delimiter(c, delimiter)) for c in choices], dtype=np.float64)
     if (lengths <= 0).any():
         raise InputError(f"{where}: an empty choice, whose length-normalised log-likelihood is undefined")
     return lengths
 
 
-def _target_delimiter(path: str, task: str) -> str:
+def _target_delimiter(path: str, task: str) -> str | None:
     """The task's target delimiter from the run's results file beside the samples (its configs),
-    else the harness's default, one space."""
+    else None: each row's choices show it (:func:`_shared_prefix`)."""
     for results in sorted(glob.glob(os.path.join(os.path.dirname(path) or ".", "results_*.json")), reverse=True):
         try:
             with open(results, encoding="utf-8") as handle:
@@ -202,7 +236,7 @@ def _target_delimiter(path: str, task: str) -> str:
             continue
         if isinstance(config, dict) and isinstance(config.get("target_delimiter"), str):
             return config["target_delimiter"]
-    return " "
+    return None
 
 
 def _check_recorded(record: dict, reading: str, scores: np.ndarray, gold: int, where: str) -> None:

@@ -34,6 +34,13 @@ def score_key(headers: dict, labels_key: str | None, name: str, scores: str | No
     vectors = [k for k, (shape, dtype) in others.items() if len(shape) == 1 and dtype.kind in "iu"]
     if len(matrices) == 1 and len(others) == 1 + (labels_key is None and len(vectors) == 1):
         return matrices[0], None, f"scores: the only 2-D floating array, {matrices[0]!r}"
+    texts = [k for k, (shape, dtype) in others.items() if len(shape) == 1 and dtype.kind in "USO"]
+    if len(matrices) == 1 and texts:  # labels written as class names block the pick: say so, not "no scores"
+        shape, dtype = others[texts[0]]
+        raise InputError(
+            f"{name}: {texts[0]!r} holds text ({dtype}), not class indices: labels are integers in [0, K), "
+            f"the index of each row's class among the score columns of {matrices[0]!r}; write the classes as indices"
+        )
     raise InputError(
         f"{name}: no score array; expected one named logits, log_probs or probs, or a single 2-D floating array "
         f"(found {_held(headers)}); name the one that holds the scores",

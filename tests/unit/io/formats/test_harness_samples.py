@@ -138,6 +138,13 @@ def _disagrees(record):
     record["acc"] = 1.0 - record["acc"]
 
 
+def _generation(record):
+    """A generate_until row, as GSM8K writes one: (context, generation settings) arguments, the
+    filtered response the extracted number, the target a number."""
+    record["arguments"] = {"gen_args_0": {"arg_0": "Q: 6 x 7?", "arg_1": {"until": ["Question:"], "do_sample": False}}}
+    record["filtered_resps"], record["resps"], record["target"] = ["42"], [["The answer is 42"]], "42"
+
+
 @pytest.mark.parametrize(
     "edit, says",
     [
@@ -146,6 +153,7 @@ def _disagrees(record):
         (_gold_out_of_range, "gold index"),
         (_several_golds, "several gold answers"),
         (_disagrees, "the harness recorded acc"),
+        (_generation, "a generation task's row (its arguments hold generation settings, not choices to score)"),
     ],
 )
 def test_a_bad_row_is_one_line_naming_it_exit_2(run, tmp_path, edit, says):
@@ -179,7 +187,27 @@ def test_the_target_delimiter_comes_from_the_results_file(tmp_path):
     data["configs"]["toy_mc_easy"]["target_delimiter"] = " gold"
     json.dump(data, open(results, "w"))
     assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "toy_mc_easy") == " gold"
-    assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "another") == " "
+    assert harness_samples._target_delimiter(str(tmp_path / "x.jsonl"), "another") is None  # the choices tell it
+
+
+@pytest.mark.parametrize("delimiter", ["\n", ": ", ""])
+def test_without_its_results_file_the_target_is_found_whatever_the_delimiter(tmp_path, delimiter):
+    """A task whose target delimiter is not the default space, read from its samples file alone:
+    the target text is the choice that matches once the prefix all choices share is taken off,
+    and acc_norm's lengths leave that prefix out too (the harness's own acc_norm per row agrees)."""
+    records = [json.loads(line) for line in open(_samples("toy_mc_hard"))]
+    for record in records:
+        choices = record["doc"]["choices"]
+        for j, args in enumerate(record["arguments"].values()):
+            args["arg_1"] = delimiter + choices[j]
+        record["target"] = choices[int(record["target"])]
+        lls = np.array([float(r[0]) for r in record["filtered_resps"]])
+        record["acc_norm"] = float(np.argmax(lls / np.array([len(c) for c in choices])) == choices.index(record["target"]))
+        record.pop("acc")
+    path = tmp_path / "samples_toy_mc_hard_2026-01-01T00-00-00.000000.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    preds = read_predictions(str(path), scores="acc_norm")
+    assert preds.n == 160 and np.array_equal(preds.labels, [r["doc"]["choices"].index(r["target"]) for r in records])
 
 
 def test_the_input_kind_line_is_the_readers_and_names_the_reading(run):
@@ -267,3 +295,19 @@ def test_the_library_groups_a_results_directory_as_the_command_line_does():
     report = calib.evaluate(read_predictions(str(RUN)), metrics=["accuracy"])
     assert sorted(report.group_values) == sorted(TASKS)
     assert report.group_values["toy_mc_hard"]["accuracy"] == pytest.approx(_results()["toy_mc_hard"]["acc,none"], abs=1e-12)
+
+
+def test_diagnose_takes_padded_choices_for_absent_not_for_the_models_scores(tmp_path):
+    """The results directory mixes tasks of 2 to 5 choices: the rows of fewer are padded 1000
+    below their least log-likelihood (probability 0). Those entries are the reader's, marked
+    absent: diagnose neither reports logits of |z| ~ 1000 nor rows holding a probability of exactly
+    0, which on the unpadded entries there are none of."""
+    from calib.diagnose import diagnose
+    from calib.evaluation.request import EvaluationRequest
+
+    preds = read_predictions(str(RUN))
+    assert preds.absent is not None and preds.absent.sum() > 0
+    assert np.all(preds.all_logits()[preds.absent] < -500)
+    found = diagnose(preds, EvaluationRequest.of(metrics=["accuracy"]))
+    said = " ".join(finding["text"] for finding in found.findings)
+    assert "logits reach" not in said and "exactly 0 or 1" not in said
