@@ -342,3 +342,22 @@ def test_the_html_page_holds_the_verdict_the_tables_and_the_groups(run, tmp_path
     checker.open_tags = []
     checker.feed(page)
     assert checker.open_tags == []
+
+
+def test_the_gates_reach_junit_and_the_github_step_summary_as_evaluates_do(run, tmp_path, monkeypatch):
+    import xml.etree.ElementTree as ET
+
+    _, _, d = _pair("worse model (-20 points)", 15)
+    np.savez(tmp_path / "ref.npz", logits=d["ref_logits"], labels=d["ref_labels"])
+    np.savez(tmp_path / "new.npz", logits=d["new_logits"], labels=d["new_labels"])
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, err = run(
+        "compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--fail-if", "class_accuracy_decrease>0.05",
+        "--fail-if", "prior_shift>0.5", "--junit", tmp_path / "gates.xml",
+    )
+    assert code == 1, err
+    suite = ET.parse(tmp_path / "gates.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    written = summary.read_text()
+    assert "verdict: performance loss" in written and "| accuracy |" in written
