@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import reference as ref
-from conftest import NEEDS_TORCH, ROOT, SAMPLE, needs
+from conftest import ROOT, SAMPLE, needs
 
 import calib
 from calib.core.numerics import log_softmax
@@ -416,20 +416,16 @@ def test_evaluate_hashes_its_input_only_for_the_outputs_that_hold_the_digest(tmp
     assert len(hashed) == 2
 
 
-@NEEDS_TORCH
 def test_a_fit_on_device_auto_records_the_device_it_trained_on(run, tmp_path):
     """--device auto resolves to the device torch trained on (the CPU here, a GPU where torch sees
     one): the summary never says "auto"."""
-    import json
-
+    torch = needs("torch")
     data = np.load(SAMPLE / "cifar10_val.npz")
     np.savez(tmp_path / "small.npz", logits=data["logits"][:300], labels=data["labels"][:300])
     code, out, err = run(
         "fit", tmp_path / "small.npz", "--method", "adaptive-ts", "--device", "auto", "--out", tmp_path / "b", "--json", "-"
     )
     assert code == 0, err
-    import torch
-
     device = json.loads(out)["device"]
     assert device.startswith("cuda") if torch.cuda.is_available() else device == "cpu"
 

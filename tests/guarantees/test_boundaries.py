@@ -279,12 +279,18 @@ def probability_rows(draw):
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+#: Metrics summed in float32 in row order, as the tool they reproduce sums them (torchmetrics'
+#: multiclass ECE): another order or more rows moves their last float32 bits
+FLOAT32_SUMS = ("ece_extra_bin",)
+
+
 def _same(first: dict, second: dict):
     for key, value in first.items():
         if value is None or second[key] is None:
             assert value == second[key], key
         else:
-            assert second[key] == pytest.approx(value, rel=1e-10, abs=1e-12), key
+            relative = 1e-6 if key in FLOAT32_SUMS else 1e-10
+            assert second[key] == pytest.approx(value, rel=relative, abs=1e-12), key
 
 
 @PROPERTY
@@ -318,9 +324,10 @@ def test_duplicating_every_row_leaves_every_streamed_metric_unchanged(data):
     """Every streamed metric is a mean over rows (or pairs): two copies of each row change nothing
     (the debiased ECE^2 and the smooth ECE excepted: their finite-sample terms depend on n; and the
     equal-mass ECE and scikit-learn's quantile curve, whose quantile edges interpolate between order
-    statistics that move with n; and the adaptive RMS errors, whose bins hold 100 rows whatever n)."""
+    statistics that move with n, and the top-label ECE's equal-mass bins; and the adaptive RMS
+    errors, whose bins hold 100 rows whatever n)."""
     probs, labels = data
-    moving = ("debiased_ece_sq", "smece", "isotonic_ece", "ece_quantile", "ece_pos_quantile", "rms_ce", "rms_ce_hle")
+    moving = ("debiased_ece_sq", "smece", "isotonic_ece", "ece_quantile", "ece_pos_quantile", "rms_ce", "rms_ce_hle", "tl_ece")
     keys = [key for key in _streamed_keys() if key not in moving]
     _same(_values(probs, labels, keys), _values(np.vstack([probs, probs]), np.concatenate([labels, labels]), keys))
 

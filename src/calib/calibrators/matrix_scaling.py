@@ -118,12 +118,6 @@ def fit_linear_map(
     decrement's test (:data:`CONVERGED_DECREMENT`), not the solver's own stopping rule. Each
     iteration is reported (:func:`calib.core.progress.report`); ``budget`` caps the iterations and
     the seconds."""
-    import time
-
-    from scipy.optimize import OptimizeResult, minimize
-
-    from ..core.progress import report as report_progress
-
     if start_scale != 1.0 and penalties.diagonal:
         raise ValueError("a fit that starts from a temperature leaves the diagonal unpenalised")
     x = start_scale * x
@@ -155,14 +149,9 @@ def fit_linear_map(
         grad_delta += 2.0 * penalty_weight * delta
         return loss, np.concatenate([grad_delta, residual.sum(axis=0) + 2.0 * penalties.bias * bias])
 
-    products = [0]
-
     def hessian_product(theta, v):
         """H v: with s = x V^T + c the logits' change (V, c = v), the NLL part is the gradient formula
         applied to q * (s - sum_j q_j s_j) / n; the ridge adds 2 w v."""
-        products[0] += 1
-        if products[0] > budget.products and accepted["theta"] is not None and not accepted["done"]:
-            raise _OutOfBudget(f"its budget of {budget.products} Hessian-vector products ran out")
         if at["theta"] is None or not np.array_equal(theta, at["theta"]):
             softmax_at(theta)
         q, step, shift = at["q"], v[:size], v[size:]
@@ -171,33 +160,11 @@ def fit_linear_map(
         grad_step = (change.T @ x).ravel() if full else np.einsum("ij,ij->j", change, x)
         return np.concatenate([grad_step + 2.0 * penalty_weight * step, change.sum(axis=0) + 2.0 * penalties.bias * shift])
 
-    start = np.zeros(size + k)
     if budget is None:
         budget = Budget(MAX_ITERATIONS if solver == "lbfgs" else NEWTON_MAX_ITERATIONS)
-    began, accepted = time.monotonic(), {"theta": None, "steps": 0, "done": False}
-
-    def step_done(intermediate_result):
-        accepted["theta"], accepted["steps"] = intermediate_result.x.copy(), accepted["steps"] + 1
-        report_progress(f"{'L-BFGS iteration' if solver == 'lbfgs' else 'Newton step'}, loss {intermediate_result.fun:.10g}")
-        if budget.seconds and time.monotonic() - began > budget.seconds:
-            raise _OutOfBudget(f"its time budget of {budget.seconds:g} s ran out")
-
-    stopped = None
-    try:
-        if solver == "lbfgs":
-            options = {"maxiter": budget.iterations, "gtol": PROJECTED_GRADIENT_TOLERANCE, "ftol": RELATIVE_LOSS_TOLERANCE}
-            result = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B", options=options, callback=step_done)
-        else:
-            # the gradient in D' is s times the gradient in D: the same stopping point in D
-            options = {"maxiter": budget.iterations, "gtol": NEWTON_GRADIENT_TOLERANCE * min(start_scale, 1.0)}
-            result = minimize(
-                loss_and_gradient, start, jac=True, hessp=hessian_product, method="trust-ncg", options=options, callback=step_done
-            )
-    except _OutOfBudget as exc:
-        stopped = str(exc)
-        theta = accepted["theta"]
-        result = OptimizeResult(x=theta, fun=loss_and_gradient(theta)[0], nit=accepted["steps"], message=stopped)
-    accepted["done"] = True  # the convergence check's products are no part of the fit's budget
+    # the gradient in D' is s times the gradient in D: the same stopping point in D
+    gtol = PROJECTED_GRADIENT_TOLERANCE if solver == "lbfgs" else NEWTON_GRADIENT_TOLERANCE * min(start_scale, 1.0)
+    result, products = _minimize_within(budget, solver, loss_and_gradient, hessian_product, np.zeros(size + k), gtol)
     gradient = loss_and_gradient(result.x)[1]
     largest_gradient = float(np.abs(gradient).max())
     step = newton_step(lambda v: hessian_product(result.x, v), gradient)
@@ -215,10 +182,50 @@ def fit_linear_map(
         "loss": float(result.fun),
     }
     if solver != "lbfgs":
-        report["Hessian-vector products"] = products[0]
+        report["Hessian-vector products"] = products
     if not report["converged"]:
         report["stopped because"] = str(result.message)
     return delta, result.x[size:], report
+
+
+def _minimize_within(budget: Budget, solver: str, loss_and_gradient, hessian_product, start: np.ndarray, gtol: float):
+    """(the solver's result, the Hessian-vector products it made) of minimising from ``start`` with
+    ``solver`` ("lbfgs" or Newton-CG, "trust-ncg") within ``budget``: each accepted step is reported
+    (:func:`calib.core.progress.report`); a budget run out ends the fit at its last accepted step,
+    its message saying which budget."""
+    import time
+
+    from scipy.optimize import OptimizeResult, minimize
+
+    from ..core.progress import report as report_progress
+
+    began, accepted, products = time.monotonic(), {"theta": None, "steps": 0}, [0]
+
+    def step_done(intermediate_result):
+        accepted["theta"], accepted["steps"] = intermediate_result.x.copy(), accepted["steps"] + 1
+        report_progress(f"{'L-BFGS iteration' if solver == 'lbfgs' else 'Newton step'}, loss {intermediate_result.fun:.10g}")
+        if budget.seconds and time.monotonic() - began > budget.seconds:
+            raise _OutOfBudget(f"its time budget of {budget.seconds:g} s ran out")
+
+    def counted_product(theta, v):
+        products[0] += 1
+        if products[0] > budget.products and accepted["theta"] is not None:
+            raise _OutOfBudget(f"its budget of {budget.products} Hessian-vector products ran out")
+        return hessian_product(theta, v)
+
+    try:
+        if solver == "lbfgs":
+            options = {"maxiter": budget.iterations, "gtol": gtol, "ftol": RELATIVE_LOSS_TOLERANCE}
+            result = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B", options=options, callback=step_done)
+        else:
+            options = {"maxiter": budget.iterations, "gtol": gtol}
+            result = minimize(
+                loss_and_gradient, start, jac=True, hessp=counted_product, method="trust-ncg", options=options, callback=step_done
+            )
+    except _OutOfBudget as exc:
+        theta = accepted["theta"]
+        result = OptimizeResult(x=theta, fun=loss_and_gradient(theta)[0], nit=accepted["steps"], message=str(exc))
+    return result, products[0]
 
 
 def newton_step(hessian_product, gradient: np.ndarray) -> np.ndarray:

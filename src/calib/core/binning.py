@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .numerics import EDGE_STRETCH, bin_index
+from .numerics import EDGE_STRETCH, bin_index, edge_slack
 
 
 class BinCounter:
@@ -158,5 +158,9 @@ def uniform_mass_upper_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
 
 
 def upper_edge_bins(values: np.ndarray, upper_edges: np.ndarray) -> np.ndarray:
-    """Each value's bin: #{edges below it} = the first bin whose upper edge it does not exceed."""
-    return np.searchsorted(upper_edges, values, side="left")
+    """Each value's bin: the first bin whose upper edge it does not exceed, a value within the
+    rounding tolerance above an edge counting as on it (:func:`calib.core.numerics.edge_slack`):
+    an edge is a calibration row's own confidence, which another kernel path may compute a last
+    bit higher."""
+    edges = np.asarray(upper_edges, dtype=np.float64)
+    return np.searchsorted(edges + edge_slack(edges), values, side="left")

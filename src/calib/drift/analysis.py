@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bootstrap import ReplicateWeights, centred_interval
+from ..bootstrap import BootstrapConfig, ReplicateWeights, centred_interval, row_weights
+from ..io.predictions import Predictions
 from ..evaluation.report_types import EvaluationReport
 from .decomposition import TERMS, Classwise, top_label
 from .report import Change
@@ -121,3 +122,20 @@ def label_shares(labels: np.ndarray, k: int, weights: ReplicateWeights | None = 
         return np.bincount(labels, minlength=k) / len(labels)
     counts = weights.grouped_totals(labels, k)
     return counts / counts.sum(axis=1, keepdims=True)
+
+
+def as_batch(batch, name: str) -> Predictions:
+    """A batch as validated predictions: :class:`~calib.io.Predictions` as it is, a (scores,
+    labels) pair, or scores alone (no labels)."""
+    from ..io.readers import predictions_from_arrays
+
+    if isinstance(batch, Predictions):
+        return batch
+    scores, labels = batch if isinstance(batch, tuple) else (batch, None)
+    return predictions_from_arrays(scores, labels, name=name)
+
+
+def weights(config: BootstrapConfig, preds: Predictions) -> ReplicateWeights:
+    """The replicates' row weights of ``preds`` (:func:`calib.bootstrap.row_weights`): a multi-label
+    input's pairs are drawn by row."""
+    return row_weights(config, preds.n, preds.output_layout.pairs_per_row)

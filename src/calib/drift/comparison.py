@@ -7,27 +7,17 @@ from __future__ import annotations
 import numpy as np
 
 from .._version import __version__
-from ..bootstrap import BootstrapConfig, independent_seed, row_weights
+from ..bootstrap import BootstrapConfig, independent_seed
 from ..errors import InputError, UsageError
 from ..evaluation.report_types import InputSection
 from ..io.predictions import Predictions
+from .analysis import as_batch
 from .report import ComparisonGroups, ComparisonReport, ComparisonSection
 from .request import MIN_ROWS, ComparisonRequest
 
 #: The progress steps of one comparison of rows with labels on NEW (the metrics, the two
 #: decompositions, the remedies' evidence) and without (EM on each batch's replicates)
 STEPS = {True: 4, False: 2}
-
-
-def as_batch(batch, name: str) -> Predictions:
-    """A batch as validated predictions: :class:`~calib.io.Predictions` as it is, a (scores,
-    labels) pair, or scores alone (no labels)."""
-    from ..io.readers import predictions_from_arrays
-
-    if isinstance(batch, Predictions):
-        return batch
-    scores, labels = batch if isinstance(batch, tuple) else (batch, None)
-    return predictions_from_arrays(scores, labels, name=name)
 
 
 def check_batches(ref: Predictions, new: Predictions) -> None:
@@ -215,9 +205,3 @@ def save_remedy(ref, new, report: ComparisonReport, path: str, *, force: bool = 
         fitted.save(path, force=force)
         report.remedy_written = {"path": path, "what": sentence}
     return report.remedy_written
-
-
-def weights(config: BootstrapConfig, preds: Predictions) -> np.ndarray:
-    """The replicates' row weights of ``preds`` (:func:`calib.bootstrap.row_weights`): a multi-label
-    input's pairs are drawn by row."""
-    return row_weights(config, preds.n, preds.output_layout.pairs_per_row)

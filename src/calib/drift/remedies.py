@@ -91,7 +91,7 @@ def remedy(ref, new, report: ComparisonReport):
     none: no map of the outputs restores lost accuracy."""
     from ..api import Calibration
     from ..calibrators.bias_corrected import PriorShift
-    from .comparison import as_batch
+    from .analysis import as_batch
 
     ref, new = as_batch(ref, "REF"), as_batch(new, "NEW")
     section = report.whole

@@ -11,8 +11,7 @@ from ..core.numerics import softmax
 from ..evaluation.report_types import EvaluationReport
 from ..io.predictions import Predictions
 from ..metrics.batch import model_batch
-from .analysis import class_accuracy_change, decomposition_changes, interval, label_shares, metric_changes
-from .comparison import weights
+from .analysis import class_accuracy_change, decomposition_changes, interval, label_shares, metric_changes, weights
 from .priors import em_priors, l1_noise
 from .remedies import labelled_evidence, unlabelled_evidence
 from .report import ComparisonSection
