@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..bootstrap import BootstrapConfig, ReplicateWeights, centred_interval, row_weights
-from ..io.predictions import Predictions
 from ..evaluation.report_types import EvaluationReport
+from ..io.predictions import Predictions
 from .decomposition import TERMS, Classwise, top_label
 from .report import Change
 
