@@ -353,8 +353,15 @@ def test_the_gates_reach_junit_and_the_github_step_summary_as_evaluates_do(run, 
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     code, out, err = run(
-        "compare", tmp_path / "ref.npz", tmp_path / "new.npz", "--fail-if", "class_accuracy_decrease>0.05",
-        "--fail-if", "prior_shift>0.5", "--junit", tmp_path / "gates.xml",
+        "compare",
+        tmp_path / "ref.npz",
+        tmp_path / "new.npz",
+        "--fail-if",
+        "class_accuracy_decrease>0.05",
+        "--fail-if",
+        "prior_shift>0.5",
+        "--junit",
+        tmp_path / "gates.xml",
     )
     assert code == 1, err
     suite = ET.parse(tmp_path / "gates.xml").getroot().find("testsuite")

@@ -67,3 +67,14 @@ def test_the_interval_is_the_centred_percentile_one_and_a_distance_is_floored_at
 def test_label_shares_under_weights():
     weights = ReplicateWeights(np.array([[2.0, 0.0], [1.0, 1.0]]), np.array([0, 0, 1]))
     np.testing.assert_allclose(label_shares(np.array([0, 1, 1]), 2, weights), [[0.5, 0.5], [1 / 3, 2 / 3]], rtol=0, atol=1e-15)
+
+
+def test_a_change_needs_both_values_and_a_distance_interval_is_floored_at_both_ends():
+    from calib.drift.analysis import change_of
+
+    draws = np.linspace(-1.0, 1.0, 50)
+    assert change_of(None, 0.5, draws, 0.9).value is None and change_of(0.5, None, draws, 0.9).value is None
+    assert change_of(0.2, 0.5, draws, 0.9).value == pytest.approx(0.3, abs=1e-15)
+    above = interval(np.linspace(1.0, 2.0, 50), 1.5, 0.9, floor=0.0)  # nowhere near the floor: unchanged
+    assert above == interval(np.linspace(1.0, 2.0, 50), 1.5, 0.9)
+    assert interval(-np.linspace(1.0, 2.0, 50), -1.5, 0.9, floor=0.0) == [0.0, 0.0]

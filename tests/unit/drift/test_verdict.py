@@ -86,3 +86,17 @@ def test_without_labels_the_bound_decides():
 @pytest.mark.parametrize("ci, moved", [([0.0, 1.0], 0), ([1e-300, 1.0], 1), ([-1.0, 0.0], 0), ([-1.0, -1e-300], -1), (None, 0)])
 def test_a_change_leaves_its_noise_only_with_its_whole_interval_off_0(ci, moved):
     assert Change(0.0, 0.0, 0.5, ci).beyond_noise() == moved
+
+
+def test_a_quantity_without_replicates_never_fires_and_the_catch_all_names_the_one_furthest_out():
+    """A change with no replicates has no interval, so no test reads it as moved; among the other
+    quantities that moved, the evidence names the one furthest beyond its noise (|change| / width)."""
+    from calib.drift.verdict import _any_change, _at
+
+    assert _at(Change(0.1, 0.9, 0.8, None), None, 0.99).ci is None
+    others = {"brier": Change(0.1, 0.2, 0.1, None), "nll": Change(1.0, 1.4, 0.4, None)}
+    replicates = {"brier": 0.1 + 0.01 * GRID, "nll": 0.4 + 0.1 * GRID}  # z = 10 and 4
+    found = _any_change(others, replicates, 0.99)
+    assert found.verdict == "other change" and found.reads == "brier" and "one of 2 of the 2" in found.evidence
+    quiet = _any_change({"brier": Change(0.1, 0.2, 0.1, None)}, {"brier": None}, 0.99)
+    assert quiet.verdict is None
