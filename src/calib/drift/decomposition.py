@@ -49,13 +49,6 @@ class Terms:
     unc: float
     recalibrated: float
 
-    @classmethod
-    def of(cls, score: float, recalibrated: float, unc: float) -> Terms:
-        return cls(score, score - recalibrated, unc - recalibrated, unc, recalibrated)
-
-    def __add__(self, other: Terms) -> Terms:
-        return Terms(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
-
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
