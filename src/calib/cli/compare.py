@@ -8,16 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from ..reporting.text import (
-    comparison_group_rows,
-    comparison_lines,
-    comparison_notes,
-    comparison_tables,
-    comparison_title,
-    gate_line,
-    gate_text,
-    verdict_lines,
-)
+from ..reporting.text import comparison_lines, comparison_parts, comparison_title, gate_text
 from . import options, render
 
 
@@ -132,25 +123,15 @@ def compare(
 
 
 def _render(report, style: str) -> None:
-    """The comparison on stdout: its tables, the priors and remedies, the verdict and its evidence, the gates."""
-    if style == "text":
-        render.lines(comparison_lines(report, "text"), style="")
+    """The comparison on stdout: its tables, the priors and remedies, the verdict and its evidence,
+    the gates; plain text or markdown as every rendering lines them up, rich tables on a terminal."""
+    if style != "table":
+        render.lines(comparison_lines(report, style), style="")
         return
-    section = report.whole
+    tables, notes, verdict, gates = comparison_parts(report)
     render.lines([comparison_title(report)], style="bold")
-    for title, header, rows, right in comparison_tables(section):
+    for title, header, rows, right in tables:
         render.table(title, header, rows, right, style)
-    notes = comparison_notes(section) + ([report.note] if report.note else [])
-    if report.groups is not None:
-        title, header, rows, group_notes = comparison_group_rows(report.groups)
-        render.table(title, header, rows, [False, True, True, True, False], style)
-        notes += group_notes
-    written = report.remedy_written
-    if written is not None:
-        notes.append(f"wrote {written['what']} to {written['path']}" if written.get("path") else written["why"])
-    if style == "md":
-        render.lines([f"- {line}" for line in notes + verdict_lines(section) + [gate_line(g) for g in report.gates]], style="")
-        return
     render.lines(notes)
-    render.lines(verdict_lines(section), style="bold")
-    render.lines([gate_line(gate) for gate in report.gates], style="")
+    render.lines(verdict, style="bold")
+    render.lines(gates, style="")

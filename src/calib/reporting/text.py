@@ -572,30 +572,34 @@ def comparison_group_rows(groups) -> tuple[str, list[str], list[list[str]], list
     return f"by {groups.source}, each at level {format_value(groups.level)}", header, rows, notes
 
 
-def comparison_lines(report, style: str = "text") -> list[str]:
-    """A comparison report (calib.drift.ComparisonReport) as lines of plain text or markdown
-    (``style="md"``): title, tables, notes, the verdict and its evidence, the groups, the gates."""
+def comparison_parts(report) -> tuple[list[tuple], list[str], list[str], list[str]]:
+    """(tables, notes, verdict lines, gate lines) of a comparison report (calib.drift.ComparisonReport),
+    what every rendering of it shows: each table as (title, header, rows, right-aligned columns), the
+    groups' among them; the notes: the priors, the remedies' evidence, the report's note, the groups
+    not compared and the remedy's fate."""
     section = report.whole
-    md = style == "md"
-
-    def table(title, header, rows, right):
-        if md:
-            return [f"**{title}**", "", *markdown_table(header, rows, right), ""]
-        return [title, *text_table(header, rows, right)]
-
-    lines = [f"**{comparison_title(report)}**", ""] if md else [comparison_title(report)]
-    for title, header, rows, right in comparison_tables(section):
-        lines += table(title, header, rows, right)
+    tables = comparison_tables(section)
     notes = comparison_notes(section) + ([report.note] if report.note else [])
-    verdict = verdict_lines(section)
     if report.groups is not None:
         title, header, rows, group_notes = comparison_group_rows(report.groups)
-        lines += table(title, header, rows, [False, True, True, True, False])
+        tables.append((title, header, rows, [False, True, True, True, False]))
         notes += group_notes
     written = report.remedy_written
     if written is not None:
         notes.append(f"wrote {written['what']} to {written['path']}" if written.get("path") else written["why"])
-    gates = [gate_line(gate) for gate in report.gates]
-    if md:
+    return tables, notes, verdict_lines(section), [gate_line(gate) for gate in report.gates]
+
+
+def comparison_lines(report, style: str = "text") -> list[str]:
+    """A comparison report as lines of plain text or markdown (``style="md"``): title, tables,
+    notes, the verdict and its evidence, the gates (:func:`comparison_parts`)."""
+    tables, notes, verdict, gates = comparison_parts(report)
+    if style == "md":
+        lines = [f"**{comparison_title(report)}**", ""]
+        for title, header, rows, right in tables:
+            lines += [f"**{title}**", "", *markdown_table(header, rows, right), ""]
         return lines + [f"- {markdown_escape(line)}" for line in notes + verdict + gates]
+    lines = [comparison_title(report)]
+    for title, header, rows, right in tables:
+        lines += [title, *text_table(header, rows, right)]
     return lines + notes + verdict + gates
