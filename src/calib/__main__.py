@@ -1,3 +1,3 @@
-from .cli.app import console_main
+from .cli.launch import console_main
 
 console_main()

@@ -520,7 +520,7 @@ def evaluate(
         - ``bootstrap`` ("auto", int or BootstrapConfig), ``level`` (0.95), ``seed`` (0, also of
           V-ECE's folds), ``keep_as_baseline``: replicates that give each metric an interval and
           the gates their noise: pass, fail or inconclusive (docs/ci-gates.md). "auto" draws them
-          when there are gates or ``keep_as_baseline`` (200 on inputs of up to 10^7 scores, a
+          when there are gates or ``keep_as_baseline`` (200 on inputs of up to 2,000 classes, a
           baseline's count and seed when it has replicates), as ``calib evaluate`` does, so both
           give one outcome; 0 none.
         - ``ignore_noise`` (gates compare raw values), ``inconclusive`` ("pass" or "fail": what an
@@ -590,7 +590,7 @@ def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **
 #: through this module (tests/contracts/test_layers.py): name -> the module that defines it, loaded on first
 #: use so that each command pays only for what it needs (the request types load the metric stack).
 _NAMES_BY_MODULE = {
-    "._version": ("__version__",),
+    "._version": ("__version__", "version_line"),
     ".core.binning": ("MIN_BIN_ROWS",),
     ".bundle": ("dumps",),
     ".calibrators.base": ("absent_class_rows", "builds_sets"),

@@ -1,18 +1,23 @@
-"""Bootstrap confidence intervals for the streamed metrics, on their mergeable states (docs/cli.md
-``evaluate --bootstrap N``).
+"""Bootstrap confidence intervals for the streamed metrics, drawn in the evaluation's own pass
+(docs/cli.md ``evaluate --bootstrap N``).
 
-Rows are dealt into G = 200 groups by a seeded draw (row i -> group g_i). Every metric's state is
-additive over rows (sums, bin counts, or per-row values that merge by concatenation), so one pass
-over the input fills one state per group. A replicate draws G groups with replacement (multinomial
-counts c_g) and its state is sum_g c_g state_g: a grouped bootstrap, the row bootstrap with rows
-resampled in random clusters of n/G. For sums it has the row bootstrap's variance (the groups are a
-random partition, so the group totals are exchangeable), and it streams: memory is G states, not N
-rows per replicate. The interval is the percentile interval of the replicate values.
+Row i goes to cluster g_i = SplitMix64(key, i) mod G, G = 200 (:func:`row_clusters`: a
+counter-based draw keyed by the seed and the row's global index, so chunks, shards and engines give
+every row the same cluster). Every metric's state is additive over rows (sums, bin counts, or
+per-row values that merge by concatenation), so the same pass that fills the state fills it per
+cluster too (:class:`BootstrapStates`). A replicate draws G clusters with replacement (multinomial
+counts c_g, :func:`cluster_counts`) and its state is sum_g c_g state_g, for every replicate at once
+one matrix product: a grouped bootstrap, the row bootstrap with rows resampled in random clusters of
+n/G. A replicate is the metrics of its resampled rows (each row repeated c_g times); for sums it has
+the row bootstrap's variance (the clusters are a random partition, so their totals are
+exchangeable), and it streams: memory is G states, not N rows per replicate. The interval is the
+percentile interval of the replicate values, centred (:func:`centred_interval`).
 
-Replicates are determined by (seed, G, number of rows) only, so two evaluations of different models
-on the same rows with the same seed resample the same rows: their replicate differences form a
-paired bootstrap, which change gates against a baseline use
-(:func:`calib.evaluation.report_types.paired_differences`).
+Replicates are determined by (seed, G, the rows' global indices) only, so two evaluations of
+different models on the same rows with the same seed resample the same rows: their replicate
+differences form a paired bootstrap, which change gates against a baseline use
+(:func:`calib.evaluation.report_types.paired_differences`); and shards evaluated with their first
+rows add up to the replicates of one evaluation of all rows (merged metric states).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .metrics.metric_set import GroupedMetricSets
+from .core.numerics import cluster_totals
 
 GROUPS = 200
 
@@ -31,10 +36,10 @@ GROUPS = 200
 #: Replicates a report records by default for its gates (and a stored baseline's): enough for the
 #: 0.05 and 0.95 quantiles that gates read (docs/ci-gates.md has the measured false-alarm rates).
 DEFAULT_REPLICATES = 200
-#: Inputs up to this many scores (rows x classes) get replicates by default: there they add a few
-#: tenths of a second (CIFAR-100 test, 10,000 x 100: 0.64 -> 0.87 s); above, the per-group
-#: classwise bin counts cost seconds (50,000 x 1,000: 2.7 -> 9.5 s) and are asked for by name.
-CHEAP_SCORES = 10_000_000
+#: Inputs of up to this many classes get replicates by default. The replicates are drawn in the
+#: evaluation's own pass (:class:`BootstrapStates`), whatever the rows; their memory is the
+#: per-cluster classwise bins, G x K x bins x 3 numbers: 144 MB at 2,000 classes and 15 bins.
+MAX_DEFAULT_CLASSES = 2_000
 
 
 @dataclass(frozen=True)
@@ -79,10 +84,10 @@ def default_config(
 ) -> BootstrapConfig | None:
     """The replicates a report records when none were asked for: the ``baseline`` report's count and
     seed when it has replicates (so that the two pair), else :data:`DEFAULT_REPLICATES` with
-    ``seed`` when the input has at most :data:`CHEAP_SCORES` scores; None otherwise."""
+    ``seed`` when the input has at most :data:`MAX_DEFAULT_CLASSES` classes; None otherwise."""
     if baseline is not None:
         return BootstrapConfig(baseline.replicates, baseline.seed, level)
-    if n_rows * n_classes <= CHEAP_SCORES:
+    if n_classes <= MAX_DEFAULT_CLASSES:
         return BootstrapConfig(DEFAULT_REPLICATES, seed, level)
     return None
 
@@ -115,13 +120,33 @@ def resolve_config(
     return BootstrapConfig(int(bootstrap), seed, level) if bootstrap > 0 else None
 
 
-def cluster_assignment(seed: int, n_rows: int, groups: int = GROUPS, pairs_per_row: int = 1) -> tuple[np.ndarray, int]:
-    """(each row's random cluster in [0, G), G): a seeded draw, G = min(``groups``, rows). A
-    multi-label input's rows are its (row, label) pairs, ``pairs_per_row`` of them: the pairs of a
-    row are drawn together (one cluster per row), so a replicate resamples rows, not pairs."""
-    rows = n_rows // pairs_per_row
-    clusters = max(1, min(groups, rows))
-    return np.repeat(np.random.default_rng([seed, 1]).integers(clusters, size=rows), pairs_per_row), clusters
+#: The odd constants of SplitMix64 (Steele, Lea & Flood 2014): the increment and the two mixers.
+_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def splitmix64(key: np.uint64, counters: np.ndarray) -> np.ndarray:
+    """Output c of SplitMix64 started at state ``key`` for each counter c (0-based): z = key +
+    (c + 1) golden, z = (z ^ z >> 30) m1, z = (z ^ z >> 27) m2, z ^ z >> 31, modulo 2^64 (Steele,
+    Lea & Flood 2014): a counter-based generator, any output computed without the ones before it."""
+    with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the generator
+        z = np.uint64(key) + (np.asarray(counters, dtype=np.uint64) + np.uint64(1)) * _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def row_clusters(seed: int, rows, pairs_per_row: int = 1, groups: int = GROUPS) -> np.ndarray:
+    """Each row's cluster in [0, G), G = ``groups``: a counter-based draw keyed by (``seed``, the
+    row's global index i), :func:`splitmix64` (key, i) mod G with the key drawn from ``seed``, so any
+    split of the rows (chunks, shards, machines) gives every row the same cluster. ``rows``: the
+    global indices (an array, a slice or a range). A multi-label input's rows are its (row, label)
+    pairs, ``pairs_per_row`` of them: the pairs of a row are drawn together (one cluster per row),
+    so a replicate resamples rows, not pairs."""
+    if isinstance(rows, (slice, range)):
+        rows = np.arange(rows.start or 0, rows.stop, dtype=np.uint64)
+    index = np.asarray(rows, dtype=np.uint64) // np.uint64(pairs_per_row)
+    key = np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0]
+    return (splitmix64(key, index) % np.uint64(groups)).astype(np.int64)
 
 
 def cluster_counts(config: BootstrapConfig, clusters: int) -> np.ndarray:
@@ -134,7 +159,7 @@ def cluster_counts(config: BootstrapConfig, clusters: int) -> np.ndarray:
 @dataclass(frozen=True)
 class ReplicateWeights:
     """How often each of R replicates draws each of N rows: row i's weight in replicate r is
-    ``counts[r, assignment[i]]``, its cluster's count (:func:`cluster_assignment`,
+    ``counts[r, assignment[i]]``, its cluster's count (:func:`row_clusters`,
     :func:`cluster_counts`). A statistic weighted by a replicate's row weights is that statistic on
     the replicate, the resampling that :class:`BootstrapStates` gives the streamed metrics:
     statistics that are no sums of rows (an isotonic fit, EM's priors) are resampled with these, and
@@ -151,15 +176,8 @@ class ReplicateWeights:
 
     def totals(self, values: np.ndarray | None = None) -> np.ndarray:
         """sum_i w_ri x_i for each replicate: (R,) for ``values`` (N,) (None: the weights alone), (R, M) for (N, M)."""
-        clusters = self.counts.shape[1]
-        if values is None:
-            return self.counts @ np.bincount(self.assignment, minlength=clusters).astype(np.float64)
-        values = np.asarray(values, dtype=np.float64)
-        if values.ndim == 1:
-            return self.counts @ np.bincount(self.assignment, weights=values, minlength=clusters)
-        by_cluster = np.zeros((clusters, values.shape[1]))
-        np.add.at(by_cluster, self.assignment, values)
-        return self.counts @ by_cluster
+        values = None if values is None else np.asarray(values, dtype=np.float64)
+        return self.counts @ cluster_totals(self.assignment, values, self.counts.shape[1])
 
     def grouped_totals(self, group: np.ndarray, n_groups: int, values: np.ndarray | None = None) -> np.ndarray:
         """(R, ``n_groups``) sums of w_ri x_i over the rows of each group (``group``: each row's in [0, n_groups))."""
@@ -175,9 +193,9 @@ class ReplicateWeights:
 
 def row_weights(config: BootstrapConfig, n_rows: int, pairs_per_row: int = 1, groups: int = GROUPS) -> ReplicateWeights:
     """The row weights of ``config``'s replicates of ``n_rows`` rows (a multi-label input's pairs
-    drawn by row, ``pairs_per_row`` of them)."""
-    assignment, clusters = cluster_assignment(config.seed, n_rows, groups, pairs_per_row)
-    return ReplicateWeights(cluster_counts(config, clusters).astype(np.float64), assignment)
+    drawn by row, ``pairs_per_row`` of them): the clusters and counts of the streamed metrics'."""
+    assignment = row_clusters(config.seed, range(n_rows), pairs_per_row, groups)
+    return ReplicateWeights(cluster_counts(config, groups).astype(np.float64), assignment)
 
 
 #: Groups of rows (``--group-by``) up to this many get replicates of their own (for noise-aware
@@ -185,68 +203,137 @@ def row_weights(config: BootstrapConfig, n_rows: int, pairs_per_row: int = 1, gr
 MAX_GROUPS_WITH_REPLICATES = 50
 
 
-class BootstrapStates(GroupedMetricSets):
-    """One MetricSet per random row cluster (row i -> a seeded draw in [0, G)), fed from the same
-    batches as the main one; :meth:`replicate_values` resamples the clusters. With ``strata`` (each
-    row's group of a ``--group-by``, S of them) there is one MetricSet per (group, cluster) pair:
-    a group's replicate resamples its own rows of the same clusters with the same counts
-    (:meth:`stratum_replicate_values`), and the whole sample's replicate is their sum."""
+#: Per-cluster sums of at most this many numbers are filled chunk by chunk on the worker threads
+#: (:meth:`BootstrapStates.prepare`).
+CHUNK_STATE_CELLS = 1 << 18
+
+
+class BootstrapStates:
+    """The per-cluster sums of every accumulator, filled in the evaluation's own pass: one
+    MetricSet whose sums are kept per cluster (row i's cluster :func:`row_clusters` of its global
+    index ``first_row`` + i), from which :meth:`replicate_values` draws the replicates. With
+    ``strata`` (each row's group of a ``--group-by``, S of them) the sums are per (group, cluster)
+    pair: a group's replicate resamples its own rows of the same clusters with the same counts
+    (:meth:`stratum_replicate_values`), and the whole sample's replicate is their sum.
+
+    A replicate's state is sum_g c_g state_g for its cluster counts c (:func:`cluster_counts`): one
+    matrix product over the clusters for every replicate at once; per-row values (equal-mass
+    bins) are repeated c_g times for the rows of cluster g."""
 
     def __init__(
         self,
         make_metric_set,
-        n_rows: int,
         seed: int,
         groups: int = GROUPS,
         strata=None,
         n_strata: int = 1,
         pairs_per_row: int = 1,
+        first_row: int = 0,
     ):
-        assignment, clusters = cluster_assignment(seed, n_rows, groups, pairs_per_row)
-        if strata is not None:
-            assignment = np.asarray(strata, dtype=np.int64) * clusters + assignment
-        super().__init__(make_metric_set, assignment, clusters * n_strata)
-        self.clusters, self.n_strata = clusters, n_strata
+        self.make_metric_set = make_metric_set
+        self.seed, self.clusters, self.n_strata = seed, groups, n_strata
+        self.pairs_per_row, self.first_row = pairs_per_row, first_row
+        self.strata = None if strata is None else np.asarray(strata, dtype=np.int64)
+        self.metric_set = make_metric_set(clusters=groups * n_strata)
+        self._on_workers = [
+            identity
+            for identity, accumulator in self.metric_set.accumulators.items()
+            if sum(np.size(array) for array in accumulator.state().values()) <= CHUNK_STATE_CELLS
+        ]
 
-    def _counts(self, config: BootstrapConfig) -> np.ndarray:
-        """(replicates, G) multinomial cluster counts: the same for every stratum and for the whole."""
-        return cluster_counts(config, self.clusters)
+    def cells(self, rows) -> np.ndarray:
+        """The cell of each of ``rows`` (a slice or indices of this input): its stratum's block of
+        clusters plus its cluster."""
+        index = np.arange(rows.start or 0, rows.stop) if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
+        cell = row_clusters(self.seed, index + self.first_row, self.pairs_per_row, self.clusters)
+        if self.strata is not None:
+            cell += self.strata[index] * self.clusters
+        return cell
 
-    def _values(self, states: list[dict], counts: np.ndarray) -> dict[str, np.ndarray]:
-        """{metric: (replicates,) values} of the resampled ``states`` (one per cluster)."""
-        concatenated = self.sets[0].concatenated_state_keys()
-        stacked = {key: np.stack([s[key] for s in states]) for key in states[0] if key not in concatenated}
-        out: dict[str, list] = {}
-        for weights in counts:
-            state = {key: np.tensordot(weights, array, axes=1) for key, array in stacked.items()}
-            for key in concatenated:
-                state[key] = np.concatenate([np.tile(s[key], c) for s, c in zip(states, weights) if c])
-            replicate = self.make_metric_set()
-            replicate.absorb(state)
-            for key, entry in replicate.results().items():
-                out.setdefault(key, []).append(np.nan if entry["value"] is None else entry["value"])
-        return {key: np.array(values) for key, values in out.items()}
+    def prepare(self, batch, rows) -> tuple:
+        """(``batch`` (the rows ``rows``) with its rows' cells and the views the accumulators read,
+        the per-cluster sums of its small accumulators): the work a worker thread does ahead of
+        :meth:`update`. An accumulator whose per-cluster sums hold at most :data:`CHUNK_STATE_CELLS`
+        numbers is filled for the chunk alone here; the larger ones (classwise bins of many classes:
+        a chunk's own would be as large as the whole) are added to in place by :meth:`update`."""
+        batch.cluster = self.cells(rows)
+        batch.compute(self.metric_set.views)
+        filled = self.metric_set.fresh(self._on_workers)
+        for accumulator in filled.values():
+            accumulator.update(batch)
+        return batch, {identity: accumulator.state() for identity, accumulator in filled.items()}
+
+    def update(self, prepared: tuple) -> None:
+        """Add a chunk that :meth:`prepare` made, in row order: its small accumulators' sums and its
+        batch to the large ones."""
+        batch, filled = prepared
+        self.metric_set.update(batch, skip=filled)
+        self.metric_set.absorb_parts(filled)
+
+    def cluster_state(self) -> dict[str, np.ndarray]:
+        """The state per cluster, summed over the strata (what a metric state file holds)."""
+        state = self.metric_set.state()
+        if self.n_strata == 1:
+            return state
+        listed = self.metric_set.concatenated_state_keys()
+        clustered = set(listed.values())
+        out = {}
+        for key, array in state.items():
+            if key in clustered:
+                out[key] = array % self.clusters
+            elif key in listed:
+                out[key] = array
+            else:
+                out[key] = array.reshape((self.n_strata, self.clusters) + array.shape[1:]).sum(axis=0)
+        return out
 
     def replicate_values(self, config: BootstrapConfig) -> dict[str, np.ndarray]:
         """{metric: (replicates,) values} of the whole sample (NaN where a replicate has no value)."""
-        states = self.states()
-        if self.n_strata > 1:  # a cluster's state is the sum of its strata's
-            merged = []
-            for cluster in range(self.clusters):
-                total = self.make_metric_set()
-                for stratum in range(self.n_strata):
-                    total.absorb(states[stratum * self.clusters + cluster])
-                merged.append(total.state())
-            states = merged
-        return self._values(states, self._counts(config))
+        return _replicate_values(
+            self.make_metric_set, self.metric_set, self.cluster_state(), cluster_counts(config, self.clusters)
+        )
 
     def stratum_replicate_values(self, config: BootstrapConfig) -> list[dict[str, np.ndarray]]:
         """Per stratum, {metric: (replicates,) values} of its rows, resampled with the same counts."""
-        states, counts = self.states(), self._counts(config)
-        return [
-            self._values(states[stratum * self.clusters : (stratum + 1) * self.clusters], counts)
-            for stratum in range(self.n_strata)
-        ]
+        state, counts = self.metric_set.state(), cluster_counts(config, self.clusters)
+        listed = self.metric_set.concatenated_state_keys()
+        clustered = set(listed.values())
+        out = []
+        for stratum in range(self.n_strata):
+            block = slice(stratum * self.clusters, (stratum + 1) * self.clusters)
+            part = {}
+            for key, array in state.items():
+                if key in listed:
+                    cells = state[listed[key]]
+                    part[key] = array[cells // self.clusters == stratum]
+                elif key in clustered:
+                    part[key] = array[array // self.clusters == stratum] % self.clusters
+                else:
+                    part[key] = array[block]
+            out.append(_replicate_values(self.make_metric_set, self.metric_set, part, counts))
+        return out
+
+
+def _replicate_values(make_metric_set, metric_set, state: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
+    """{metric: (R,) values} of the R replicates of the per-cluster ``state`` drawn by ``counts``
+    (R, G): each additive array's R replicate sums in one matrix product, then each replicate's
+    metrics from its own state."""
+    listed = metric_set.concatenated_state_keys()
+    summed = {
+        key: (counts @ array.reshape(len(array), -1)).reshape((len(counts),) + array.shape[1:])
+        for key, array in state.items()
+        if key not in listed and key not in listed.values()
+    }
+    out: dict[str, list] = {}
+    replicate = make_metric_set()
+    for r, weights in enumerate(counts):
+        replicate_state = {key: values[r] for key, values in summed.items()}
+        for key, cells_key in listed.items():
+            replicate_state[key] = np.repeat(state[key], weights[state[cells_key]].astype(np.int64))
+        replicate.load(replicate_state)
+        for key, value in replicate.values().items():
+            out.setdefault(key, []).append(np.nan if value is None else value)
+    return {key: np.array(values) for key, values in out.items()}
 
 
 def upper_percent(level: float) -> float:

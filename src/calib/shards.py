@@ -5,7 +5,10 @@ Each file is evaluated on its own into the additive metric state that ``--emit-s
 counts and sums, per-row values for the equal-mass and smooth ECEs); the states are added in the
 sorted order of the file names, so the numbers equal one evaluation over all the rows up to float
 summation order (1e-12), and two runs give the same bytes whichever worker finished first. The
-whole-sample estimators (V-ECE, KDE-ECE) are not additive and are refused here.
+whole-sample estimators (V-ECE, KDE-ECE) are not additive and are refused here. Bootstrap
+replicates come the same way: each shard's per-cluster sums, its rows keyed by their global index
+(its first row: the rows of the files before it), so the intervals equal those of one evaluation
+over all the rows.
 
 Applying writes one output per shard, under the shard's name in the output directory, by the
 function that applies a single file (so the bytes are the same), each atomically. A ledger
@@ -56,9 +59,13 @@ def shard_state(
     label_column: str | None = None,
     group_by: str | None = None,
     scores: str | None = None,
+    request: EvaluationRequest | None = None,
+    first_row: int = 0,
 ) -> tuple[dict, dict]:
     """(header, additive state) of one file's streamed metrics (after ``bundle`` if given), with a
-    state per group of the column ``group_by`` when given."""
+    state per group of the column ``group_by`` when given, and the per-cluster sums of the
+    replicates ``request`` asks for (its bootstrap settings and gates), the file's rows keyed from
+    the global index ``first_row``."""
     from .evaluation.groups import read_groups
 
     preds, calibrator = pipeline.read_with_bundle(
@@ -72,8 +79,23 @@ def shard_state(
     )
     groups = read_groups(preds, path, group_by, None, label_column)
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
-    streamed = stream_metrics(preds, keys, config, calibrator, groups=groups)
-    return state_header(keys, config, preds, bundle, groups), state_arrays(streamed.state, streamed.group_states)
+    bootstrap = None if request is None else request.bootstrap.resolve(preds.n, preds.k, request.gates)
+    streamed = stream_metrics(preds, keys, config, calibrator, bootstrap=bootstrap, groups=groups, first_row=first_row)
+    return state_header(keys, config, preds, bundle, groups, bootstrap, first_row), state_arrays(streamed)
+
+
+def shard_rows(path: str, input_kind: str, score_prefix: str | None, label_column: str | None, scores: str | None) -> int:
+    """The rows of one file (a multi-label file's (row, label) pairs), as :func:`shard_state` reads them."""
+    preds, _ = pipeline.read_with_bundle(
+        path,
+        None,
+        input_kind=input_kind,
+        score_prefix=score_prefix,
+        label_column=label_column,
+        require_labels=True,
+        scores=scores,
+    )
+    return preds.n
 
 
 def evaluate_shards(
@@ -92,8 +114,9 @@ def evaluate_shards(
     """The merged report of every shard in ``directory`` as ``request`` asks, its gates checked (per
     group of the column ``group_by`` too, when given: each group's numbers are those of its rows in
     every file). Only streamed metrics merge, so the request's metrics (default: the streamed
-    default table) must all be streamed, its bins a number, and it gets no replicates: its gates
-    compare raw values."""
+    default table) must all be streamed and its bins a number. Its replicates (as the request asks,
+    "auto": with gates) are the shards' per-cluster sums added up, each shard's rows keyed by their
+    global index: the intervals of one evaluation of all the rows."""
     from .evaluation import apply_gates
 
     check_engine(engine)
@@ -103,25 +126,45 @@ def evaluate_shards(
         raise UsageError(f"{whole_sample[0]} needs every row at once and cannot be merged from shards; pick streamed metrics")
     if AUTO_BINS in (request.bins, request.cmce_bins):
         raise UsageError("bins 'auto' depend on the rows of all shards together; give a number of bins for a directory of shards")
-    if request.bootstrap.replicates not in ("auto", 0) or request.emit_state is not None:
-        what = "bootstrap replicates" if request.emit_state is None else "a state file of its own"
-        raise UsageError(f"a directory of shards is evaluated without {what}: each shard's state merges into one report")
+    if request.emit_state is not None:
+        raise UsageError(
+            "a directory of shards is evaluated without a state file of its own: each shard's state merges into one report"
+        )
+    if request.bootstrap.first_row:
+        raise UsageError("a directory of shards keys its rows itself (the files in name order); first_row is for one file")
     files = shard_files(directory)
     args = (keys, request.bins, request.cmce_bins, bundle, input_kind, score_prefix, label_column, group_by, scores)
+    reading = (input_kind, score_prefix, label_column, scores)
     if engine == "local":
-        states = [shard_state(path, *args) for path in files]
+        states, first_row = [], 0
+        for path in files:
+            states.append(shard_state(path, *args, request, first_row))
+            first_row += states[-1][0]["n"]
     else:
-        states = _on_dask(files, args, scheduler)
+        states = _on_dask(files, args, reading, request, scheduler)
     report = merge_metric_states(states, files, request.min_group_rows)
     report.input = dataclasses.replace(report.input, path=directory)
     return apply_gates(report, request.gates)
 
 
-def _on_dask(files: list[str], args: tuple, scheduler: str | None) -> list:
+def _on_dask(files: list[str], args: tuple, reading: tuple, request: EvaluationRequest, scheduler: str | None) -> list:
+    """The shards' states computed on a Dask cluster; with replicates, each file's rows counted first
+    (its first row is the rows of the files before it)."""
     distributed = extras.require("dask.distributed")
     with _dask_client(distributed, scheduler) as client:
-        futures = client.map(shard_state, files, *[[a] * len(files) for a in args], pure=False)
+        first_rows = [0] * len(files)
+        if _wants_replicates(request):
+            rows = client.gather(client.map(shard_rows, files, *[[a] * len(files) for a in reading], pure=False))
+            first_rows = [sum(rows[:i]) for i in range(len(files))]
+        repeated = [[a] * len(files) for a in (*args, request)]
+        futures = client.map(shard_state, files, *repeated, first_rows, pure=False)
         return client.gather(futures)
+
+
+def _wants_replicates(request: EvaluationRequest) -> bool:
+    """Whether the request may draw replicates: a count, or "auto" with gates."""
+    replicates = request.bootstrap.replicates
+    return replicates != 0 and (replicates != "auto" or request.gates.any)
 
 
 @contextlib.contextmanager

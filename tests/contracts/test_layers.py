@@ -121,7 +121,8 @@ def test_no_function_is_longer_than_80_lines():
 
 
 #: What the command line may import: the library's API and the renderers (and its own modules).
-CLI_MAY_IMPORT = ("calib.api", "calib.reporting")
+#: calib._version: the version line, which ``calib --version`` prints before the program loads (calib.cli.launch)
+CLI_MAY_IMPORT = ("calib.api", "calib.reporting", "calib._version")
 
 
 def test_the_command_line_reaches_the_library_only_through_its_api():

@@ -145,10 +145,12 @@ def test_states_of_row_halves_merge_into_the_whole(run, tmp_path):
 
 def test_the_bootstrap_resamples_rows_with_all_their_pairs():
     from calib.bootstrap import BootstrapStates
+    from calib.metrics import MetricConfig
+    from calib.metrics.metric_set import MetricSet
 
-    states = BootstrapStates(lambda: None, 12, seed=0, groups=3, pairs_per_row=4)
-    clusters = states.assignment.reshape(3, 4)  # 3 rows of 4 pairs
-    assert (clusters == clusters[:, :1]).all()
+    states = BootstrapStates(lambda clusters=None: MetricSet(["accuracy"], MetricConfig(), 2, clusters), 0, pairs_per_row=4)
+    clusters = states.cells(slice(0, 400)).reshape(100, 4)  # 100 rows of 4 pairs
+    assert (clusters == clusters[:, :1]).all() and len(np.unique(clusters[:, 0])) > 50
 
 
 def test_no_analytic_interval_takes_a_rows_pairs_as_independent():

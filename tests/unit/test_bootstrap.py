@@ -1,14 +1,20 @@
-"""evaluate --bootstrap: the grouped bootstrap against the textbook row bootstrap, and paired gates."""
+"""evaluate --bootstrap: the grouped bootstrap against the textbook row bootstrap, and paired gates;
+the per-cluster sums of the evaluation's own pass, keyed by each row's global index, against their
+definitions (SplitMix64's published outputs, a replicate as the metrics of the resampled rows
+themselves), on both kernel paths, and merged shards against one run."""
 
 import json
 
 import numpy as np
 import pytest
 
-from calib.bootstrap import BootstrapConfig
+import calib
+from calib.bootstrap import BootstrapConfig, BootstrapStates, cluster_counts, row_clusters, splitmix64
+from calib.core.binning import BinCounter
 from calib.evaluation import stream_metrics
 from calib.io import Predictions
-from calib.metrics import MetricConfig
+from calib.metrics import Batch, MetricConfig
+from calib.metrics.metric_set import MetricSet
 
 
 @pytest.fixture
@@ -143,3 +149,228 @@ def test_fewer_replicates_beyond_an_end_widen_it_to_the_normal_end():
     assert upper == pytest.approx(max(0.5 + reach, np.percentile(values - values.mean() + 0.5, 100 * (1 + level) / 2)), abs=1e-12)
     assert upper - 0.5 > np.max(values) - values.mean()  # beyond every replicate: the percentile could not reach it
     assert lower == pytest.approx(0.5 - reach, abs=1e-12)
+
+
+# the bootstrap in the evaluation's own pass ----------------------------------------------------------
+
+#: SplitMix64 from state 1234567: its first five outputs (Rosetta Code, "Pseudo-random numbers/Splitmix64").
+SPLITMIX_1234567 = [0x599ED017FB08FC85, 0x2C73F08458540FA5, 0x883EBCE5A3F27C77, 0x3FBEF740E9177B3F, 0xE3B8346708CB5ECD]
+
+
+def test_splitmix64_gives_the_published_outputs():
+    assert splitmix64(np.uint64(1234567), np.arange(5)).tolist() == SPLITMIX_1234567
+
+
+def test_a_rows_cluster_depends_on_its_global_index_alone():
+    whole = row_clusters(3, range(1000))
+    parts = [row_clusters(3, np.arange(start, stop)) for start, stop in ((0, 1), (1, 370), (370, 1000))]
+    assert np.array_equal(whole, np.concatenate(parts))
+    assert np.array_equal(row_clusters(3, slice(370, 1000)), whole[370:])
+    assert whole.min() >= 0 and whole.max() == 199 and not np.array_equal(whole, row_clusters(4, range(1000)))
+    # a multi-label input's pairs: the L pairs of a row share the row's cluster
+    assert np.array_equal(row_clusters(3, range(12), pairs_per_row=3), np.repeat(whole[:4], 3))
+    # spread over the clusters as a uniform draw: chi-square of 200,000 rows in 200 cells
+    counts = np.bincount(row_clusters(0, range(200_000)), minlength=200)
+    assert ((counts - 1000.0) ** 2 / 1000.0).sum() < 280  # the 0.9995 quantile of chi-square(199) is 280
+
+
+def _evaluate(logits, labels, keys, bootstrap=None, **settings):
+    return calib.evaluate(logits, labels, metrics=keys, bootstrap=bootstrap or 0, **settings).to_dict()
+
+
+KEYS = [
+    "accuracy",
+    "nll",
+    "brier",
+    "ece",
+    "mce",
+    "cw_ece",
+    "cmce",
+    "ece_quantile",
+    "smece",
+    "tl_ece",
+    "top5_accuracy",
+    "coverage_0.9_0.92",
+]
+
+
+def test_a_replicate_is_the_metrics_of_its_resampled_rows():
+    """Replicate r of each metric equals the metric evaluated on the rows themselves, each row i
+    repeated c_r(cluster i) times: per-cluster sums weighted by the counts (and, for equal-mass bins,
+    the per-row values repeated) are the resampled sample."""
+    rng = np.random.default_rng(7)
+    logits, labels = rng.normal(size=(700, 12)) * 2, rng.integers(0, 12, 700)
+    config = BootstrapConfig(6, 5)
+    report = _evaluate(logits, labels, KEYS, config)
+    counts = cluster_counts(config, 200)
+    cluster = row_clusters(5, range(700))
+    for r in range(6):
+        rows = np.repeat(np.arange(700), counts[r, cluster])
+        resampled = _evaluate(logits[rows], labels[rows], KEYS)["metrics"]
+        for key in KEYS:
+            assert report["bootstrap"]["values"][key][r] == pytest.approx(resampled[key]["value"], rel=1e-12, abs=1e-15), key
+
+
+def test_the_values_with_replicates_are_those_without_to_the_bit():
+    rng = np.random.default_rng(8)
+    logits, labels = rng.normal(size=(900, 30)), rng.integers(0, 30, 900)
+    with_replicates = _evaluate(logits, labels, KEYS, BootstrapConfig(20, 0))["metrics"]
+    without = _evaluate(logits, labels, KEYS)["metrics"]
+    for key in KEYS:
+        assert with_replicates[key]["value"] == without[key]["value"], key  # the same sums: the same bits
+
+
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_per_cluster_bins_are_the_bins_of_each_clusters_rows_on_both_kernel_paths(backend, monkeypatch):
+    """Each cluster's bins (counts, sums and hits to the bit) equal a counter of that cluster's rows
+    alone, for values on bin edges, exact zeros and ones, by column and by cumulative mass."""
+    from calib.core import kernels
+
+    if backend == "compiled":
+        monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels", reason="not built"))
+    else:
+        monkeypatch.setattr(kernels, "_compiled", None)
+    rng = np.random.default_rng(2)
+    values = rng.choice(np.r_[np.arange(16) / 15, rng.random(20)], size=(300, 6))  # every edge, 0 and 1
+    hits = rng.random((300, 6)) < 0.4
+    cluster = rng.integers(0, 7, 300)
+    first_hit = rng.integers(0, 7, 300)
+    for kind in ("column", "hits", "first_hit"):
+        counter = BinCounter(15, 6 if kind == "column" else 1, clusters=7)
+        for part in np.array_split(np.arange(300), 4):  # chunk by chunk, into running sums
+            _add(counter, kind, values[part], hits[part], first_hit[part], cluster[part])
+        state = counter.state()
+        for c in range(7):
+            alone = BinCounter(15, 6 if kind == "column" else 1)
+            mine = cluster == c
+            _add(alone, kind, values[mine], hits[mine], first_hit[mine], None)
+            for name in ("count", "sum_pred", "sum_true"):
+                assert np.array_equal(state[name][c], getattr(alone, name)), (kind, name, c)
+
+
+def _add(counter, kind, values, hits, first_hit, cluster):
+    if kind == "column":
+        counter.add(values, None, by_column=True, cluster=cluster)
+    elif kind == "hits":
+        counter.add(values[:, 0], hits[:, 0], cluster=cluster)
+    else:
+        counter.add(values, first_hit=first_hit, cluster=cluster)
+
+
+def test_a_clusters_counter_needs_each_rows_cluster():
+    with pytest.raises(ValueError, match="give cluster"):
+        BinCounter(15, clusters=3).add(np.array([0.5]), np.array([True]))
+    with pytest.raises(ValueError, match="give cluster"):
+        BinCounter(15).add(np.array([0.5]), np.array([True]), cluster=np.array([0]))
+
+
+def test_the_compiled_kernel_refuses_clusters_outside_its_buffers():
+    compiled = pytest.importorskip("calib._kernels", reason="not built")
+    out = [np.zeros(2 * 15) for _ in range(3)]
+    values = np.array([[0.5]])
+    for cluster, order in ((np.array([2]), np.array([0])), (np.array([-1]), np.array([0])), (np.array([0]), np.array([1]))):
+        with pytest.raises(ValueError, match="out of the"):
+            compiled.bin_counts(values, None, None, cluster, order, 1, 1, 15, 15.0, False, 2, *out)
+
+
+def test_small_accumulators_are_filled_on_the_workers_and_large_ones_in_place():
+    """Both kinds give each cluster's sums: replicate values equal to the metrics of the resampled rows."""
+    states = BootstrapStates(lambda clusters=None: MetricSet(["accuracy", "cw_ece"], MetricConfig(), 100, clusters), 0)
+    assert [identity[0] for identity in states._on_workers] == ["proper"]  # classwise: 200 x 100 x 15 x 3 numbers
+    rng = np.random.default_rng(0)
+    probs, labels = rng.dirichlet(np.ones(100), 50), rng.integers(0, 100, 50)
+    states.update(states.prepare(Batch(labels, probs=probs), slice(0, 50)))
+    config = BootstrapConfig(3, 0)
+    replicates = states.replicate_values(config)
+    counts, cluster = cluster_counts(config, 200), row_clusters(0, range(50))
+    for r in range(3):
+        rows = np.repeat(np.arange(50), counts[r, cluster])
+        resampled = MetricSet(["accuracy", "cw_ece"], MetricConfig(), 100)
+        resampled.update(Batch(labels[rows], probs=probs[rows]))
+        for key, entry in resampled.results().items():
+            assert replicates[key][r] == pytest.approx(entry["value"], rel=1e-12), key
+
+
+@pytest.fixture
+def four_shards(tmp_path):
+    data = np.load(__import__("conftest").data_file("cifar100_resnet110_test.npz"))
+    logits, labels = data["logits"][:6000], data["labels"][:6000]
+    np.savez(tmp_path / "all.npz", logits=logits, labels=labels)
+    bounds = [0, 1000, 2500, 4000, 6000]
+    for i, (start, stop) in enumerate(zip(bounds, bounds[1:])):
+        np.savez(tmp_path / f"part{i}.npz", logits=logits[start:stop], labels=labels[start:stop])
+    return tmp_path, bounds
+
+
+SHARD_KEYS = "accuracy,nll,brier,ece,mce,cw_ece,cmce,ece_quantile,smece,coverage_0.9_0.92"
+
+
+def test_merged_states_of_four_shards_give_the_intervals_of_one_run(run, four_shards):
+    folder, bounds = four_shards
+    common = ("--no-vece", "--metrics", SHARD_KEYS, "--bootstrap", "200", "--seed", "4")
+    code, out, err = run("evaluate", folder / "all.npz", *common, "--json", "-")
+    assert code == 0, err
+    single = json.loads(out)
+    states = []
+    for i, start in enumerate(bounds[:-1]):
+        states.append(folder / f"state{i}.npz")
+        code, _, err = run("evaluate", folder / f"part{i}.npz", *common, "--first-row", str(start), "--emit-state", states[-1])
+        assert code == 0, err
+    code, out, err = run("merge-states", *reversed(states), "--json", "-")  # any order
+    assert code == 0, err
+    merged = json.loads(out)
+    assert "warnings" not in merged
+    for key, entry in single["metrics"].items():
+        assert merged["metrics"][key]["value"] == pytest.approx(entry["value"], rel=1e-12, abs=1e-15), key
+        np.testing.assert_allclose(merged["metrics"][key]["ci"], entry["ci"], rtol=1e-12, atol=1e-15, err_msg=key)
+        replicates = np.array(merged["bootstrap"]["values"][key], dtype=float)
+        np.testing.assert_allclose(replicates, np.array(single["bootstrap"]["values"][key], dtype=float), rtol=1e-12, atol=1e-15)
+    assert merged["bootstrap"]["floors"]["values"] == pytest.approx(single["bootstrap"]["floors"]["values"], rel=1e-12)
+    # shards without their first rows overlap: valid replicates of other clusters, and a warning
+    for i in (1, 2):
+        code, _, err = run("evaluate", folder / f"part{i}.npz", *common, "--emit-state", states[i])
+        assert code == 0, err
+    code, out, _ = run("merge-states", *states, "--json", "-")
+    overlapping = json.loads(out)
+    assert code == 0 and len(overlapping["warnings"]) == 1 and "overlap" in overlapping["warnings"][0]
+    assert overlapping["metrics"]["ece"]["value"] == pytest.approx(single["metrics"]["ece"]["value"], rel=1e-12)
+
+
+def test_states_with_other_replicates_are_refused(run, four_shards):
+    folder, _ = four_shards
+    for i, seed in ((0, "1"), (1, "2")):
+        code, _, err = run(
+            "evaluate",
+            folder / f"part{i}.npz",
+            "--no-vece",
+            "--bootstrap",
+            "50",
+            "--seed",
+            seed,
+            "--emit-state",
+            folder / f"s{i}.npz",
+        )
+        assert code == 0, err
+    code, _, err = run("merge-states", folder / "s0.npz", folder / "s1.npz")
+    assert code == 2 and "differ" in err and err.count("\n") == 1
+
+
+def test_a_directory_of_shards_gets_the_replicates_of_one_run_locally_and_on_dask(run, four_shards):
+    from calib.io.writers import write_matrix
+
+    folder, bounds = four_shards
+    shards = folder / "shards"
+    shards.mkdir()
+    data = np.load(folder / "all.npz")
+    for i, (start, stop) in enumerate(zip(bounds, bounds[1:])):
+        write_matrix(str(shards / f"part{i}.parquet"), data["logits"][start:stop], "logits", labels=data["labels"][start:stop])
+    common = ("--metrics", "accuracy,ece,cw_ece,cmce", "--bootstrap", "100", "--json", "-")
+    code, out, err = run("evaluate", folder / "all.npz", "--no-vece", *common)
+    assert code == 0, err
+    single = json.loads(out)
+    for engine in ("local", "dask"):
+        code, out, err = run("evaluate", shards, *common, "--engine", engine)
+        assert code == 0, err
+        merged = json.loads(out)
+        for key, entry in single["metrics"].items():
+            np.testing.assert_allclose(merged["metrics"][key]["ci"], entry["ci"], rtol=1e-12, err_msg=(engine, key))

@@ -40,11 +40,19 @@ def test_local_and_dask_engines_equal_one_run_over_all_rows(run, shards):
         assert abs(on_dask["metrics"][key]["value"] - entry["value"]) <= 1e-12, key
 
 
-def test_gates_on_shards_compare_raw_values_and_say_so(run, shards):
-    directory, _ = shards
-    code, _, err = run("evaluate", directory, "--metrics", "ece", "--fail-if", "ece>0.5")
-    assert code == 0 and err.count("ignore noise") == 1
-    assert "a directory of shards is evaluated without replicates" in err and "--bootstrap" not in err
+def test_gates_on_shards_read_the_replicates_of_all_rows(run, shards):
+    """A gate on a directory draws replicates by default, as on one file: the shards' per-cluster
+    sums, each file's rows keyed by their global index, so the interval is one run's."""
+    directory, whole = shards
+    gate = ("--metrics", "ece", "--fail-if", "ece>0.5", "--json", "-")
+    code, out, err = run("evaluate", directory, *gate)
+    assert code == 0 and "ignore noise" not in err, err
+    merged = json.loads(out)
+    code, out, _ = run("evaluate", whole, "--no-vece", *gate)
+    single = json.loads(out)
+    assert merged["gates"][0]["noise"] == single["gates"][0]["noise"] != "ignored"
+    assert merged["metrics"]["ece"]["ci"] == pytest.approx(single["metrics"]["ece"]["ci"], rel=1e-12)
+    assert merged["bootstrap"]["replicates"] == 200
 
 
 def test_directory_inputs_refuse_what_cannot_be_merged(run, shards, tmp_path):
@@ -54,7 +62,7 @@ def test_directory_inputs_refuse_what_cannot_be_merged(run, shards, tmp_path):
         ((tmp_path / "empty",), "found none"),
         ((directory, "--metrics", "ece,vece_l1"), "cannot be merged from shards"),
         ((directory, "--engine", "spark"), "engine must be one of local, dask; got 'spark' (--engine local|dask)"),
-        ((directory, "--bootstrap", "10"), "--bootstrap does not apply"),
+        ((directory, "--first-row", "10"), "--first-row does not apply"),
         ((tmp_path / "all.npz", "--engine", "dask"), "take a directory"),
     ):
         code, _, err = run("evaluate", *args)

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from ..api import CalibError, __version__
+from ..api import CalibError, version_line
 from . import render
 from .allocator import keep_freed_memory
 from .apply import apply
@@ -48,9 +48,7 @@ app.add_typer(synth_app, name="synth")
 
 def _version(value: bool) -> None:
     if value:
-        from ..api import BACKEND
-
-        print(f"calib {__version__} (kernels: {BACKEND})")
+        print(version_line())
         raise typer.Exit()
 
 

@@ -120,7 +120,7 @@ def evaluate(
         typer.Option(
             "--bootstrap",
             min=0,
-            help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded); 0: none. Default: with gates or --json, the baseline's count or 200 (inputs up to 10^7 scores), else none.",
+            help="Add percentile confidence intervals from N bootstrap replicates of the rows (V-ECE excluded); 0: none. Default: with gates or --json, the baseline's count or 200 (inputs of up to 2,000 classes), else none.",
             show_default=False,
         ),
     ] = None,
@@ -146,6 +146,14 @@ def evaluate(
             "--emit-state", help="Also write the additive metric state (.npz) for `calib merge-states`.", show_default=False
         ),
     ] = None,
+    first_row: Annotated[
+        int,
+        typer.Option(
+            "--first-row",
+            min=0,
+            help="The global index of PRED's first row among all rows (a shard's place): bootstrap replicates are keyed by it, so shards evaluated with their first rows merge (merge-states) into the intervals of one evaluation of all rows.",
+        ),
+    ] = 0,
     features: options.Features = None,
     input_kind: options.InputKind = "auto",
     renormalise: options.Renormalise = False,
@@ -165,6 +173,7 @@ def evaluate(
     """
     render.resolve_format(table_format)
     request = _request(locals())
+    request.warm_up()
     for path in (json_path, junit):
         if path not in (None, "-"):
             check_not_an_input(path, [pred, labels, true_probs, features, baseline])
@@ -176,8 +185,8 @@ def evaluate(
             "--true-probs": true_probs,
             "--labels": labels,
             "--features": features,
-            "--bootstrap": bootstrap,
             "--emit-state": emit_state,
+            "--first-row": first_row,
             "--input-format": input_format,
             "--confidence-column": confidence_column,
         }
@@ -186,7 +195,7 @@ def evaluate(
             raise UsageError(f"{named[0]} does not apply to a directory of shards")
         shards = api.evaluate_shards(pred, request, bundle=bundle, group_by=group_by, engine=engine, scheduler=scheduler, **read)
         shown = _shown_as(shards, f"{pred} ({len(shards.input.merged_from)} files, {engine})", "shards")
-        _emit(shards, json_path, shown, table_format, junit, SHARDS_REMEDY)
+        _emit(shards, json_path, shown, table_format, junit)
         return
     from ..api import read_groups
 
@@ -235,9 +244,6 @@ def evaluate(
 
 
 #: How a directory of shards would draw replicates: it does not (each shard's state merges).
-SHARDS_REMEDY = "a directory of shards is evaluated without replicates"
-
-
 def _request(flags: dict):
     """The evaluation request the flags ask for (calib.evaluation.request.EvaluationRequest); the
     flags' own contradictions refused first, each naming the flags."""
@@ -266,6 +272,7 @@ def _request(flags: dict):
         keep_as_baseline=flags["json_path"] is not None,  # a JSON report may serve as a later baseline
         min_group_rows=flags["min_group_rows"],
         emit_state=flags["emit_state"],
+        first_row=flags["first_row"],
     )
     if flags["no_vece"]:  # a V-ECE key asked for by name contradicts --no-vece
         asked = [*(request.metrics or ()), *request.gates.metrics]

@@ -13,19 +13,25 @@ from .numerics import EDGE_STRETCH, bin_index, edge_slack
 
 
 class BinCounter:
-    """``n_groups`` x ``n_bins`` equal-width bins on [0, 1] (rule of :func:`calib.core.numerics.bin_index`)."""
+    """``n_groups`` x ``n_bins`` equal-width bins on [0, 1] (rule of :func:`calib.core.numerics.bin_index`),
+    each kept per cluster of rows when ``clusters`` > 1: the bootstrap's per-cluster sums
+    (:mod:`calib.bootstrap`), n_groups x n_bins x clusters with the cluster innermost (neighbouring
+    clusters' rows mostly fill the same bins: their sums share cache lines), each row's in its
+    cluster (``cluster`` of :meth:`add`). :meth:`state` shows them as (clusters, n_groups n_bins)."""
 
-    def __init__(self, n_bins: int, n_groups: int = 1):
-        self.n_bins, self.n_groups = n_bins, n_groups
-        size = n_bins * n_groups
+    def __init__(self, n_bins: int, n_groups: int = 1, clusters: int = 1):
+        self.n_bins, self.n_groups, self.clusters = n_bins, n_groups, clusters
+        size = n_bins * n_groups * clusters
         self.count = np.zeros(size)
         self.sum_pred = np.zeros(size)
         self.sum_true = np.zeros(size)
 
-    def _flat_index(self, pred: np.ndarray, group) -> np.ndarray:
+    def _flat_index(self, pred: np.ndarray, group, cluster: np.ndarray | None = None) -> np.ndarray:
         index = bin_index(pred, self.n_bins)
         if self.n_groups > 1:
             index += np.asarray(group) * self.n_bins
+        if cluster is not None:
+            index = index * self.clusters + np.asarray(cluster, dtype=np.int64).reshape((-1,) + (1,) * (index.ndim - 1))
         return index.reshape(-1)
 
     def add(
@@ -35,6 +41,7 @@ class BinCounter:
         group: np.ndarray | int = 0,
         by_column: bool = False,
         first_hit: np.ndarray | None = None,
+        cluster: np.ndarray | None = None,
     ) -> None:
         """Count predictions in [0, 1] of any shape with their binary outcomes ``hits``.
 
@@ -43,8 +50,10 @@ class BinCounter:
         predictions only, their outcomes then come through :meth:`add_hits`. ``first_hit`` (N,)
         instead of ``hits`` (group 0, an (N, K) ``pred``): the outcome of pred[i, j] is 1{j >=
         first_hit[i]}, e.g. whether the label is among the top j + 1 classes when first_hit is its
-        rank. Group 0 or the columns are counted in one compiled pass where it is available
-        (:func:`calib.core.kernels.bin_counts`); otherwise, and for other groups, by np.bincount: the same
+        rank. ``cluster`` (N,): each row's cluster, in a counter made with ``clusters``; its values
+        are then added into the running sums (no chunk-sized arrays). Group 0 or the columns are
+        counted in one compiled pass where it is available (:func:`calib.core.kernels.bin_counts`);
+        otherwise, and for other groups, by np.bincount (np.add.at into running sums): the same
         counts and the same sums to the bit.
         """
         values = np.asarray(pred, dtype=np.float64)
@@ -54,29 +63,47 @@ class BinCounter:
         hits = None if hits is None else np.asarray(hits)
         if first_hit is not None and (hits is not None or by_column or values.ndim != 2 or not isinstance(group, int)):
             raise ValueError("first_hit goes with an (N, K) pred in group 0, without hits")
+        if (cluster is None) != (self.clusters == 1):
+            raise ValueError("a counter of several clusters counts each row in its cluster: give cluster, and only there")
+        in_place = cluster is not None  # per-cluster sums: added into the counter's, no chunk-sized arrays
         compiled = None
-        if by_column or (isinstance(group, int) and group == 0):
+        one_block = by_column or self.n_groups == 1  # the compiled counts' layout is the counter's
+        if (by_column or (isinstance(group, int) and group == 0)) and (not in_place or one_block):
             shaped = values.reshape(-1, 1) if not by_column and first_hit is None else values
             flags = None if hits is None else hits.reshape(shaped.shape)
-            compiled = kernels.bin_counts(shaped, flags, self.n_bins, self.n_bins * EDGE_STRETCH, by_column, first_hit)
+            if not in_place or shaped.shape[0] == len(cluster):
+                out = (self.count, self.sum_pred, self.sum_true) if in_place else None
+                scale = self.n_bins * EDGE_STRETCH
+                compiled = kernels.bin_counts(
+                    shaped, flags, self.n_bins, scale, by_column, first_hit, cluster, self.clusters, out
+                )
+        if compiled is not None and in_place:
+            return
         if compiled is not None:
             count, sums, hit_count = compiled
         else:
             if first_hit is not None:
                 hits = np.arange(values.shape[1])[None, :] >= np.asarray(first_hit)[:, None]
-            flat = self._flat_index(values, group)
+            flat = self._flat_index(values, group, cluster)
+            hit_flat = None if hits is None else flat[hits.reshape(-1) != 0]
+            if in_place:  # each value added into its bin's running sum in element order, as the compiled path
+                np.add.at(self.count, flat, 1.0)
+                np.add.at(self.sum_pred, flat, values.reshape(-1))
+                if hit_flat is not None:
+                    np.add.at(self.sum_true, hit_flat, 1.0)
+                return
             count = np.bincount(flat, minlength=self.count.size)
             sums = np.bincount(flat, weights=values.reshape(-1), minlength=self.count.size)
-            hit_count = None if hits is None else np.bincount(flat[hits.reshape(-1) != 0], minlength=self.count.size)
+            hit_count = None if hit_flat is None else np.bincount(hit_flat, minlength=self.count.size)
         part = slice(0, len(count))  # group 0 alone: the first n_bins entries
         self.count[part] += count
         self.sum_pred[part] += sums
         if hit_count is not None:
             self.sum_true[part] += hit_count
 
-    def add_hits(self, pred: np.ndarray, group: np.ndarray | int = 0) -> None:
+    def add_hits(self, pred: np.ndarray, group: np.ndarray | int = 0, cluster: np.ndarray | None = None) -> None:
         """Add outcome 1 at the bins of ``pred`` (predictions already counted by :meth:`add`)."""
-        self.sum_true += np.bincount(self._flat_index(pred, group), minlength=self.count.size)
+        np.add.at(self.sum_true, self._flat_index(pred, group, cluster), 1.0)
 
     def merge(self, other: "BinCounter") -> "BinCounter":
         merged = BinCounter(self.n_bins, self.n_groups)
@@ -118,11 +145,27 @@ class BinCounter:
         drawn = BinCounter(self.n_bins, self.n_groups)
         drawn.count = count.copy()
         drawn.sum_pred = np.broadcast_to(count * p, (draws, count.size)).copy()
-        drawn.sum_true = rng.binomial(count.astype(np.int64), p, size=(draws, count.size)).astype(np.float64)
+        drawn.sum_true = np.zeros((draws, count.size))
+        random = (count > 0) & (p > 0.0) & (p < 1.0)  # elsewhere the outcomes are certain: none, or every row
+        certain = (count > 0) & (p >= 1.0)
+        drawn.sum_true[:, certain] = count[certain]
+        # drawn bin by bin (each bin's draws in a row: the binomial's set-up once a bin)
+        trials, rate = count[random].astype(np.int64)[:, None], p[random][:, None]
+        drawn.sum_true[:, random] = rng.binomial(trials, rate, size=(len(trials), draws)).T
         return drawn
 
     def state(self) -> dict:
-        return {"count": self.count, "sum_pred": self.sum_pred, "sum_true": self.sum_true}
+        """The three sums, (clusters, n_groups n_bins) when kept per cluster (a view), else (n_groups n_bins,)."""
+        return {name: self._by_cluster(getattr(self, name)) for name in ("count", "sum_pred", "sum_true")}
+
+    def _by_cluster(self, sums: np.ndarray) -> np.ndarray:
+        return sums.reshape(-1, self.clusters).T if self.clusters > 1 else sums
+
+    def absorb(self, state: dict) -> None:
+        """Add another counter's :meth:`state` (of the same bins and clusters) into this one."""
+        for name in ("count", "sum_pred", "sum_true"):
+            sums = self._by_cluster(getattr(self, name))
+            sums += np.reshape(state[name], sums.shape)
 
 
 #: A bin with fewer rows than this is drawn as too few to read: its band spans most of [0, 1].

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import sys
+import threading
 
 from ..errors import UsageError
 
@@ -113,3 +115,28 @@ def training_device(name: str):
 def current_device() -> str:
     """The device the torch-trained methods train on now (:func:`training_device`; "cpu" outside)."""
     return _DEVICE.get()
+
+
+#: Modules whose import has been started on a thread of its own (:func:`import_in_background`).
+_started: set[str] = set()
+_started_lock = threading.Lock()
+
+
+def import_in_background(module: str) -> None:
+    """Import ``module`` on a thread of its own, once a process, so that its import time (CatBoost's
+    0.3-0.5 s, most of it pandas; scipy.special's 0.2 s) overlaps the work before its first use.
+    That use's own ``import`` waits for it (Python holds a module's import lock until the module is
+    complete) and raises any error it met. Not a daemon thread: the process does not exit in the
+    middle of it."""
+    with _started_lock:
+        if module in sys.modules or module in _started:
+            return
+        _started.add(module)
+    threading.Thread(target=_import_quietly, args=(module,), name=f"calib-import-{module}").start()
+
+
+def _import_quietly(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - the use's own import raises it where it can be reported
+        pass

@@ -17,34 +17,16 @@ by an ulp, which can move a Newton iterate across that band's edge.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
+
+from .backend import choose_backend
 
 #: Row categories of SelectTau, the codes the compiled kernel writes too (calib.calibrators.conformal
 #: names them and adds its own).
 FEASIBLE, EMPTY, FULL, TOO_LARGE, UNREACHABLE = range(5)
 
 
-def _choose():
-    wanted = os.environ.get("CALIB_KERNELS", "auto").strip().lower() or "auto"
-    if wanted not in ("auto", "compiled", "numpy"):
-        raise ValueError(f"CALIB_KERNELS must be auto, compiled or numpy; got {wanted!r}")
-    if wanted == "numpy":
-        return None, "numpy"
-    try:
-        from .. import _kernels
-    except ImportError:
-        if wanted == "compiled":
-            raise ImportError(
-                "CALIB_KERNELS=compiled but the C extension calib._kernels is not built "
-                "(reinstall calib-cli with a C compiler, or unset CALIB_KERNELS)"
-            ) from None
-        return None, "numpy"
-    return _kernels, "compiled"
-
-
-_compiled, BACKEND = _choose()
+_compiled, BACKEND = choose_backend()
 
 
 def _numpy_has_simd_log() -> bool:
@@ -155,27 +137,45 @@ def set_update(values: np.ndarray, in_set: np.ndarray, inside: np.ndarray, outsi
 
 
 def bin_counts(
-    values: np.ndarray, hits: np.ndarray | None, n_bins: int, scale: float, by_column: bool, first_hit: np.ndarray | None = None
+    values: np.ndarray,
+    hits: np.ndarray | None,
+    n_bins: int,
+    scale: float,
+    by_column: bool,
+    first_hit: np.ndarray | None = None,
+    row_cluster: np.ndarray | None = None,
+    clusters: int = 1,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ):
     """Equal-width bin counts of ``values`` (N, K) float64 in [0, 1], compiled: bin b = min(floor(v
     ``scale``), B - 1) (:func:`calib.core.numerics.bin_index`'s rule, ``scale`` = B (1 + r)) in group j (the
-    column) when ``by_column``, else group 0; returns (count int64, sum of the values float64, count
-    of hits int64), each of (K if ``by_column`` else 1) x ``n_bins``, or None where the compiled
-    path is not available (calib.core.binning then takes NumPy's bincounts). The hits are ``hits`` (N, K)
-    or, in group 0, the columns j >= ``first_hit[i]`` of each row i. The sums add each bin's values
-    in element order, as np.bincount does, so the same bits; one pass without NumPy's index array
-    and its three bincounts."""
+    column) when ``by_column``, else group 0; returns (count, sum of the values, count of hits), float64
+    each of ``clusters`` x (K if ``by_column`` else 1) x ``n_bins``, or None where the compiled path is
+    not available (calib.core.binning then takes NumPy's bincounts). The hits are ``hits`` (N, K) or,
+    in group 0, the columns j >= ``first_hit[i]`` of each row i. ``row_cluster`` (N,): each bin is
+    kept per cluster (the bootstrap's per-cluster sums), the cluster innermost (index (group n_bins
+    + bin) ``clusters`` + cluster), row i's in its cluster; the rows are then read sorted by
+    cluster, in order within each (the same additions in every bin, neighbouring clusters' writes in
+    one cache line). ``out``: three C-contiguous
+    float64 arrays the counts are added into (returned), else fresh zeroed ones. Each bin's values are
+    added in element order, as np.bincount (into zeros) and np.add.at (into ``out``) add them, so the
+    same bits; one pass without NumPy's index array and its three bincounts."""
     if _compiled is None or not values.flags.c_contiguous or values.dtype != np.float64:
         return None
     if hits is not None and hits.dtype != bool:
         return None
     n, k = values.shape
-    size = (k if by_column else 1) * n_bins
-    count, sums, hit_count = np.zeros(size, np.int64), np.zeros(size), np.zeros(size, np.int64)
+    size = clusters * (k if by_column else 1) * n_bins
+    if out is None:
+        out = np.zeros(size), np.zeros(size), np.zeros(size)
     flags = None if hits is None else np.ascontiguousarray(hits).view(np.uint8)
     first = None if first_hit is None else np.ascontiguousarray(first_hit, dtype=np.int64)
-    _compiled.bin_counts(values, flags, first, n, k, n_bins, scale, by_column, count, sums, hit_count)
-    return count, sums, hit_count
+    cluster = order = None
+    if row_cluster is not None:  # rows read cluster by cluster, in order within each
+        cluster = np.ascontiguousarray(row_cluster, dtype=np.int64)
+        order = np.argsort(cluster, kind="stable")
+    _compiled.bin_counts(values, flags, first, cluster, order, n, k, n_bins, scale, by_column, clusters, *out)
+    return out
 
 
 def cumulative_mass(mass: np.ndarray) -> None:

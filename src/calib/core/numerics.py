@@ -201,6 +201,17 @@ class IsotonicProblem:
         return levels
 
 
+def cluster_totals(cluster: np.ndarray, values: np.ndarray | None, clusters: int) -> np.ndarray:
+    """sum_{i in c} x_i for each cluster c in [0, ``clusters``): (clusters,) for ``values`` (N,),
+    (clusters, M) for (N, M); the rows' counts for None. ``cluster`` (N,): each row's cluster."""
+    if values is None or np.ndim(values) == 1:
+        return np.bincount(cluster, weights=values, minlength=clusters).astype(np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    width = values.shape[1]
+    cell = (np.asarray(cluster, dtype=np.int64) * width)[:, None] + np.arange(width)
+    return np.bincount(cell.reshape(-1), weights=values.reshape(-1), minlength=clusters * width).reshape(clusters, width)
+
+
 def label_rank(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """0-based rank of each row's label in the non-increasing order of ``scores``.
 

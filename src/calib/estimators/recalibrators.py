@@ -16,6 +16,7 @@ import numpy as np
 from ..calibrators.matrix_scaling import MatrixScaling, VectorScaling
 from ..calibrators.onevsrest import beta_features, fit_logistic, quadratic_features, sigmoid
 from ..calibrators.temperature import fit_inverse_temperature
+from ..core.extras import import_in_background
 from ..core.numerics import PROB_FLOOR, bin_index, edge_index, isotonic_fit, log_floored, softmax, worker_count
 from .coarse import refine
 
@@ -157,24 +158,12 @@ def fit_inner_folds(plans: list, progress=None) -> list:
 
 #: Held by every CatBoost fit and prediction of this process: no two run at once, whichever threads call them.
 CATBOOST_LOCK = threading.Lock()
-_import_started = threading.Lock()
 
 
 def start_catboost_import() -> None:
-    """Import CatBoost on a thread of its own, once a process, so that its 0.3-0.5 s (most of it
-    pandas, which CatBoost imports) overlaps the work before the first fit. The fits' own ``import
-    catboost`` waits for it (Python holds a module's import lock until the module is complete) and
-    raises any error it met. Not a daemon thread: the process does not exit in the middle of it."""
-    if "catboost" in sys.modules or not _import_started.acquire(blocking=False):
-        return
-    threading.Thread(target=_import_catboost, name="calib-import-catboost").start()
-
-
-def _import_catboost() -> None:
-    try:
-        import catboost  # noqa: F401
-    except Exception:  # noqa: BLE001 - the fit's own import raises it where it can be reported
-        pass
+    """Import CatBoost on a thread of its own (:func:`calib.core.extras.import_in_background`), so that
+    its import overlaps the work before the first fit."""
+    import_in_background("catboost")
 
 
 def _fit_quietly(model, fit_set, eval_set) -> None:

@@ -56,7 +56,7 @@ def build_report(
     gates, increase_gates = request.gates.thresholds, request.gates.changes
     config = metric_config(request.bins, request.cmce_bins, preds)
     vece, min_group_rows = request.vece_settings, request.min_group_rows
-    bootstrap = request.bootstrap.resolve(preds.n, preds.k, request.gates)
+    bootstrap = request.bootstrap.resolve(preds.n, preds.k, request.gates, request.emit_state is not None)
     groups = groups_for(preds, groups)
     for gate in increase_gates:
         check_same_problem(gate.baseline_input, preds.output_layout.task())
@@ -67,7 +67,8 @@ def build_report(
         )
     if boosted_fit_count([METRICS[key] for key in sample_keys], vece):
         start_catboost_import()  # while the streamed metrics are computed
-    streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups)
+    request.warm_up()  # scipy.special, where replicates may be drawn (the command line starts it before reading)
+    streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, request.bootstrap.first_row)
     values, before = streamed.values, streamed.uncalibrated
     if sample_keys:
         values.update(sample_results(preds, sample_keys, vece, calibrator, features, progress))
@@ -106,9 +107,7 @@ def build_report(
     if absent_rows is not None:
         report.warnings = [absent_rows]
     if request.emit_state is not None:  # the accumulators behind the streamed metrics, for merge-states
-        write_metric_state(
-            request.emit_state, streamed.state, streamed.keys, streamed.config, preds, bundle_path, groups, streamed.group_states
-        )
+        write_metric_state(request.emit_state, streamed, preds, bundle_path, groups, bootstrap, request.bootstrap.first_row)
     return apply_gates(report, request.gates)
 
 

@@ -15,6 +15,7 @@ The flat option names of :meth:`EvaluationRequest.of` are the keyword arguments 
 from __future__ import annotations
 
 import inspect
+import numbers
 from dataclasses import dataclass, field, fields
 
 from ..bootstrap import BootstrapConfig, check_level, resolve_config
@@ -83,19 +84,36 @@ class BootstrapSettings:
 
     ``replicates``: "auto" (the default) draws them when the request has gates, so that the gates
     read the noise, or ``keep_as_baseline`` (a report that later change gates pair with): 200 on
-    inputs of up to 10^7 scores, or a baseline report's count and seed; a count N (0: none); or a
-    :class:`BootstrapConfig`. ``level``: the intervals' confidence level; ``seed``: the resampling's."""
+    inputs of up to 2,000 classes, or a baseline report's count and seed; a count N (0: none); or a
+    :class:`BootstrapConfig`. ``level``: the intervals' confidence level; ``seed``: the resampling's.
+    ``first_row``: the global index of the input's first row, a shard's place among all rows: each
+    row's cluster is keyed by its global index (:func:`calib.bootstrap.row_clusters`), so shards
+    evaluated with their first rows merge into the replicates of one evaluation of all rows."""
 
     replicates: int | str | BootstrapConfig = "auto"
     seed: int = 0
     level: float = 0.95
     keep_as_baseline: bool = False
+    first_row: int = 0
 
     def __post_init__(self):
         check_level(self.level)
+        if isinstance(self.first_row, bool) or not isinstance(self.first_row, numbers.Integral) or self.first_row < 0:
+            raise UsageError(f"first_row is the global index of the input's first row, 0 or more; got {self.first_row!r}")
 
-    def resolve(self, n_rows: int, n_classes: int, gates: GateSettings) -> BootstrapConfig | None:
-        """The replicates of an evaluation of ``n_rows`` x ``n_classes`` scores with ``gates``; None for none."""
+    def may_draw(self, gates: GateSettings, state_written: bool = False) -> bool:
+        """Whether :meth:`resolve` may draw replicates (before the input's size is known)."""
+        replicates = self.replicates
+        if isinstance(replicates, BootstrapConfig):
+            return True
+        if replicates == "auto":
+            return gates.any or self.keep_as_baseline or state_written
+        return replicates > 0
+
+    def resolve(self, n_rows: int, n_classes: int, gates: GateSettings, state_written: bool = False) -> BootstrapConfig | None:
+        """The replicates of an evaluation of ``n_rows`` x ``n_classes`` scores with ``gates``; None
+        for none. A metric state file (``state_written``) is recorded like a baseline: its per-cluster
+        sums give merged states their intervals."""
         return resolve_config(
             self.replicates,
             n_rows,
@@ -104,7 +122,7 @@ class BootstrapSettings:
             level=self.level,
             gated=gates.any,
             baseline=gates.baseline_replicates,
-            recorded=self.keep_as_baseline,
+            recorded=self.keep_as_baseline or state_written,
         )
 
 
@@ -141,6 +159,15 @@ class EvaluationRequest:
         if self.min_group_rows < 1:
             raise UsageError(f"min_group_rows must be a positive count of rows; got {self.min_group_rows!r}")
 
+    def warm_up(self) -> None:
+        """Start importing what this request will need on a thread of its own, to overlap the
+        reading of the input: scipy.special (0.2-0.3 s) for the analytic intervals and the floors
+        beside bootstrap replicates."""
+        if self.bootstrap.may_draw(self.gates, self.emit_state is not None):
+            from ..core.extras import import_in_background
+
+            import_in_background("scipy.special")
+
     @classmethod
     def of(
         cls,
@@ -153,6 +180,7 @@ class EvaluationRequest:
         seed: int = 0,
         level: float = 0.95,
         keep_as_baseline: bool = False,
+        first_row: int = 0,
         vece_recalibrator: str = "ws-catboost",
         vece_max_rows: int = 20_000,
         vece_recipe: str = DEFAULT_RECIPE,
@@ -160,7 +188,7 @@ class EvaluationRequest:
     ) -> EvaluationRequest:
         """A request from flat options, the keyword arguments of ``calib.evaluate``: ``gates``,
         ``increase_gates``, ``ignore_noise``, ``inconclusive`` (:class:`GateSettings`),
-        ``bootstrap``, ``level``, ``keep_as_baseline`` (:class:`BootstrapSettings`), ``seed`` (of
+        ``bootstrap``, ``level``, ``keep_as_baseline``, ``first_row`` (:class:`BootstrapSettings`), ``seed`` (of
         the bootstrap and of V-ECE's folds and subsample), ``vece_recalibrator``, ``vece_max_rows``,
         ``vece_recipe`` (:class:`calib.metrics.sample.SampleConfig`), and the request's own fields."""
         own = {f.name for f in fields(cls)} - {"gates", "bootstrap", "vece_settings"}
@@ -171,7 +199,7 @@ class EvaluationRequest:
             )
         return cls(
             gates=GateSettings(gates, increase_gates, ignore_noise, inconclusive),
-            bootstrap=BootstrapSettings(bootstrap, seed, level, keep_as_baseline),
+            bootstrap=BootstrapSettings(bootstrap, seed, level, keep_as_baseline, first_row),
             vece_settings=SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
             **settings,
         )

@@ -57,6 +57,7 @@ import numpy as np
 
 from ..bootstrap import upper_percent
 from ..core.binning import clopper_pearson
+from ..core.numerics import map_in_order
 from ..metrics.definitions import METRICS
 from ..metrics.metric_set import MetricSet
 
@@ -68,20 +69,25 @@ DRAW_BLOCK = 2_000_000
 METHOD = "noise of a perfectly calibrated model with the same bin counts (binomial draws)"
 
 
-def noise_draws(metric_set: MetricSet, key: str, rng: np.random.Generator, draws: int = NULL_DRAWS) -> np.ndarray | None:
+def noise_draws(metric_set: MetricSet, key: str, seed: list[int], draws: int = NULL_DRAWS) -> np.ndarray | None:
     """``draws`` values of the binned error ``key`` of a perfectly calibrated model with the bin
-    counts of ``metric_set``'s rows; None where the metric is undefined on them."""
+    counts of ``metric_set``'s rows; None where the metric is undefined on them. Drawn in blocks of
+    at most :data:`DRAW_BLOCK` bin counts, block b from the generator seeded by ``seed`` + [b], on
+    worker threads (the binomial draws release the GIL): the same values for any thread count."""
     accumulator = metric_set.accumulator_of(key)
     counter = accumulator.counter
     block = max(1, DRAW_BLOCK // max(1, counter.count.size))
-    parts = []
-    for start in range(0, draws, block):
+
+    def drawn_values(start: int) -> np.ndarray | None:
         drawn = copy.copy(accumulator)
+        rng = np.random.default_rng([*seed, start // block])
         drawn.counter = counter.without_miscalibration(rng, min(block, draws - start))
         values = METRICS[key].compute(drawn, metric_set.config)
-        if values is None:
-            return None
-        parts.append(np.asarray(values, dtype=float).reshape(-1))
+        return None if values is None else np.asarray(values, dtype=float).reshape(-1)
+
+    parts = list(map_in_order(drawn_values, range(0, draws, block), values=counter.count.size * min(block, draws)))
+    if any(part is None for part in parts):
+        return None
     values = np.concatenate(parts)
     return values if np.isfinite(values).all() else None
 
@@ -145,10 +151,10 @@ def floors_section(
     binned = [key for key in keys if METRICS[key].binned_norm]
     if not binned:
         return None
-    rng = np.random.default_rng([seed, 3])
     values, means, bounds_of_all, by_group = {}, {}, {}, {}
     for key in binned:
-        found = noise_draws(overall, key, rng, draws)
+        index = list(METRICS).index(key)  # the metric's own draws, whichever others are drawn beside it
+        found = noise_draws(overall, key, [seed, 3, index], draws)
         if found is not None:
             values[key] = simultaneous_floors({"": found}, level)[""]
             means[key] = float(found.mean())
@@ -156,7 +162,10 @@ def floors_section(
         if gap is not None:
             bounds_of_all[key] = gap
         if group_sets:
-            per_group = {name: noise_draws(metric_set, key, rng, draws) for name, metric_set in group_sets.items()}
+            per_group = {
+                name: noise_draws(metric_set, key, [seed, 3, index, 1 + group], draws)
+                for group, (name, metric_set) in enumerate(group_sets.items())
+            }
             per_group = {name: found for name, found in per_group.items() if found is not None}
             by_group[key] = {
                 "groups": len(per_group),

@@ -3,18 +3,22 @@ and merged into the numbers of all rows (no pickle: an .npz of numeric arrays an
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 
 import numpy as np
 
 from .._version import __version__
+from ..bootstrap import GROUPS, BootstrapConfig, BootstrapStates, intervals, labels_fingerprint
 from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import MetricConfig, check_metric_keys
 from ..metrics.metric_set import MetricSet
 from .groups import Groups, group_section, group_sort_key
-from .report_types import EvaluationReport, InputSection, entries_from_json
+from .report_types import BootstrapSection, EvaluationReport, InputSection, entries_from_json
+from .resolution import floors_section
+from .streaming import StreamedMetrics
 
 #: Metric state files: an .npz of numeric arrays, the header as JSON bytes (no pickle anywhere).
 STATE_FORMAT = "calib-metric-state"
@@ -24,16 +28,32 @@ STATE_VERSION = 1
 
 
 def state_header(
-    keys: list[str], config: MetricConfig, preds: Predictions, bundle_path: str | None, groups: Groups | None = None
+    keys: list[str],
+    config: MetricConfig,
+    preds: Predictions,
+    bundle_path: str | None,
+    groups: Groups | None = None,
+    bootstrap: BootstrapConfig | None = None,
+    first_row: int = 0,
 ) -> dict:
     """What a metric state must agree on to merge (metrics, settings, K), where it came from, and
-    its groups (source, names, rows per group) when the rows were grouped."""
+    its groups (source, names, rows per group) when the rows were grouped; with ``bootstrap``, the
+    replicates its per-cluster sums draw and the global index of its first row."""
     grouped = {}
     if groups is not None:
         grouped = {"groups": {"source": groups.source, "names": groups.names, "n": groups.counts.tolist()}}
     label_layout = preds.output_layout.to_json()
     if label_layout is not None:  # a multi-label input's {"rows": N, "labels": L}
         grouped["multilabel"] = label_layout
+    if bootstrap is not None:
+        grouped["bootstrap"] = {
+            "replicates": bootstrap.replicates,
+            "seed": bootstrap.seed,
+            "level": bootstrap.level,
+            "clusters": GROUPS,
+            "first_row": first_row,
+            "labels_sha256": labels_fingerprint(preds.labels),
+        }
     return {
         "format": STATE_FORMAT,
         "format_version": STATE_VERSION,
@@ -50,33 +70,39 @@ def state_header(
 
 #: State arrays of group i are stored under this prefix: "group3:0/count".
 GROUP_PREFIX = "group{}:"
+#: The per-cluster sums of the bootstrap are stored under this prefix: "clusters:0/count".
+CLUSTER_PREFIX = "clusters:"
 
 
-def state_arrays(metric_set: MetricSet, group_sets: list[MetricSet] | None = None) -> dict[str, np.ndarray]:
-    """The arrays of a state file: the overall state, and each group's under its prefix."""
-    arrays = metric_set.state()
-    for i, group_set in enumerate(group_sets or []):
+def state_arrays(streamed: StreamedMetrics) -> dict[str, np.ndarray]:
+    """The arrays of a state file: the overall state, each group's under its prefix, and the
+    per-cluster sums of the bootstrap (summed over the groups) under theirs."""
+    arrays = streamed.state.state()
+    for i, group_set in enumerate(streamed.group_states or []):
         arrays.update({GROUP_PREFIX.format(i) + key: value for key, value in group_set.state().items()})
+    if streamed.bootstrap_states is not None:
+        clustered = streamed.bootstrap_states.cluster_state()
+        arrays.update({CLUSTER_PREFIX + key: np.ascontiguousarray(value) for key, value in clustered.items()})
     return arrays
 
 
 def write_metric_state(
     path: str,
-    metric_set: MetricSet,
-    keys: list[str],
-    config: MetricConfig,
+    streamed: StreamedMetrics,
     preds: Predictions,
     bundle_path: str | None,
     groups: Groups | None = None,
-    group_sets: list[MetricSet] | None = None,
+    bootstrap: BootstrapConfig | None = None,
+    first_row: int = 0,
 ) -> None:
     """The additive state behind this evaluation's streamed metrics (V-ECE is not additive: left
-    out), with one state per group when the rows were grouped."""
+    out), with one state per group when the rows were grouped, and the bootstrap's per-cluster sums
+    when it drew replicates (``bootstrap``; rows keyed from ``first_row``)."""
     from ..io.atomic import write_bytes_atomic
     from ..io.formats.npz import npz_bytes
 
-    header = state_header(keys, config, preds, bundle_path, groups)
-    arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **state_arrays(metric_set, group_sets)}
+    header = state_header(streamed.keys, streamed.config, preds, bundle_path, groups, bootstrap, first_row)
+    arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **state_arrays(streamed)}
     write_bytes_atomic(path, npz_bytes(arrays))
 
 
@@ -134,7 +160,7 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
                 }
         if ("groups" in header) != ("groups" in headers):
             raise InputError(f"{name}: grouped and ungrouped states cannot be merged")
-        overall = {key: value for key, value in arrays.items() if not key.startswith("group")}
+        overall = {key: value for key, value in arrays.items() if not key.startswith(("group", CLUSTER_PREFIX))}
         merged.absorb(overall)
         for i, group in enumerate(header.get("groups", {}).get("names", [])):
             if group not in group_sets:
@@ -150,7 +176,11 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
     inputs = InputSection.from_json(
         {"n": headers["n"], "k": headers["k"], "merged_from": headers["inputs"], "multilabel": headers.get("multilabel")}
     )
-    report = EvaluationReport(__version__, inputs, headers["bundle"], entries_from_json(merged.results()))
+    values = merged.results()
+    bootstrap = merged_replicates(states, names, merged, values)
+    report = EvaluationReport(__version__, inputs, headers["bundle"], entries_from_json(values))
+    if bootstrap is not None:
+        report.bootstrap, report.warnings = bootstrap
     if group_sets:
         ordered = sorted(group_sets, key=group_sort_key)
         report.groups = group_section(
@@ -163,3 +193,63 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
             of_labels=headers.get("multilabel") is not None,  # a multi-label input's groups are its labels
         )
     return report
+
+
+def merged_replicates(states: list[tuple[dict, dict]], names: list[str], merged: MetricSet, values: dict):
+    """(the bootstrap section, warnings) of merged states that all hold per-cluster sums of the same
+    replicates (count, seed, level, clusters), with each metric's interval added to ``values``;
+    None when any state has none. The per-cluster sums add up like the rest of the state: states
+    of shards evaluated with their first rows (disjoint ranges of global row indices) give the
+    replicates of one evaluation of all their rows; overlapping ranges give replicates as valid
+    (each cluster a seeded draw of rows) but other ones, and a warning says so."""
+    settings = [header.get("bootstrap") for header, _ in states]
+    if any(found is None for found in settings):
+        return None
+    own = ("first_row", "labels_sha256")  # each state's; the rest must agree
+    drawn = {key: value for key, value in settings[0].items() if key not in own}
+    for found, name in zip(settings, names):
+        if {key: value for key, value in found.items() if key not in own} != drawn:
+            raise InputError(
+                f"{name}: its bootstrap replicates (count, seed, level) differ from {names[0]}'s; evaluate every shard alike"
+            )
+    config = BootstrapConfig(drawn["replicates"], drawn["seed"], drawn["level"])
+    keys, k = check_metric_keys(states[0][0]["keys"]), int(states[0][0]["k"])
+
+    def new_set(clusters: int | None = None) -> MetricSet:
+        return MetricSet(keys, merged.config, k, clusters)
+
+    clustered = BootstrapStates(new_set, config.seed, drawn["clusters"])
+    for _, arrays in states:
+        clustered.metric_set.absorb(
+            {key[len(CLUSTER_PREFIX) :]: value for key, value in arrays.items() if key.startswith(CLUSTER_PREFIX)}
+        )
+    replicates = clustered.replicate_values(config)
+    estimates = {key: entry.get("value") for key, entry in values.items()}
+    for key, interval in intervals(replicates, config.level, estimates).items():
+        values[key]["ci"] = interval
+    spans = sorted(
+        (found["first_row"], found["first_row"] + header["n"], name) for found, (header, _), name in zip(settings, states, names)
+    )
+    warnings = [
+        f"{later}'s rows (from global row {start}) overlap {earlier}'s (to row {end}): the intervals are valid but not those "
+        "of one evaluation of all rows; evaluate each shard with its first row"
+        for (_, end, earlier), (start, _, later) in zip(spans, spans[1:])
+        if start < end
+    ][:1]
+    # the labels' fingerprint of merged rows: of each state's, in the order of their first rows (a
+    # merged report pairs with another merged from the same shards, not with one evaluation)
+    parts = sorted((found["first_row"], found["labels_sha256"]) for found in settings)
+    fingerprint = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+    floors = floors_section(keys, merged, None, config.level, config.seed, (states[0][0].get("multilabel") is None, False))
+    section = BootstrapSection(
+        config.replicates,
+        config.seed,
+        config.level,
+        sum(header["n"] for header, _ in states),
+        drawn["clusters"],
+        fingerprint,
+        [],
+        {key: [value if np.isfinite(value) else None for value in array.tolist()] for key, array in replicates.items()},
+        floors=floors,
+    )
+    return section, warnings or None

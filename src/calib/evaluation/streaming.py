@@ -125,7 +125,8 @@ class StreamedMetrics:
     model's own without one) and of the model's own with a calibrator (``uncalibrated``); the
     accumulators behind the main side (``state``, ``group_states``: what a metric state file
     holds); the bootstrap replicates of the main side (``replicates``: "groups", "values" and, per
-    group, "by_group"); each group's entries per side (``group_values``)."""
+    group, "by_group") and its per-cluster sums (``bootstrap_states``, which a state file holds too);
+    each group's entries per side (``group_values``)."""
 
     keys: list[str]
     config: MetricConfig
@@ -135,6 +136,7 @@ class StreamedMetrics:
     replicates: dict = field(default_factory=dict)
     group_values: dict = field(default_factory=dict)
     group_states: list | None = None
+    bootstrap_states: BootstrapStates | None = None
 
 
 def compute_metrics(
@@ -153,6 +155,7 @@ def stream_metrics(
     features: np.ndarray | None = None,
     bootstrap: BootstrapConfig | None = None,
     groups: Groups | None = None,
+    first_row: int = 0,
 ) -> StreamedMetrics:
     """Stream ``preds`` in chunks through the accumulators of the streamed metric ``keys``.
 
@@ -169,28 +172,33 @@ def stream_metrics(
     sets = SetStats(calibrator, preds.k, preds.output_layout) if calibrator is not None and builds_sets(calibrator) else None
     uncalibrated = MetricSet(keys, config, preds.k)
     sides = ["uncalibrated"] + (["calibrated"] if calibrated is not None else [])
-    sliced, grouped = _side_accumulators(sides, lambda: MetricSet(keys, config, preds.k), preds.n, groups, bootstrap)
+
+    def new_set(clusters: int | None = None) -> MetricSet:
+        return MetricSet(keys, config, preds.k, clusters)
+
+    sliced, grouped = _side_accumulators(sides, new_set, groups, bootstrap, first_row)
     # Each chunk's accumulator states (per slice when grouped by a column) are filled on the worker
     # thread that computed its probabilities and added here in row order: the same sums, in the same
-    # order, as updating here, with the sort and bin counts of two chunks running on two cores. The
-    # bootstrap's random row groups need the batches here.
-    per_chunk = not grouped
+    # order, as updating here, with the sort and bin counts of two chunks running on two cores (and
+    # the same values with replicates as without). With bootstrap replicates the worker also computes
+    # the chunk's rows' clusters and its small per-cluster sums; the large ones (classwise bins of
+    # many classes) are added to here, in one set (a chunk's own would be as large).
 
     def batches(rows: slice):
-        """The chunk's model and calibrated batches and set mask (or, without bootstrap groups, the
-        accumulator states they fill): the costly part, run on worker threads; the results are
-        combined in row order on this thread (same result for any thread count)."""
+        """The chunk's accumulator states per side, its per-cluster sums per side (with
+        replicates) and its conformal-set mask: the costly part, run on worker threads; the results
+        are combined in row order on this thread (same result for any thread count)."""
         batch, after, in_set = uncalibrated_batch(preds, rows), None, None
         if calibrated is not None:
             after, in_set = calibrated_batch(calibrator, preds, rows, features, sets is not None)
         preds.release(rows)
-        if not per_chunk:
-            return rows, {"uncalibrated": batch, "calibrated": after}, in_set
-        filled = {}
+        filled, prepared = {}, {}
         for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
             if side_batch is not None:
-                filled[side] = _filled_states(side_batch, rows, sliced.get(side), lambda: MetricSet(keys, config, preds.k))
-        return rows, filled, in_set
+                filled[side] = _filled_states(side_batch, rows, sliced.get(side), new_set)
+                if side in grouped:
+                    prepared[side] = grouped[side].prepare(side_batch, rows)
+        return rows, filled, prepared, in_set
 
     chunks = preds.chunks()
     if groups is not None and isinstance(preds.scores, np.ndarray):  # random access: read the rows in group order
@@ -198,10 +206,14 @@ def stream_metrics(
         chunks = (order[rows] for rows in chunks)
     # with groups, the overall states are the sum of the groups' (added after the pass, not counted twice)
     overall = {"uncalibrated": uncalibrated, "calibrated": calibrated}
-    for rows, by_side, in_set in map_in_order(batches, chunks, values=preds.n * preds.k):
-        for side, side_batch in by_side.items():
-            if side_batch is not None:
-                _add_chunk(side_batch, rows, per_chunk, sliced.get(side), overall[side], grouped.get(side))
+    for rows, filled, prepared, in_set in map_in_order(batches, chunks, values=preds.n * preds.k):
+        for side, state in filled.items():
+            if side in sliced:
+                sliced[side].absorb_chunk(state)
+            else:
+                overall[side].absorb(state)
+        for side, chunk in prepared.items():
+            grouped[side].update(chunk)
         if in_set is not None:
             sets.update(in_set, preds.labels[rows], rows)
     for side, states in sliced.items():
@@ -224,6 +236,7 @@ def stream_metrics(
         replicates,
         {side: [metric_set.results() for metric_set in states.sets] for side, states in sliced.items()},
         sliced[main_side].sets if sliced else None,
+        grouped.get(main_side),
     )
 
 
@@ -247,23 +260,7 @@ def _filled_states(batch: Batch, rows, sliced, new_set):
     return chunk_set.state()
 
 
-def _add_chunk(filled, rows, per_chunk: bool, sliced, overall, grouped) -> None:
-    """One side's chunk into its accumulators: its filled states (``per_chunk``) or its batch,
-    into the per-group sets when grouped by a column, else the overall set; the batch also into
-    the bootstrap states."""
-    if per_chunk and sliced is not None:
-        sliced.absorb_chunk(filled)
-    elif per_chunk:
-        overall.absorb(filled)
-    elif sliced is not None:
-        sliced.update(filled, rows)
-    else:
-        overall.update(filled)
-    if grouped is not None:
-        grouped.update(filled, rows)
-
-
-def _side_accumulators(sides: list[str], new_set, n: int, groups: Groups | None, bootstrap: BootstrapConfig | None):
+def _side_accumulators(sides: list[str], new_set, groups: Groups | None, bootstrap: BootstrapConfig | None, first_row: int):
     """({side: per-group metric sets} with ``groups``, {side: bootstrap states} with ``bootstrap``):
     the bootstrap stratified by group when there are at most MAX_GROUPS_WITH_REPLICATES groups."""
     sliced = {}
@@ -274,7 +271,7 @@ def _side_accumulators(sides: list[str], new_set, n: int, groups: Groups | None,
         stratified = groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES
         strata = {"strata": groups.codes, "n_strata": len(groups.names)} if stratified else {}
         pairs = {"pairs_per_row": groups.pairs_per_row} if groups is not None else {}
-        grouped = {side: BootstrapStates(new_set, n, bootstrap.seed, **strata, **pairs) for side in sides}
+        grouped = {side: BootstrapStates(new_set, bootstrap.seed, **strata, **pairs, first_row=first_row) for side in sides}
     return sliced, grouped
 
 

@@ -5,22 +5,46 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import kernels
 from ..core.binning import BinCounter
-from ..core.numerics import edge_slack
+from ..core.numerics import cluster_totals, edge_slack
 from .batch import Batch
 
 
 class Additive:
     """Accumulators whose state is a sum: ``STATE`` names the attributes (numbers, arrays,
     :class:`BinCounter` s, or lists of per-chunk arrays that merge by concatenation). Two states of
-    the same metric settings merge by :meth:`absorb`, so files, shards and machines can be combined."""
+    the same metric settings merge by :meth:`absorb`, so files, shards and machines can be combined.
+
+    :meth:`split_by_cluster` keeps every sum per cluster of rows instead (a leading axis of
+    ``clusters``; each batch's rows then carry their cluster, ``Batch.cluster``): the bootstrap's
+    per-cluster sums, filled in the same pass (:mod:`calib.bootstrap`); a list keeps each row's
+    cluster beside its values (``row_cluster``)."""
 
     STATE: tuple[str, ...] = ()
+    #: Batch views that :meth:`update` reads (computed ahead on a worker thread, :meth:`Batch.compute`).
+    VIEWS: tuple[str, ...] = ()
+    #: The clusters the sums are kept per; None: one sum over every row.
+    clusters: int | None = None
+
+    def split_by_cluster(self, clusters: int) -> None:
+        """Keep the sums per cluster of rows (before the first update)."""
+        self.clusters = clusters
+        for name in self.STATE:
+            value = getattr(self, name)
+            if isinstance(value, BinCounter):
+                setattr(self, name, BinCounter(value.n_bins, value.n_groups, clusters))
+            elif isinstance(value, list):
+                self.row_cluster: list[np.ndarray] = []
+            else:
+                setattr(self, name, np.zeros((clusters,) + np.shape(value)))
+
+    def _names(self) -> tuple[str, ...]:
+        listed = any(isinstance(getattr(self, name), list) for name in self.STATE)
+        return self.STATE + (("row_cluster",) if self.clusters is not None and listed else ())
 
     def state(self) -> dict[str, np.ndarray]:
         out = {}
-        for name in self.STATE:
+        for name in self._names():
             value = getattr(self, name)
             if isinstance(value, BinCounter):
                 out.update({f"{name}.{key}": array for key, array in value.state().items()})
@@ -33,11 +57,10 @@ class Additive:
     def absorb(self, state: dict[str, np.ndarray]) -> None:
         """Add another accumulator's :meth:`state` into this one (arrays in place: the same sums,
         without a new array per merge, which counts when thousands of group states merge)."""
-        for name in self.STATE:
+        for name in self._names():
             value = getattr(self, name)
             if isinstance(value, BinCounter):
-                for key in ("count", "sum_pred", "sum_true"):
-                    getattr(value, key)[...] += state[f"{name}.{key}"]
+                value.absorb({key: state[f"{name}.{key}"] for key in ("count", "sum_pred", "sum_true")})
             elif isinstance(value, list):
                 value.append(np.asarray(state[name]))
             elif isinstance(value, np.ndarray):
@@ -45,11 +68,46 @@ class Additive:
             else:
                 setattr(self, name, type(value)(value + state[name].item()))
 
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        """Take another accumulator's :meth:`state` as this one's (its arrays, not copies): a
+        bootstrap replicate's state read once, by :meth:`calib.metrics.metric_set.MetricSet.results`."""
+        for name in self._names():
+            value = getattr(self, name)
+            if isinstance(value, BinCounter):
+                for key in ("count", "sum_pred", "sum_true"):
+                    setattr(value, key, np.reshape(state[f"{name}.{key}"], -1))
+            elif isinstance(value, list):
+                setattr(self, name, [np.asarray(state[name])])
+            elif isinstance(value, np.ndarray):
+                setattr(self, name, np.asarray(state[name]))
+            else:
+                setattr(self, name, type(value)(state[name].item()))
+
+    def _rows(self, batch: Batch):
+        """The batch's rows: their count, or per cluster (a (clusters,) array)."""
+        return batch.n if self.clusters is None else cluster_totals(batch.cluster, None, self.clusters)
+
+    def _total(self, values: np.ndarray, batch: Batch):
+        """sum_i x_i over the batch's rows of ``values`` ((N,) or (N, M)), or per cluster."""
+        if self.clusters is None:
+            return np.asarray(values, dtype=np.float64).sum(axis=0)
+        return cluster_totals(batch.cluster, np.asarray(values, dtype=np.float64), self.clusters)
+
+    def _cluster(self, batch: Batch) -> np.ndarray | None:
+        """The batch's rows' clusters where the sums are kept per cluster, else None."""
+        return None if self.clusters is None else batch.cluster
+
+    def _keep_clusters(self, batch: Batch) -> None:
+        """Each listed row's cluster, beside its values."""
+        if self.clusters is not None:
+            self.row_cluster.append(np.asarray(batch.cluster, dtype=np.int64))
+
 
 class ProperScores(Additive):
     """Sums for accuracy, NLL and Brier (docs/metrics.md, "Proper scores and accuracy")."""
 
     STATE = ("n", "n_correct", "nll_sum", "brier_sum", "prob_clipped")
+    VIEWS = ("correct", "own_log_prob", "row_brier")
 
     def __init__(self, n_classes: int = 0):
         self.n_classes = n_classes  # K (0: not known), which the binary conventions need
@@ -57,17 +115,16 @@ class ProperScores(Additive):
         self.n_correct = 0.0
         self.nll_sum = 0.0
         self.brier_sum = 0.0
-        self.prob_clipped = 0  # chunks whose log p came from clipped probabilities
+        self.prob_clipped = 0  # rows whose log p came from clipped probabilities
 
     def update(self, batch: Batch) -> None:
-        own_log = batch.log_probs[batch.rows, batch.labels]
-        own = batch.probs[batch.rows, batch.labels]
-        self.n += batch.n
-        self.n_correct += float(batch.correct.sum())
-        self.nll_sum -= float(own_log.sum())
-        # sum_k (p_k - 1{y=k})^2 = sum_k p_k^2 - 2 p_y + 1
-        self.brier_sum += float(np.einsum("ij,ij->", batch.probs, batch.probs) - 2.0 * own.sum() + batch.n)
-        self.prob_clipped += int(batch.prob_clipped)
+        rows = self._rows(batch)
+        self.n += rows
+        self.n_correct += self._total(batch.correct, batch)
+        self.nll_sum -= self._total(batch.own_log_prob, batch)
+        self.brier_sum += self._total(batch.row_brier, batch)
+        if batch.prob_clipped:
+            self.prob_clipped += rows
 
 
 class LabelRanks(Additive):
@@ -76,28 +133,31 @@ class LabelRanks(Additive):
     for every k <= ``ranks`` from one count."""
 
     STATE = ("n", "at_rank")
+    VIEWS = ("label_rank",)
 
     def __init__(self, ranks: int):
         self.n = 0
         self.at_rank = np.zeros(ranks)
 
     def update(self, batch: Batch) -> None:
-        self.n += batch.n
-        self.at_rank += np.bincount(np.minimum(batch.label_rank, len(self.at_rank)), minlength=len(self.at_rank) + 1)[:-1]
+        ranks = self.at_rank.shape[-1]
+        self.n += self._rows(batch)
+        self.at_rank += self._total(np.minimum(batch.label_rank, ranks)[:, None] == np.arange(ranks), batch)
 
 
 class TopLabelBins(Additive):
     """Confidence max_k p_k against correctness, in equal-width bins (ECE, MCE, debiased ECE^2)."""
 
     STATE = ("counter", "n")
+    VIEWS = ("confidence", "correct")
 
     def __init__(self, n_bins: int):
         self.counter = BinCounter(n_bins)
         self.n = 0
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.confidence, batch.correct)
-        self.n += batch.n
+        self.counter.add(batch.confidence, batch.correct, cluster=self._cluster(batch))
+        self.n += self._rows(batch)
 
 
 class TopLabelValues(Additive):
@@ -105,6 +165,7 @@ class TopLabelValues(Additive):
     whose edges depend on all rows and so cannot be merged from per-chunk counts."""
 
     STATE = ("confidence", "correct")
+    VIEWS = ("confidence", "correct")
 
     def __init__(self):
         self.confidence: list[np.ndarray] = []
@@ -113,6 +174,7 @@ class TopLabelValues(Additive):
     def update(self, batch: Batch) -> None:
         self.confidence.append(batch.confidence.copy())
         self.correct.append(batch.correct)
+        self._keep_clusters(batch)
 
 
 class ClasswiseBins(Additive):
@@ -125,20 +187,21 @@ class ClasswiseBins(Additive):
         self.n_classes = n_classes
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.probs, None, by_column=True)
-        self.counter.add_hits(batch.probs[batch.rows, batch.labels], group=batch.labels)
+        self.counter.add(batch.probs, None, by_column=True, cluster=self._cluster(batch))
+        self.counter.add_hits(batch.probs[batch.rows, batch.labels], group=batch.labels, cluster=self._cluster(batch))
 
 
 class CumulativeMassBins(Additive):
     """All N K pairs (m_ik, c_ik) of cumulative top-k mass and coverage, in equal-width bins (CMCE)."""
 
     STATE = ("counter",)
+    VIEWS = ("cumulative_mass", "label_rank")
 
     def __init__(self, n_bins: int):
         self.counter = BinCounter(n_bins)
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.cumulative_mass, first_hit=batch.label_rank)
+        self.counter.add(batch.cumulative_mass, first_hit=batch.label_rank, cluster=self._cluster(batch))
 
 
 class CumulativeMassRange(Additive):
@@ -150,6 +213,7 @@ class CumulativeMassRange(Additive):
     """
 
     STATE = ("count", "covered")
+    VIEWS = ("cumulative_mass", "label_rank")
 
     def __init__(self, lo: float, hi: float):
         self.lo, self.hi = lo, hi
@@ -157,9 +221,13 @@ class CumulativeMassRange(Additive):
         self.covered = 0
 
     def update(self, batch: Batch) -> None:
-        start, stop = kernels.range_counts(batch.cumulative_mass, self.lo - edge_slack(self.lo), self.hi + edge_slack(self.hi))
-        self.count += int((stop - start).sum())
-        self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
+        start, stop = batch.mass_range(self.lo - edge_slack(self.lo), self.hi + edge_slack(self.hi))
+        if self.clusters is None:
+            self.count += int((stop - start).sum())
+            self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
+        else:
+            self.count += self._total(stop - start, batch)
+            self.covered += self._total(np.maximum(stop - np.maximum(start, batch.label_rank), 0), batch)
 
 
 #: Levels of CPSME (docs/metrics.md): alpha = 0.05, 0.10, ..., 0.50.
@@ -186,15 +254,17 @@ class TrueProbScores(Additive):
 
     def update(self, batch: Batch) -> None:
         truth, probs = batch.true_probs, batch.probs
-        self.n += batch.n
-        self.nll_sum -= float(np.einsum("ij,ij->", truth, batch.log_probs))
-        self.brier_sum += float(((probs - truth) ** 2).sum())
+        self.n += self._rows(batch)
+        self.nll_sum -= self._total(np.einsum("ij,ij->i", truth, batch.log_probs), batch)
+        self.brier_sum += self._total(((probs - truth) ** 2).sum(axis=1), batch)
         order = np.argsort(-truth, axis=1, kind="stable")
         true_sorted = np.take_along_axis(truth, order, axis=1)
         mass = np.cumsum(true_sorted, axis=1)
         gap = np.cumsum(true_sorted - np.take_along_axis(probs, order, axis=1), axis=1)
         last = truth.shape[1] - 1
+        per_row = np.empty((batch.n, len(CPSME_ALPHAS)))
         for i, alpha in enumerate(CPSME_ALPHAS):
             level = 1.0 - alpha
             size = np.minimum((mass < level - edge_slack(level)).sum(axis=1), last)  # 0-based end of C*_alpha
-            self.cpsme_sum[i] += np.abs(gap[batch.rows, size]).sum()
+            per_row[:, i] = np.abs(gap[batch.rows, size])
+        self.cpsme_sum += self._total(per_row, batch)

@@ -10,7 +10,18 @@ from ..core import kernels
 from ..core.numerics import label_rank, log_of_probs, log_softmax_and_softmax
 
 #: Cached per-row values of a :class:`Batch` that :meth:`Batch.take` carries over.
-ROW_VALUES = ("log_probs", "probs", "predicted", "confidence", "correct", "label_rank", "cumulative_mass")
+ROW_VALUES = (
+    "log_probs",
+    "probs",
+    "predicted",
+    "confidence",
+    "correct",
+    "label_rank",
+    "cumulative_mass",
+    "own_log_prob",
+    "row_brier",
+    "cluster",
+)
 
 
 class Batch:
@@ -20,7 +31,11 @@ class Batch:
     hand: they must then agree), and ``true_probs`` where the true conditional distribution is known
     (synthetic data). When only ``probs`` is given, ``log_probs`` is log(max(p, 1e-12))
     (docs/metrics.md) and ``prob_clipped`` is set; when only ``log_probs``, probs = exp(log_probs).
+    ``cluster``: each row's bootstrap cluster, where the accumulators keep sums per cluster
+    (:mod:`calib.bootstrap`); None elsewhere.
     """
+
+    cluster: np.ndarray | None = None
 
     def __init__(
         self,
@@ -53,6 +68,13 @@ class Batch:
                 part.__dict__[name] = self.__dict__[name][index]
         return part
 
+    def compute(self, views) -> "Batch":
+        """This batch with the derived ``views`` (names of its cached values) computed now: on the
+        worker thread that made it, ahead of the accumulators that read them."""
+        for name in views:
+            getattr(self, name)
+        return self
+
     @property
     def n(self) -> int:
         return int(self.labels.shape[0])
@@ -81,6 +103,24 @@ class Batch:
     @cached_property
     def correct(self) -> np.ndarray:
         return self.predicted == self.labels
+
+    @cached_property
+    def own_log_prob(self) -> np.ndarray:
+        """log p_iy, each row's log-probability of its label."""
+        return self.log_probs[self.rows, self.labels]
+
+    @cached_property
+    def row_brier(self) -> np.ndarray:
+        """sum_k (p_ik - 1{y_i = k})^2 = sum_k p_ik^2 - 2 p_iy + 1, each row's Brier score."""
+        return np.einsum("ij,ij->i", self.probs, self.probs) - 2.0 * self.probs[self.rows, self.labels] + 1.0
+
+    def mass_range(self, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, #(m_ik < lo) and #(m_ik <= hi) of the cumulative masses (kept for the batch's
+        other readers of the same range: the bootstrap's per-cluster sums beside the plain ones)."""
+        found = self.__dict__.setdefault("_mass_ranges", {})
+        if (lo, hi) not in found:
+            found[(lo, hi)] = kernels.range_counts(self.cumulative_mass, lo, hi)
+        return found[(lo, hi)]
 
     @cached_property
     def label_rank(self) -> np.ndarray:

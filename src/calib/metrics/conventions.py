@@ -50,6 +50,7 @@ class TopLabelClassValues(Additive):
     for the top-label ECE within each predicted class (:func:`top_label_ece`)."""
 
     STATE = ("confidence", "predicted", "correct")
+    VIEWS = ("confidence", "correct")
 
     def __init__(self):
         self.confidence: list[np.ndarray] = []
@@ -60,6 +61,7 @@ class TopLabelClassValues(Additive):
         self.confidence.append(batch.confidence.copy())
         self.predicted.append(batch.predicted.astype(np.float64))
         self.correct.append(batch.correct.astype(np.float64))
+        self._keep_clusters(batch)
 
     def values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return tuple(np.concatenate(part) if part else np.zeros(0) for part in (self.confidence, self.predicted, self.correct))
@@ -79,6 +81,7 @@ class AnswerValues(Additive):
         confidence, correct = answer_pairs(batch.probs, batch.labels)
         self.confidence.append(confidence)
         self.correct.append(correct)
+        self._keep_clusters(batch)
 
     def values(self) -> tuple[np.ndarray, np.ndarray]:
         return np.concatenate(self.confidence), np.concatenate(self.correct)

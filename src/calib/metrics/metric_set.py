@@ -3,6 +3,8 @@ mergeable state: ``update`` by batches, ``state`` / ``absorb`` to merge, ``resul
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from .batch import Batch
@@ -10,26 +12,49 @@ from .definitions import METRICS, MetricConfig, compute_value
 
 
 class MetricSet:
-    """The accumulators behind a list of metrics, shared where metrics read the same one."""
+    """The accumulators behind a list of metrics, shared where metrics read the same one; with
+    ``clusters``, each keeps its sums per cluster of rows (the bootstrap's,
+    :meth:`calib.metrics.accumulators.Additive.split_by_cluster`)."""
 
-    def __init__(self, keys: list[str], config: MetricConfig, n_classes: int):
-        self.config = config
+    def __init__(self, keys: list[str], config: MetricConfig, n_classes: int, clusters: int | None = None):
+        self.config, self.clusters = config, clusters
         self.metrics = [METRICS[key] for key in keys]
-        self.accumulators: dict[tuple, object] = {}
+        self.factories: dict[tuple, Callable[[], object]] = {}
         self.source: dict[str, tuple] = {}
         for metric in self.metrics:
             identity, factory = metric.accumulator(config, n_classes)
-            if identity not in self.accumulators:
-                self.accumulators[identity] = factory()
+            self.factories.setdefault(identity, factory)
             self.source[metric.key] = identity
+        self.accumulators: dict[tuple, object] = self.fresh(self.factories)
+
+    def fresh(self, identities) -> dict[tuple, object]:
+        """New empty accumulators of ``identities`` (kept per cluster as this set's are)."""
+        out = {}
+        for identity in identities:
+            out[identity] = self.factories[identity]()
+            if self.clusters is not None:
+                out[identity].split_by_cluster(self.clusters)
+        return out
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The batch views the accumulators read (:meth:`calib.metrics.Batch.compute`)."""
+        return tuple(dict.fromkeys(view for accumulator in self.accumulators.values() for view in accumulator.VIEWS))
 
     def accumulator_of(self, key: str):
         """The accumulator that metric ``key`` reads."""
         return self.accumulators[self.source[key]]
 
-    def update(self, batch: Batch) -> None:
-        for accumulator in self.accumulators.values():
-            accumulator.update(batch)
+    def update(self, batch: Batch, skip=()) -> None:
+        """Add ``batch`` to every accumulator but those of the identities in ``skip``."""
+        for identity, accumulator in self.accumulators.items():
+            if identity not in skip:
+                accumulator.update(batch)
+
+    def absorb_parts(self, parts: dict[tuple, dict[str, np.ndarray]]) -> None:
+        """Add the states of some accumulators, by identity (what :meth:`fresh` ones filled)."""
+        for identity, state in parts.items():
+            self.accumulators[identity].absorb(state)
 
     def state(self) -> dict[str, np.ndarray]:
         """Every accumulator's additive state, keyed "<index>/<name>" in accumulator order."""
@@ -44,10 +69,17 @@ class MetricSet:
             prefix = f"{i}/"
             accumulator.absorb({key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
 
-    def concatenated_state_keys(self) -> set[str]:
-        """State keys that merge by concatenation (per-row values) rather than by addition."""
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        """Take a :meth:`state` as this set's, its arrays by reference (:meth:`Additive.load`)."""
+        for i, accumulator in enumerate(self.accumulators.values()):
+            prefix = f"{i}/"
+            accumulator.load({key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
+
+    def concatenated_state_keys(self) -> dict[str, str]:
+        """State keys that merge by concatenation (per-row values) rather than by addition, each
+        with the key of its rows' clusters ("<index>/row_cluster", kept per cluster only)."""
         return {
-            f"{i}/{name}"
+            f"{i}/{name}": f"{i}/row_cluster"
             for i, accumulator in enumerate(self.accumulators.values())
             for name in accumulator.STATE
             if isinstance(getattr(accumulator, name), list)
@@ -62,6 +94,10 @@ class MetricSet:
                 "settings": metric.settings(self.config, state),
             }
         return out
+
+    def values(self) -> dict[str, float | None]:
+        """{metric: value} (None where undefined), without the settings :meth:`results` adds."""
+        return {metric.key: compute_value(metric, self.accumulator_of(metric.key), self.config) for metric in self.metrics}
 
     def intervals(self, level: float) -> dict[str, list[float]]:
         """{metric: [lower, upper]} of the metrics with an analytic interval (Metric.interval) at

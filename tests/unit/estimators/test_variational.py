@@ -770,22 +770,22 @@ def test_the_catboost_import_thread_starts_once_a_process():
 
 def test_the_catboost_import_starts_once_and_only_while_catboost_is_not_imported(monkeypatch):
     import sys
-    import threading
     from types import SimpleNamespace
 
+    from calib.core import extras
     from calib.estimators import recalibrators
 
     started = []
 
     class Recorded:
-        def __init__(self, target, name):
+        def __init__(self, target, args, name):
             self.name = name
 
         def start(self):
             started.append(self.name)
 
-    monkeypatch.setattr(recalibrators, "threading", SimpleNamespace(Thread=Recorded))
-    monkeypatch.setattr(recalibrators, "_import_started", threading.Lock())
+    monkeypatch.setattr(extras, "threading", SimpleNamespace(Thread=Recorded))
+    monkeypatch.setattr(extras, "_started", set())
     import catboost  # noqa: F401
 
     recalibrators.start_catboost_import()

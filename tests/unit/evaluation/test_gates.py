@@ -16,7 +16,7 @@ import pytest
 from conftest import DATA, SAMPLE, needs
 from reports import report, values
 
-from calib.bootstrap import CHEAP_SCORES, DEFAULT_REPLICATES, BootstrapConfig, default_config
+from calib.bootstrap import DEFAULT_REPLICATES, MAX_DEFAULT_CLASSES, BootstrapConfig, default_config
 from calib.errors import UsageError
 from calib.evaluation.gates import ChangeGate, Gate, Spread, outcome, parse_allowance
 from calib.metrics.definitions import METRICS
@@ -151,9 +151,9 @@ def test_default_replicates_follow_the_baseline_else_the_input_size():
     config = default_config(1000, 10, 0.9, BootstrapConfig(50, 3, 0.95), seed=8)
     assert (config.replicates, config.seed, config.level) == (50, 3, 0.9)  # the baseline's seed, to pair
     assert default_config(1000, 10, 0.9, seed=8).seed == 8
-    config = default_config(CHEAP_SCORES // 10, 10, 0.95)  # exactly the cheap limit
+    config = default_config(10**6, MAX_DEFAULT_CLASSES, 0.95)  # exactly the limit, at any row count
     assert (config.replicates, config.seed) == (DEFAULT_REPLICATES, 0)
-    assert default_config(CHEAP_SCORES // 10 + 1, 10, 0.95) is None
+    assert default_config(10, MAX_DEFAULT_CLASSES + 1, 0.95) is None
 
 
 # the command ---------------------------------------------------------------------------------------------
@@ -350,11 +350,22 @@ def test_a_worst_group_gate_fails_on_any_group_and_passes_only_on_all(threshold,
     assert entry["group"] == "b"  # the worst group among those that decide
 
 
+def splitmix_cluster(seed: int, row: int, clusters: int = 200) -> int:
+    """Row ``row``'s bootstrap cluster from its definition, in Python integers: SplitMix64's output
+    ``row`` (0-based) from the state drawn by SeedSequence([seed, 1]), mod ``clusters``."""
+    mask = 2**64 - 1
+    z = (int(np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0]) + (row + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) % clusters
+
+
 @pytest.mark.parametrize("n_groups", [2, 3])
 def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts(n_groups):
     """Accuracy of group s in replicate r from the definition: sum_g c_rg hits_sg / sum_g c_rg n_sg,
-    clusters g of row i drawn by default_rng([seed, 1]) and counts c by default_rng([seed, 2]); the
-    whole sample's replicates equal those of a run without groups."""
+    cluster g of row i = SplitMix64 output i from the key SeedSequence([seed, 1]) mod 200 (in Python
+    integers here) and counts c by default_rng([seed, 2]); the whole sample's replicates equal those
+    of a run without groups."""
     import calib
     from calib.bootstrap import BootstrapConfig
 
@@ -366,7 +377,7 @@ def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts(n
     grouped = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config, groups=strata, min_group_rows=1).to_dict()
     plain = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config).to_dict()
     np.testing.assert_allclose(grouped["bootstrap"]["values"]["accuracy"], plain["bootstrap"]["values"]["accuracy"], rtol=1e-12)
-    cluster = np.random.default_rng([7, 1]).integers(200, size=n)
+    cluster = np.array([splitmix_cluster(7, i) for i in range(n)])
     counts = np.random.default_rng([7, 2]).multinomial(200, np.full(200, 1 / 200), size=30)
     hits = (logits.argmax(axis=1) == labels).astype(float)
     for s in range(n_groups):
@@ -565,8 +576,8 @@ def test_junit_marks_an_inconclusive_gate_counted_as_failed_as_a_failure():
 
 def test_the_documented_defaults_of_replicates():
     text = open(__import__("conftest").ROOT / "docs" / "ci-gates.md").read()
-    assert f"**{DEFAULT_REPLICATES} bootstrap replicates**" in text and "above 10^7 scores" in text
-    assert CHEAP_SCORES == 10**7 and "at most 50 groups" in text
+    assert f"**{DEFAULT_REPLICATES} bootstrap replicates**" in text and "more than 2,000 classes" in text
+    assert MAX_DEFAULT_CLASSES == 2_000 and "at most 50 groups" in text
     from calib.bootstrap import MAX_GROUPS_WITH_REPLICATES
 
     assert MAX_GROUPS_WITH_REPLICATES == 50

@@ -33,6 +33,7 @@ def test_the_flat_settings_are_the_request_fields_and_the_nested_ones():
         "seed",
         "level",
         "keep_as_baseline",
+        "first_row",
         "vece_recalibrator",
         "vece_max_rows",
         "vece_recipe",

@@ -111,9 +111,9 @@ def test_the_drawn_errors_are_the_metrics_own_formula_draw_by_draw():
     metric_set = MetricSet(["ece", "mce", "ece_l2", "cw_ece", "cmce"], MetricConfig(), 4)
     metric_set.update(calib.metrics.Batch(labels, probs=probs))
     for key in ("ece", "mce", "ece_l2", "cw_ece", "cmce"):
-        draws = noise_draws(metric_set, key, np.random.default_rng(9), 5)
+        draws = noise_draws(metric_set, key, [9], 5)
         accumulator = metric_set.accumulators[metric_set.source[key]]
-        drawn = accumulator.counter.without_miscalibration(np.random.default_rng(9), 5)
+        drawn = accumulator.counter.without_miscalibration(np.random.default_rng([9, 0]), 5)  # block 0
         for i in range(5):
             single = BinCounter(drawn.n_bins, drawn.n_groups)
             single.count, single.sum_pred, single.sum_true = drawn.count, drawn.sum_pred[i], drawn.sum_true[i]
