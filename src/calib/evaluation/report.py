@@ -3,10 +3,12 @@ whole-sample metrics, and the gates, put together."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .._version import __version__
-from ..bootstrap import BootstrapConfig, labels_fingerprint
+from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, labels_fingerprint
 from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
 from ..estimators.recalibrators import start_catboost_import
@@ -22,6 +24,7 @@ from ..metrics import (
     check_metric_keys,
 )
 from ..metrics.definitions import bin_count
+from ..metrics.metric_set import MetricSet
 from ..metrics.sample import boosted_fit_count
 from .gates import check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
@@ -68,7 +71,17 @@ def build_report(
     if boosted_fit_count([METRICS[key] for key in sample_keys], vece):
         start_catboost_import()  # while the streamed metrics are computed
     request.warm_up()  # scipy.special, where replicates may be drawn (the command line starts it before reading)
-    streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, request.bootstrap.first_row)
+    with ThreadPoolExecutor(1, thread_name_prefix="calib-floors") as pool:
+        floors = []  # the floors' binomial draws (they release the GIL) beside the replicates' metrics
+
+        def start_floors(state: MetricSet, group_states) -> None:
+            if bootstrap is not None:
+                pairs = preds.output_layout.pairs_per_row
+                floors.append(pool.submit(_floors, state, group_states, keys, bootstrap, groups, min_group_rows, pairs))
+
+        first_row = request.bootstrap.first_row
+        streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, first_row, start_floors)
+        floors = floors[0].result() if floors else None
     values, before = streamed.values, streamed.uncalibrated
     if sample_keys:
         values.update(sample_results(preds, sample_keys, vece, calibrator, features, progress))
@@ -89,7 +102,6 @@ def build_report(
     report.streamed = streamed
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
-        floors = _floors(streamed, keys, bootstrap, groups, min_group_rows, preds.output_layout.pairs_per_row)
         report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors)
     if groups is not None:
         side = "calibrated" if calibrator is not None else "uncalibrated"
@@ -177,23 +189,30 @@ def metric_config(bins, cmce_bins, preds: Predictions) -> MetricConfig:
 
 
 def _floors(
-    streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int, pairs_per_row: int
+    state: MetricSet,
+    group_states: list[MetricSet] | None,
+    keys,
+    bootstrap: BootstrapConfig,
+    groups: Groups | None,
+    min_group_rows: int,
+    pairs_per_row: int,
 ) -> dict | None:
-    """The resolution floors and mean noise of the report's binned errors: of all rows, and
-    simultaneous over the gated groups (those with at least ``min_group_rows`` rows) where the
-    groups have replicates of their own (:mod:`calib.evaluation.resolution`). The mean-gap bounds
-    need one pair per row (``pairs_per_row`` 1): a multi-label input's pooled pairs (of all rows, or
-    of a group of rows) have L, its labels one each."""
+    """The resolution floors and mean noise of the report's binned errors: of all rows (``state``),
+    and simultaneous over the gated groups (those with at least ``min_group_rows`` rows) where the
+    groups have replicates of their own (at most MAX_GROUPS_WITH_REPLICATES groups;
+    :mod:`calib.evaluation.resolution`). The mean-gap bounds need one pair per row (``pairs_per_row``
+    1): a multi-label input's pooled pairs (of all rows, or of a group of rows) have L, its labels
+    one each."""
     group_sets = None
-    if groups is not None and streamed.group_states is not None and "by_group" in streamed.replicates:
+    if groups is not None and group_states is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES:
         group_sets = {
             name: metric_set
-            for name, metric_set, count in zip(groups.names, streamed.group_states, groups.counts)
+            for name, metric_set, count in zip(groups.names, group_states, groups.counts)
             if count >= min_group_rows
         }
     by_label = groups is not None and groups.of_labels
     one_pair_per_row = pairs_per_row == 1, pairs_per_row == 1 or by_label
-    return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
+    return floors_section(keys, state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
 
 
 def _bootstrap_section(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -156,6 +157,7 @@ def stream_metrics(
     bootstrap: BootstrapConfig | None = None,
     groups: Groups | None = None,
     first_row: int = 0,
+    after_pass: Callable[[MetricSet, list[MetricSet] | None], None] | None = None,
 ) -> StreamedMetrics:
     """Stream ``preds`` in chunks through the accumulators of the streamed metric ``keys``.
 
@@ -164,7 +166,11 @@ def stream_metrics(
     set_full). ``bootstrap`` adds a percentile interval "ci" to every entry (:mod:`calib.bootstrap`)
     and keeps the main side's replicate values (and, with at most MAX_GROUPS_WITH_REPLICATES
     ``groups``, each group's). ``groups`` adds each group's entries per side; the rows are then read
-    in group order when the scores allow random access (calib.evaluation.groups).
+    in group order when the scores allow random access (calib.evaluation.groups). ``first_row``:
+    the global index of the input's first row (a shard's place among all rows), which the
+    replicates' clusters are keyed by. ``after_pass`` is called with the main side's state and its
+    groups' states (or None) once the pass is done, before the replicates are drawn: work that
+    reads only the sums (the resolution floors) runs beside them.
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
@@ -220,6 +226,8 @@ def stream_metrics(
         for group_set in states.sets:
             overall[side].absorb(group_set.state())
     main_side = "calibrated" if calibrated is not None else "uncalibrated"
+    if after_pass is not None:
+        after_pass(overall[main_side], sliced[main_side].sets if sliced else None)
     results = {"uncalibrated": uncalibrated.results()}
     if calibrated is not None:
         results["calibrated"] = calibrated.results()
