@@ -94,7 +94,7 @@ def run_thresholds(world: str, n: int, draws: int, seed: int) -> list[dict]:
         report = calib.evaluate(z, y, metrics=list(metrics), gates=gates, groups=groups, kind="logits")
         for gate, result in zip(report.entries.gates, outcomes(report)):
             tallies[(gate.metric, gate.fields["threshold"])][result] += 1
-        section = report.entries.bootstrap["floors"]["by_group"]
+        section = report.entries.bootstrap.floor_table()["by_group"]
         for m in metrics:
             floors[m].append(max(section[m]["values"].values()))
     rows = []

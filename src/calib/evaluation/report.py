@@ -28,7 +28,7 @@ from ..metrics.metric_set import MetricSet
 from ..metrics.sample import boosted_fit_count
 from .gates import check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
-from .report_types import BootstrapSection, EvaluationReport, InputSection, entries_from_json
+from .report_types import BootstrapSection, Deferred, EvaluationReport, InputSection, entries_from_json
 from .request import EvaluationRequest, GateSettings
 from .resolution import floors_section
 from .sample import sample_results
@@ -71,17 +71,14 @@ def build_report(
     if boosted_fit_count([METRICS[key] for key in sample_keys], vece):
         start_catboost_import()  # while the streamed metrics are computed
     request.warm_up()  # scipy.special, where replicates may be drawn (the command line starts it before reading)
-    with ThreadPoolExecutor(1, thread_name_prefix="calib-floors") as pool:
-        floors = []  # the floors' binomial draws (they release the GIL) beside the replicates' metrics
+    floors = []  # the resolution floors of a report with replicates (:func:`_deferred_floors`)
 
-        def start_floors(state: MetricSet, group_states) -> None:
-            if bootstrap is not None:
-                pairs = preds.output_layout.pairs_per_row
-                floors.append(pool.submit(_floors, state, group_states, keys, bootstrap, groups, min_group_rows, pairs))
+    def defer_floors(state: MetricSet, group_states) -> None:
+        if bootstrap is not None:
+            floors.append(_deferred_floors(request, state, group_states, keys, bootstrap, groups, preds.output_layout))
 
-        first_row = request.bootstrap.first_row
-        streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, first_row, start_floors)
-        floors = floors[0].result() if floors else None
+    first_row = request.bootstrap.first_row
+    streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, first_row, defer_floors)
     values, before = streamed.values, streamed.uncalibrated
     if sample_keys:
         values.update(sample_results(preds, sample_keys, vece, calibrator, features, progress))
@@ -102,7 +99,7 @@ def build_report(
     report.streamed = streamed
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
-        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors)
+        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors[0])
     if groups is not None:
         side = "calibrated" if calibrator is not None else "uncalibrated"
         before_groups = streamed.group_values["uncalibrated"] if calibrator is not None else None
@@ -188,6 +185,20 @@ def metric_config(bins, cmce_bins, preds: Predictions) -> MetricConfig:
     return MetricConfig(bins=bin_count(bins, rows, "bins"), cmce_bins=bin_count(cmce_bins, rows, "cmce_bins"))
 
 
+def _deferred_floors(request: EvaluationRequest, state: MetricSet, group_states, keys, bootstrap, groups, layout) -> Deferred:
+    """The floors (:func:`_floors`), drawn when first read: at once on a thread of their own (their
+    binomial draws release the GIL, beside the replicates' metrics) where a gate reads them or the
+    report is kept (a later baseline, a state file), else only if something reads them (a table
+    without gates reads none)."""
+    settings = (state, group_states, keys, bootstrap, groups, request.min_group_rows, layout.pairs_per_row)
+    if not (request.gates.any or request.bootstrap.keep_as_baseline or request.emit_state is not None):
+        return Deferred(lambda: _floors(*settings))
+    pool = ThreadPoolExecutor(1, thread_name_prefix="calib-floors")
+    started = pool.submit(_floors, *settings)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    return Deferred(started)
+
+
 def _floors(
     state: MetricSet,
     group_states: list[MetricSet] | None,
@@ -216,7 +227,7 @@ def _floors(
 
 
 def _bootstrap_section(
-    bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups, floors: dict | None
+    bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups, floors: Deferred
 ) -> BootstrapSection:
     """The replicates' settings and values (and each group's, for gates on groups), which a later
     run pairs with its own, and the resolution floors."""

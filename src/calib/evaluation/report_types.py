@@ -10,7 +10,10 @@ code.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 
@@ -128,13 +131,32 @@ class InputSection:
         )
 
 
+class Deferred:
+    """A value computed once, on its first read (:meth:`get`): by ``source`` then and there, or, for
+    a ``Future`` already running (started where the value will surely be read), its result."""
+
+    def __init__(self, source: Callable[[], object] | Future):
+        self._source = source
+        self._lock = threading.Lock()
+        self._read = False
+        self._value = None
+
+    def get(self):
+        with self._lock:
+            if not self._read:
+                self._value = self._source.result() if isinstance(self._source, Future) else self._source()
+                self._read = True
+            return self._value
+
+
 @dataclass(frozen=True)
 class BootstrapSection:
     """The bootstrap replicates a report records (:mod:`calib.bootstrap`): their count, seed and
     level, the rows and the random row clusters they resample and the labels' digest (two reports
     pair when all of these match), the metrics not bootstrapped, each metric's replicate values
     (None where a replicate has no value), each group's (``by_group``, with the digest of the rows'
-    groups) and the resolution floors of the binned errors (:mod:`calib.evaluation.resolution`)."""
+    groups) and the resolution floors of the binned errors (:mod:`calib.evaluation.resolution`; a
+    :class:`Deferred` where they are drawn when first read: a table that reads none draws none)."""
 
     replicates: int | None
     seed: int | None
@@ -146,7 +168,7 @@ class BootstrapSection:
     values: dict[str, list]
     by_group: dict[str, dict[str, list]] | None = None
     groups_sha256: str | None = None
-    floors: dict | None = None
+    floors: dict | Deferred | None = None
 
     #: What must match for two reports' replicates to pair (the same rows resampled alike).
     PAIRING = ("replicates", "seed", "groups", "rows", "labels_sha256")
@@ -154,12 +176,16 @@ class BootstrapSection:
     def _group_floors(self, metric: str) -> dict:
         """The groups' floors of ``metric``: {"groups", "values", "means", "gaps"}, each of the
         last three {group: number}; {} where there are none."""
-        return (self.floors or {}).get("by_group", {}).get(metric, {})
+        return (self.floor_table() or {}).get("by_group", {}).get(metric, {})
+
+    def floor_table(self) -> dict | None:
+        """The floors section (drawn now if deferred): {"method", "draws", ..., "values", "means", "gaps", "by_group"}."""
+        return self.floors.get() if isinstance(self.floors, Deferred) else self.floors
 
     def _floor_item(self, kind: str, metric: str, group: str | None) -> float | None:
         """The floors' ``kind`` ("values", "means" or "gaps") of ``metric``, of all rows or of ``group``."""
         if group is None:
-            return (self.floors or {}).get(kind, {}).get(metric)
+            return (self.floor_table() or {}).get(kind, {}).get(metric)
         return self._group_floors(metric).get(kind, {}).get(group)
 
     def floor(self, metric: str, group: str | None = None) -> float | None:
@@ -195,8 +221,9 @@ class BootstrapSection:
         }
         if self.by_group is not None:
             out.update(by_group=self.by_group, groups_sha256=self.groups_sha256)
-        if self.floors is not None:
-            out["floors"] = self.floors
+        floors = self.floor_table()
+        if floors is not None:
+            out["floors"] = floors
         return out
 
     @classmethod

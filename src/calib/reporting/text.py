@@ -158,8 +158,8 @@ def table_footnotes(report: EvaluationReport) -> list[str]:
     bootstrap = report.bootstrap
     gated = {gate.metric for gate in report.gates}
     for key in report.metrics:
-        floor = None if bootstrap is None else bootstrap.floor(key)
-        if floor is not None and key in gated:
+        floor = None if bootstrap is None or key not in gated else bootstrap.floor(key)  # a deferred floor is drawn when read
+        if floor is not None:
             lines.append(f"{key}: resolution floor {format_value(floor)}, the smallest value these rows tell from 0")
     level = 0.95 if bootstrap is None else bootstrap.level
     for key in report.metrics:

@@ -2,6 +2,7 @@
 holds them, and what the gates read of them (floors, gated groups, a group's replicates)."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -94,3 +95,31 @@ def test_a_reports_sections_are_immutable():
     for section in sections:
         with pytest.raises(FrozenInstanceError):
             setattr(section, fields(section)[0].name, None)
+
+
+def test_the_floors_are_drawn_once_when_read_and_at_once_where_they_will_be(monkeypatch):
+    """A report with replicates holds its resolution floors deferred: a table that reads none draws
+    none, the first read draws them once; with gates or a report kept as a baseline they are drawn
+    at once, beside the replicates. Either way the same floors."""
+    import calib
+    from calib.evaluation import report as report_module
+
+    drawn = []
+    original = report_module._floors
+    monkeypatch.setattr(report_module, "_floors", lambda *args: drawn.append(1) or original(*args))
+    rng = np.random.default_rng(3)
+    logits, labels = rng.normal(size=(400, 5)) * 2, rng.integers(0, 5, 400)
+    table = calib.evaluate(logits, labels, metrics=["ece", "cmce"], bootstrap=50)
+    assert drawn == []
+    floors = table.to_dict()["bootstrap"]["floors"]
+    table.to_dict()
+    assert drawn == [1] and set(floors["values"]) == {"ece", "cmce"}
+    for settings in ({"keep_as_baseline": True}, {"gates": ["ece>0.5"]}):
+        drawn.clear()
+        kept = calib.evaluate(logits, labels, metrics=["ece", "cmce"], bootstrap=50, **settings)
+        waited = 0.0
+        while not drawn and waited < 10:  # started at once, on a thread of its own, before any read
+            time.sleep(0.01)
+            waited += 0.01
+        assert drawn == [1]
+        assert kept.to_dict()["bootstrap"]["floors"] == floors and drawn == [1]
