@@ -68,15 +68,7 @@ def shard_state(
     the global index ``first_row``."""
     from .evaluation.groups import read_groups
 
-    preds, calibrator = pipeline.read_with_bundle(
-        path,
-        bundle,
-        input_kind=input_kind,
-        score_prefix=score_prefix,
-        label_column=label_column,
-        require_labels=True,
-        scores=scores,
-    )
+    preds, calibrator = _read_shard(path, bundle, input_kind, score_prefix, label_column, scores)
     groups = read_groups(preds, path, group_by, None, label_column)
     config = MetricConfig(bins=bins, cmce_bins=cmce_bins)
     bootstrap = None if request is None else request.bootstrap.resolve(preds.n, preds.k, request.gates)
@@ -86,16 +78,20 @@ def shard_state(
 
 def shard_rows(path: str, input_kind: str, score_prefix: str | None, label_column: str | None, scores: str | None) -> int:
     """The rows of one file (a multi-label file's (row, label) pairs), as :func:`shard_state` reads them."""
-    preds, _ = pipeline.read_with_bundle(
+    return _read_shard(path, None, input_kind, score_prefix, label_column, scores)[0].n
+
+
+def _read_shard(path: str, bundle: str | None, input_kind: str, score_prefix, label_column, scores):
+    """(predictions with labels, the bundle's calibrator or None) of one file."""
+    return pipeline.read_with_bundle(
         path,
-        None,
+        bundle,
         input_kind=input_kind,
         score_prefix=score_prefix,
         label_column=label_column,
         require_labels=True,
         scores=scores,
     )
-    return preds.n
 
 
 def evaluate_shards(
