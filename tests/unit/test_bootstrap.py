@@ -374,3 +374,30 @@ def test_a_directory_of_shards_gets_the_replicates_of_one_run_locally_and_on_das
         merged = json.loads(out)
         for key, entry in single["metrics"].items():
             np.testing.assert_allclose(merged["metrics"][key]["ci"], entry["ci"], rtol=1e-12, err_msg=(engine, key))
+
+
+def test_stacked_binned_errors_equal_each_replicates_own_on_a_binary_input_with_empty_replicates():
+    """The binned errors computed for every replicate at once (ece, mce, cw_ece, cmce, ece_pos)
+    equal the same metrics of each replicate's own state, NaN where a replicate drew no row (3
+    rows in 200 clusters: a replicate misses each row's cluster with chance about 1/e, all three
+    about one time in twenty)."""
+    from calib.metrics.definitions import METRICS
+
+    rng = np.random.default_rng(4)
+    logits, labels = rng.normal(size=(3, 2)) * 2, np.array([0, 1, 1])
+    keys = [key for key, metric in METRICS.items() if metric.stacks]
+    assert sorted(keys) == ["cmce", "cw_ece", "ece", "ece_pos", "mce"]
+    config = BootstrapConfig(300, 2)
+    replicates = _evaluate(logits, labels, keys, config)["bootstrap"]["values"]
+    counts, cluster = cluster_counts(config, 200), row_clusters(2, range(3))
+    empty = 0
+    for r in range(300):
+        rows = np.repeat(np.arange(3), counts[r, cluster])
+        if len(rows) == 0:
+            empty += 1
+            assert all(replicates[key][r] is None for key in keys)
+            continue
+        resampled = _evaluate(logits[rows], labels[rows], keys)["metrics"]
+        for key in keys:
+            assert replicates[key][r] == pytest.approx(resampled[key]["value"], rel=1e-12, abs=1e-15), (key, r)
+    assert empty > 0

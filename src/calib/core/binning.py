@@ -118,17 +118,24 @@ class BinCounter:
         return gaps.reshape(*gaps.shape[:-1], self.n_groups, self.n_bins)
 
     def weighted_error(self) -> np.ndarray:
-        """Per group: sum_b (n_b / n) |mean_b true - mean_b pred| with n the group's count."""
-        totals = self.count.reshape(self.n_groups, self.n_bins).sum(axis=1)
-        return self.gaps().sum(axis=-1) / np.maximum(totals, 1)
+        """Per group: sum_b (n_b / n) |mean_b true - mean_b pred| with n the group's count, NaN
+        where it has no row (a bootstrap replicate that drew none); the counts too may have leading
+        axes (stacked bootstrap replicates)."""
+        totals = self.count.reshape(*self.count.shape[:-1], self.n_groups, self.n_bins).sum(axis=-1)
+        return np.where(totals > 0, self.gaps().sum(axis=-1) / np.maximum(totals, 1), np.nan)
 
     def max_error(self) -> np.ndarray | float:
-        """max over non-empty bins of |mean_b true - mean_b pred| (group 0); NaN with no row."""
+        """max over non-empty bins of |mean_b true - mean_b pred| (group 0); NaN with no row (the
+        counts too may have leading axes: stacked bootstrap replicates)."""
         nonempty = self.count > 0
         if not nonempty.any():
             return float("nan")
-        gaps = np.abs(self.sum_true - self.sum_pred)[..., nonempty]
-        return np.max(gaps / self.count[nonempty], axis=-1)
+        if self.count.ndim == 1:
+            gaps = np.abs(self.sum_true - self.sum_pred)[..., nonempty]
+            return np.max(gaps / self.count[nonempty], axis=-1)
+        ratio = np.abs(self.sum_true - self.sum_pred) / np.maximum(self.count, 1)
+        found = np.max(np.where(nonempty, ratio, -np.inf), axis=-1)
+        return np.where(nonempty.any(axis=-1), found, np.nan)
 
     def without_miscalibration(self, rng: np.random.Generator, draws: int) -> BinCounter:
         """``draws`` counters of a perfectly calibrated model with these bins' counts: in each

@@ -68,17 +68,20 @@ class Additive:
             else:
                 setattr(self, name, type(value)(value + state[name].item()))
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def load(self, state: dict[str, np.ndarray], stacked: bool = False) -> None:
         """Take another accumulator's :meth:`state` as this one's (its arrays, not copies): a
-        bootstrap replicate's state read once, by :meth:`calib.metrics.metric_set.MetricSet.results`."""
+        bootstrap replicate's state read once, by :meth:`calib.metrics.metric_set.MetricSet.results`.
+        ``stacked``: every array has a leading axis of replicates (numbers become (R,) arrays), for
+        the metrics that compute all replicates at once (``Metric.stacks``)."""
         for name in self._names():
             value = getattr(self, name)
             if isinstance(value, BinCounter):
                 for key in ("count", "sum_pred", "sum_true"):
-                    setattr(value, key, np.reshape(state[f"{name}.{key}"], -1))
+                    array = state[f"{name}.{key}"]
+                    setattr(value, key, np.reshape(array, (len(array), -1) if stacked else -1))
             elif isinstance(value, list):
                 setattr(self, name, [np.asarray(state[name])])
-            elif isinstance(value, np.ndarray):
+            elif isinstance(value, np.ndarray) or stacked:
                 setattr(self, name, np.asarray(state[name]))
             else:
                 setattr(self, name, type(value)(state[name].item()))

@@ -99,6 +99,9 @@ class Metric:
     #: Another tool's or paper's binning reproduced under its own key, to compare with the numbers
     #: it prints (calib.metrics.conventions): asked for by name, never in a default table.
     convention: bool = False
+    #: Streamed: ``compute`` takes a state whose every array has a leading axis of R bootstrap
+    #: replicates (their counts and sums stacked) and returns the R values at once.
+    stacks: bool = False
 
     @property
     def streamed(self) -> bool:
@@ -324,6 +327,7 @@ _METRICS = [
         _bins,
         binned_norm=True,
         mean_gap=_top_total,
+        stacks=True,
     ),
     Metric(
         "mce",
@@ -333,6 +337,7 @@ _METRICS = [
         _bins,
         binned_norm=True,
         mean_gap=_top_total,
+        stacks=True,
     ),
     Metric(
         "ece_l2",
@@ -421,6 +426,7 @@ _METRICS = [
         lambda s, c: np.mean(s.counter.weighted_error(), axis=-1),
         lambda c, s: {"bins": c.bins, "scheme": "equal-width", "norm": "l1", "label": "classwise"},
         binned_norm=True,
+        stacks=True,
     ),
     Metric(
         "ece_pos",
@@ -437,6 +443,7 @@ _METRICS = [
         binary=True,
         binned_norm=True,
         mean_gap=_positive_total,
+        stacks=True,
     ),
     Metric(
         "cmce",
@@ -445,6 +452,7 @@ _METRICS = [
         lambda s, c: s.counter.weighted_error()[..., 0],
         lambda c, s: {"bins": c.cmce_bins, "scheme": "equal-width", "weighting": "weighted"},
         binned_norm=True,
+        stacks=True,
     ),
     Metric(
         "coverage_0.9_0.92",

@@ -69,11 +69,36 @@ class MetricSet:
             prefix = f"{i}/"
             accumulator.absorb({key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
-        """Take a :meth:`state` as this set's, its arrays by reference (:meth:`Additive.load`)."""
-        for i, accumulator in enumerate(self.accumulators.values()):
-            prefix = f"{i}/"
-            accumulator.load({key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
+    def split_state(self, state: dict[str, np.ndarray]) -> dict[tuple, dict[str, np.ndarray]]:
+        """A :meth:`state` as {accumulator identity: its own state}."""
+        parts: dict[tuple, dict[str, np.ndarray]] = {identity: {} for identity in self.accumulators}
+        identities = list(self.accumulators)
+        for key, value in state.items():
+            index, name = key.split("/", 1)
+            parts[identities[int(index)]][name] = value
+        return parts
+
+    def load(self, parts: dict[tuple, dict[str, np.ndarray]], stacked: bool = False) -> None:
+        """Take the states of some accumulators (:meth:`split_state`) as theirs, the arrays by
+        reference (:meth:`Additive.load`); ``stacked``: R replicates' states at once, for the
+        metrics that compute them together (:meth:`stacked_values`)."""
+        for identity, part in parts.items():
+            self.accumulators[identity].load(part, stacked)
+
+    def read_by(self, stacked: bool) -> set[tuple]:
+        """The accumulators that the stacked metrics (or the others) read."""
+        return {self.source[metric.key] for metric in self.metrics if metric.stacks == stacked}
+
+    def stacked_values(self) -> dict[str, np.ndarray]:
+        """{metric: (R,) values} of the metrics that compute R stacked replicates at once
+        (``Metric.stacks``), from a :meth:`load` ed stacked state; NaN where a replicate has none."""
+        out = {}
+        for metric in self.metrics:
+            if metric.stacks:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    value = metric.compute(self.accumulator_of(metric.key), self.config)
+                out[metric.key] = None if value is None else np.asarray(value, dtype=float)
+        return out
 
     def concatenated_state_keys(self) -> dict[str, str]:
         """State keys that merge by concatenation (per-row values) rather than by addition, each
@@ -95,9 +120,14 @@ class MetricSet:
             }
         return out
 
-    def values(self) -> dict[str, float | None]:
-        """{metric: value} (None where undefined), without the settings :meth:`results` adds."""
-        return {metric.key: compute_value(metric, self.accumulator_of(metric.key), self.config) for metric in self.metrics}
+    def values(self, skip=()) -> dict[str, float | None]:
+        """{metric: value} (None where undefined) of every metric but those in ``skip``, without the
+        settings :meth:`results` adds."""
+        return {
+            metric.key: compute_value(metric, self.accumulator_of(metric.key), self.config)
+            for metric in self.metrics
+            if metric.key not in skip
+        }
 
     def intervals(self, level: float) -> dict[str, list[float]]:
         """{metric: [lower, upper]} of the metrics with an analytic interval (Metric.interval) at
