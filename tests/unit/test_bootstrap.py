@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import calib
-from calib.bootstrap import BootstrapConfig, BootstrapStates, cluster_counts, row_clusters, splitmix64
+from calib.bootstrap import BootstrapConfig, BootstrapStates, cluster_counts, row_clusters, row_weights, splitmix64
 from calib.core.binning import BinCounter
 from calib.evaluation import stream_metrics
 from calib.io import Predictions
@@ -401,3 +401,48 @@ def test_stacked_binned_errors_equal_each_replicates_own_on_a_binary_input_with_
         for key in keys:
             assert replicates[key][r] == pytest.approx(resampled[key]["value"], rel=1e-12, abs=1e-15), (key, r)
     assert empty > 0
+
+
+def test_a_chunks_cells_are_its_rows_global_clusters_in_their_stratum():
+    """BootstrapStates.cells: the clusters of rows first_row + i for a slice starting anywhere and
+    for index arrays; with strata, each row's stratum's block of clusters before its cluster."""
+    make = lambda clusters=None: MetricSet(["accuracy"], MetricConfig(), 3, clusters)  # noqa: E731
+    plain = BootstrapStates(make, 5, first_row=7)
+    assert np.array_equal(plain.cells(slice(4, 9)), row_clusters(5, range(11, 16)))
+    assert np.array_equal(plain.cells(np.array([8, 0])), row_clusters(5, [15, 7]))
+    strata = np.array([0, 2, 1, 2])
+    stratified = BootstrapStates(make, 5, strata=strata, n_strata=3)
+    assert np.array_equal(stratified.cells(slice(0, 4)), strata * 200 + row_clusters(5, range(4)))
+    assert stratified.metric_set.clusters == 600
+
+
+def test_row_weights_are_the_cluster_counts_of_each_rows_cluster():
+    config = BootstrapConfig(7, 3)
+    weights = row_weights(config, 50)
+    assert np.array_equal(weights.assignment, row_clusters(3, range(50)))
+    assert np.array_equal(weights.counts, cluster_counts(config, 200))
+    assert np.array_equal(weights.matrix(), cluster_counts(config, 200)[:, row_clusters(3, range(50))])
+    assert (weights.counts.sum(axis=1) == 200).all()  # each replicate draws 200 clusters
+
+
+@pytest.mark.parametrize(
+    "asked, expected",
+    [(0, None), (None, None), (1, (1, 0, 0.95)), (np.int64(3), (3, 0, 0.95)), ("auto", None)],
+)
+def test_the_replicates_asked_for_by_count(asked, expected):
+    from calib.bootstrap import resolve_config
+
+    found = resolve_config(asked, 100, 10)
+    assert (found if found is None else (found.replicates, found.seed, found.level)) == expected
+    found = resolve_config("auto", 100, 10, gated=True)
+    assert (found.replicates, found.seed, found.level) == (200, 0, 0.95)
+    assert resolve_config("auto", 100, 10, recorded=True).replicates == 200
+
+
+@pytest.mark.parametrize("asked", [-1, True, 2.5, "200"])
+def test_replicates_that_are_no_count_are_refused(asked):
+    from calib.bootstrap import resolve_config
+    from calib.errors import UsageError
+
+    with pytest.raises(UsageError, match="number of replicates"):
+        resolve_config(asked, 100, 10)
