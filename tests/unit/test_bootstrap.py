@@ -446,3 +446,14 @@ def test_replicates_that_are_no_count_are_refused(asked):
 
     with pytest.raises(UsageError, match="number of replicates"):
         resolve_config(asked, 100, 10)
+
+
+def test_replicates_drawn_in_blocks_are_the_replicates_drawn_at_once(monkeypatch):
+    import calib.bootstrap as bootstrap
+
+    rng = np.random.default_rng(6)
+    logits, labels = rng.normal(size=(300, 6)), rng.integers(0, 6, 300)
+    whole = _evaluate(logits, labels, KEYS, BootstrapConfig(23, 1))["bootstrap"]["values"]
+    monkeypatch.setattr(bootstrap, "REPLICATE_BLOCK", 5)  # blocks of 5, 5, 5, 5 and 3
+    blocked = _evaluate(logits, labels, KEYS, BootstrapConfig(23, 1))["bootstrap"]["values"]
+    assert blocked == whole
