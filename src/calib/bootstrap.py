@@ -31,6 +31,9 @@ import numpy as np
 from .core.numerics import cluster_totals
 
 GROUPS = 200
+#: How the rows' clusters are drawn, as a report records it: reports pair only when it is the same
+#: (a report of an earlier calib, whose clusters came from another draw, pairs with none).
+CLUSTER_DRAW = "splitmix64 of the global row index, mod 200"
 
 
 #: Replicates a report records by default for its gates (and a stored baseline's): enough for the

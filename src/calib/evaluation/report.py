@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._version import __version__
-from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, labels_fingerprint
+from ..bootstrap import CLUSTER_DRAW, MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, labels_fingerprint
 from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
 from ..estimators.recalibrators import start_catboost_import
@@ -244,4 +244,5 @@ def _bootstrap_section(
         by_group,
         None if by_group is None else labels_fingerprint(groups.codes),
         floors,
+        CLUSTER_DRAW,
     )

@@ -169,9 +169,11 @@ class BootstrapSection:
     by_group: dict[str, dict[str, list]] | None = None
     groups_sha256: str | None = None
     floors: dict | Deferred | None = None
+    #: How the rows' clusters were drawn (calib.bootstrap.CLUSTER_DRAW; None in older reports).
+    draw: str | None = None
 
     #: What must match for two reports' replicates to pair (the same rows resampled alike).
-    PAIRING = ("replicates", "seed", "groups", "rows", "labels_sha256")
+    PAIRING = ("replicates", "seed", "groups", "rows", "labels_sha256", "draw")
 
     def _group_floors(self, metric: str) -> dict:
         """The groups' floors of ``metric``: {"groups", "values", "means", "gaps"}, each of the
@@ -215,6 +217,7 @@ class BootstrapSection:
             "level": self.level,
             "rows": self.rows,
             "groups": self.groups,
+            "draw": self.draw,
             "labels_sha256": self.labels_sha256,
             "not_bootstrapped": self.not_bootstrapped,
             "values": self.values,
@@ -243,6 +246,7 @@ class BootstrapSection:
             section.get("by_group"),
             section.get("groups_sha256"),
             section.get("floors"),
+            section.get("draw"),
         )
 
 

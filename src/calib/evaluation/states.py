@@ -10,7 +10,7 @@ import zipfile
 import numpy as np
 
 from .._version import __version__
-from ..bootstrap import GROUPS, BootstrapConfig, BootstrapStates, intervals, labels_fingerprint
+from ..bootstrap import CLUSTER_DRAW, GROUPS, BootstrapConfig, BootstrapStates, intervals, labels_fingerprint
 from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import MetricConfig, check_metric_keys
@@ -251,5 +251,6 @@ def merged_replicates(states: list[tuple[dict, dict]], names: list[str], merged:
         [],
         {key: [value if np.isfinite(value) else None for value in array.tolist()] for key, array in replicates.items()},
         floors=floors,
+        draw=CLUSTER_DRAW,
     )
     return section, warnings or None

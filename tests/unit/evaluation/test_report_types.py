@@ -123,3 +123,17 @@ def test_the_floors_are_drawn_once_when_read_and_at_once_where_they_will_be(monk
             waited += 0.01
         assert drawn == [1]
         assert kept.to_dict()["bootstrap"]["floors"] == floors and drawn == [1]
+
+
+def test_a_report_of_other_cluster_draws_does_not_pair():
+    """Reports pair only when their clusters were drawn alike: an earlier calib's report (no
+    "draw") has the same rows, seed and count but other clusters, so its replicates are no pairs."""
+    from calib.bootstrap import CLUSTER_DRAW
+    from calib.evaluation.report_types import paired_differences
+
+    section = BootstrapSection(3, 0, 0.95, 10, 200, "ab", [], {"ece": [0.1, 0.2, 0.3]}, draw=CLUSTER_DRAW)
+    same, reason = paired_differences(section, section, "ece")
+    assert reason is None and same.tolist() == [0.0, 0.0, 0.0]
+    older = BootstrapSection.from_json({**section.to_json(), "draw": None})
+    assert paired_differences(section, older, "ece")[0] is None
+    assert BootstrapSection.from_json(section.to_json()).draw == CLUSTER_DRAW
