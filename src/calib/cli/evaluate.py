@@ -235,7 +235,12 @@ def evaluate(
         ).entries
     if bootstrap is None and report.bootstrap is not None:
         replicates = report.bootstrap
-        why = "for the gates" if request.gates.any else "for the JSON report, which later change gates pair with"
+        if request.gates.any:
+            why = "for the gates"
+        elif json_path is not None:
+            why = "for the JSON report, which later change gates pair with"
+        else:
+            why = "for the metric state file, whose merged states get intervals"
         render.note(
             f"note: {replicates.level:g} intervals from {replicates.replicates} bootstrap replicates, drawn {why} "
             "(--bootstrap 0 for none); every interval is the replicates' percentile interval centred on the value"

@@ -752,6 +752,8 @@ def test_one_interval_in_the_table_the_json_and_the_gates(run, tmp_path):
     assert np.percentile(np.array(full["bootstrap"]["values"]["cw_ece"]), 2.5) > value and lower <= value <= upper
     code, _, err = run("evaluate", tmp_path / "s.npz", "--no-vece", "--metrics", "ece", "--json", tmp_path / "r.json")
     assert "note: 0.95 intervals from 200 bootstrap replicates, drawn for the JSON report" in err
+    code, _, err = run("evaluate", tmp_path / "s.npz", "--no-vece", "--metrics", "ece", "--emit-state", tmp_path / "state.npz")
+    assert code == 0 and "drawn for the metric state file" in err
 
 
 @pytest.mark.parametrize(
