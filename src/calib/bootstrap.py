@@ -292,9 +292,7 @@ class BootstrapStates:
 
     def replicate_values(self, config: BootstrapConfig) -> dict[str, np.ndarray]:
         """{metric: (replicates,) values} of the whole sample (NaN where a replicate has no value)."""
-        return _replicate_values(
-            self.make_metric_set, self.metric_set, self.cluster_state(), cluster_counts(config, self.clusters)
-        )
+        return _replicate_values(self.make_metric_set, self.cluster_state(), cluster_counts(config, self.clusters))
 
     def stratum_replicate_values(self, config: BootstrapConfig) -> list[dict[str, np.ndarray]]:
         """Per stratum, {metric: (replicates,) values} of its rows, resampled with the same counts."""
@@ -313,7 +311,7 @@ class BootstrapStates:
                     part[key] = array[array // self.clusters == stratum] % self.clusters
                 else:
                     part[key] = array[block]
-            out.append(_replicate_values(self.make_metric_set, self.metric_set, part, counts))
+            out.append(_replicate_values(self.make_metric_set, part, counts))
         return out
 
 
@@ -322,13 +320,13 @@ class BootstrapStates:
 REPLICATE_BLOCK = 200
 
 
-def _replicate_values(make_metric_set, metric_set, state: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
+def _replicate_values(make_metric_set, state: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
     """{metric: (R,) values} of the R replicates of the per-cluster ``state`` drawn by ``counts``
     (R, G), :data:`REPLICATE_BLOCK` replicates at a time: each additive array's replicate sums in
     one matrix product, then the binned errors of every replicate of the block at once from the
     stacked sums (``Metric.stacks``), the other metrics from each replicate's own state."""
-    listed = metric_set.concatenated_state_keys()
     replicate = make_metric_set()
+    listed = replicate.concatenated_state_keys()
     repeated = replicate.split_state({key: state[key] for key in listed})  # per-row values
     cells = replicate.split_state({key: state[cells_key] for key, cells_key in listed.items()})
     one_by_one = replicate.read_by(stacked=False)

@@ -128,11 +128,6 @@ class BinCounter:
         """max over non-empty bins of |mean_b true - mean_b pred| (group 0); NaN with no row (the
         counts too may have leading axes: stacked bootstrap replicates)."""
         nonempty = self.count > 0
-        if not nonempty.any():
-            return float("nan")
-        if self.count.ndim == 1:
-            gaps = np.abs(self.sum_true - self.sum_pred)[..., nonempty]
-            return np.max(gaps / self.count[nonempty], axis=-1)
         ratio = np.abs(self.sum_true - self.sum_pred) / np.maximum(self.count, 1)
         found = np.max(np.where(nonempty, ratio, -np.inf), axis=-1)
         return np.where(nonempty.any(axis=-1), found, np.nan)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._version import __version__
-from ..bootstrap import CLUSTER_DRAW, MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, labels_fingerprint
+from ..bootstrap import CLUSTER_DRAW, BootstrapConfig, labels_fingerprint
 from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
 from ..estimators.recalibrators import start_catboost_import
@@ -24,7 +24,6 @@ from ..metrics import (
     check_metric_keys,
 )
 from ..metrics.definitions import bin_count
-from ..metrics.metric_set import MetricSet
 from ..metrics.sample import boosted_fit_count
 from .gates import check_gates, check_same_problem
 from .groups import LABEL_AGGREGATES, Groups, group_section, groups_for
@@ -71,14 +70,8 @@ def build_report(
     if boosted_fit_count([METRICS[key] for key in sample_keys], vece):
         start_catboost_import()  # while the streamed metrics are computed
     request.warm_up()  # scipy.special, where replicates may be drawn (the command line starts it before reading)
-    floors = []  # the resolution floors of a report with replicates (:func:`_deferred_floors`)
-
-    def defer_floors(state: MetricSet, group_states) -> None:
-        if bootstrap is not None:
-            floors.append(_deferred_floors(request, state, group_states, keys, bootstrap, groups, preds.output_layout))
-
-    first_row = request.bootstrap.first_row
-    streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, first_row, defer_floors)
+    streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, request.bootstrap.first_row)
+    floors = None if bootstrap is None else _deferred_floors(request, streamed, keys, bootstrap, groups, preds.output_layout)
     values, before = streamed.values, streamed.uncalibrated
     if sample_keys:
         values.update(sample_results(preds, sample_keys, vece, calibrator, features, progress))
@@ -99,7 +92,7 @@ def build_report(
     report.streamed = streamed
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
-        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors[0])
+        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors)
     if groups is not None:
         side = "calibrated" if calibrator is not None else "uncalibrated"
         before_groups = streamed.group_values["uncalibrated"] if calibrator is not None else None
@@ -185,12 +178,12 @@ def metric_config(bins, cmce_bins, preds: Predictions) -> MetricConfig:
     return MetricConfig(bins=bin_count(bins, rows, "bins"), cmce_bins=bin_count(cmce_bins, rows, "cmce_bins"))
 
 
-def _deferred_floors(request: EvaluationRequest, state: MetricSet, group_states, keys, bootstrap, groups, layout) -> Deferred:
+def _deferred_floors(request: EvaluationRequest, streamed, keys, bootstrap, groups, layout) -> Deferred:
     """The floors (:func:`_floors`), drawn when first read: at once on a thread of their own (their
-    binomial draws release the GIL, beside the replicates' metrics) where a gate reads them or the
-    report is kept (a later baseline, a state file), else only if something reads them (a table
-    without gates reads none)."""
-    settings = (state, group_states, keys, bootstrap, groups, request.min_group_rows, layout.pairs_per_row)
+    binomial draws release the GIL, beside V-ECE's fits and the report's assembly) where a gate
+    reads them or the report is kept (a later baseline, a state file), else only if something reads
+    them (a table without gates reads none)."""
+    settings = (streamed, keys, bootstrap, groups, request.min_group_rows, layout.pairs_per_row)
     if not (request.gates.any or request.bootstrap.keep_as_baseline or request.emit_state is not None):
         return Deferred(lambda: _floors(*settings))
     pool = ThreadPoolExecutor(1, thread_name_prefix="calib-floors")
@@ -200,30 +193,23 @@ def _deferred_floors(request: EvaluationRequest, state: MetricSet, group_states,
 
 
 def _floors(
-    state: MetricSet,
-    group_states: list[MetricSet] | None,
-    keys,
-    bootstrap: BootstrapConfig,
-    groups: Groups | None,
-    min_group_rows: int,
-    pairs_per_row: int,
+    streamed, keys, bootstrap: BootstrapConfig, groups: Groups | None, min_group_rows: int, pairs_per_row: int
 ) -> dict | None:
-    """The resolution floors and mean noise of the report's binned errors: of all rows (``state``),
-    and simultaneous over the gated groups (those with at least ``min_group_rows`` rows) where the
-    groups have replicates of their own (at most MAX_GROUPS_WITH_REPLICATES groups;
-    :mod:`calib.evaluation.resolution`). The mean-gap bounds need one pair per row (``pairs_per_row``
-    1): a multi-label input's pooled pairs (of all rows, or of a group of rows) have L, its labels
-    one each."""
+    """The resolution floors and mean noise of the report's binned errors: of all rows, and
+    simultaneous over the gated groups (those with at least ``min_group_rows`` rows) where the
+    groups have replicates of their own (:mod:`calib.evaluation.resolution`). The mean-gap bounds
+    need one pair per row (``pairs_per_row`` 1): a multi-label input's pooled pairs (of all rows, or
+    of a group of rows) have L, its labels one each."""
     group_sets = None
-    if groups is not None and group_states is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES:
+    if groups is not None and streamed.group_states is not None and "by_group" in streamed.replicates:
         group_sets = {
             name: metric_set
-            for name, metric_set, count in zip(groups.names, group_states, groups.counts)
+            for name, metric_set, count in zip(groups.names, streamed.group_states, groups.counts)
             if count >= min_group_rows
         }
     by_label = groups is not None and groups.of_labels
     one_pair_per_row = pairs_per_row == 1, pairs_per_row == 1 or by_label
-    return floors_section(keys, state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
+    return floors_section(keys, streamed.state, group_sets, bootstrap.level, bootstrap.seed, one_pair_per_row)
 
 
 def _bootstrap_section(

@@ -102,13 +102,9 @@ class BootstrapSettings:
             raise UsageError(f"first_row is the global index of the input's first row, 0 or more; got {self.first_row!r}")
 
     def may_draw(self, gates: GateSettings, state_written: bool = False) -> bool:
-        """Whether :meth:`resolve` may draw replicates (before the input's size is known)."""
-        replicates = self.replicates
-        if isinstance(replicates, BootstrapConfig):
-            return True
-        if replicates == "auto":
-            return gates.any or self.keep_as_baseline or state_written
-        return replicates > 0
+        """Whether :meth:`resolve` may draw replicates, before the input's size is known (its
+        answer for the smallest input)."""
+        return self.resolve(1, 1, gates, state_written) is not None
 
     def resolve(self, n_rows: int, n_classes: int, gates: GateSettings, state_written: bool = False) -> BootstrapConfig | None:
         """The replicates of an evaluation of ``n_rows`` x ``n_classes`` scores with ``gates``; None

@@ -18,7 +18,7 @@ from ..metrics.metric_set import MetricSet
 from .groups import Groups, group_section, group_sort_key
 from .report_types import BootstrapSection, EvaluationReport, InputSection, entries_from_json
 from .resolution import floors_section
-from .streaming import StreamedMetrics
+from .streaming import StreamedMetrics, as_report_list
 
 #: Metric state files: an .npz of numeric arrays, the header as JSON bytes (no pickle anywhere).
 STATE_FORMAT = "calib-metric-state"
@@ -249,7 +249,7 @@ def merged_replicates(states: list[tuple[dict, dict]], names: list[str], merged:
         drawn["clusters"],
         fingerprint,
         [],
-        {key: [value if np.isfinite(value) else None for value in array.tolist()] for key, array in replicates.items()},
+        {key: as_report_list(values) for key, values in replicates.items()},
         floors=floors,
         draw=CLUSTER_DRAW,
     )

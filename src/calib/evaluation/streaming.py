@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -157,7 +156,6 @@ def stream_metrics(
     bootstrap: BootstrapConfig | None = None,
     groups: Groups | None = None,
     first_row: int = 0,
-    after_pass: Callable[[MetricSet, list[MetricSet] | None], None] | None = None,
 ) -> StreamedMetrics:
     """Stream ``preds`` in chunks through the accumulators of the streamed metric ``keys``.
 
@@ -168,9 +166,7 @@ def stream_metrics(
     ``groups``, each group's). ``groups`` adds each group's entries per side; the rows are then read
     in group order when the scores allow random access (calib.evaluation.groups). ``first_row``:
     the global index of the input's first row (a shard's place among all rows), which the
-    replicates' clusters are keyed by. ``after_pass`` is called with the main side's state and its
-    groups' states (or None) once the pass is done, before the replicates are drawn: work that
-    reads only the sums (the resolution floors) runs beside them.
+    replicates' clusters are keyed by.
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
@@ -226,8 +222,6 @@ def stream_metrics(
         for group_set in states.sets:
             overall[side].absorb(group_set.state())
     main_side = "calibrated" if calibrated is not None else "uncalibrated"
-    if after_pass is not None:
-        after_pass(overall[main_side], sliced[main_side].sets if sliced else None)
     results = {"uncalibrated": uncalibrated.results()}
     if calibrated is not None:
         results["calibrated"] = calibrated.results()
@@ -294,16 +288,16 @@ def _add_intervals(results: dict, grouped: dict, bootstrap, main_side: str, grou
         for key, interval in intervals(replicates, bootstrap.level, estimates).items():
             results[side][key]["ci"] = interval
         if side == main_side:
-            kept = {"groups": states.clusters, "values": {k: _as_report_list(v) for k, v in replicates.items()}}
+            kept = {"groups": states.clusters, "values": {k: as_report_list(v) for k, v in replicates.items()}}
             if states.n_strata > 1:
                 kept["by_group"] = {
-                    name: {k: _as_report_list(v) for k, v in values.items()}
+                    name: {k: as_report_list(v) for k, v in values.items()}
                     for name, values in zip(groups.names, states.stratum_replicate_values(bootstrap))
                 }
     return kept
 
 
-def _as_report_list(values: np.ndarray) -> list[float | None]:
+def as_report_list(values: np.ndarray) -> list[float | None]:
     """Replicate values as a report holds them: None (JSON null) for a replicate without a value
     (a group with no row in it), never NaN, which is not JSON."""
     return [value if math.isfinite(value) else None for value in values.tolist()]

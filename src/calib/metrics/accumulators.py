@@ -70,7 +70,7 @@ class Additive:
 
     def load(self, state: dict[str, np.ndarray], stacked: bool = False) -> None:
         """Take another accumulator's :meth:`state` as this one's (its arrays, not copies): a
-        bootstrap replicate's state read once, by :meth:`calib.metrics.metric_set.MetricSet.results`.
+        bootstrap replicate's state, read once (:meth:`calib.metrics.metric_set.MetricSet.values`).
         ``stacked``: every array has a leading axis of replicates (numbers become (R,) arrays), for
         the metrics that compute all replicates at once (``Metric.stacks``)."""
         for name in self._names():
@@ -225,12 +225,8 @@ class CumulativeMassRange(Additive):
 
     def update(self, batch: Batch) -> None:
         start, stop = batch.mass_range(self.lo - edge_slack(self.lo), self.hi + edge_slack(self.hi))
-        if self.clusters is None:
-            self.count += int((stop - start).sum())
-            self.covered += int(np.maximum(stop - np.maximum(start, batch.label_rank), 0).sum())
-        else:
-            self.count += self._total(stop - start, batch)
-            self.covered += self._total(np.maximum(stop - np.maximum(start, batch.label_rank), 0), batch)
+        self.count += self._total(stop - start, batch)
+        self.covered += self._total(np.maximum(stop - np.maximum(start, batch.label_rank), 0), batch)
 
 
 #: Levels of CPSME (docs/metrics.md): alpha = 0.05, 0.10, ..., 0.50.

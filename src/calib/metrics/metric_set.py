@@ -65,9 +65,9 @@ class MetricSet:
         }
 
     def absorb(self, state: dict[str, np.ndarray]) -> None:
-        for i, accumulator in enumerate(self.accumulators.values()):
-            prefix = f"{i}/"
-            accumulator.absorb({key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
+        """Add a :meth:`state` into this set's, accumulator by accumulator."""
+        for identity, part in self.split_state(state).items():
+            self.accumulators[identity].absorb(part)
 
     def split_state(self, state: dict[str, np.ndarray]) -> dict[tuple, dict[str, np.ndarray]]:
         """A :meth:`state` as {accumulator identity: its own state}."""
