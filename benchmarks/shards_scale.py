@@ -27,24 +27,24 @@ KEYS = ["accuracy", "nll", "brier", "ece", "cw_ece", "cmce"]
 CLASSES = 10
 
 
-def write_shards(directory: str, shards: int, rows: int, seed: int = 0) -> None:
-    """``shards`` parquet files of ``rows`` x 10 float32 logits (list column ``logits``) and labels,
-    row groups of 100,000; kept when ``directory`` already holds this many of this size."""
+def write_shards(directory: str, shards: int, rows: int, seed: int = 0, classes: int = CLASSES) -> None:
+    """``shards`` parquet files of ``rows`` x ``classes`` float32 logits (list column ``logits``) and
+    labels, row groups of 100,000; kept when ``directory`` already holds this many of this size."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     spec = os.path.join(directory, "spec.json")
-    wanted = {"shards": shards, "rows": rows, "seed": seed}
+    wanted = {"shards": shards, "rows": rows, "seed": seed, **({} if classes == CLASSES else {"classes": classes})}
     if os.path.exists(spec) and json.load(open(spec)) == wanted:
         return
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
     for i in range(shards):
         rng = np.random.default_rng([seed, i])
-        labels = rng.integers(0, CLASSES, rows)
-        logits = rng.normal(size=(rows, CLASSES)).astype(np.float32) * 2.0
-        logits[np.arange(rows), labels] += 4.0  # the true class raised: a model right about 3 times in 4
-        column = pa.FixedSizeListArray.from_arrays(logits.ravel(), CLASSES)
+        labels = rng.integers(0, classes, rows)
+        logits = rng.standard_normal(size=(rows, classes), dtype=np.float32) * 2.0
+        logits[np.arange(rows), labels] += 4.0  # the true class raised: a model right about 3 times in 4 (10 classes)
+        column = pa.FixedSizeListArray.from_arrays(logits.ravel(), classes)
         pq.write_table(
             pa.table({"logits": column, "label": labels}), os.path.join(directory, f"part{i:04d}.parquet"), row_group_size=100_000
         )

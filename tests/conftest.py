@@ -32,6 +32,8 @@ INSTALL = {
     "venn_abers": "pip install venn-abers",
     "junitparser": "pip install 'calib-cli[test-all]'",
     "safetensors": "pip install 'calib-cli[test-all]'",
+    "pyspark": "pip install 'calib-cli[spark]' (and Java 17 or later)",
+    "ray": "pip install 'calib-cli[ray]'",
 }
 
 
@@ -89,6 +91,31 @@ def run(capsys, monkeypatch):
         return code, captured.out, captured.err
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session (local[2], as calib starts it) for every test that needs one."""
+    needs("pyspark")
+    import shutil
+
+    if shutil.which("java") is None and not __import__("os").environ.get("JAVA_HOME"):
+        pytest.skip("needs Java 17 or later for Spark")
+    from calib.spark import start_session
+
+    session = start_session()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_started():
+    """One local Ray (two CPUs, as calib starts it) for every test that needs one."""
+    needs("ray")
+    from calib.ray import started
+
+    with started() as ray:
+        yield ray
 
 
 @pytest.fixture

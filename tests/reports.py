@@ -21,3 +21,21 @@ def report(metrics=None, *, bootstrap=None, groups=None, min_rows=0, source="g",
 def values(**metrics):
     """A report of metric values only: ``values(cmce=0.375)``."""
     return report({key: {"value": value} for key, value in metrics.items()})
+
+
+def assert_same_report(found: dict, expected: dict, path: str = "") -> None:
+    """The same JSON but the input section (where the rows came from), numbers to 1e-12 (sums
+    added in another order)."""
+    if isinstance(expected, dict):
+        keys = set(expected) - ({"input"} if path == "" else set())
+        assert set(found) - ({"input"} if path == "" else set()) == keys, path
+        for key in keys:
+            assert_same_report(found[key], expected[key], f"{path}/{key}")
+    elif isinstance(expected, list):
+        assert isinstance(found, list) and len(found) == len(expected), path
+        for i, (a, b) in enumerate(zip(found, expected)):
+            assert_same_report(a, b, f"{path}[{i}]")
+    elif isinstance(expected, float) and isinstance(found, float):
+        assert abs(found - expected) <= 1e-12, (path, found, expected)
+    else:
+        assert found == expected, (path, found, expected)

@@ -591,6 +591,7 @@ def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **
 #: use so that each command pays only for what it needs (the request types load the metric stack).
 _NAMES_BY_MODULE = {
     "._version": ("__version__", "version_line"),
+    ".core.allocator": ("keep_freed_memory",),
     ".core.binning": ("MIN_BIN_ROWS",),
     ".bundle": ("dumps",),
     ".calibrators.base": ("absent_class_rows", "builds_sets"),

@@ -214,7 +214,8 @@ CHUNK_STATE_CELLS = 1 << 18
 class BootstrapStates:
     """The per-cluster sums of every accumulator, filled in the evaluation's own pass: one
     MetricSet whose sums are kept per cluster (row i's cluster :func:`row_clusters` of its global
-    index ``first_row`` + i), from which :meth:`replicate_values` draws the replicates. With
+    index ``first_row`` + i, or of its own id ``row_ids[i]`` where the rows carry ids: a table's
+    rows in any order and partitioning), from which :meth:`replicate_values` draws the replicates. With
     ``strata`` (each row's group of a ``--group-by``, S of them) the sums are per (group, cluster)
     pair: a group's replicate resamples its own rows of the same clusters with the same counts
     (:meth:`stratum_replicate_values`), and the whole sample's replicate is their sum.
@@ -232,10 +233,12 @@ class BootstrapStates:
         n_strata: int = 1,
         pairs_per_row: int = 1,
         first_row: int = 0,
+        row_ids: np.ndarray | None = None,
     ):
         self.make_metric_set = make_metric_set
         self.seed, self.clusters, self.n_strata = seed, groups, n_strata
         self.pairs_per_row, self.first_row = pairs_per_row, first_row
+        self.row_ids = None if row_ids is None else np.asarray(row_ids, dtype=np.uint64)
         self.strata = None if strata is None else np.asarray(strata, dtype=np.int64)
         self.metric_set = make_metric_set(clusters=groups * n_strata)
         self._on_workers = [
@@ -248,7 +251,8 @@ class BootstrapStates:
         """The cell of each of ``rows`` (a slice or indices of this input): its stratum's block of
         clusters plus its cluster."""
         index = np.arange(rows.start or 0, rows.stop) if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
-        cell = row_clusters(self.seed, index + self.first_row, self.pairs_per_row, self.clusters)
+        keys = self.row_ids[index] if self.row_ids is not None else index + self.first_row
+        cell = row_clusters(self.seed, keys, self.pairs_per_row, self.clusters)
         if self.strata is not None:
             cell += self.strata[index] * self.clusters
         return cell
@@ -294,9 +298,10 @@ class BootstrapStates:
         """{metric: (replicates,) values} of the whole sample (NaN where a replicate has no value)."""
         return _replicate_values(self.make_metric_set, self.cluster_state(), cluster_counts(config, self.clusters))
 
-    def stratum_replicate_values(self, config: BootstrapConfig) -> list[dict[str, np.ndarray]]:
-        """Per stratum, {metric: (replicates,) values} of its rows, resampled with the same counts."""
-        state, counts = self.metric_set.state(), cluster_counts(config, self.clusters)
+    def stratum_states(self) -> list[dict[str, np.ndarray]]:
+        """Per stratum, the state per cluster of its rows alone (what a metric state file holds of
+        each group, for merged states to draw the groups' replicates)."""
+        state = self.metric_set.state()
         listed = self.metric_set.concatenated_state_keys()
         clustered = set(listed.values())
         out = []
@@ -311,8 +316,13 @@ class BootstrapStates:
                     part[key] = array[array // self.clusters == stratum] % self.clusters
                 else:
                     part[key] = array[block]
-            out.append(_replicate_values(self.make_metric_set, part, counts))
+            out.append(part)
         return out
+
+    def stratum_replicate_values(self, config: BootstrapConfig) -> list[dict[str, np.ndarray]]:
+        """Per stratum, {metric: (replicates,) values} of its rows, resampled with the same counts."""
+        counts = cluster_counts(config, self.clusters)
+        return [_replicate_values(self.make_metric_set, part, counts) for part in self.stratum_states()]
 
 
 #: Replicates whose sums are held at once (:func:`_replicate_values`): 200 x the state, 72 MB for the
@@ -405,3 +415,37 @@ def intervals(replicates: dict[str, np.ndarray], level: float, estimates: dict) 
 def labels_fingerprint(labels: np.ndarray) -> str:
     """sha256 of the labels as int64: two reports pair only if they saw the same rows' labels."""
     return hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()
+
+
+#: The keys of the two 64-bit lanes of :func:`rows_fingerprint` (fixed: a fingerprint depends on the rows alone).
+_FINGERPRINT_KEYS = np.random.SeedSequence([0x1ABE15, 3]).generate_state(4, np.uint64)
+
+
+def rows_fingerprint(row_keys, labels: np.ndarray) -> str:
+    """The labels of a set of rows as 32 hex digits, whatever their order or split: two 64-bit lanes
+    j, each sum_i splitmix64(a_j, splitmix64(b_j, id_i) ^ y_i) modulo 2^64 over the rows' global
+    ids (or indices) id_i and labels y_i (:func:`splitmix64`). A sum, so the fingerprints of disjoint
+    parts add up (:func:`add_fingerprints`) to the fingerprint of all their rows: merged states of
+    any partitioning of the same rows pair."""
+    if isinstance(row_keys, (slice, range)):
+        row_keys = np.arange(row_keys.start or 0, row_keys.stop, dtype=np.uint64)
+    ids = np.asarray(row_keys, dtype=np.uint64)
+    y = np.ascontiguousarray(labels, dtype=np.int64).view(np.uint64)
+    lanes = []
+    for a, b in (_FINGERPRINT_KEYS[:2], _FINGERPRINT_KEYS[2:]):
+        lanes.append(int(splitmix64(a, splitmix64(b, ids) ^ y).sum(dtype=np.uint64)))
+    return "".join(f"{lane:016x}" for lane in lanes)
+
+
+def groups_fingerprint(row_keys, names: list[str], codes: np.ndarray) -> str:
+    """Which group each row is in, as 32 hex digits that add up like :func:`rows_fingerprint`'s:
+    that of the rows' groups, each group named by the first 8 bytes of the sha256 of its name (the
+    names, not a part's own codes, so that parts with other groups in them add up)."""
+    named = np.array([int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little") for name in names], dtype=np.uint64)
+    return rows_fingerprint(row_keys, named[np.asarray(codes, dtype=np.int64)].view(np.int64))
+
+
+def add_fingerprints(fingerprints: list[str]) -> str:
+    """The :func:`rows_fingerprint` of the union of disjoint row sets from theirs: each lane summed modulo 2^64."""
+    lanes = [sum(int(found[i : i + 16], 16) for found in fingerprints) % (1 << 64) for i in (0, 16)]
+    return "".join(f"{lane:016x}" for lane in lanes)

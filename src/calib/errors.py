@@ -6,6 +6,8 @@ Every message names the thing at fault, the rule and the value, e.g.
 
 from __future__ import annotations
 
+import re
+
 
 class CalibError(ValueError):
     """Base class: a problem the user can fix (a ValueError, so ``except ValueError`` catches it).
@@ -36,3 +38,19 @@ class UsageError(CalibError):
 
 class ExportError(CalibError):
     """A fitted calibrator that cannot be written in another format (e.g. an ONNX graph), with why."""
+
+
+#: How a calib error raised on another process's worker reads in the traceback text its engine reports.
+_WORKER_ERROR = re.compile(r"calib\.errors\.(\w+): ([^\n]*)")
+
+
+def error_from_worker(text: str) -> CalibError | None:
+    """The calib error that the last line "calib.errors.<Name>: <message>" of an engine's error
+    text (a Spark task's Python traceback, a Ray task's) names, to raise on the driver as itself,
+    one line; None when the text holds none."""
+    found = _WORKER_ERROR.findall(text)
+    if not found:
+        return None
+    name, message = found[-1]
+    error = globals().get(name)
+    return (error if isinstance(error, type) and issubclass(error, CalibError) else InputError)(message.strip())

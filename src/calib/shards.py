@@ -1,5 +1,5 @@
-"""Evaluate, or apply a bundle to, a directory of shards, in this process or on a Dask cluster
-(docs/cli.md, docs/export.md).
+"""Evaluate, or apply a bundle to, a directory of shards, in this process or on a Dask, Spark or Ray
+cluster (docs/cli.md, docs/engines.md).
 
 Each file is evaluated on its own into the additive metric state that ``--emit-state`` writes (bin
 counts and sums, per-row values for the equal-mass and smooth ECEs); the states are added in the
@@ -19,24 +19,20 @@ whose record still holds and redoes the others (``force`` redoes all).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 
 from . import pipeline
-from .core import extras
-from .errors import InputError, UsageError
+from .errors import InputError
 from .evaluation import merge_metric_states, state_header, stream_metrics
 from .evaluation.report_types import EvaluationReport
 from .evaluation.request import EvaluationRequest
 from .evaluation.states import state_arrays
 from .io.formats import listed, shard_formats
 from .io.readers import file_sha256
-from .metrics import DEFAULT_METRICS, METRICS, MetricConfig, check_metric_keys
-from .metrics.definitions import AUTO_BINS
-
-ENGINES = ("local", "dask")
+from .metrics import MetricConfig
+from .task_engines import check_engine, task_runner
 
 
 def shard_files(directory: str) -> list[str]:
@@ -113,75 +109,34 @@ def evaluate_shards(
     default table) must all be streamed and its bins a number. Its replicates (as the request asks,
     "auto": with gates) are the shards' per-cluster sums added up, each shard's rows keyed by their
     global index: the intervals of one evaluation of all the rows."""
-    from .evaluation import apply_gates
+    from .table_partitions import mergeable_request
 
     check_engine(engine)
-    keys = check_metric_keys(list(request.metrics or DEFAULT_METRICS) + request.gates.metrics)
-    whole_sample = [key for key in keys if not METRICS[key].streamed]
-    if whole_sample:
-        raise UsageError(f"{whole_sample[0]} needs every row at once and cannot be merged from shards; pick streamed metrics")
-    if AUTO_BINS in (request.bins, request.cmce_bins):
-        raise UsageError("bins 'auto' depend on the rows of all shards together; give a number of bins for a directory of shards")
-    if request.emit_state is not None:
-        raise UsageError(
-            "a directory of shards is evaluated without a state file of its own: each shard's state merges into one report"
-        )
-    if request.bootstrap.first_row:
-        raise UsageError("a directory of shards keys its rows itself (the files in name order); first_row is for one file")
+    keys = mergeable_request(request, "a directory's shards")
     files = shard_files(directory)
     args = (keys, request.bins, request.cmce_bins, bundle, input_kind, score_prefix, label_column, group_by, scores)
     reading = (input_kind, score_prefix, label_column, scores)
-    if engine == "local":
-        states, first_row = [], 0
+    if engine == "local":  # each file's rows keyed from the rows of the files before it, counted as they are evaluated
+        states = []
         for path in files:
-            states.append(shard_state(path, *args, request, first_row))
-            first_row += states[-1][0]["n"]
-    else:
-        states = _on_dask(files, args, reading, request, scheduler)
+            states.append(shard_state(path, *args, request, sum(header["n"] for header, _ in states)))
+        return _merged(states, files, directory, request)
+    with task_runner(engine, scheduler) as run:
+        first_rows = [0] * len(files)
+        if request.bootstrap.may_draw(request.gates):  # the files' rows counted first
+            rows = run(shard_rows, [(path, *reading) for path in files])
+            first_rows = [sum(rows[:i]) for i in range(len(files))]
+        states = run(shard_state, [(path, *args, request, first_row) for path, first_row in zip(files, first_rows)])
+    return _merged(states, files, directory, request)
+
+
+def _merged(states: list, files: list[str], directory: str, request: EvaluationRequest) -> EvaluationReport:
+    """The report of the shards' states, in the files' order, its gates checked."""
+    from .evaluation import apply_gates
+
     report = merge_metric_states(states, files, request.min_group_rows)
     report.input = dataclasses.replace(report.input, path=directory)
     return apply_gates(report, request.gates)
-
-
-def _on_dask(files: list[str], args: tuple, reading: tuple, request: EvaluationRequest, scheduler: str | None) -> list:
-    """The shards' states computed on a Dask cluster; with replicates, each file's rows counted first
-    (its first row is the rows of the files before it)."""
-    distributed = extras.require("dask.distributed")
-    with _dask_client(distributed, scheduler) as client:
-        first_rows = [0] * len(files)
-        if _wants_replicates(request):
-            rows = client.gather(client.map(shard_rows, files, *[[a] * len(files) for a in reading], pure=False))
-            first_rows = [sum(rows[:i]) for i in range(len(files))]
-        repeated = [[a] * len(files) for a in (*args, request)]
-        futures = client.map(shard_state, files, *repeated, first_rows, pure=False)
-        return client.gather(futures)
-
-
-def _wants_replicates(request: EvaluationRequest) -> bool:
-    """Whether the request may draw replicates: a count, or "auto" with gates."""
-    replicates = request.bootstrap.replicates
-    return replicates != 0 and (replicates != "auto" or request.gates.any)
-
-
-@contextlib.contextmanager
-def _dask_client(distributed, scheduler: str | None):
-    """A client of the scheduler at ``scheduler``, or of a local cluster of two single-threaded
-    worker processes on loopback (closed after)."""
-    cluster = None
-    if scheduler is None:
-        cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        )
-    try:
-        try:
-            client = distributed.Client(cluster if cluster is not None else scheduler)
-        except OSError as exc:
-            raise InputError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
-        with client:
-            yield client
-    finally:
-        if cluster is not None:
-            cluster.close()
 
 
 #: The record of the finished shards that an apply keeps in its output directory.
@@ -207,12 +162,6 @@ def apply_shard(path: str, out_path: str, bundle: str, what: str, read_options: 
     return {"rows": preds.n, "counts": counts, "output_sha256": file_sha256(out_path)}
 
 
-def check_engine(engine: str) -> None:
-    """Refuse an engine that is not one of :data:`ENGINES`, before any shard is read or written."""
-    if engine not in ENGINES:
-        raise UsageError(f"the engine must be one of {', '.join(ENGINES)}; got {engine!r}", cli_hint="--engine local|dask")
-
-
 def apply_shards(
     bundle: str,
     directory: str,
@@ -225,7 +174,7 @@ def apply_shards(
     force: bool = False,
 ) -> ShardsApplied:
     """Apply ``bundle`` to every shard of ``directory``, writing ``out_dir``/<shard name> in the
-    shard's format: one task per shard (``engine`` local or dask), finished shards recorded in the
+    shard's format: one task per shard (``engine``: calib.task_engines.ENGINES), finished shards recorded in the
     ledger as they finish, shards recorded with this bundle and unchanged skipped unless ``force``."""
     from .bundle import read_bundle
     from .io.atomic import write_bytes_atomic
@@ -233,6 +182,9 @@ def apply_shards(
 
     check_engine(engine)
     files = shard_files(directory)
+    # a bundle that does not fit the shards (its class count, input kind) is refused here, before
+    # any output is written or any task starts
+    pipeline.read_with_bundle(files[0], bundle, require_labels=False, **dict(read_options or {}))
     if os.path.exists(out_dir) and os.path.samefile(out_dir, directory):
         raise InputError(f"{out_dir}: is the input directory; the outputs would replace the shards")
     os.makedirs(out_dir, exist_ok=True)
@@ -266,22 +218,11 @@ def apply_shards(
         done.rows += result["rows"]
         pipeline.add_counts(done.counts, result["counts"])
 
-    if engine == "local":
-        for path, out_path in todo:
-            finished(path, out_path, apply_shard(path, out_path, bundle, what, read_options))
-    else:
-        _apply_on_dask(todo, (bundle, what, read_options), scheduler, finished)
+    calls = [(path, out_path, bundle, what, read_options) for path, out_path in todo]
+    with task_runner(engine, scheduler) as run:
+        run(apply_shard, calls, lambda i, result: finished(*todo[i], result))
     done.written.sort()
     return done
-
-
-def _apply_on_dask(todo: list[tuple[str, str]], args: tuple, scheduler: str | None, finished) -> None:
-    """One task per (shard, output) of ``todo``; ``finished`` is called here as each one ends."""
-    distributed = extras.require("dask.distributed")
-    with _dask_client(distributed, scheduler) as client:
-        futures = {client.submit(apply_shard, path, out_path, *args, pure=False): (path, out_path) for path, out_path in todo}
-        for future in distributed.as_completed(futures):
-            finished(*futures[future], future.result())
 
 
 def _read_ledger(path: str, bundle_sha256: str, what: str) -> dict | None:

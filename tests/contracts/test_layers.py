@@ -21,7 +21,7 @@ LAYERS = [
     ["calib.registry", "calib.estimators"],
     ["calib.metrics"],
     ["calib.bootstrap", "calib.pipeline"],
-    ["calib.evaluation", "calib.shards"],
+    ["calib.evaluation", "calib.table_partitions", "calib.shards", "calib.task_engines", "calib.spark", "calib.ray"],
     ["calib.reporting", "calib.synth"],
     ["calib.diagnose"],
     ["calib.api", "calib.drift", "calib.sklearn", "calib"],

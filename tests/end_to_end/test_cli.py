@@ -226,7 +226,7 @@ def test_only_the_command_line_sets_the_allocator():
     mallopt says whether it took them); importing the library leaves the allocator alone."""
     import platform
 
-    from calib.cli.allocator import keep_freed_memory
+    from calib.core.allocator import keep_freed_memory
 
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     code = "import calib, calib.api, calib.pipeline, sys; print(sorted(m for m in sys.modules if 'allocator' in m))"

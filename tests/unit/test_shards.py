@@ -38,6 +38,9 @@ def test_local_and_dask_engines_equal_one_run_over_all_rows(run, shards):
     for key, entry in single.items():
         assert local["metrics"][key]["value"] == on_dask["metrics"][key]["value"]  # same order of addition
         assert abs(on_dask["metrics"][key]["value"] - entry["value"]) <= 1e-12, key
+        # a JSON report records replicates: each file's rows keyed from its first row on both engines
+        assert on_dask["metrics"][key]["ci"] == pytest.approx(entry["ci"], rel=0, abs=1e-12), key
+    assert "warnings" not in on_dask and on_dask["bootstrap"]["values"] == local["bootstrap"]["values"]
 
 
 def test_gates_on_shards_read_the_replicates_of_all_rows(run, shards):
@@ -60,8 +63,11 @@ def test_directory_inputs_refuse_what_cannot_be_merged(run, shards, tmp_path):
     (tmp_path / "empty").mkdir()
     for args, message in (
         ((tmp_path / "empty",), "found none"),
-        ((directory, "--metrics", "ece,vece_l1"), "cannot be merged from shards"),
-        ((directory, "--engine", "spark"), "engine must be one of local, dask; got 'spark' (--engine local|dask)"),
+        ((directory, "--metrics", "ece,vece_l1"), "cannot be merged from a directory's shards"),
+        (
+            (directory, "--engine", "flink"),
+            "engine must be one of local, dask, spark, ray; got 'flink' (--engine local|dask|spark|ray)",
+        ),
         ((directory, "--first-row", "10"), "--first-row does not apply"),
         ((tmp_path / "all.npz", "--engine", "dask"), "take a directory"),
     ):
@@ -218,8 +224,8 @@ def test_apply_to_a_directory_refuses_what_does_not_fit(run, apply_shards_dir, t
         ((directory, "--out", tmp_path / "file.parquet"), "name a directory"),
         ((directory, "--out", "-"), "name a directory"),
         (
-            (directory, "--out", tmp_path / "o", "--engine", "spark"),
-            "engine must be one of local, dask; got 'spark' (--engine local|dask)",
+            (directory, "--out", tmp_path / "o", "--engine", "flink"),
+            "engine must be one of local, dask, spark, ray; got 'flink' (--engine local|dask|spark|ray)",
         ),
         ((directory, "--out", tmp_path / "o", "--labels", tmp_path / "file.parquet"), "carries its labels in each shard"),
         ((directory / "part0.parquet", "--out", tmp_path / "x.parquet", "--engine", "dask"), "take a directory"),
@@ -227,3 +233,30 @@ def test_apply_to_a_directory_refuses_what_does_not_fit(run, apply_shards_dir, t
         code, _, err = run("apply", bundle, *args)
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
     assert not (tmp_path / "o").exists()  # a bad engine is refused before anything is written
+
+
+def test_a_report_merged_from_shards_pairs_with_one_evaluation_of_the_rows(run, shards, tmp_path):
+    """The labels digest of merged states is the sum of the shards' per-row hashes: a paired change
+    gate against a merged report of the same rows reads paired replicates, group by group too."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory, whole = shards
+    for i, shard in enumerate(sorted(directory.iterdir())):  # a group column: each row's residue mod 3
+        table = pq.read_table(shard)
+        first = sum(pq.read_metadata(other).num_rows for other in sorted(directory.iterdir())[:i])
+        pq.write_table(table.append_column("part", pa.array((np.arange(table.num_rows) + first) % 3)), shard)
+    rows = pa.concat_tables([pq.read_table(shard) for shard in sorted(directory.iterdir())])
+    pq.write_table(rows, tmp_path / "all.parquet")
+    base = ("--metrics", "ece", "--group-by", "part", "--bootstrap", "200", "--json")
+    assert run("evaluate", directory, *base, tmp_path / "merged.json")[0] == 0
+    code, out, err = run(
+        "evaluate", tmp_path / "all.parquet", *base, "-", "--no-vece", "--baseline", tmp_path / "merged.json",
+        "--max-increase", "ece=0.001", "--paired",
+    )  # fmt: skip
+    assert code == 0, err
+    gates = json.loads(out)["gates"]
+    assert [gate.get("group") for gate in gates] == [None, "0", "1", "2"]
+    assert all(gate["noise"].startswith("paired bootstrap") for gate in gates), gates
+    # the same rows resampled alike: every paired difference is 0 up to float summation order
+    assert all(abs(end) < 1e-12 for gate in gates for end in gate["bounds"]), gates

@@ -7,9 +7,8 @@ import sys
 
 import typer
 
-from ..api import CalibError, version_line
+from ..api import CalibError, keep_freed_memory, version_line
 from . import render
-from .allocator import keep_freed_memory
 from .apply import apply
 from .compare import compare
 from .diagnose import diagnose

@@ -82,7 +82,7 @@ def apply(
         _apply_directory(bundle, pred, out, what, read_options, engine, scheduler, force)
         return
     if engine != "local" or scheduler is not None:
-        raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
+        raise UsageError(f"--engine and --scheduler take a directory of {listed(shard_formats())} files as PRED")
     if out == "-" and sys.stdout.isatty():
         raise UsageError(
             "--out - writes binary .npy to stdout, which is a terminal here; redirect it (> out.npy, | next-command)"

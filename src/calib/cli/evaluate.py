@@ -200,7 +200,7 @@ def evaluate(
     from ..api import read_groups
 
     if engine != "local" or scheduler is not None:
-        raise UsageError(f"--engine dask and --scheduler take a directory of {listed(shard_formats())} files as PRED")
+        raise UsageError(f"--engine and --scheduler take a directory of {listed(shard_formats())} files as PRED")
     preds, calibrator = options.read_inputs(
         pred,
         bundle,

@@ -97,13 +97,18 @@ Engine = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="For a directory of shard files: local (in this process) or dask (one task per file on a cluster).",
+        help="For a directory of shard files: local (in this process), or dask, spark or ray (one task per file on a cluster).",
     ),
 ]
 Scheduler = Annotated[
     Optional[str],
     typer.Option(
-        "--scheduler", help="--engine dask: the scheduler address (default: a local two-worker cluster).", show_default=False
+        "--scheduler",
+        "--spark-master",
+        "--ray-address",
+        help="The engine's cluster: a Dask scheduler address, a Spark master URL (spark://...) or a Ray address "
+        "(default: a local two-worker cluster, or the Spark or Ray session already running).",
+        show_default=False,
     ),
 ]
 Pred = Annotated[

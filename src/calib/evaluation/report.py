@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._version import __version__
-from ..bootstrap import CLUSTER_DRAW, BootstrapConfig, labels_fingerprint
+from ..bootstrap import CLUSTER_DRAW, BootstrapConfig, groups_fingerprint, rows_fingerprint
 from ..calibrators.base import Calibrator, absent_class_rows
 from ..errors import InputError, UsageError
 from ..estimators.recalibrators import start_catboost_import
@@ -92,7 +92,9 @@ def build_report(
     report.streamed = streamed
     if bootstrap is not None:
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
-        report.bootstrap = _bootstrap_section(bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors)
+        report.bootstrap = _bootstrap_section(
+            bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors, request.bootstrap.first_row
+        )
     if groups is not None:
         side = "calibrated" if calibrator is not None else "uncalibrated"
         before_groups = streamed.group_values["uncalibrated"] if calibrator is not None else None
@@ -213,22 +215,25 @@ def _floors(
 
 
 def _bootstrap_section(
-    bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups, floors: Deferred
+    bootstrap: BootstrapConfig, preds: Predictions, replicates: dict, not_bootstrapped, groups, floors: Deferred, first_row: int
 ) -> BootstrapSection:
     """The replicates' settings and values (and each group's, for gates on groups), which a later
-    run pairs with its own, and the resolution floors."""
+    run pairs with its own when it saw the same rows' labels (and groups): their fingerprints are
+    sums over the rows keyed by their global index (calib.bootstrap.rows_fingerprint), equal to
+    merged states' of the same rows, and the resolution floors."""
     by_group = replicates.get("by_group")
+    keys = range(first_row, first_row + preds.n)
     return BootstrapSection(
         bootstrap.replicates,
         bootstrap.seed,
         bootstrap.level,
         preds.n,
         replicates["groups"],
-        labels_fingerprint(preds.labels),
+        rows_fingerprint(keys, preds.labels),
         not_bootstrapped,
         replicates["values"],
         by_group,
-        None if by_group is None else labels_fingerprint(groups.codes),
+        None if by_group is None else groups_fingerprint(keys, groups.names, groups.codes),
         floors,
         CLUSTER_DRAW,
     )

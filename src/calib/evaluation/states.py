@@ -3,14 +3,23 @@ and merged into the numbers of all rows (no pickle: an .npz of numeric arrays an
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zipfile
 
 import numpy as np
 
 from .._version import __version__
-from ..bootstrap import CLUSTER_DRAW, GROUPS, BootstrapConfig, BootstrapStates, intervals, labels_fingerprint
+from ..bootstrap import (
+    CLUSTER_DRAW,
+    GROUPS,
+    MAX_GROUPS_WITH_REPLICATES,
+    BootstrapConfig,
+    BootstrapStates,
+    add_fingerprints,
+    groups_fingerprint,
+    intervals,
+    rows_fingerprint,
+)
 from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import MetricConfig, check_metric_keys
@@ -35,10 +44,13 @@ def state_header(
     groups: Groups | None = None,
     bootstrap: BootstrapConfig | None = None,
     first_row: int = 0,
+    row_ids: np.ndarray | None = None,
 ) -> dict:
     """What a metric state must agree on to merge (metrics, settings, K), where it came from, and
     its groups (source, names, rows per group) when the rows were grouped; with ``bootstrap``, the
-    replicates its per-cluster sums draw and the global index of its first row."""
+    replicates its per-cluster sums draw, the global index of its first row (None where the rows
+    carry their own ``row_ids``) and the fingerprint of its rows' labels
+    (:func:`calib.bootstrap.rows_fingerprint`, which adds up over merged states)."""
     grouped = {}
     if groups is not None:
         grouped = {"groups": {"source": groups.source, "names": groups.names, "n": groups.counts.tolist()}}
@@ -46,14 +58,17 @@ def state_header(
     if label_layout is not None:  # a multi-label input's {"rows": N, "labels": L}
         grouped["multilabel"] = label_layout
     if bootstrap is not None:
+        row_keys = range(first_row, first_row + preds.n) if row_ids is None else row_ids
         grouped["bootstrap"] = {
             "replicates": bootstrap.replicates,
             "seed": bootstrap.seed,
             "level": bootstrap.level,
             "clusters": GROUPS,
-            "first_row": first_row,
-            "labels_sha256": labels_fingerprint(preds.labels),
+            "first_row": first_row if row_ids is None else None,
+            "labels_fingerprint": rows_fingerprint(row_keys, preds.labels),
         }
+        if groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES:  # each group's sums are kept too
+            grouped["bootstrap"]["groups_fingerprint"] = groups_fingerprint(row_keys, groups.names, groups.codes)
     return {
         "format": STATE_FORMAT,
         "format_version": STATE_VERSION,
@@ -72,17 +87,24 @@ def state_header(
 GROUP_PREFIX = "group{}:"
 #: The per-cluster sums of the bootstrap are stored under this prefix: "clusters:0/count".
 CLUSTER_PREFIX = "clusters:"
+#: Group i's own per-cluster sums (when the groups have replicates of their own) under this one.
+GROUP_CLUSTER_PREFIX = "group_clusters{}:"
 
 
 def state_arrays(streamed: StreamedMetrics) -> dict[str, np.ndarray]:
-    """The arrays of a state file: the overall state, each group's under its prefix, and the
-    per-cluster sums of the bootstrap (summed over the groups) under theirs."""
+    """The arrays of a state file: the overall state, each group's under its prefix, the per-cluster
+    sums of the bootstrap (summed over the groups) under theirs, and each group's own per-cluster
+    sums where the groups have replicates of their own (at most MAX_GROUPS_WITH_REPLICATES groups)."""
     arrays = streamed.state.state()
     for i, group_set in enumerate(streamed.group_states or []):
         arrays.update({GROUP_PREFIX.format(i) + key: value for key, value in group_set.state().items()})
-    if streamed.bootstrap_states is not None:
-        clustered = streamed.bootstrap_states.cluster_state()
-        arrays.update({CLUSTER_PREFIX + key: np.ascontiguousarray(value) for key, value in clustered.items()})
+    clustered = streamed.bootstrap_states
+    if clustered is not None:
+        arrays.update({CLUSTER_PREFIX + key: np.ascontiguousarray(value) for key, value in clustered.cluster_state().items()})
+        if clustered.strata is not None:
+            for i, part in enumerate(clustered.stratum_states()):
+                prefix = GROUP_CLUSTER_PREFIX.format(i)
+                arrays.update({prefix + key: np.ascontiguousarray(value) for key, value in part.items()})
     return arrays
 
 
@@ -106,16 +128,18 @@ def write_metric_state(
     write_bytes_atomic(path, npz_bytes(arrays))
 
 
-def read_metric_state(path: str) -> tuple[dict, dict]:
-    """(header, state arrays) of a file written by ``evaluate --emit-state``."""
+def read_metric_state(path, name: str | None = None) -> tuple[dict, dict]:
+    """(header, state arrays) of a file written by ``evaluate --emit-state`` (``path``: its path, or
+    a binary stream of its bytes named ``name``)."""
+    name = path if name is None else name
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}
         header = json.loads(arrays.pop("header").tobytes())
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{path}: not a calib metric state file ({exc.__class__.__name__})") from None
+        raise InputError(f"{name}: not a calib metric state file ({exc.__class__.__name__})") from None
     if header.get("format") != STATE_FORMAT or header.get("format_version", 99) > STATE_VERSION:
-        raise InputError(f"{path}: not a calib metric state file of a version this calib reads")
+        raise InputError(f"{name}: not a calib metric state file of a version this calib reads")
     return header, arrays
 
 
@@ -177,7 +201,8 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
         {"n": headers["n"], "k": headers["k"], "merged_from": headers["inputs"], "multilabel": headers.get("multilabel")}
     )
     values = merged.results()
-    bootstrap = merged_replicates(states, names, merged, values)
+    gated = {group: group_sets[group] for group in group_sets if group_rows[group] >= min_group_rows}
+    bootstrap = merged_replicates(states, names, merged, values, gated)
     report = EvaluationReport(__version__, inputs, headers["bundle"], entries_from_json(values))
     if bootstrap is not None:
         report.bootstrap, report.warnings = bootstrap
@@ -195,17 +220,22 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
     return report
 
 
-def merged_replicates(states: list[tuple[dict, dict]], names: list[str], merged: MetricSet, values: dict):
+def merged_replicates(
+    states: list[tuple[dict, dict]], names: list[str], merged: MetricSet, values: dict, group_sets: dict | None = None
+):
     """(the bootstrap section, warnings) of merged states that all hold per-cluster sums of the same
     replicates (count, seed, level, clusters), with each metric's interval added to ``values``;
     None when any state has none. The per-cluster sums add up like the rest of the state: states
-    of shards evaluated with their first rows (disjoint ranges of global row indices) give the
-    replicates of one evaluation of all their rows; overlapping ranges give replicates as valid
-    (each cluster a seeded draw of rows) but other ones, and a warning says so."""
+    of shards evaluated with their first rows (disjoint ranges of global row indices), or of parts
+    whose rows carry their own ids, give the replicates of one evaluation of all their rows;
+    overlapping ranges give replicates as valid (each cluster a seeded draw of rows) but other ones,
+    and a warning says so. Where every state kept its groups' own sums and there are at most
+    MAX_GROUPS_WITH_REPLICATES groups, each group gets its replicates too (by name), and the gated
+    ``group_sets`` ({group: merged metric set}) their floors."""
     settings = [header.get("bootstrap") for header, _ in states]
     if any(found is None for found in settings):
         return None
-    own = ("first_row", "labels_sha256")  # each state's; the rest must agree
+    own = ("first_row", "labels_sha256", "labels_fingerprint", "groups_fingerprint")  # each state's; the rest must agree
     drawn = {key: value for key, value in settings[0].items() if key not in own}
     for found, name in zip(settings, names):
         if {key: value for key, value in found.items() if key not in own} != drawn:
@@ -227,8 +257,13 @@ def merged_replicates(states: list[tuple[dict, dict]], names: list[str], merged:
     estimates = {key: entry.get("value") for key, entry in values.items()}
     for key, interval in intervals(replicates, config.level, estimates).items():
         values[key]["ci"] = interval
+    if states[0][0].get("multilabel") is None:  # the analytic intervals of one evaluation (rows, not pairs)
+        for key, interval in merged.intervals(config.level).items():
+            values[key]["ci_analytic"] = interval
     spans = sorted(
-        (found["first_row"], found["first_row"] + header["n"], name) for found, (header, _), name in zip(settings, states, names)
+        (found["first_row"], found["first_row"] + header["n"], name)
+        for found, (header, _), name in zip(settings, states, names)
+        if found.get("first_row") is not None
     )
     warnings = [
         f"{later}'s rows (from global row {start}) overlap {earlier}'s (to row {end}): the intervals are valid but not those "
@@ -236,11 +271,15 @@ def merged_replicates(states: list[tuple[dict, dict]], names: list[str], merged:
         for (_, end, earlier), (start, _, later) in zip(spans, spans[1:])
         if start < end
     ][:1]
-    # the labels' fingerprint of merged rows: of each state's, in the order of their first rows (a
-    # merged report pairs with another merged from the same shards, not with one evaluation)
-    parts = sorted((found["first_row"], found["labels_sha256"]) for found in settings)
-    fingerprint = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
-    floors = floors_section(keys, merged, None, config.level, config.seed, (states[0][0].get("multilabel") is None, False))
+    # the labels' fingerprint of the merged rows, the sum of the states' own: a merged report pairs
+    # with another of the same rows however they were split (states of an earlier calib have none)
+    parts = [found.get("labels_fingerprint") for found in settings]
+    fingerprint = None if None in parts else add_fingerprints(parts)
+    by_group, groups_fingerprint_ = _merged_group_replicates(states, new_set, config, drawn["clusters"])
+    of_pairs = states[0][0].get("multilabel") is not None  # a multi-label input's (row, label) pairs
+    floor_groups = group_sets if by_group is not None else None
+    gaps = (not of_pairs, not of_pairs or (states[0][0].get("groups") or {}).get("source") == "labels")
+    floors = floors_section(keys, merged, floor_groups, config.level, config.seed, gaps)
     section = BootstrapSection(
         config.replicates,
         config.seed,
@@ -250,7 +289,29 @@ def merged_replicates(states: list[tuple[dict, dict]], names: list[str], merged:
         fingerprint,
         [],
         {key: as_report_list(values) for key, values in replicates.items()},
+        by_group,
+        groups_fingerprint_,
         floors=floors,
         draw=CLUSTER_DRAW,
     )
     return section, warnings or None
+
+
+def _merged_group_replicates(states: list[tuple[dict, dict]], new_set, config: BootstrapConfig, clusters: int):
+    """({group: {metric: replicate values}}, the groups' fingerprint) of merged states that all kept
+    their groups' own per-cluster sums, at most MAX_GROUPS_WITH_REPLICATES groups in all; (None,
+    None) otherwise."""
+    if any("groups_fingerprint" not in header.get("bootstrap", {}) for header, _ in states):
+        return None, None
+    names = sorted({name for header, _ in states for name in header["groups"]["names"]}, key=group_sort_key)
+    if len(names) > MAX_GROUPS_WITH_REPLICATES:
+        return None, None
+    sums = {name: BootstrapStates(new_set, config.seed, clusters) for name in names}
+    for header, arrays in states:
+        for i, name in enumerate(header["groups"]["names"]):
+            prefix = GROUP_CLUSTER_PREFIX.format(i)
+            sums[name].metric_set.absorb({key[len(prefix) :]: value for key, value in arrays.items() if key.startswith(prefix)})
+    by_group = {
+        name: {key: as_report_list(values) for key, values in sums[name].replicate_values(config).items()} for name in names
+    }
+    return by_group, add_fingerprints([header["bootstrap"]["groups_fingerprint"] for header, _ in states])

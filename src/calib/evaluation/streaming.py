@@ -156,6 +156,7 @@ def stream_metrics(
     bootstrap: BootstrapConfig | None = None,
     groups: Groups | None = None,
     first_row: int = 0,
+    row_ids: np.ndarray | None = None,
 ) -> StreamedMetrics:
     """Stream ``preds`` in chunks through the accumulators of the streamed metric ``keys``.
 
@@ -166,7 +167,8 @@ def stream_metrics(
     ``groups``, each group's). ``groups`` adds each group's entries per side; the rows are then read
     in group order when the scores allow random access (calib.evaluation.groups). ``first_row``:
     the global index of the input's first row (a shard's place among all rows), which the
-    replicates' clusters are keyed by.
+    replicates' clusters are keyed by; ``row_ids``: each row's own id instead (a table's rows, in
+    any order and partitioning: calib.table_partitions).
     """
     if preds.labels is None:
         raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
@@ -178,7 +180,7 @@ def stream_metrics(
     def new_set(clusters: int | None = None) -> MetricSet:
         return MetricSet(keys, config, preds.k, clusters)
 
-    sliced, grouped = _side_accumulators(sides, new_set, groups, bootstrap, first_row)
+    sliced, grouped = _side_accumulators(sides, new_set, groups, bootstrap, first_row, row_ids)
     # Each chunk's accumulator states (per slice when grouped by a column) are filled on the worker
     # thread that computed its probabilities and added here in row order: the same sums, in the same
     # order, as updating here, with the sort and bin counts of two chunks running on two cores (and
@@ -262,7 +264,9 @@ def _filled_states(batch: Batch, rows, sliced, new_set):
     return chunk_set.state()
 
 
-def _side_accumulators(sides: list[str], new_set, groups: Groups | None, bootstrap: BootstrapConfig | None, first_row: int):
+def _side_accumulators(
+    sides: list[str], new_set, groups: Groups | None, bootstrap: BootstrapConfig | None, first_row: int, row_ids
+):
     """({side: per-group metric sets} with ``groups``, {side: bootstrap states} with ``bootstrap``):
     the bootstrap stratified by group when there are at most MAX_GROUPS_WITH_REPLICATES groups."""
     sliced = {}
@@ -273,7 +277,8 @@ def _side_accumulators(sides: list[str], new_set, groups: Groups | None, bootstr
         stratified = groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES
         strata = {"strata": groups.codes, "n_strata": len(groups.names)} if stratified else {}
         pairs = {"pairs_per_row": groups.pairs_per_row} if groups is not None else {}
-        grouped = {side: BootstrapStates(new_set, bootstrap.seed, **strata, **pairs, first_row=first_row) for side in sides}
+        keys = {"first_row": first_row, "row_ids": row_ids}
+        grouped = {side: BootstrapStates(new_set, bootstrap.seed, **strata, **pairs, **keys) for side in sides}
     return sliced, grouped
 
 

@@ -55,6 +55,10 @@ class RowLayout:
         """Rows of classes have no pair labels."""
         return None
 
+    def pair_keys(self, row_keys: np.ndarray) -> np.ndarray:
+        """The keys of the predictions of rows keyed ``row_keys``: the rows' own."""
+        return row_keys
+
     #: Rows of classes have no labels of their own: each row is one prediction over K classes.
     n_labels = None
 
@@ -155,6 +159,13 @@ class LabelLayout:
     def pair_rows(self, rows) -> np.ndarray:
         """The row of each pair ``rows`` selects: p // L."""
         return self.positions(rows) // self.n_labels
+
+    def pair_keys(self, row_keys: np.ndarray) -> np.ndarray:
+        """The keys of the pairs of rows keyed ``row_keys`` (unsigned): row r's label l is r L + l,
+        so a key divided by L is its row's (the bootstrap draws a row's pairs together)."""
+        per_row = np.uint64(self.n_labels)
+        labels = np.tile(np.arange(self.n_labels, dtype=np.uint64), len(row_keys))
+        return np.repeat(np.asarray(row_keys, dtype=np.uint64) * per_row, self.n_labels) + labels
 
     def to_json(self) -> dict:
         """The layout as a report's input section and a metric state hold it."""

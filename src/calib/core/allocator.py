@@ -1,4 +1,5 @@
-"""The C allocator's settings for the `calib` process (Linux with glibc only; elsewhere nothing).
+"""The C allocator's settings for the `calib` process and the workers it starts (Linux with glibc
+only; elsewhere nothing).
 
 calib works a chunk of rows at a time (2^20 values, 8 MiB of float64 per array), and every step
 of a chunk allocates and frees arrays of that size on two worker threads. glibc returns such
@@ -15,7 +16,12 @@ bytes in the same time with a peak of 268 instead of 276 MB, and `calib evaluate
 .npy, .npz or stdin peaks 8-12 MiB lower (docs/benchmarks.md, "Where the time goes").
 
 Only the command line sets this (a process-wide setting is the program's to choose, not a
-library's); `calib` as a library leaves the host process's allocator alone.
+library's); `calib` as a library leaves the host process's allocator alone. The worker processes of
+the local Ray that calib starts get the same settings through glibc's environment variables
+(:func:`worker_environment`): with glibc's defaults a worker that ran file after file kept each
+thread's heap, and its own memory grew from 307 to 678 MB between 4 and 40 files of 250,000 x 100
+logits; with these, 307 and 326 MB, and the run took 52 s instead of 55 s (docs/benchmarks.md,
+"Shards on Spark and Ray").
 """
 
 from __future__ import annotations
@@ -47,3 +53,13 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     settings = ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_ARENA_MAX, ARENA_MAX))
     return all([bool(mallopt(parameter, value)) for parameter, value in settings])  # a list: every one is set
+
+
+def worker_environment() -> dict[str, str]:
+    """The settings of :func:`keep_freed_memory` as glibc reads them from the environment at a
+    process's start, for the worker processes calib starts: {variable: value}."""
+    return {
+        "MALLOC_ARENA_MAX": str(ARENA_MAX),
+        "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
+        "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+    }

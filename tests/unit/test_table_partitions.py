@@ -1,0 +1,148 @@
+"""A table's parts (calib.table_partitions), without an engine: any split of the rows, in any order,
+merges into the report of all of them; the score columns a table may hold; the plan's refusals."""
+
+import numpy as np
+import pytest
+from conftest import data_file
+from reports import assert_same_report
+
+from calib.bootstrap import add_fingerprints, row_clusters, rows_fingerprint
+from calib.errors import InputError, UsageError
+from calib.evaluation.request import EvaluationRequest
+from calib.table_partitions import TableColumns, make_plan, merged_report, part_state, score_matrix
+
+
+@pytest.fixture(scope="module")
+def rows():
+    import pyarrow as pa
+
+    data = np.load(data_file("cifar10_resnet110_test.npz"))
+    n = 2000
+    logits, labels = data["logits"][:n], data["labels"][:n]
+    groups = np.array(["x", "y"])[np.arange(n) % 2]
+    return pa.table({"logits": pa.array(list(logits)), "label": labels, "group": groups, "id": np.arange(n) * 7 + 3})
+
+
+def _report(table, parts, request, order=None):
+    plan = make_plan(
+        table.column_names, table.slice(0, 100), "rows", TableColumns(group_by="group", row_id="id"), request=request
+    )
+    if order is not None:
+        table = table.take(order)
+    bounds = np.linspace(0, table.num_rows, parts + 1).astype(int)
+    states = [part_state(table.slice(a, b - a), plan, f"part {i}") for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+    return merged_report(states, request, "rows", plan).to_json()
+
+
+def test_any_split_and_order_of_the_rows_gives_one_report(rows):
+    request = EvaluationRequest.of(gates=["ece>0.05", "max_group:cmce>0.01"], bootstrap=50)
+    whole = _report(rows, 1, request)
+    shuffled = np.random.default_rng(0).permutation(rows.num_rows)
+    for parts, order in ((3, None), (5, shuffled), (40, shuffled[::-1])):
+        assert_same_report(_report(rows, parts, request, order), whole)
+    assert whole["bootstrap"]["replicates"] == 50 and whole["gates"][1]["expr"] == "max_group:cmce>0.01"
+
+
+def test_an_empty_part_adds_nothing(rows):
+    request = EvaluationRequest.of(bootstrap=0)
+    plan = make_plan(rows.column_names, rows, "rows", TableColumns(), request=request)
+    assert part_state(rows.slice(0, 0), plan, "empty") is None
+    merged = merged_report([None, part_state(rows, plan, "all"), None], request, "rows", plan)
+    assert merged.input.n == rows.num_rows
+    with pytest.raises(InputError, match="no rows to evaluate"):
+        merged_report([None], request, "rows", plan)
+
+
+def test_score_columns_as_lists_vectors_or_one_per_class():
+    import pyarrow as pa
+
+    matrix = np.array([[0.7, 0.2, 0.1], [0.0, 0.0, 1.0], [0.25, 0.5, 0.25]])
+    listed = pa.table({"p": pa.array(list(matrix))})
+    fixed = pa.table({"p": pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), 3)})
+    wide = pa.table({f"c{j}": matrix[:, j] for j in range(3)})
+    # Spark ML vectors: row 1 sparse (size 3, one value at index 2), the others dense
+    vector_type = pa.struct(
+        [("type", pa.int8()), ("size", pa.int32()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))]
+    )
+    vectors = pa.array(
+        [
+            {"type": 1, "size": None, "indices": None, "values": [0.7, 0.2, 0.1]},
+            {"type": 0, "size": 3, "indices": [2], "values": [1.0]},
+            {"type": 1, "size": None, "indices": None, "values": [0.25, 0.5, 0.25]},
+        ],
+        vector_type,
+    )
+    dense = pa.table({"p": vectors.take([0, 2])})
+    for table, columns, expected in (
+        (listed, ("p",), matrix),
+        (fixed, ("p",), matrix),
+        (wide, ("c0", "c1", "c2"), matrix),
+        (pa.table({"p": vectors}), ("p",), matrix),
+        (dense, ("p",), matrix[[0, 2]]),
+    ):
+        assert np.array_equal(score_matrix(table, columns, "t"), expected)
+    with pytest.raises(InputError, match="must hold a list or a vector per row"):
+        score_matrix(pa.table({"p": [1.0, 2.0]}), ("p",), "t")
+
+
+def test_the_plan_refuses_what_it_cannot_read(rows, tmp_path):
+    import calib
+
+    names = rows.column_names
+    gated = EvaluationRequest.of(gates=["ece>0.05"])
+    for columns, request, error, message in (
+        (TableColumns(), gated, UsageError, "name a column of unique integer row ids"),
+        (TableColumns(row_id="missing"), gated, InputError, "no column named 'missing' \\(row_id"),
+        (TableColumns(row_id="group"), gated, InputError, "must hold integers"),
+        (TableColumns(scores="nothing"), None, InputError, "no column named 'nothing'"),
+        (TableColumns(scores=["logits", "x"]), None, InputError, "no column named 'x'"),
+        (TableColumns(row_id="id"), EvaluationRequest.of(bins="auto", bootstrap=0), UsageError, "give a number of bins"),
+    ):
+        with pytest.raises(error, match=message):
+            make_plan(names, rows.slice(0, 50), "rows", columns, request=request)
+    with pytest.raises(InputError, match="evaluation needs labels"):
+        make_plan(["logits"], rows.select(["logits"]), "rows", TableColumns(), request=gated)
+    # a bundle of another class count, or a corrupt one, is refused on the driver
+    rng = np.random.default_rng(0)
+    calib.calibrator("ts").fit(rng.normal(size=(200, 3)), rng.integers(0, 3, 200)).save(tmp_path / "k3")
+    with pytest.raises(InputError, match="has K = 10 classes but the bundle was fitted for K = 3"):
+        make_plan(names, rows.slice(0, 50), "rows", TableColumns(), bundle=str(tmp_path / "k3"), request=gated)
+    (tmp_path / "k3" / "manifest.json").write_text("{")
+    with pytest.raises(calib.BundleError):
+        make_plan(names, rows.slice(0, 50), "rows", TableColumns(), bundle=str(tmp_path / "k3"), need_labels=False)
+
+
+def test_a_bad_part_is_refused_naming_it(rows):
+    import pyarrow as pa
+
+    plan = make_plan(rows.column_names, rows, "rows", TableColumns(), request=EvaluationRequest.of(bootstrap=0))
+    logits = np.stack(rows.column("logits").to_numpy(zero_copy_only=False)[:10])
+    logits[3, 2] = np.nan
+    bad = rows.slice(0, 10).set_column(0, "logits", pa.array(list(logits)))
+    with pytest.raises(InputError, match="^DataFrame partition 4: "):
+        part_state(bad, plan, "DataFrame partition 4")
+
+
+def test_the_rows_fingerprint_adds_up_over_any_split_and_order():
+    rng = np.random.default_rng(3)
+    ids, labels = rng.permutation(10_000)[:500].astype(np.uint64), rng.integers(0, 100, 500)
+    whole = rows_fingerprint(ids, labels)
+    order = rng.permutation(500)
+    parts = [rows_fingerprint(ids[order[a:b]], labels[order[a:b]]) for a, b in ((0, 17), (17, 300), (300, 500))]
+    assert add_fingerprints(parts) == whole and len(whole) == 32
+    assert rows_fingerprint(range(5), [0, 1, 2, 3, 4]) == rows_fingerprint(np.arange(5), np.arange(5))
+    changed = labels.copy()
+    changed[7] += 1
+    assert rows_fingerprint(ids, changed) != whole  # one label more
+    assert rows_fingerprint(ids + np.uint64(1), labels) != whole  # other rows
+
+
+def test_the_pairs_of_a_row_keep_its_cluster():
+    from calib.io.predictions import LabelLayout
+
+    layout = LabelLayout(2, ("a", "b", "c"))
+    keys = layout.pair_keys(np.array([10, 4], dtype=np.uint64))
+    assert keys.tolist() == [30, 31, 32, 12, 13, 14]  # row r's label l: r L + l
+    clusters = row_clusters(0, keys, pairs_per_row=3)
+    assert clusters[0] == clusters[1] == clusters[2] == row_clusters(0, [10])[0]
+    assert clusters[3] == clusters[4] == clusters[5] == row_clusters(0, [4])[0]
