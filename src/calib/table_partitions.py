@@ -115,27 +115,26 @@ def score_matrix(table, columns: tuple[str, ...], name: str) -> np.ndarray:
 
 
 def _vector_matrix(vectors, name: str, column: str) -> np.ndarray:
-    """Spark ML vectors as an (N, K) matrix: dense rows (type 1) are their values; sparse rows
-    (type 0) place their values at their indices in a row of ``size`` zeros."""
+    """Spark ML vectors as an (N, K) matrix: a dense row (type 1) is its values; a sparse row (type
+    0) places its values at its indices in a row of ``size`` zeros. Every row must be K wide."""
     if vectors.null_count:
         raise InputError(f"{name}: the vector column {column!r} has {vectors.null_count} missing rows")
-    kinds = vectors.field("type").to_numpy(zero_copy_only=False)
-    sizes = vectors.field("size").to_numpy(zero_copy_only=False)
-    values = vectors.field("values")
-    indices = vectors.field("indices")
-    dense = kinds == 1
-    widths = {len(row) for row in values.to_pylist()} if dense.all() else None
-    if widths is not None and len(widths) == 1:
-        return np.asarray(values.flatten().to_numpy(zero_copy_only=False), dtype=np.float64).reshape(len(vectors), -1)
-    width = {len(v) for v, d in zip(values.to_pylist(), dense) if d} | {int(s) for s, d in zip(sizes, dense) if not d}
-    if len(width) != 1:
-        raise InputError(f"{name}: the vectors of column {column!r} have different sizes ({sorted(width)})")
-    out = np.zeros((len(vectors), width.pop()))
-    for row, (is_dense, row_values, row_indices) in enumerate(zip(dense, values.to_pylist(), indices.to_pylist())):
-        if is_dense:
-            out[row] = row_values
-        else:
-            out[row, row_indices] = row_values
+    fields = dict(zip((field.name for field in vectors.type), vectors.flatten()))  # flatten: the struct's offset kept
+    dense = fields["type"].to_numpy(zero_copy_only=False) == 1
+    values = fields["values"]
+    offsets = values.offsets.to_numpy()
+    lengths = np.diff(offsets)
+    sizes = fields["size"].fill_null(0).to_numpy(zero_copy_only=False)
+    widths = set(lengths[dense].tolist()) | set(sizes[~dense].tolist())
+    if len(widths) != 1:
+        raise InputError(f"{name}: the vectors of column {column!r} have different sizes ({sorted(widths)})")
+    flat = np.asarray(values.flatten().to_numpy(zero_copy_only=False), dtype=np.float64)
+    rows = np.repeat(np.arange(len(vectors)), lengths)
+    columns = np.arange(len(flat)) - (offsets[:-1] - offsets[0])[rows]  # a dense row's value j is class j
+    sparse = ~dense[rows]
+    columns[sparse] = fields["indices"].flatten().to_numpy(zero_copy_only=False)
+    out = np.zeros((len(vectors), widths.pop()))
+    out[rows, columns] = flat
     return out
 
 
@@ -190,7 +189,7 @@ def part_state(table, plan: TablePlan, name: str) -> bytes | None:
     config = MetricConfig(bins=plan.bins, cmce_bins=plan.cmce_bins)
     keys = list(plan.keys)
     streamed = stream_metrics(preds, keys, config, calibrator, bootstrap=plan.bootstrap, groups=groups, row_ids=row_ids)
-    header = state_header(keys, config, preds, None, groups, plan.bootstrap, 0, row_ids)
+    header = state_header(keys, config, preds, None, groups, plan.bootstrap, row_ids=row_ids)
     arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **state_arrays(streamed)}
     return npz_bytes(arrays)
 

@@ -77,12 +77,42 @@ def test_score_columns_as_lists_vectors_or_one_per_class():
         (listed, ("p",), matrix),
         (fixed, ("p",), matrix),
         (wide, ("c0", "c1", "c2"), matrix),
+        (wide.select(["c0", "c1"]), ("c0", "c1"), matrix[:, :2]),
         (pa.table({"p": vectors}), ("p",), matrix),
         (dense, ("p",), matrix[[0, 2]]),
+        (pa.table({"p": vectors.slice(1)}), ("p",), matrix[1:]),  # an array with an offset: rows 1 and 2
+        (pa.table({"p": vectors.slice(2)}), ("p",), matrix[2:]),
     ):
         assert np.array_equal(score_matrix(table, columns, "t"), expected)
     with pytest.raises(InputError, match="must hold a list or a vector per row"):
         score_matrix(pa.table({"p": [1.0, 2.0]}), ("p",), "t")
+    uneven = pa.array([{"type": 1, "size": None, "indices": None, "values": [0.5, 0.5]}, vectors[1].as_py()], vector_type)
+    with pytest.raises(InputError, match=r"have different sizes \(\[2, 3\]\)"):
+        score_matrix(pa.table({"p": uneven}), ("p",), "t")
+
+
+def test_a_part_with_a_bundle_is_what_the_bundle_gives(rows, tmp_path):
+    """The bundle shipped as bytes: a part applied equals the calibrator's own probabilities, a
+    part evaluated after it equals calib.evaluate with the calibrator."""
+    import calib
+    from calib.table_partitions import applied_part, apply_plan, bundle_bytes
+
+    val = np.load(data_file("cifar10_resnet110_val.npz"))
+    ts = calib.calibrator("ts").fit(val["logits"], val["labels"])
+    ts.save(str(tmp_path / "ts"))
+    assert bundle_bytes(str(tmp_path / "ts"))[0] == calib.load(str(tmp_path / "ts")).bundle_sha256
+    logits = np.stack(rows.column("logits").to_numpy(zero_copy_only=False))
+    plan = apply_plan(rows.column_names, rows.slice(0, 10), "rows", str(tmp_path / "ts"), TableColumns(), "probs", "auto")
+    applied = applied_part(rows, plan, "part")
+    assert applied.column_names == [*rows.column_names, "probs"]
+    assert np.allclose(np.stack(applied.column("probs").to_numpy(zero_copy_only=False)), ts.predict_proba(logits), atol=1e-15)
+    request = EvaluationRequest.of(bootstrap=0, metrics=("ece", "nll"))
+    plan = make_plan(rows.column_names, rows, "rows", TableColumns(), bundle=str(tmp_path / "ts"), request=request)
+    merged = merged_report([part_state(rows, plan, "part")], request, "rows", plan)
+    single = calib.evaluate(logits, rows.column("label").to_numpy(), calibrator=ts, metrics=["ece", "nll"], bootstrap=0)
+    assert merged.values == pytest.approx(single.values, abs=1e-12)
+    with pytest.raises(calib.UsageError, match="what must be one of probs, log-probs, sets"):
+        apply_plan(rows.column_names, rows, "rows", str(tmp_path / "ts"), TableColumns(), "logits", "auto")
 
 
 def test_the_plan_refuses_what_it_cannot_read(rows, tmp_path):
