@@ -215,15 +215,13 @@ def applied_part(table, plan: TablePlan, name: str):
 
     from .pipeline import apply_calibrator, check_fits
 
+    column = OUTPUT_COLUMNS[plan.what]
+    if table.num_rows == 0:  # a part without rows (a filtered block): the column, empty
+        return table.append_column(column, pa.array([], pa.list_(pa.int64() if plan.what == "sets" else pa.float64())))
     preds, _ = part_predictions(table, plan, name)
     calibrator = plan_calibrator(plan)
     check_fits(preds, *_bundle_fit(plan), calibrator=calibrator)
-    column = OUTPUT_COLUMNS[plan.what]
-    if preds.n == 0:
-        values = pa.array([], pa.list_(pa.int64() if plan.what == "sets" else pa.float64()))
-    else:
-        matrix = apply_calibrator(calibrator, preds, plan.what)[0]
-        values = list_array(matrix)
+    values = list_array(apply_calibrator(calibrator, preds, plan.what)[0])
     return table.append_column(column, values)
 
 

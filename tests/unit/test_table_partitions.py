@@ -176,3 +176,48 @@ def test_the_pairs_of_a_row_keep_its_cluster():
     clusters = row_clusters(0, keys, pairs_per_row=3)
     assert clusters[0] == clusters[1] == clusters[2] == row_clusters(0, [10])[0]
     assert clusters[3] == clusters[4] == clusters[5] == row_clusters(0, [4])[0]
+
+
+def test_the_pieces_of_an_applied_part():
+    """Arrow list columns from matrices (a mask: each row's classes), an empty part, one row, two
+    label columns refused, labels not needed to apply, a sliced vector array's offsets."""
+    import pyarrow as pa
+
+    from calib.table_partitions import _vector_matrix, list_array
+
+    assert list_array(np.array([[0.25, 0.75], [1.0, 0.0], [0.5, 0.5]])).to_pylist() == [[0.25, 0.75], [1.0, 0.0], [0.5, 0.5]]
+    assert list_array(np.array([[True, False, True], [False, False, False]])).to_pylist() == [[0, 2], []]
+    vector_type = pa.struct(
+        [("type", pa.int8()), ("size", pa.int32()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))]
+    )
+    vectors = pa.array(
+        [
+            {"type": 1, "size": None, "indices": None, "values": [0.7, 0.2, 0.1]},
+            {"type": 0, "size": 3, "indices": [2], "values": [1.0]},
+            {"type": 1, "size": None, "indices": None, "values": [0.25, 0.5, 0.25]},
+        ],
+        vector_type,
+    )
+    # a slice keeps its children's offsets (3, 4, 7): the columns count from the slice's first value
+    assert np.array_equal(_vector_matrix(vectors.slice(1), "t", "p"), [[0.0, 0.0, 1.0], [0.25, 0.5, 0.25]])
+
+
+def test_apply_plans_need_no_labels_and_refuse_two_label_columns(rows, tmp_path):
+    import pyarrow as pa
+
+    import calib
+    from calib.table_partitions import applied_part, apply_plan
+
+    rng = np.random.default_rng(0)
+    calib.calibrator("ts").fit(rng.normal(size=(200, 10)), rng.integers(0, 10, 200)).save(str(tmp_path / "ts"))
+    bare = rows.select(["logits"])
+    plan = apply_plan(bare.column_names, bare, "rows", str(tmp_path / "ts"), TableColumns(), "probs", "auto")
+    assert applied_part(bare.slice(0, 1), plan, "one").column("probs").to_pylist()[0] == pytest.approx(
+        calib.load(str(tmp_path / "ts")).predict_proba(np.stack(bare.column("logits").to_numpy(zero_copy_only=False)[:1]))[0]
+    )
+    empty = applied_part(bare.slice(0, 0), plan, "none")
+    assert empty.num_rows == 0 and empty.schema.field("probs").type == pa.list_(pa.float64())
+    zeros = pa.array(np.zeros(rows.num_rows, dtype=np.int64))
+    two = bare.append_column("label_0", zeros).append_column("label_1", zeros)  # wide 0/1 label columns
+    with pytest.raises(InputError, match="the labels must be one column"):
+        make_plan(two.column_names, two, "rows", TableColumns(), request=EvaluationRequest.of(bootstrap=0))
