@@ -53,14 +53,11 @@ def test_an_empty_part_adds_nothing(rows):
         merged_report([None], request, "rows", plan)
 
 
-def test_score_columns_as_lists_vectors_or_one_per_class():
+def _vectors():
+    """(Spark ML's vector type as Arrow carries it, type 0 sparse and 1 dense; three vectors: [0.7,
+    0.2, 0.1] dense, 1.0 at index 2 of 3 sparse, [0.25, 0.5, 0.25] dense)."""
     import pyarrow as pa
 
-    matrix = np.array([[0.7, 0.2, 0.1], [0.0, 0.0, 1.0], [0.25, 0.5, 0.25]])
-    listed = pa.table({"p": pa.array(list(matrix))})
-    fixed = pa.table({"p": pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), 3)})
-    wide = pa.table({f"c{j}": matrix[:, j] for j in range(3)})
-    # Spark ML vectors: row 1 sparse (size 3, one value at index 2), the others dense
     vector_type = pa.struct(
         [("type", pa.int8()), ("size", pa.int32()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))]
     )
@@ -72,6 +69,17 @@ def test_score_columns_as_lists_vectors_or_one_per_class():
         ],
         vector_type,
     )
+    return vector_type, vectors
+
+
+def test_score_columns_as_lists_vectors_or_one_per_class():
+    import pyarrow as pa
+
+    matrix = np.array([[0.7, 0.2, 0.1], [0.0, 0.0, 1.0], [0.25, 0.5, 0.25]])
+    listed = pa.table({"p": pa.array(list(matrix))})
+    fixed = pa.table({"p": pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), 3)})
+    wide = pa.table({f"c{j}": matrix[:, j] for j in range(3)})
+    vector_type, vectors = _vectors()
     dense = pa.table({"p": vectors.take([0, 2])})
     for table, columns, expected in (
         (listed, ("p",), matrix),
@@ -181,23 +189,11 @@ def test_the_pairs_of_a_row_keep_its_cluster():
 def test_the_pieces_of_an_applied_part():
     """Arrow list columns from matrices (a mask: each row's classes), an empty part, one row, two
     label columns refused, labels not needed to apply, a sliced vector array's offsets."""
-    import pyarrow as pa
-
     from calib.table_partitions import _vector_matrix, list_array
 
     assert list_array(np.array([[0.25, 0.75], [1.0, 0.0], [0.5, 0.5]])).to_pylist() == [[0.25, 0.75], [1.0, 0.0], [0.5, 0.5]]
     assert list_array(np.array([[True, False, True], [False, False, False]])).to_pylist() == [[0, 2], []]
-    vector_type = pa.struct(
-        [("type", pa.int8()), ("size", pa.int32()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))]
-    )
-    vectors = pa.array(
-        [
-            {"type": 1, "size": None, "indices": None, "values": [0.7, 0.2, 0.1]},
-            {"type": 0, "size": 3, "indices": [2], "values": [1.0]},
-            {"type": 1, "size": None, "indices": None, "values": [0.25, 0.5, 0.25]},
-        ],
-        vector_type,
-    )
+    _, vectors = _vectors()
     # a slice keeps its children's offsets (3, 4, 7): the columns count from the slice's first value
     assert np.array_equal(_vector_matrix(vectors.slice(1), "t", "p"), [[0.0, 0.0, 1.0], [0.25, 0.5, 0.25]])
 
