@@ -138,6 +138,13 @@ def splitmix64(key: np.uint64, counters: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def row_keys(rows) -> np.ndarray:
+    """Rows' global indices or ids (an array, a slice or a range) as unsigned 64-bit keys."""
+    if isinstance(rows, (slice, range)):
+        return np.arange(rows.start or 0, rows.stop, dtype=np.uint64)
+    return np.asarray(rows, dtype=np.uint64)
+
+
 def row_clusters(seed: int, rows, pairs_per_row: int = 1, groups: int = GROUPS) -> np.ndarray:
     """Each row's cluster in [0, G), G = ``groups``: a counter-based draw keyed by (``seed``, the
     row's global index i), :func:`splitmix64` (key, i) mod G with the key drawn from ``seed``, so any
@@ -145,9 +152,7 @@ def row_clusters(seed: int, rows, pairs_per_row: int = 1, groups: int = GROUPS) 
     global indices (an array, a slice or a range). A multi-label input's rows are its (row, label)
     pairs, ``pairs_per_row`` of them: the pairs of a row are drawn together (one cluster per row),
     so a replicate resamples rows, not pairs."""
-    if isinstance(rows, (slice, range)):
-        rows = np.arange(rows.start or 0, rows.stop, dtype=np.uint64)
-    index = np.asarray(rows, dtype=np.uint64) // np.uint64(pairs_per_row)
+    index = row_keys(rows) // np.uint64(pairs_per_row)
     key = np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0]
     return (splitmix64(key, index) % np.uint64(groups)).astype(np.int64)
 
@@ -421,15 +426,13 @@ def labels_fingerprint(labels: np.ndarray) -> str:
 _FINGERPRINT_KEYS = np.random.SeedSequence([0x1ABE15, 3]).generate_state(4, np.uint64)
 
 
-def rows_fingerprint(row_keys, labels: np.ndarray) -> str:
+def rows_fingerprint(keys, labels: np.ndarray) -> str:
     """The labels of a set of rows as 32 hex digits, whatever their order or split: two 64-bit lanes
     j, each sum_i splitmix64(a_j, splitmix64(b_j, id_i) ^ y_i) modulo 2^64 over the rows' global
     ids (or indices) id_i and labels y_i (:func:`splitmix64`). A sum, so the fingerprints of disjoint
     parts add up (:func:`add_fingerprints`) to the fingerprint of all their rows: merged states of
     any partitioning of the same rows pair."""
-    if isinstance(row_keys, (slice, range)):
-        row_keys = np.arange(row_keys.start or 0, row_keys.stop, dtype=np.uint64)
-    ids = np.asarray(row_keys, dtype=np.uint64)
+    ids = row_keys(keys)
     y = np.ascontiguousarray(labels, dtype=np.int64).view(np.uint64)
     lanes = []
     for a, b in (_FINGERPRINT_KEYS[:2], _FINGERPRINT_KEYS[2:]):
@@ -437,12 +440,12 @@ def rows_fingerprint(row_keys, labels: np.ndarray) -> str:
     return "".join(f"{lane:016x}" for lane in lanes)
 
 
-def groups_fingerprint(row_keys, names: list[str], codes: np.ndarray) -> str:
+def groups_fingerprint(keys, names: list[str], codes: np.ndarray) -> str:
     """Which group each row is in, as 32 hex digits that add up like :func:`rows_fingerprint`'s:
     that of the rows' groups, each group named by the first 8 bytes of the sha256 of its name (the
     names, not a part's own codes, so that parts with other groups in them add up)."""
     named = np.array([int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little") for name in names], dtype=np.uint64)
-    return rows_fingerprint(row_keys, named[np.asarray(codes, dtype=np.int64)].view(np.int64))
+    return rows_fingerprint(keys, named[np.asarray(codes, dtype=np.int64)].view(np.int64))
 
 
 def add_fingerprints(fingerprints: list[str]) -> str:

@@ -181,7 +181,7 @@ def part_state(table, plan: TablePlan, name: str) -> bytes | None:
     if calibrator is not None:
         from .pipeline import check_fits
 
-        check_fits(preds, *_bundle_fit(plan), calibrator=calibrator)
+        check_fits(preds, *_bundle_fit(plan.bundle), calibrator=calibrator)
     groups = None
     if plan.group_by is not None:
         groups = groups_from_values(table.column(plan.group_by).to_numpy(zero_copy_only=False), table.num_rows, plan.group_by)
@@ -194,9 +194,10 @@ def part_state(table, plan: TablePlan, name: str) -> bytes | None:
     return npz_bytes(arrays)
 
 
-def _bundle_fit(plan: TablePlan) -> tuple:
-    """(n_classes, input_kind, what, n_labels) of the plan's bundle, for calib.pipeline.check_fits."""
-    manifest = json.loads(plan.bundle[1]["manifest.json"])
+def _bundle_fit(bundle: tuple[str, dict[str, bytes]]) -> tuple:
+    """(n_classes, input_kind, what, n_labels) of a plan's bundle (its manifest's), for
+    calib.pipeline.check_fits."""
+    manifest = json.loads(bundle[1]["manifest.json"])
     return manifest["n_classes"], manifest["input_kind"], "the bundle", manifest.get("n_labels")
 
 
@@ -220,7 +221,7 @@ def applied_part(table, plan: TablePlan, name: str):
         return table.append_column(column, pa.array([], pa.list_(pa.int64() if plan.what == "sets" else pa.float64())))
     preds, _ = part_predictions(table, plan, name)
     calibrator = plan_calibrator(plan)
-    check_fits(preds, *_bundle_fit(plan), calibrator=calibrator)
+    check_fits(preds, *_bundle_fit(plan.bundle), calibrator=calibrator)
     values = list_array(apply_calibrator(calibrator, preds, plan.what)[0])
     return table.append_column(column, values)
 
@@ -308,7 +309,6 @@ def make_plan(
     column)."""
     from .io.formats.columns import label_columns, score_columns
     from .pipeline import check_fits
-    from .registry import CALIBRATORS
 
     for key, column in (("group_by", columns.group_by), ("row_id", columns.row_id)):
         if column is not None and column not in names:
@@ -326,19 +326,14 @@ def make_plan(
     label_key = label_keys[0] if label_keys else None
     if need_labels and label_key is None:
         raise InputError(f"{description}: evaluation needs labels; no label column found", cli_hint="--label-column NAME")
-    shipped, task = None, "auto"
-    if bundle is not None:
-        from .bundle import read_bundle
-
-        manifest = read_bundle(bundle, CALIBRATORS).manifest
-        task = "multilabel" if manifest.get("n_labels") is not None else "auto"
-        shipped = bundle_bytes(bundle)
+    shipped = None if bundle is None else bundle_bytes(bundle)
+    task = "multilabel" if shipped is not None and _bundle_fit(shipped)[3] is not None else "auto"
     label_key = label_key if need_labels else None
     plan = TablePlan(tuple(used), kind, label_key, columns.group_by, columns.row_id, shipped, what=what, task=task)
     preds, _ = part_predictions(sample, plan, f"{description} (its first {sample.num_rows} rows)")
     plan = dataclasses.replace(plan, kind=preds.kind)
     if shipped is not None:
-        check_fits(preds, *_bundle_fit(plan), calibrator=plan_calibrator(plan))
+        check_fits(preds, *_bundle_fit(shipped), calibrator=plan_calibrator(plan))
     if request is None:
         return plan
     bootstrap = request.bootstrap.resolve(preds.n, preds.k, request.gates)
