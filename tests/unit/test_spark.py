@@ -3,7 +3,7 @@ reads Spark ML vectors, a bad partition or bundle is one line, a missing engine 
 
 import numpy as np
 import pytest
-from conftest import data_file
+from conftest import data_file, needs
 
 import calib
 
@@ -94,6 +94,7 @@ def test_a_missing_engine_or_java_is_named(monkeypatch):
     with pytest.raises(MissingExtra, match=r"pip install 'calib-cli\[spark\]'"):
         calib.spark.start_session()
     monkeypatch.undo()
+    needs("pyspark")  # the Java check comes after pyspark's import
     monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(calib.CalibError, match="needs Java 17 or later"):
