@@ -1,7 +1,7 @@
 """The bootstrap in the evaluation's own pass: what it costs beside an evaluation without replicates,
 how fast calib starts, and its intervals against the textbook row bootstrap. Not a test.
 
-    python -m benchmarks.bootstrap_one_pass --rounds 5 [--skip-large] [--seeds 20] --out results/
+    python -m benchmarks.bootstrap_one_pass --rounds 5 [--skip-large] [--seeds 20] [--baseline OLD/src] --out results/
 
 1. Cost: ``calib evaluate X.npy --no-vece --bootstrap B`` for B = 0, 200 and 1,000, whole processes
    in alternating rounds (0, 200, 1000, 0, 200, ...), medians; on synthetic float32 logits of
@@ -22,6 +22,7 @@ how fast calib starts, and its intervals against the textbook row bootstrap. Not
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import statistics
 import sys
@@ -56,16 +57,23 @@ def synthetic_logits(path: Path, rows: int, classes: int, seed: int = 0, block: 
     return path
 
 
-def cost(folder: Path, rows: int, rounds: int) -> dict:
-    """{replicates: median wall seconds} of ``calib evaluate --no-vece --bootstrap B`` at ``rows`` x 1,000."""
+def cost(folder: Path, rows: int, rounds: int, baseline: Path | None = None) -> dict:
+    """{replicates: median wall seconds} of ``calib evaluate --no-vece --bootstrap B`` at ``rows`` x
+    1,000; with ``baseline`` (the ``src`` folder of another checkout, its kernels built) also
+    {"B earlier": seconds} of that code, run in the same alternating rounds."""
     data = synthetic_logits(folder / f"logits_{rows}.npy", rows, 1000)
     labels = data.with_name(data.stem + "_labels.npy")
-    times = {count: [] for count in REPLICATES}
+    programs = {"": CALIB}
+    if baseline is not None:
+        compileall.compile_dir(str(baseline / "calib"), quiet=1)
+        programs[" earlier"] = ["env", f"PYTHONPATH={baseline}", *CALIB]
+    times = {f"{count}{name}": [] for count in REPLICATES for name in programs}
     for _ in range(rounds):
         for count in REPLICATES:
-            cmd = [*CALIB, "evaluate", str(data), "--labels", str(labels), "--no-vece", "--bootstrap", str(count)]
-            times[count].append(measure(cmd)[0])
-    return {count: statistics.median(values) for count, values in times.items()}
+            for name, program in programs.items():
+                cmd = [*program, "evaluate", str(data), "--labels", str(labels), "--no-vece", "--bootstrap", str(count)]
+                times[f"{count}{name}"].append(measure(cmd)[0])
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def start(folder: Path, rounds: int) -> dict:
@@ -135,13 +143,17 @@ def same_intervals(seeds: int, rows: int = 2000) -> dict:
 def _markdown(results: dict) -> str:
     lines = []
     for label, timings in results.get("cost", {}).items():
-        base = timings["0"]
+        earlier = "0 earlier" in timings
         lines.append(f"**{label}** (median wall seconds, whole processes)\n")
-        lines.append("| replicates | seconds | x none | goal |")
-        lines.append("|---:|---:|---:|---:|")
-        for count, seconds in timings.items():
+        lines.append("| replicates | seconds | x none | goal |" + (" earlier code | x none |" if earlier else ""))
+        lines.append("|---:|---:|---:|---:|" + ("---:|---:|" if earlier else ""))
+        for count in map(str, REPLICATES):
             goal = {"0": "", "200": "1.3x", "1000": "1.6x"}[count]
-            lines.append(f"| {count} | {seconds:.2f} | {seconds / base:.2f} | {goal} |")
+            row = f"| {count} | {timings[count]:.2f} | {timings[count] / timings['0']:.2f} | {goal} |"
+            if earlier:
+                before = timings[f"{count} earlier"]
+                row += f" {before:.2f} | {before / timings['0 earlier']:.2f} |"
+            lines.append(row)
         lines.append("")
     if "start" in results:
         goals = [2.0, 1.0, 0.15]
@@ -171,13 +183,14 @@ def main(argv=None) -> None:
     parser.add_argument("--parts", nargs="+", default=["cost", "start", "intervals"], choices=["cost", "start", "intervals"])
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "calib_bootstrap_bench")
     parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--baseline", type=Path, help="the src folder of an earlier checkout (kernels built), timed beside")
     args = parser.parse_args(argv)
     args.data.mkdir(parents=True, exist_ok=True)
     results: dict = {"machine": {"python": sys.version.split()[0]}}
     if "cost" in args.parts:
         results["cost"] = {}
         for rows in (50_000,) if args.skip_large else (50_000, 1_000_000):
-            timings = cost(args.data, rows, args.rounds if rows == 50_000 else max(1, args.rounds // 2))
+            timings = cost(args.data, rows, args.rounds if rows == 50_000 else max(1, args.rounds // 2), args.baseline)
             results["cost"][f"{rows:,} x 1,000"] = {str(count): seconds for count, seconds in timings.items()}
             print(rows, timings, flush=True)
     if "start" in args.parts:

@@ -460,6 +460,97 @@ static inline int32_t bin_of(double v, double scale, int n_bins)
     return b > n_bins - 1 ? n_bins - 1 : b;
 }
 
+/* One row's values in the first bin added into count0 and sum0 (k numbers each: the count, and the value or
+ * +0.0, which leaves a sum's bits as they are); returns whether any value lies in another bin. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+MULTIVERSION
+static int first_bin_row(const double *restrict v, double *restrict count0, double *restrict sum0, Py_ssize_t k,
+                         double scale, int n_bins)
+{
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    int elsewhere = 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        const int first = bin_of(v[j], scale, n_bins) == 0;
+        count0[j] += first;
+        sum0[j] += first ? v[j] : 0.0;
+        elsewhere |= !first;
+    }
+    return elsewhere;
+}
+
+/* A run of consecutive values in one bin: the bin (-1 before the first value), its sum so far (the
+ * bin's sum before the run, then each value added in turn) and its count and hits since the run began. */
+typedef struct {
+    Py_ssize_t bin;
+    double sum;
+    int64_t count, hits;
+} Run;
+
+/* Store the run's sum, count and hits in its bin. */
+static inline void run_end(const Run *run, double *count, double *sum, double *hit)
+{
+    if (run->bin >= 0) {
+        sum[run->bin] = run->sum;
+        count[run->bin] += (double)run->count;
+        hit[run->bin] += (double)run->hits;
+    }
+}
+
+/* Add value v (a hit or not) in bin b: to the run, or ending it and starting b's. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static inline __attribute__((always_inline)) void run_add(Run *run, Py_ssize_t b, double v, int is_hit, double *count, double *sum, double *hit)
+{
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    if (b != run->bin) {
+        run_end(run, count, sum, hit);
+        run->bin = b;
+        run->sum = sum[b];
+        run->count = run->hits = 0;
+    }
+    run->count += 1;
+    run->sum += v;
+    run->hits += is_hit;
+}
+
+/* Group 0 of bin_counts_rows: each value added to its bin's run, and with ``both`` to the plain run too. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static inline __attribute__((always_inline)) void group_runs(const double *values, const uint8_t *hits, const int64_t *first_hit,
+                              const int64_t *row_cluster, Py_ssize_t n, Py_ssize_t k,
+                              int n_bins, double scale, Py_ssize_t clusters, double *count, double *sum, double *hit,
+                              double *plain_count, double *plain_sum, double *plain_hit, const int both)
+{
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    Run run = {-1, 0.0, 0, 0}, plain_run = {-1, 0.0, 0, 0};
+    for (Py_ssize_t t = 0; t < n; t++) {
+        const double *v = values + t * k;
+        const uint8_t *h = hits != NULL ? hits + t * k : NULL;
+        const int64_t first = first_hit != NULL ? first_hit[t] : k;
+        const Py_ssize_t cluster = row_cluster != NULL ? (Py_ssize_t)row_cluster[t] : 0;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            const Py_ssize_t b = (Py_ssize_t)bin_of(v[j], scale, n_bins);
+            const int is_hit = h != NULL ? h[j] != 0 : j >= first;
+            run_add(&run, b * clusters + cluster, v[j], is_hit, count, sum, hit);
+            if (both)
+                run_add(&plain_run, b, v[j], is_hit, plain_count, plain_sum, plain_hit);
+        }
+    }
+    run_end(&run, count, sum, hit);
+    if (both)
+        run_end(&plain_run, plain_count, plain_sum, plain_hit);
+}
+
 /* Equal-width bin counts (calib.core.binning.BinCounter): value v goes to bin_of(v), in group j (its column)
  * when by_column, else group 0; per group and bin the count, the sum of the values in element order
  * (np.bincount's order into zeroed buffers, np.add.at's into running ones: the same bits either way) and
@@ -467,29 +558,62 @@ static inline int32_t bin_of(double v, double scale, int n_bins)
  * (group 0 only: row i's hits from its first, such as the label's rank among cumulative masses), or none.
  * With row_cluster, each bin is kept per cluster of rows (the bootstrap's per-cluster sums, calib.bootstrap):
  * the buffers hold groups x bins x clusters, the cluster innermost, and row i's values go to its cluster
- * row_cluster[i]. The rows are read in row_order, sorted by cluster with rows in order within each: each
- * bin still adds its values in element order (a bin's values are one cluster's), and consecutive
- * clusters' rows, whose values mostly fall in the same bins, write neighbouring numbers of one cache line. In group 0, consecutive values in the same bin (a row of cumulative masses, which never decreases,
- * stays in each bin for a run) are added to the bin's sum held in a register and stored when the run
- * ends: the same additions in the same order, without a store and reload of the sum between them (2.7x
- * faster on CMCE's pairs). Compiled without fused multiply-adds. */
+ * row_cluster[i]; each bin adds its values in element order (a bin's values are one cluster's).
+ *
+ * In group 0, consecutive values in the same bin (a row of cumulative masses, which never decreases, stays in
+ * each bin for a run) are added to the bin's sum held in a register and stored when the run ends: the same
+ * additions in the same order, without a store and reload of the sum between them (2.7x faster on CMCE's
+ * pairs). With plain_count, plain_sum and plain_hit beside row_cluster, the counts over every row are filled
+ * in the same pass, in a run of their own beside the cluster's: the two runs' additions overlap in the
+ * processor, where two passes would each wait on one chain of additions.
+ *
+ * By column with first_count and first_sum (clusters x k, the cluster outermost), the count and sum of the
+ * first bin go there instead: most values of many classes are in the first bin, and one pass along a row adds
+ * each (its bin's sum + 0.0 for the others: the same bits) into one cluster's contiguous k numbers, where the
+ * buffers' layout would write each to another cache line; the other bins' values, a few a row, are then added
+ * where they belong (calib.core.binning.BinCounter folds the first bin into the buffers when read).
+ * Compiled without fused multiply-adds. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
 #endif
 static void bin_counts_rows(const double *values, const uint8_t *hits, const int64_t *first_hit,
-                            const int64_t *row_cluster, const int64_t *row_order, Py_ssize_t n, Py_ssize_t k,
+                            const int64_t *row_cluster, Py_ssize_t n, Py_ssize_t k,
                             int n_bins, double scale, int by_column, Py_ssize_t clusters, double *count,
-                            double *sum, double *hit)
+                            double *sum, double *hit, double *first_count, double *first_sum, double *plain_count,
+                            double *plain_sum, double *plain_hit)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #endif
+    if (by_column && first_count != NULL) { /* the first bin apart, one cluster's k numbers a row */
+        for (Py_ssize_t t = 0; t < n; t++) {
+            const double *v = values + t * k;
+            const uint8_t *h = hits != NULL ? hits + t * k : NULL;
+            const Py_ssize_t cluster = (Py_ssize_t)row_cluster[t];
+            const int elsewhere = first_bin_row(v, first_count + cluster * k, first_sum + cluster * k, k, scale, n_bins);
+            if (!elsewhere && h == NULL)
+                continue;
+            for (Py_ssize_t j = 0; j < k; j++) {
+                const double scaled = v[j] * scale; /* bin_of(v[j]) is 0 exactly where -1 < scaled < 1 */
+                if (scaled < 1.0 && scaled > -1.0 && (h == NULL || !h[j]))
+                    continue;
+                const int32_t b = bin_of(v[j], scale, n_bins);
+                const Py_ssize_t index = (j * (Py_ssize_t)n_bins + b) * clusters + cluster;
+                if (b != 0) {
+                    count[index] += 1.0;
+                    sum[index] += v[j];
+                }
+                if (h != NULL)
+                    hit[index] += h[j] != 0;
+            }
+        }
+        return;
+    }
     if (by_column) { /* every value in another group from the last: no runs */
         for (Py_ssize_t t = 0; t < n; t++) {
-            const Py_ssize_t i = row_order != NULL ? (Py_ssize_t)row_order[t] : t;
-            const double *v = values + i * k;
-            const uint8_t *h = hits != NULL ? hits + i * k : NULL;
-            const Py_ssize_t cluster = row_cluster != NULL ? (Py_ssize_t)row_cluster[i] : 0;
+            const double *v = values + t * k;
+            const uint8_t *h = hits != NULL ? hits + t * k : NULL;
+            const Py_ssize_t cluster = row_cluster != NULL ? (Py_ssize_t)row_cluster[t] : 0;
             for (Py_ssize_t j = 0; j < k; j++) {
                 Py_ssize_t index = (j * (Py_ssize_t)n_bins + bin_of(v[j], scale, n_bins)) * clusters + cluster;
                 count[index] += 1.0;
@@ -500,37 +624,12 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
         }
         return;
     }
-    Py_ssize_t run = -1; /* the bin of the current run, -1 before the first value */
-    double run_sum = 0.0;
-    int64_t run_count = 0, run_hits = 0;
-    for (Py_ssize_t t = 0; t < n; t++) {
-        const Py_ssize_t i = row_order != NULL ? (Py_ssize_t)row_order[t] : t;
-        const double *v = values + i * k;
-        const uint8_t *h = hits != NULL ? hits + i * k : NULL;
-        const int64_t first = first_hit != NULL ? first_hit[i] : k;
-        const Py_ssize_t cluster = row_cluster != NULL ? (Py_ssize_t)row_cluster[i] : 0;
-        for (Py_ssize_t j = 0; j < k; j++) {
-            Py_ssize_t b = (Py_ssize_t)bin_of(v[j], scale, n_bins) * clusters + cluster;
-            if (b != run) {
-                if (run >= 0) {
-                    sum[run] = run_sum;
-                    count[run] += (double)run_count;
-                    hit[run] += (double)run_hits;
-                }
-                run = b;
-                run_sum = sum[b];
-                run_count = run_hits = 0;
-            }
-            run_count += 1;
-            run_sum += v[j];
-            run_hits += h != NULL ? h[j] != 0 : j >= first;
-        }
-    }
-    if (run >= 0) {
-        sum[run] = run_sum;
-        count[run] += (double)run_count;
-        hit[run] += (double)run_hits;
-    }
+    if (plain_count != NULL) /* two copies of the loop, with and without the plain run */
+        group_runs(values, hits, first_hit, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit,
+                   plain_count, plain_sum, plain_hit, 1);
+    else
+        group_runs(values, hits, first_hit, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit,
+                   NULL, NULL, NULL, 0);
 }
 
 /* Cumulative top-k mass (calib.metrics.Batch.cumulative_mass), in place: each row of m holds -p sorted
@@ -855,24 +954,29 @@ done:
 }
 
 PyDoc_STRVAR(bin_counts_doc,
-"bin_counts(values, hits, first_hit, row_cluster, row_order, n, k, n_bins, scale, by_column, clusters, count, sums,\n"
-"hit_count)\n\n"
+"bin_counts(values, hits, first_hit, row_cluster, n, k, n_bins, scale, by_column, clusters, count, sums,\n"
+"hit_count, first_count=None, first_sum=None, plain_count=None, plain_sums=None, plain_hits=None)\n\n"
 "Equal-width bin counts of the C-contiguous float64 (n, k) buffer values added into the float64 count,\n"
 "sums and hit_count buffers (k groups of n_bins when by_column, else one): the values'\n"
 "count, sum and the count of hits per bin, the hits from the uint8 (n, k) hits, or (not by_column)\n"
 "each row's columns from its int64 first_hit on, or none (both None). With the int64 row_cluster, each bin\n"
-"is kept per cluster (innermost), row i's in cluster row_cluster[i] (None: one cluster), the rows read in the\n"
-"int64 row_order (None: in order).");
+"is kept per cluster (innermost), row i's in cluster row_cluster[i] (None: one cluster). By column with clusters, the float64 first_count and first_sum (clusters x k)\n"
+"take the first bin's counts and sums instead of count and sums. In group 0 with clusters, the float64\n"
+"plain_count, plain_sums and plain_hits (n_bins each) get the counts over every row in the same pass.");
 
 static PyObject *bin_counts(PyObject *self, PyObject *args)
 {
-    Py_buffer values, hits = {0}, first_hit = {0}, row_cluster = {0}, row_order = {0}, count, sums, hit_count;
-    PyObject *hits_object, *first_hit_object, *row_cluster_object, *row_order_object;
+    Py_buffer values, hits = {0}, first_hit = {0}, row_cluster = {0}, count, sums, hit_count;
+    Py_buffer first_count = {0}, first_sum = {0}, plain[3] = {{0}, {0}, {0}};
+    PyObject *hits_object, *first_hit_object, *row_cluster_object;
+    PyObject *first_count_object = Py_None, *first_sum_object = Py_None, *plain_objects[3] = {Py_None, Py_None, Py_None};
     Py_ssize_t n, k, clusters;
     int n_bins, by_column;
     double scale;
-    if (!PyArg_ParseTuple(args, "y*OOOOnnidpnw*w*w*", &values, &hits_object, &first_hit_object, &row_cluster_object,
-                          &row_order_object, &n, &k, &n_bins, &scale, &by_column, &clusters, &count, &sums, &hit_count))
+    if (!PyArg_ParseTuple(args, "y*OOOnnidpnw*w*w*|OOOOO", &values, &hits_object, &first_hit_object,
+                          &row_cluster_object, &n, &k, &n_bins, &scale, &by_column, &clusters, &count,
+                          &sums, &hit_count, &first_count_object, &first_sum_object, &plain_objects[0],
+                          &plain_objects[1], &plain_objects[2]))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t groups = (by_column ? k : 1) * clusters;
@@ -882,10 +986,31 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
         goto done;
     if (row_cluster_object != Py_None && PyObject_GetBuffer(row_cluster_object, &row_cluster, PyBUF_SIMPLE) < 0)
         goto done;
-    if (row_order_object != Py_None && PyObject_GetBuffer(row_order_object, &row_order, PyBUF_SIMPLE) < 0)
+    if ((first_count_object == Py_None) != (first_sum_object == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "first_count and first_sum go together");
         goto done;
-    if (clusters < 1 || (row_cluster.obj == NULL && (clusters != 1 || row_order.obj != NULL))) {
-        PyErr_SetString(PyExc_ValueError, "clusters must be at least 1, and 1 without row_cluster, which row_order needs");
+    }
+    if (first_count_object != Py_None
+        && (PyObject_GetBuffer(first_count_object, &first_count, PyBUF_WRITABLE) < 0
+            || PyObject_GetBuffer(first_sum_object, &first_sum, PyBUF_WRITABLE) < 0))
+        goto done;
+    if (first_count.obj != NULL && (!by_column || row_cluster.obj == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "the first bin apart goes by column, with row_cluster");
+        goto done;
+    }
+    for (int p = 0; p < 3; p++)
+        if (plain_objects[p] != Py_None && PyObject_GetBuffer(plain_objects[p], &plain[p], PyBUF_WRITABLE) < 0)
+            goto done;
+    if ((plain[0].obj != NULL || plain[1].obj != NULL || plain[2].obj != NULL)
+        && (plain[0].obj == NULL || plain[1].obj == NULL || plain[2].obj == NULL || by_column || row_cluster.obj == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "the plain counts go in three buffers beside row_cluster, in group 0");
+        goto done;
+    }
+    for (int p = 0; p < 3; p++)
+        if (plain[p].obj != NULL && !check_size(&plain[p], n_bins * (Py_ssize_t)sizeof(double), "a plain count"))
+            goto done;
+    if (clusters < 1 || (row_cluster.obj == NULL && clusters != 1)) {
+        PyErr_SetString(PyExc_ValueError, "clusters must be at least 1, and 1 without row_cluster");
         goto done;
     }
     if (n_bins < 1) {
@@ -900,10 +1025,11 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
         || (hits.obj != NULL && !check_size(&hits, n * k, "hits"))
         || (first_hit.obj != NULL && !check_size(&first_hit, n * (Py_ssize_t)sizeof(int64_t), "first_hit"))
         || (row_cluster.obj != NULL && !check_size(&row_cluster, n * (Py_ssize_t)sizeof(int64_t), "row_cluster"))
-        || (row_order.obj != NULL && !check_size(&row_order, n * (Py_ssize_t)sizeof(int64_t), "row_order"))
         || !check_size(&count, groups * n_bins * (Py_ssize_t)sizeof(double), "count")
         || !check_size(&sums, groups * n_bins * (Py_ssize_t)sizeof(double), "sums")
-        || !check_size(&hit_count, groups * n_bins * (Py_ssize_t)sizeof(double), "hit_count"))
+        || !check_size(&hit_count, groups * n_bins * (Py_ssize_t)sizeof(double), "hit_count")
+        || (first_count.obj != NULL && !check_size(&first_count, groups * (Py_ssize_t)sizeof(double), "first_count"))
+        || (first_sum.obj != NULL && !check_size(&first_sum, groups * (Py_ssize_t)sizeof(double), "first_sum")))
         goto done;
     if (row_cluster.obj != NULL) { /* every row's cluster inside the buffers */
         const int64_t *cluster = row_cluster.buf;
@@ -913,18 +1039,12 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
                 goto done;
             }
     }
-    if (row_order.obj != NULL) { /* every row read from inside values */
-        const int64_t *order = row_order.buf;
-        for (Py_ssize_t t = 0; t < n; t++)
-            if (order[t] < 0 || order[t] >= n) {
-                PyErr_SetString(PyExc_ValueError, "row_order out of the rows");
-                goto done;
-            }
-    }
     Py_BEGIN_ALLOW_THREADS
     bin_counts_rows(values.buf, hits.obj != NULL ? hits.buf : NULL, first_hit.obj != NULL ? first_hit.buf : NULL,
-                    row_cluster.obj != NULL ? row_cluster.buf : NULL, row_order.obj != NULL ? row_order.buf : NULL, n, k,
-                    n_bins, scale, by_column, clusters, count.buf, sums.buf, hit_count.buf);
+                    row_cluster.obj != NULL ? row_cluster.buf : NULL, n, k,
+                    n_bins, scale, by_column, clusters, count.buf, sums.buf, hit_count.buf,
+                    first_count.obj != NULL ? first_count.buf : NULL, first_sum.obj != NULL ? first_sum.buf : NULL,
+                    plain[0].buf, plain[1].buf, plain[2].buf);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
@@ -938,8 +1058,13 @@ done:
         PyBuffer_Release(&first_hit);
     if (row_cluster.obj != NULL)
         PyBuffer_Release(&row_cluster);
-    if (row_order.obj != NULL)
-        PyBuffer_Release(&row_order);
+    if (first_count.obj != NULL)
+        PyBuffer_Release(&first_count);
+    if (first_sum.obj != NULL)
+        PyBuffer_Release(&first_sum);
+    for (int p = 0; p < 3; p++)
+        if (plain[p].obj != NULL)
+            PyBuffer_Release(&plain[p]);
     return result;
 }
 

@@ -262,13 +262,20 @@ class BootstrapStates:
             cell += self.strata[index] * self.clusters
         return cell
 
+    def assign_cells(self, batch, rows) -> None:
+        """Give ``batch`` (the rows ``rows``) its rows' cells, before any accumulator reads it: the
+        plain sums of its binned pairs are then counted in the per-cluster sums' pass
+        (:meth:`calib.metrics.batch.Batch.binned`)."""
+        batch.set_clusters(self.cells(rows), self.clusters * self.n_strata)
+
     def prepare(self, batch, rows) -> tuple:
         """(``batch`` (the rows ``rows``) with its rows' cells and the views the accumulators read,
         the per-cluster sums of its small accumulators): the work a worker thread does ahead of
         :meth:`update`. An accumulator whose per-cluster sums hold at most :data:`CHUNK_STATE_CELLS`
         numbers is filled for the chunk alone here; the larger ones (classwise bins of many classes:
         a chunk's own would be as large as the whole) are added to in place by :meth:`update`."""
-        batch.cluster = self.cells(rows)
+        if batch.cluster is None:
+            self.assign_cells(batch, rows)
         batch.compute(self.metric_set.views)
         filled = self.metric_set.fresh(self._on_workers)
         for accumulator in filled.values():

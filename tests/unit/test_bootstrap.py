@@ -248,6 +248,103 @@ def test_per_cluster_bins_are_the_bins_of_each_clusters_rows_on_both_kernel_path
                 assert np.array_equal(state[name][c], getattr(alone, name)), (kind, name, c)
 
 
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_plain_counts_filled_beside_the_clusters_are_those_of_their_own_pass(backend, monkeypatch):
+    """A counter per cluster given ``plain`` fills it as the plain counter's own add would (to the
+    bit, running sums over chunks), and its own counts as without it: values on every edge, 0 and 1."""
+    from calib.core import kernels
+
+    monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels") if backend == "compiled" else None)
+    rng = np.random.default_rng(3)
+    values = np.sort(rng.choice(np.r_[np.arange(26) / 25, rng.random(30)], size=(240, 9)), axis=1)
+    hits, first_hit, cluster = rng.random((240, 9)) < 0.5, rng.integers(0, 10, 240), rng.integers(0, 7, 240)
+    for kind in ("hits", "first_hit"):
+        fused, plain, alone_plain, alone_clusters = (
+            BinCounter(25, clusters=7),
+            BinCounter(25),
+            BinCounter(25),
+            BinCounter(25, clusters=7),
+        )
+        for part in np.array_split(np.arange(240), 3):
+            pairs = (values[part][:, 0], hits[part][:, 0]) if kind == "hits" else (values[part],)
+            first = {} if kind == "hits" else {"first_hit": first_hit[part]}
+            fused.add(*pairs, **first, cluster=cluster[part], plain=plain)
+            alone_plain.add(*pairs, **first)
+            alone_clusters.add(*pairs, **first, cluster=cluster[part])
+        for name in ("count", "sum_pred", "sum_true"):
+            assert np.array_equal(getattr(plain, name), getattr(alone_plain, name)), (kind, name)
+            assert np.array_equal(fused.state()[name], alone_clusters.state()[name]), (kind, name)
+    with pytest.raises(ValueError, match="beside per-cluster counts of group 0"):
+        BinCounter(25).add(values[:, 0], hits[:, 0], plain=BinCounter(25))
+    with pytest.raises(ValueError, match="same bins"):
+        BinCounter(25, clusters=7).add(values[:, 0], hits[:, 0], cluster=cluster, plain=BinCounter(15))
+
+
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_the_first_bin_kept_apart_gives_the_same_sums_across_reads_and_merges(backend, monkeypatch):
+    """By column per cluster, the first bin is kept apart until read: adding, reading, merging a
+    state and adding again gives on both paths the sums of that definition, value by value: the
+    first bin's values (exact zeros, values just under the first edge) summed apart from zero in
+    element order and added to the bin when read, every other value added to its bin's sum in turn."""
+    from calib.core import kernels
+
+    monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels") if backend == "compiled" else None)
+    rng = np.random.default_rng(4)
+    edge = 1 / 15
+    values = rng.choice(np.r_[0.0, edge, np.nextafter(edge, 0), 1.0, rng.random(10) * 0.1], size=(200, 5))
+    cluster = rng.integers(0, 4, 200)
+
+    def model(sums, apart, rows):
+        for i in rows:
+            for j, v in enumerate(values[i]):
+                b = min(int(v * 15 * (1 + 1e-12)), 14)
+                target = apart if b == 0 else sums
+                target["count"][cluster[i], j * 15 + b] += 1.0
+                target["sum_pred"][cluster[i], j * 15 + b] += v
+
+    def fold(sums, apart):
+        for name in sums:
+            sums[name] += apart[name]
+            apart[name][:] = 0.0
+
+    fresh = lambda: {name: np.zeros((4, 75)) for name in ("count", "sum_pred")}  # noqa: E731
+    other_sums, other_apart, sums, apart = fresh(), fresh(), fresh(), fresh()
+    model(other_sums, other_apart, range(0, 50))
+    fold(other_sums, other_apart)
+    counter, other = BinCounter(15, 5, clusters=4), BinCounter(15, 5, clusters=4)
+    other.add(values[:50], None, by_column=True, cluster=cluster[:50])
+    counter.add(values[50:120], None, by_column=True, cluster=cluster[50:120])
+    model(sums, apart, range(50, 120))
+    fold(sums, apart)
+    assert all(np.array_equal(counter.state()[name], sums[name]) for name in sums)
+    counter.absorb(other.state())
+    for name in sums:
+        sums[name] += other_sums[name]
+    counter.add(values[120:], None, by_column=True, cluster=cluster[120:])
+    model(sums, apart, range(120, 200))
+    fold(sums, apart)
+    for name in sums:
+        assert np.array_equal(counter.state()[name], sums[name]), name
+    assert (counter.state()["count"][:, ::15] > 0).all()  # the first bins were used
+
+
+def test_a_batchs_binned_pairs_are_filled_once_for_both_readers():
+    """With its rows' clusters, a batch's binned pairs are one pass for the plain and the per-cluster
+    counters (the second reader takes its counter, not a new pass); another cluster count is refused."""
+    rng = np.random.default_rng(5)
+    batch = Batch(rng.integers(0, 6, 300), probs=rng.dirichlet(np.ones(6), 300))
+    batch.set_clusters(rng.integers(0, 9, 300), 9)
+    per_cluster = batch.binned("cumulative_mass", 25, 9)
+    assert batch.binned("cumulative_mass", 25, 9) is per_cluster
+    plain = batch.binned("cumulative_mass", 25)
+    alone = BinCounter(25)
+    alone.add(batch.cumulative_mass, first_hit=batch.label_rank)
+    assert all(np.array_equal(plain.state()[name], alone.state()[name]) for name in ("count", "sum_pred", "sum_true"))
+    assert per_cluster.state()["count"].sum() == plain.count.sum() == 300 * 6
+    with pytest.raises(ValueError, match="clusters of 9, not 200"):
+        batch.binned("confidence", 15, 200)
+
+
 def _add(counter, kind, values, hits, first_hit, cluster):
     if kind == "column":
         counter.add(values, None, by_column=True, cluster=cluster)
@@ -268,9 +365,12 @@ def test_the_compiled_kernel_refuses_clusters_outside_its_buffers():
     compiled = pytest.importorskip("calib._kernels", reason="not built")
     out = [np.zeros(2 * 15) for _ in range(3)]
     values = np.array([[0.5]])
-    for cluster, order in ((np.array([2]), np.array([0])), (np.array([-1]), np.array([0])), (np.array([0]), np.array([1]))):
+    for cluster in (np.array([2]), np.array([-1])):
         with pytest.raises(ValueError, match="out of the"):
-            compiled.bin_counts(values, None, None, cluster, order, 1, 1, 15, 15.0, False, 2, *out)
+            compiled.bin_counts(values, None, None, cluster, 1, 1, 15, 15.0, False, 2, *out)
+    one = [np.zeros(15) for _ in range(3)]
+    with pytest.raises(ValueError, match="beside row_cluster"):  # plain counts go beside per-cluster ones only
+        compiled.bin_counts(values, None, None, None, 1, 1, 15, 15.0, False, 1, *one, None, None, *one)
 
 
 def test_small_accumulators_are_filled_on_the_workers_and_large_ones_in_place():

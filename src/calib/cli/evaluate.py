@@ -173,7 +173,6 @@ def evaluate(
     """
     render.resolve_format(table_format)
     request = _request(locals())
-    request.warm_up()
     for path in (json_path, junit):
         if path not in (None, "-"):
             check_not_an_input(path, [pred, labels, true_probs, features, baseline])

@@ -124,7 +124,7 @@ _started_lock = threading.Lock()
 
 def import_in_background(module: str) -> None:
     """Import ``module`` on a thread of its own, once a process, so that its import time (CatBoost's
-    0.3-0.5 s, most of it pandas; scipy.special's 0.2 s) overlaps the work before its first use.
+    0.3-0.5 s, most of it pandas) overlaps the work before its first use.
     That use's own ``import`` waits for it (Python holds a module's import lock until the module is
     complete) and raises any error it met. Not a daemon thread: the process does not exit in the
     middle of it."""

@@ -146,20 +146,26 @@ def bin_counts(
     row_cluster: np.ndarray | None = None,
     clusters: int = 1,
     out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    first_bin: tuple[np.ndarray, np.ndarray] | None = None,
+    plain: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ):
     """Equal-width bin counts of ``values`` (N, K) float64 in [0, 1], compiled: bin b = min(floor(v
-    ``scale``), B - 1) (:func:`calib.core.numerics.bin_index`'s rule, ``scale`` = B (1 + r)) in group j (the
-    column) when ``by_column``, else group 0; returns (count, sum of the values, count of hits), float64
-    each of ``clusters`` x (K if ``by_column`` else 1) x ``n_bins``, or None where the compiled path is
-    not available (calib.core.binning then takes NumPy's bincounts). The hits are ``hits`` (N, K) or,
-    in group 0, the columns j >= ``first_hit[i]`` of each row i. ``row_cluster`` (N,): each bin is
-    kept per cluster (the bootstrap's per-cluster sums), the cluster innermost (index (group n_bins
-    + bin) ``clusters`` + cluster), row i's in its cluster; the rows are then read sorted by
-    cluster, in order within each (the same additions in every bin, neighbouring clusters' writes in
-    one cache line). ``out``: three C-contiguous
-    float64 arrays the counts are added into (returned), else fresh zeroed ones. Each bin's values are
-    added in element order, as np.bincount (into zeros) and np.add.at (into ``out``) add them, so the
-    same bits; one pass without NumPy's index array and its three bincounts."""
+    ``scale``), B - 1) (:func:`calib.core.numerics.bin_index`'s rule, ``scale`` = B (1 + r) per
+    :data:`calib.core.numerics.EDGE_STRETCH`) in group j (the column) when ``by_column``, else group
+    0; returns (count, sum of the values, count of hits), float64 each of ``clusters`` x (K if
+    ``by_column`` else 1) x ``n_bins``, or None where the compiled path is not available
+    (calib.core.binning then takes NumPy's bincounts). The hits are ``hits`` (N, K) or, in group 0,
+    the columns j >= ``first_hit[i]`` of each row i. ``row_cluster`` (N,): each bin is kept per
+    cluster (the bootstrap's per-cluster sums), the cluster innermost (index (group n_bins + bin)
+    ``clusters`` + cluster), row i's in its cluster. ``out``: three C-contiguous float64 arrays the
+    counts are added into (returned), else fresh zeroed ones. ``first_bin`` (by column, with
+    ``row_cluster``): two C-contiguous float64 arrays of ``clusters`` x K that take the first bin's
+    counts and sums instead of ``out`` (:class:`calib.core.binning.BinCounter`'s: one cluster's K
+    numbers contiguous, so a row adds its values along them where ``out``'s layout writes each to
+    another cache line). ``plain`` (group 0, with ``row_cluster``): three float64 arrays of
+    ``n_bins`` that the counts over all rows are added into in the same pass. Each bin's values are
+    added in element order, as np.bincount (into zeros) and np.add.at (into ``out``) add them, so
+    the same bits; one pass without NumPy's index array and its three bincounts."""
     if _compiled is None or not values.flags.c_contiguous or values.dtype != np.float64:
         return None
     if hits is not None and hits.dtype != bool:
@@ -170,11 +176,22 @@ def bin_counts(
         out = np.zeros(size), np.zeros(size), np.zeros(size)
     flags = None if hits is None else np.ascontiguousarray(hits).view(np.uint8)
     first = None if first_hit is None else np.ascontiguousarray(first_hit, dtype=np.int64)
-    cluster = order = None
-    if row_cluster is not None:  # rows read cluster by cluster, in order within each
-        cluster = np.ascontiguousarray(row_cluster, dtype=np.int64)
-        order = np.argsort(cluster, kind="stable")
-    _compiled.bin_counts(values, flags, first, cluster, order, n, k, n_bins, scale, by_column, clusters, *out)
+    cluster = None if row_cluster is None else np.ascontiguousarray(row_cluster, dtype=np.int64)
+    _compiled.bin_counts(
+        values,
+        flags,
+        first,
+        cluster,
+        n,
+        k,
+        n_bins,
+        scale,
+        by_column,
+        clusters,
+        *out,
+        *(first_bin or (None, None)),
+        *(plain or ()),
+    )
     return out
 
 

@@ -69,7 +69,6 @@ def build_report(
         )
     if boosted_fit_count([METRICS[key] for key in sample_keys], vece):
         start_catboost_import()  # while the streamed metrics are computed
-    request.warm_up()  # scipy.special, where replicates may be drawn (the command line starts it before reading)
     streamed = stream_metrics(preds, keys, config, calibrator, features, bootstrap, groups, request.bootstrap.first_row)
     floors = None if bootstrap is None else _deferred_floors(request, streamed, keys, bootstrap, groups, preds.output_layout)
     values, before = streamed.values, streamed.uncalibrated

@@ -155,15 +155,6 @@ class EvaluationRequest:
         if self.min_group_rows < 1:
             raise UsageError(f"min_group_rows must be a positive count of rows; got {self.min_group_rows!r}")
 
-    def warm_up(self) -> None:
-        """Start importing what this request will need on a thread of its own, to overlap the
-        reading of the input: scipy.special (0.2-0.3 s) for the analytic intervals and the floors
-        beside bootstrap replicates."""
-        if self.bootstrap.may_draw(self.gates, self.emit_state is not None):
-            from ..core.extras import import_in_background
-
-            import_in_background("scipy.special")
-
     @classmethod
     def of(
         cls,

@@ -199,6 +199,8 @@ def stream_metrics(
         filled, prepared = {}, {}
         for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
             if side_batch is not None:
+                if side in grouped:  # the rows' clusters first: the plain and per-cluster bins in one pass
+                    grouped[side].assign_cells(side_batch, rows)
                 filled[side] = _filled_states(side_batch, rows, sliced.get(side), new_set)
                 if side in grouped:
                     prepared[side] = grouped[side].prepare(side_batch, rows)

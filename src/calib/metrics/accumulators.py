@@ -159,7 +159,7 @@ class TopLabelBins(Additive):
         self.n = 0
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.confidence, batch.correct, cluster=self._cluster(batch))
+        self.counter.absorb(batch.binned("confidence", self.counter.n_bins, self.clusters).state())
         self.n += self._rows(batch)
 
 
@@ -204,7 +204,7 @@ class CumulativeMassBins(Additive):
         self.counter = BinCounter(n_bins)
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.cumulative_mass, first_hit=batch.label_rank, cluster=self._cluster(batch))
+        self.counter.absorb(batch.binned("cumulative_mass", self.counter.n_bins, self.clusters).state())
 
 
 class CumulativeMassRange(Additive):

@@ -7,6 +7,7 @@ from functools import cached_property
 import numpy as np
 
 from ..core import kernels
+from ..core.binning import BinCounter
 from ..core.numerics import label_rank, log_of_probs, log_softmax_and_softmax
 
 #: Cached per-row values of a :class:`Batch` that :meth:`Batch.take` carries over.
@@ -36,6 +37,8 @@ class Batch:
     """
 
     cluster: np.ndarray | None = None
+    #: How many clusters ``cluster`` draws from (set with it, :meth:`set_clusters`; not taken over by :meth:`take`).
+    n_clusters: int | None = None
 
     def __init__(
         self,
@@ -67,6 +70,37 @@ class Batch:
             if name in self.__dict__:
                 part.__dict__[name] = self.__dict__[name][index]
         return part
+
+    def set_clusters(self, cluster: np.ndarray, n_clusters: int) -> None:
+        """Each row's bootstrap cluster, in [0, ``n_clusters``) (:mod:`calib.bootstrap`)."""
+        self.cluster, self.n_clusters = cluster, n_clusters
+
+    def binned(self, view: str, n_bins: int, clusters: int | None = None) -> BinCounter:
+        """The pairs of ``view`` in ``n_bins`` equal-width bins (group 0): "confidence" against
+        correctness (ECE, MCE), "cumulative_mass" against coverage from the label's rank (CMCE); a
+        fresh counter of the batch's rows, or (``clusters``, the batch's ``n_clusters``) per
+        cluster. Where the rows carry their clusters, the first reader's one pass fills both
+        counters and the other reader takes its own (the plain metrics and the bootstrap's
+        per-cluster sums: :meth:`BinCounter.add`'s ``plain``)."""
+        if clusters is not None and clusters != self.n_clusters:
+            raise ValueError(f"the rows carry clusters of {self.n_clusters}, not {clusters}")
+        found = self.__dict__.setdefault("_binned", {})
+        if (view, n_bins) not in found:
+            pairs = {
+                "confidence": lambda: ((self.confidence, self.correct), {}),
+                "cumulative_mass": lambda: ((self.cumulative_mass,), {"first_hit": self.label_rank}),
+            }
+            arguments, keywords = pairs[view]()
+            plain = BinCounter(n_bins)
+            per_cluster = None
+            if self.n_clusters is None:
+                plain.add(*arguments, **keywords)
+            else:
+                per_cluster = BinCounter(n_bins, clusters=self.n_clusters)
+                per_cluster.add(*arguments, **keywords, cluster=self.cluster, plain=plain)
+            found[(view, n_bins)] = plain, per_cluster
+        plain, per_cluster = found[(view, n_bins)]
+        return plain if clusters is None else per_cluster
 
     def compute(self, views) -> "Batch":
         """This batch with the derived ``views`` (names of its cached values) computed now: on the
