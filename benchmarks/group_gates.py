@@ -32,7 +32,7 @@ from scipy.special import expit, softmax
 
 import calib
 from benchmarks.results import write_results
-from calib.evaluation.gates import parse_change_gates
+from calib.evaluation.gate_parsing import parse_change_gates
 
 LABELS, SLICES, CLASSES, SCALE = 50, 20, 10, 2.0
 THRESHOLDS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.1, 0.15, 0.2, 0.3, 0.45)

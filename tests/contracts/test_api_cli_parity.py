@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import calib
-from calib.evaluation.gates import parse_change_gates
+from calib.evaluation.gate_parsing import parse_change_gates
 
 STREAMED = ["accuracy", "nll", "brier", "ece", "mce", "cmce", "cw_ece", "ece_l2"]
 PATH_KEYS = ("path", "sha256", "baseline_input", "note", "source")  # "source": where the groups came from

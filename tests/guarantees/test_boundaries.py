@@ -442,7 +442,7 @@ def test_baseline_rows_are_compared_by_count_then_labels():
 
 def test_gate_and_increase_specs_are_parsed_or_refused(tmp_path):
     from calib.errors import InputError, UsageError
-    from calib.evaluation.gates import parse_change_gates, parse_gate, read_report
+    from calib.evaluation.gate_parsing import parse_change_gates, parse_gate, read_report
 
     assert parse_gate("max_group:cmce>=0.02") == Gate("max_group:cmce>=0.02", "cmce", ">=", 0.02, "max_group")
     with pytest.raises(UsageError, match="per group"):

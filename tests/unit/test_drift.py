@@ -15,7 +15,8 @@ import calib
 from calib.api import as_predictions
 from calib.drift import ComparisonRequest, compare, comparison_steps
 from calib.drift.report import ComparisonReport
-from calib.evaluation.gates import check_gates, parse_gate
+from calib.evaluation.gate_parsing import parse_gate
+from calib.evaluation.gates import check_gates
 from calib.synth.shift import EXPECTED, WORLDS, shift_world
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Optional
 
 import typer
@@ -14,7 +13,7 @@ from . import options, render
 
 def _default(name: str):
     """The library's default of the comparison setting ``name`` (calib.drift.ComparisonRequest)."""
-    return {field.name: field.default for field in dataclasses.fields(api.ComparisonRequest)}[name]
+    return options.library_default(api.ComparisonRequest, name)
 
 
 def compare(

@@ -3,6 +3,8 @@ that reads a command's predictions with them."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Annotated, Optional
 
 import typer
@@ -10,6 +12,18 @@ from typer.core import TyperCommand
 
 from .. import api
 from ..api import listed
+
+
+def library_default(owner, name: str):
+    """The library's default of setting ``name``: a field of the dataclass ``owner``, or a keyword
+    of the function ``owner`` (so a flag's default is the notebook's, from one source)."""
+    if dataclasses.is_dataclass(owner):
+        found = {field.name: field for field in dataclasses.fields(owner)}[name]
+        if found.default is dataclasses.MISSING and callable(found.default_factory):
+            return found.default_factory()
+        return found.default
+    return inspect.signature(owner).parameters[name].default
+
 
 Labels = Annotated[
     Optional[str],

@@ -154,7 +154,7 @@ def section_of(ref, new, request, level: float, paired: bool, calibration, step)
 
 def _by_group(ref, new, groups, request: ComparisonRequest, paired: bool, calibration, step) -> ComparisonGroups:
     """Each group's comparison at the Bonferroni level over the groups compared; the rest skipped."""
-    from ..evaluation.gates import bonferroni_level
+    from ..evaluation.gate_noise import bonferroni_level
 
     ref_groups, new_groups = groups
     ref_rows = {name: np.flatnonzero(ref_groups.codes == i) for i, name in enumerate(ref_groups.names)}

@@ -79,7 +79,9 @@ class ComparisonRequest:
 
     def __post_init__(self):
         from ..bootstrap import check_level, check_tail_replicates
-        from ..evaluation.gates import INCONCLUSIVE_POLICIES, Gate, parse_gate
+        from ..evaluation.gate_noise import INCONCLUSIVE_POLICIES
+        from ..evaluation.gate_parsing import parse_gate
+        from ..evaluation.gates import Gate
         from ..metrics.definitions import TOP_K
         from .decomposition import SCORES
 

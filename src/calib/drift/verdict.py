@@ -34,7 +34,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..evaluation.gates import bonferroni_level
+from ..evaluation.gate_noise import bonferroni_level
 from .analysis import interval
 from .report import Change, Finding
 

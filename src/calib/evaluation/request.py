@@ -23,7 +23,9 @@ from ..errors import UsageError
 from ..metrics import check_metric_keys
 from ..metrics.definitions import AUTO_BINS, bin_count
 from ..metrics.sample import DEFAULT_RECIPE, SampleConfig
-from .gates import INCONCLUSIVE_POLICIES, ChangeGate, Gate, parse_gate
+from .gate_noise import INCONCLUSIVE_POLICIES
+from .gate_parsing import parse_gate
+from .gates import ChangeGate, Gate
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from conftest import DATA, SAMPLE, needs
 from reports import report, values
 
 from calib.bootstrap import DEFAULT_REPLICATES, MAX_DEFAULT_CLASSES, BootstrapConfig, default_config
-from calib.errors import UsageError
-from calib.evaluation.gates import ChangeGate, Gate, Spread, outcome, parse_allowance
+from calib.evaluation.gate_noise import Spread
+from calib.evaluation.gates import ChangeGate, Gate
 from calib.metrics.definitions import METRICS
 
 TEST = SAMPLE / "cifar10_test.npz"
@@ -26,65 +26,6 @@ TEST = SAMPLE / "cifar10_test.npz"
 
 def spread(lower, upper, sd=1.0, rows=100, level=0.95):
     return Spread(lower, upper, sd, rows, level, "bootstrap")
-
-
-# the decision rule -----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "op, lower, upper, expected",
-    [
-        # fails when value > 0.5: fail iff lower > 0.5, pass iff upper <= 0.5
-        (">", 0.5, 0.75, "inconclusive"),  # lower exactly on the threshold: not past it
-        (">", float(np.nextafter(0.5, 1)), 0.75, "fail"),
-        (">", 0.25, 0.5, "pass"),  # upper exactly on the threshold: 0.5 > 0.5 does not hold
-        (">", 0.25, float(np.nextafter(0.5, 1)), "inconclusive"),
-        # fails when value >= 0.5: the threshold itself is failing
-        (">=", 0.5, 0.75, "fail"),
-        (">=", 0.25, 0.5, "inconclusive"),
-        (">=", 0.25, float(np.nextafter(0.5, 0)), "pass"),
-        # fails when value < 0.5 (higher is better): fail iff upper < 0.5, pass iff lower >= 0.5
-        ("<", 0.25, 0.5, "inconclusive"),
-        ("<", 0.25, float(np.nextafter(0.5, 0)), "fail"),
-        ("<", 0.5, 0.75, "pass"),
-        # fails when value <= 0.5
-        ("<=", 0.25, 0.5, "fail"),
-        ("<=", 0.5, 0.75, "inconclusive"),
-        ("<=", float(np.nextafter(0.5, 1)), 0.75, "pass"),
-    ],
-)
-def test_the_three_outcomes_at_their_edges(op, lower, upper, expected):
-    assert outcome(0.5, spread(lower, upper), op, 0.5) == expected
-
-
-def test_without_replicates_the_value_decides_and_undefined_fails():
-    assert outcome(0.5, None, ">", 0.5) == "pass" and outcome(float(np.nextafter(0.5, 1)), None, ">", 0.5) == "fail"
-    assert outcome(None, spread(0.0, 0.1), ">", 0.5) == "fail"
-
-
-def test_the_interval_is_the_quantiles_centred_on_the_estimate():
-    """401 replicates 0, 0.25, ..., 100 (10 beyond each end): the 95% interval's ends are the 2.5% and
-    97.5% quantiles, 2.5 and 97.5; centred on an estimate of 60 (their mean is 50) every replicate
-    moves up by 10; sd with n - 1."""
-    values = np.linspace(0.0, 100.0, 401)
-    found = Spread.of(values, 0.95, 1000, "bootstrap")
-    assert (found.lower, found.upper) == (2.5, 97.5)
-    assert found.sd == pytest.approx(math.sqrt(sum((i / 4 - 50) ** 2 for i in range(401)) / 400), rel=1e-12)
-    centred = Spread.of(values, 0.95, 1000, "bootstrap", estimate=60.0)
-    assert (centred.lower, centred.upper) == (12.5, 107.5)
-    assert Spread.of([1.0, float("nan")], 0.95, 10, "bootstrap") is None  # one value left: no spread
-
-
-def test_minimum_detectable_change_and_rows_to_settle():
-    """(z_0.975 + z_0.8) sd = (1.9599640 + 0.8416212) x 0.01 for a 95% interval; n (that / d)^2
-    rows settle d."""
-    found = spread(0.0, 1.0, sd=0.01, rows=300)
-    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)
-    assert found.detectable() == pytest.approx(2.8015852 * 0.01, rel=1e-7) == pytest.approx(z * 0.01)
-    assert found.rows_to_settle(0.005) == math.ceil(300 * (z * 0.01 / 0.005) ** 2)
-    assert found.rows_to_settle(0.0) is None
-    assert spread(0.0, 0.0, sd=0.0).rows_to_settle(0.5) is None  # no spread: nothing to settle
-    assert spread(0.0, 1.0, sd=1.0, rows=100).rows_to_settle(2.0) == math.ceil(100 * (z / 2.0) ** 2)
 
 
 # change gates --------------------------------------------------------------------------------------------
@@ -122,29 +63,6 @@ def test_a_paired_decrease_reads_the_negated_differences():
     entry = gate.check(report({"accuracy": {"value": 0.55}}, bootstrap=current))
     assert entry["bounds"] == pytest.approx([-0.0975, -0.0025], abs=1e-12) and entry["outcome"] == "pass"
     assert entry["increase_lower_bound"] == pytest.approx(0.0025) and entry["noise"] == "paired bootstrap, 0.95 interval"
-
-
-@pytest.mark.parametrize(
-    "spec, direction, expected",
-    [("cmce=0.001", "increase", ("cmce", 0.001, False)), ("cmce=10%", "increase", ("cmce", 0.1, True))],
-)
-def test_allowances_parse(spec, direction, expected):
-    assert parse_allowance(spec, direction) == expected
-
-
-@pytest.mark.parametrize(
-    "spec, direction, message",
-    [
-        ("accuracy=0.01", "increase", "higher is better"),
-        ("cmce=0.01", "decrease", "lower is better"),
-        ("cmce", "increase", "expected METRIC=NUMBER"),
-        ("cmce=ten%", "increase", "expected METRIC=NUMBER"),
-        ("cmce=nan", "increase", "expected METRIC=NUMBER"),
-    ],
-)
-def test_allowances_that_cannot_be_read_are_refused(spec, direction, message):
-    with pytest.raises(UsageError, match=message):
-        parse_allowance(spec, direction)
 
 
 def test_default_replicates_follow_the_baseline_else_the_input_size():
@@ -458,7 +376,7 @@ def test_a_threshold_entry_states_the_rows_that_would_settle_it():
 
 
 def test_why_a_gate_has_no_interval():
-    from calib.evaluation.gates import group_spreads, replicate_spread
+    from calib.evaluation.gate_noise import group_spreads, replicate_spread
     from calib.evaluation.report_types import BootstrapSection
 
     assert replicate_spread(None, "cmce", 0.1) == (None, "the report has no bootstrap replicates")

@@ -17,7 +17,8 @@ from calib.api import as_predictions
 from calib.core.binning import MIN_BIN_ROWS, BinCounter, clopper_pearson
 from calib.diagnose import diagnose
 from calib.errors import UsageError
-from calib.evaluation.gates import Gate, parse_gate
+from calib.evaluation.gate_parsing import parse_gate
+from calib.evaluation.gates import Gate
 from calib.evaluation.resolution import gap_distance, gap_level, noise_draws, simultaneous_floors
 from calib.metrics import MetricConfig
 from calib.metrics.definitions import METRICS, auto_bins, bin_count, debiased_ece_sq_interval
@@ -451,7 +452,7 @@ def test_a_change_gate_on_a_binned_error_subtracts_the_change_in_mean_noise(tmp_
     """Two perfectly calibrated models of the same rows, one sharper: the change gate compares the
     values less each one's mean noise (the bias of a perfect model's estimate at its bin counts);
     against a baseline without mean noise (an older report) the raw change is read."""
-    from calib.evaluation.gates import parse_change_gates
+    from calib.evaluation.gate_parsing import parse_change_gates
 
     rng = np.random.default_rng(14)
     z = rng.normal(0.0, 2.0, (1500, 4))
