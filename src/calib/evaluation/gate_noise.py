@@ -59,7 +59,7 @@ class Spread:
     lower: float
     upper: float
     sd: float
-    rows: int
+    rows: int | None
     level: float
     how: str
     #: The resolution floor F of a binned error (calib.evaluation.resolution): the lower end is
@@ -85,7 +85,7 @@ class Spread:
         return replace(self, lower=min(self.lower, max(bounds)), floor=floor, floor_groups=groups, floor_unit=unit, gap=gap)
 
     @classmethod
-    def of(cls, replicates, level: float, rows: int, how: str, estimate: float | None = None) -> Spread | None:
+    def of(cls, replicates, level: float, rows: int | None, how: str, estimate: float | None = None) -> Spread | None:
         """The spread of ``replicates`` (NaN ones dropped), centred on ``estimate`` when given: the
         replicates are shifted by estimate - mean(replicates), so that the bootstrap's own bias
         (resampled rows repeat, which inflates binned errors) does not move the bounds. None with
@@ -102,8 +102,9 @@ class Spread:
         return (normal.inv_cdf((1.0 + self.level) / 2.0) + normal.inv_cdf(POWER)) * self.sd
 
     def rows_to_settle(self, distance: float) -> int | None:
-        """Rows at which the minimum detectable change shrinks to ``distance`` (sd ~ 1/sqrt(n))."""
-        if distance <= 0 or self.sd == 0:
+        """Rows at which the minimum detectable change shrinks to ``distance`` (sd ~ 1/sqrt(n));
+        None where nothing would settle it or the rows are unknown."""
+        if distance <= 0 or self.sd == 0 or self.rows is None:
             return None
         return math.ceil(self.rows * (self.detectable() / distance) ** 2)
 
@@ -153,8 +154,9 @@ def noise_fields(spread: Spread | None, value: float | None, limit: float | None
     if spread.gap is not None:
         fields["gap_bound"] = spread.gap
     if value is not None and limit is not None:
-        fields["distance"] = abs(value - limit)
-        fields["rows_to_settle"] = spread.rows_to_settle(fields["distance"])
+        distance = abs(value - limit)
+        fields["distance"] = distance
+        fields["rows_to_settle"] = spread.rows_to_settle(distance)
     return fields
 
 
@@ -180,8 +182,8 @@ def group_spreads(report: EvaluationReport, metric: str, values: dict) -> tuple[
     G the groups with a value, its lower end at the group's simultaneous resolution floor for a
     binned error}, why there are none). The family of G tests then fails falsely with probability
     at most (1 - level) / 2."""
-    bootstrap = report.bootstrap
-    if bootstrap is None or not bootstrap.by_group:
+    bootstrap, groups = report.bootstrap, report.groups
+    if bootstrap is None or not bootstrap.by_group or groups is None:
         why = (
             "the report has no bootstrap replicates" if bootstrap is None else "the report has no bootstrap replicates per group"
         )
@@ -191,7 +193,7 @@ def group_spreads(report: EvaluationReport, metric: str, values: dict) -> tuple[
     unit, spreads = report_unit(report), {}
     for name in valued:
         replicates = bootstrap.by_group.get(name, {}).get(metric)
-        rows = report.groups.groups[name].n
+        rows = groups.groups[name].n
         how = f"bootstrap, Bonferroni over {len(valued)} {unit}s"
         found = None if replicates is None else Spread.of(replicates, level, rows, how, values[name])
         if found is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 
 from ..errors import InputError, UsageError
 from ..metrics.definitions import METRICS, check_metric_keys, higher_is_better
@@ -25,7 +26,8 @@ def split_condition(expr: str, example: str = "cmce>0.01") -> tuple[str | None, 
         raise UsageError(
             f"gate {expr!r}: expected METRIC OP NUMBER with OP one of < <= > >=, e.g. {example!r}", cli_hint="--fail-if"
         )
-    return match.groups()
+    aggregate, key, op, number = match.groups()
+    return aggregate, key, op, number
 
 
 def parse_gate(expr: str, keys: dict[str, str] | None = None) -> Gate:
@@ -75,7 +77,7 @@ def parse_allowance(spec: str, direction: str) -> tuple[str, float, bool]:
 
 
 def parse_change_gates(
-    increases: list[str], baseline_path: str | None, paired: bool = False, decreases: list[str] = ()
+    increases: Sequence[str], baseline_path: str | None, paired: bool = False, decreases: Sequence[str] = ()
 ) -> list[ChangeGate]:
     """Change gates from ``METRIC=AMOUNT`` specs (increases for lower-is-better metrics, decreases
     for higher-is-better ones) against the report at ``baseline_path``."""

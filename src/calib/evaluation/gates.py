@@ -62,11 +62,12 @@ class Gate:
         if self.aggregate is not None:
             return self._check_worst_group(entry, report, ignore_noise, inconclusive)
         value = report.metrics[self.metric].value
-        spread, why = None, "noise ignored on request"
+        spread: Spread | None = None
+        why: str | None = "noise ignored on request"
         if not ignore_noise:
             bootstrap = report.bootstrap
             spread, why = replicate_spread(bootstrap, self.metric, value)
-            if spread is not None:
+            if spread is not None and bootstrap is not None:
                 spread = spread.with_lower_bounds(value, bootstrap.floor(self.metric), gap=bootstrap.gap_bound(self.metric))
         entry.update(value=value, **noise_fields(spread, value, self.threshold, why))
         return decided(entry, outcome(value, spread, self.op, self.threshold), inconclusive)
@@ -96,10 +97,10 @@ class Gate:
             overall = PASS if PASS in results else INCONCLUSIVE if INCONCLUSIVE in results else FAIL
         deciding = {name: group for name, group in groups.items() if per_group[name]["outcome"] == overall}
         found = worst_group(deciding, self.metric, self.aggregate)
-        name = None if found is None else found[0]
-        entry.update(aggregate=self.aggregate, group=name, value=None if found is None else found[1])
+        decider = None if found is None else found[0]
+        entry.update(aggregate=self.aggregate, group=decider, value=None if found is None else found[1])
         entry.update(groups=len(groups), unit=report_unit(report))
-        fields = per_group[name] if name is not None else noise_fields(None, None, self.threshold, why)
+        fields = per_group[decider] if decider is not None else noise_fields(None, None, self.threshold, why)
         entry.update({key: value for key, value in fields.items() if key not in ("group", "value", "outcome", "passed")})
         entry["per_group"] = list(per_group.values())
         return decided(entry, overall, inconclusive)
@@ -109,7 +110,8 @@ class Gate:
         """True when one failing group fails the gate: the largest value with a failing ``>`` or
         ``>=``, the smallest with ``<`` or ``<=``. Otherwise (``max_group:accuracy<0.5``: every group
         below 0.5) the gate fails only when every group fails."""
-        return (AGGREGATES[self.aggregate] is max) == (self.op in (">", ">="))
+        largest = self.aggregate is not None and AGGREGATES[self.aggregate] is max
+        return largest == (self.op in (">", ">="))
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,9 @@ class ChangeGate:
         bootstrap = report.bootstrap
         entry = self._entry(report.metrics[self.metric].value, self.baseline_entry.value)
         limit = entry["allowed"]
-        spread, why, worsening = None, "noise ignored on request", entry["worsening"]
+        spread: Spread | None = None
+        why: str | None = "noise ignored on request"
+        worsening = entry["worsening"]
         if not ignore_noise:
             worsening = self._less_noise(entry, bootstrap, self.baseline_bootstrap)
             spread, why = self._paired_spread(bootstrap, worsening)
@@ -240,7 +244,7 @@ class ChangeGate:
             if differences is not None:
                 how, reason = UNPAIRED, None
         spread = None
-        if differences is not None:
+        if differences is not None and bootstrap is not None:
             spread = Spread.of(self.sign * differences, bootstrap.level, bootstrap.rows, how, worsening)
             if spread is None:
                 reason = f"no {how.split()[0]} replicates of {self.metric} with a value"
@@ -259,7 +263,7 @@ class ChangeGate:
             gate = self._entry(current[name].metrics.get(self.metric), baseline[name].metrics.get(self.metric), name)
             gate["unit"] = report_unit(report)
             limit, spread, reason, worsening = gate["allowed"], None, why, gate["worsening"]
-            if name in differences:
+            if name in differences and report.bootstrap is not None:
                 worsening = self._less_noise(gate, report.bootstrap, self.baseline_bootstrap, name)
                 level = bonferroni_level(report.bootstrap.level, len(names))
                 how = f"paired bootstrap, Bonferroni over {len(names)} {report_unit(report)}s"

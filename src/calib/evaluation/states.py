@@ -20,7 +20,7 @@ from ..bootstrap import (
     intervals,
     rows_fingerprint,
 )
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..io.predictions import Predictions
 from ..metrics import MetricConfig, check_metric_keys
 from ..metrics.metric_set import MetricSet
@@ -147,17 +147,17 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
     """Add up metric states (same metrics, settings and K) in the given order and compute the
     metrics of all their rows together: the same numbers as one run over every row. Grouped states
     merge group by group (by name): a group's numbers are those of its rows in every state."""
-    merged = headers = None
+    if not states:
+        raise UsageError("merging metric states needs at least one state")
+    first = states[0][0]
+    headers: dict = {**first, "n": 0, "inputs": []}
+    merged = MetricSet(check_metric_keys(first["keys"]), MetricConfig(**first["config"]), int(first["k"]))
     group_sets: dict[str, MetricSet] = {}
     group_rows: dict[str, int] = {}
     sources = set()
     seen: dict[str, str] = {}  # input digest -> the state that brought it
-    for (header, arrays), name in zip(states, names):
-        if merged is not None and (header["keys"], header["config"], header["k"]) != (
-            headers["keys"],
-            headers["config"],
-            headers["k"],
-        ):
+    for index, ((header, arrays), name) in enumerate(zip(states, names)):
+        if (header["keys"], header["config"], header["k"]) != (headers["keys"], headers["config"], headers["k"]):
             raise InputError(f"{name}: its metrics, settings or K differ from {names[0]}'s; states cannot be merged")
         for source in header["inputs"]:
             digest = source.get("sha256")
@@ -168,12 +168,9 @@ def merge_metric_states(states: list[tuple[dict, dict]], names: list[str], min_g
                 )
             if digest is not None:
                 seen[digest] = name
-        if merged is None:
-            headers = {**header, "inputs": list(header["inputs"])}
-            merged = MetricSet(check_metric_keys(header["keys"]), MetricConfig(**header["config"]), int(header["k"]))
-        else:
-            headers["n"] += header["n"]
-            headers["inputs"] += header["inputs"]
+        headers["n"] += header["n"]
+        headers["inputs"] += header["inputs"]
+        if index:  # the first state's multi-label section is the start
             labels = [(h.get("multilabel") or {}).get("labels") for h in (header, headers)]
             if labels[0] != labels[1]:
                 raise InputError(f"{name}: a multi-label state merges only with multi-label states of as many labels")
@@ -232,8 +229,9 @@ def merged_replicates(
     and a warning says so. Where every state kept its groups' own sums and there are at most
     MAX_GROUPS_WITH_REPLICATES groups, each group gets its replicates too (by name), and the gated
     ``group_sets`` ({group: merged metric set}) their floors."""
-    settings = [header.get("bootstrap") for header, _ in states]
-    if any(found is None for found in settings):
+    kept = [header.get("bootstrap") for header, _ in states]
+    settings: list[dict] = [found for found in kept if found is not None]
+    if len(settings) < len(kept):
         return None
     own = ("first_row", "labels_sha256", "labels_fingerprint", "groups_fingerprint")  # each state's; the rest must agree
     drawn = {key: value for key, value in settings[0].items() if key not in own}
@@ -274,7 +272,8 @@ def merged_replicates(
     # the labels' fingerprint of the merged rows, the sum of the states' own: a merged report pairs
     # with another of the same rows however they were split (states of an earlier calib have none)
     parts = [found.get("labels_fingerprint") for found in settings]
-    fingerprint = None if None in parts else add_fingerprints(parts)
+    known = [part for part in parts if part is not None]
+    fingerprint = add_fingerprints(known) if len(known) == len(parts) else None
     by_group, groups_fingerprint_ = _merged_group_replicates(states, new_set, config, drawn["clusters"])
     of_pairs = states[0][0].get("multilabel") is not None  # a multi-label input's (row, label) pairs
     floor_groups = group_sets if by_group is not None else None
