@@ -154,7 +154,7 @@ def group_section(
         found = worst_group(gated, key)
         if found is not None:
             worst[key] = {"group": found[0], "value": found[1]}
-        defined = [entry.metrics[key] for entry in section.values() if entry.metrics.get(key) is not None]
+        defined = [value for entry in section.values() if (value := entry.metrics.get(key)) is not None]
         if of_labels and defined:
             averages[key] = float(np.mean(defined))
     return GroupSection(section, source, min_rows, worst, averages, of_labels)
@@ -165,8 +165,7 @@ def worst_group(section: dict[str, GroupEntry], key: str, aggregate: str | None 
     ``min_group`` or, without an aggregate, for a metric where higher is better); None when no
     group has a value."""
     pick = AGGREGATES[aggregate] if aggregate is not None else (min if higher_is_better(key) else max)
-    candidates = [(entry.metrics.get(key), name) for name, entry in section.items()]
-    candidates = [(value, name) for value, name in candidates if value is not None]
+    candidates = [(value, name) for name, entry in section.items() if (value := entry.metrics.get(key)) is not None]
     if not candidates:
         return None
     value, name = pick(candidates, key=lambda pair: pair[0])

@@ -89,7 +89,7 @@ def build_report(
         __version__, InputSection.of(preds), bundle_path, entries_from_json(values), entries_from_json(before)
     )
     report.streamed = streamed
-    if bootstrap is not None:
+    if bootstrap is not None and floors is not None:  # the floors are deferred wherever replicates are drawn
         not_bootstrapped = sample_keys + [key for key in values if key.startswith("set_")]
         report.bootstrap = _bootstrap_section(
             bootstrap, preds, streamed.replicates, not_bootstrapped, groups, floors, request.bootstrap.first_row

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable, overload
 
 import numpy as np
 
@@ -53,7 +53,12 @@ class MetricEntry:
         )
 
 
+@overload
+def entries_from_json(section: dict) -> dict[str, MetricEntry]: ...
+@overload
+def entries_from_json(section: None) -> None: ...
 def entries_from_json(section: dict | None) -> dict[str, MetricEntry] | None:
+    """A report's metrics section as {key: MetricEntry} (None for none)."""
     return None if section is None else {key: MetricEntry.from_json(entry) for key, entry in section.items()}
 
 
@@ -211,7 +216,7 @@ class BootstrapSection:
         return replace(self, values=(self.by_group or {}).get(name, {}))
 
     def to_json(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "replicates": self.replicates,
             "seed": self.seed,
             "level": self.level,
@@ -410,7 +415,7 @@ class EvaluationReport:
 
     def to_json(self) -> dict:
         """The JSON report (docs/cli.md), keys in their documented order."""
-        out = {"calib_version": self.calib_version, "input": self.input.to_json(), "bundle": self.bundle}
+        out: dict[str, Any] = {"calib_version": self.calib_version, "input": self.input.to_json(), "bundle": self.bundle}
         out["metrics"] = entries_to_json(self.metrics)
         if self.uncalibrated is not None:
             out["uncalibrated_metrics"] = entries_to_json(self.uncalibrated)

@@ -68,7 +68,7 @@ class GateSettings:
     @property
     def metrics(self) -> list[str]:
         """The gated metric keys, in the gates' order."""
-        return [gate.metric for gate in (*self.thresholds, *self.changes)]
+        return [gate.metric for gate in self.thresholds] + [gate.metric for gate in self.changes]
 
     @property
     def baseline_replicates(self) -> BootstrapConfig | None:
