@@ -24,7 +24,7 @@ from .synth import app as synth_app
 try:  # typer 0.2x carries its own copy of click; older typer uses click itself
     from typer._click import exceptions as parser_errors
 except ImportError:  # pragma: no cover - depends on the installed typer
-    from click import exceptions as parser_errors
+    from click import exceptions as parser_errors  # type: ignore[no-redef]
 
 
 app = typer.Typer(
@@ -107,9 +107,9 @@ def main() -> None:
 def console_main() -> None:
     """The ``calib`` program (console script and ``python -m calib``): :func:`main`, then the process
     ends without the interpreter's teardown (:mod:`calib.cli.process_exit`)."""
+    code: str | int | None = 0
     try:
         main()
-        code = 0
     except SystemExit as exc:
         code = exc.code
     exit_without_teardown(code)

@@ -296,7 +296,7 @@ def _noise_notes(report, remedy: str) -> list[str]:
     says how this command would draw replicates."""
     from ..api import METRICS
 
-    notes = {}
+    notes: dict[str, str] = {}
     for gate in (result.fields for result in report.gates):
         reason = gate.get("noise_reason")
         if gate.get("noise") != "ignored" or reason in (None, "noise ignored on request") or "group" in gate:
