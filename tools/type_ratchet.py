@@ -29,7 +29,8 @@ _ERROR = re.compile(r"^(?P<path>[^:]+\.py):\d+: error: ")
 def error_counts() -> Counter:
     """{file: mypy's errors in it} over src/calib."""
     found = subprocess.run(MYPY, cwd=ROOT, capture_output=True, text=True)
-    if found.returncode not in (0, 1) or "error: " not in found.stdout and found.returncode == 1:
+    ran = found.returncode == 0 or (found.returncode == 1 and "error: " in found.stdout)  # 1: errors found
+    if not ran:
         raise SystemExit(f"mypy did not run: {found.stderr.strip() or found.stdout.strip()}")
     return Counter(match["path"] for line in found.stdout.splitlines() if (match := _ERROR.match(line)))
 

@@ -593,18 +593,15 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
             const int elsewhere = first_bin_row(v, first_count + cluster * k, first_sum + cluster * k, k, scale, n_bins);
             if (!elsewhere && h == NULL)
                 continue;
-            for (Py_ssize_t j = 0; j < k; j++) {
-                const double scaled = v[j] * scale; /* bin_of(v[j]) is 0 exactly where -1 < scaled < 1 */
-                if (scaled < 1.0 && scaled > -1.0 && (h == NULL || !h[j]))
-                    continue;
+            for (Py_ssize_t j = 0; j < k; j++) { /* the other bins' values, and every hit */
                 const int32_t b = bin_of(v[j], scale, n_bins);
                 const Py_ssize_t index = (j * (Py_ssize_t)n_bins + b) * clusters + cluster;
                 if (b != 0) {
                     count[index] += 1.0;
                     sum[index] += v[j];
                 }
-                if (h != NULL)
-                    hit[index] += h[j] != 0;
+                if (h != NULL && h[j])
+                    hit[index] += 1.0;
             }
         }
         return;

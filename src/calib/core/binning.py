@@ -33,7 +33,8 @@ class BinCounter:
         self.count = np.zeros(size)
         self.sum_pred = np.zeros(size)
         self.sum_true = np.zeros(size)
-        self.first_count = self.first_sum = None
+        self.first_count: np.ndarray | None = None
+        self.first_sum: np.ndarray | None = None
 
     def _flat_index(self, pred: np.ndarray, group, cluster: np.ndarray | None = None) -> np.ndarray:
         index = bin_index(pred, self.n_bins)
@@ -195,15 +196,14 @@ class BinCounter:
 
     def _first_bin(self) -> tuple[np.ndarray, np.ndarray]:
         """The first bin's counts and sums kept apart (made on the first use)."""
-        if self.first_count is None:
-            self.first_count = np.zeros(self.clusters * self.n_groups)
-            self.first_sum = np.zeros(self.clusters * self.n_groups)
+        if self.first_count is None or self.first_sum is None:
+            self.first_count, self.first_sum = np.zeros(self.clusters * self.n_groups), np.zeros(self.clusters * self.n_groups)
         return self.first_count, self.first_sum
 
     def _fold_first_bin(self) -> None:
         """Add the first bin kept apart into the sums (their first bin holds no other value, so the
         same bits as adding every value there), and start it again from zero."""
-        if self.first_count is None:
+        if self.first_count is None or self.first_sum is None:
             return
         for name, apart in (("count", self.first_count), ("sum_pred", self.first_sum)):
             first = getattr(self, name).reshape(self.n_groups, self.n_bins, self.clusters)[:, 0, :]
@@ -241,9 +241,14 @@ def clopper_pearson(successes, trials, level: float = 0.95) -> tuple[np.ndarray,
 
     k, n = np.broadcast_arrays(np.asarray(successes, dtype=float), np.asarray(trials, dtype=float))
     tail = (1.0 - level) / 2.0
-    lower = np.array([beta_quantile(tail, s, t - s + 1.0) if s > 0 else 0.0 for s, t in zip(k.flat, n.flat)])
-    upper = np.array([beta_quantile(1.0 - tail, s + 1.0, t - s) if s < t else 1.0 for s, t in zip(k.flat, n.flat)])
-    return lower.reshape(k.shape), upper.reshape(k.shape)
+    lower, upper = np.zeros(k.shape), np.ones(k.shape)
+    for index in np.ndindex(k.shape):
+        hits, rows = float(k[index]), float(n[index])
+        if hits > 0:
+            lower[index] = beta_quantile(tail, hits, rows - hits + 1.0)
+        if hits < rows:
+            upper[index] = beta_quantile(1.0 - tail, hits + 1.0, rows - hits)
+    return lower, upper
 
 
 def uniform_mass_upper_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
