@@ -112,11 +112,15 @@ def same_intervals(seeds: int, rows: int = 2000) -> dict:
         rng = np.random.default_rng([seed, 11])
         chosen = rng.choice(len(labels), rows, replace=False)
         z, y = logits[chosen], labels[chosen]
-        report = calib.evaluate(z, y, metrics=list(INTERVAL_KEYS), bootstrap=200, seed=seed).to_dict()["metrics"]
+        report = calib.evaluate(
+            z, y, request=calib.EvaluationRequest.of(metrics=list(INTERVAL_KEYS), bootstrap=200, seed=seed)
+        ).to_dict()["metrics"]
         replicates = {key: [] for key in INTERVAL_KEYS}
         for _ in range(200):
             drawn = rng.integers(0, rows, rows)
-            values = calib.evaluate(z[drawn], y[drawn], metrics=list(INTERVAL_KEYS), bootstrap=0).values
+            values = calib.evaluate(
+                z[drawn], y[drawn], request=calib.EvaluationRequest.of(metrics=list(INTERVAL_KEYS), bootstrap=0)
+            ).values
             for key in INTERVAL_KEYS:
                 replicates[key].append(values[key])
         for key in INTERVAL_KEYS:

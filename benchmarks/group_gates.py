@@ -91,7 +91,9 @@ def run_thresholds(world: str, n: int, draws: int, seed: int) -> list[dict]:
         else:
             z, y, groups = slice_world(n, rng)
         gates = [f"{aggregate}:{m}>{t}" for m in metrics for t in THRESHOLDS]
-        report = calib.evaluate(z, y, metrics=list(metrics), gates=gates, groups=groups, kind="logits")
+        report = calib.evaluate(
+            z, y, groups=groups, kind="logits", request=calib.EvaluationRequest.of(metrics=list(metrics), gates=gates)
+        )
         for gate, result in zip(report.entries.gates, outcomes(report)):
             tallies[(gate.metric, gate.fields["threshold"])][result] += 1
         section = report.entries.bootstrap.floor_table()["by_group"]
@@ -119,7 +121,9 @@ def run_bad(world: str, n: int, draws: int, seed: int, truth: dict) -> list[dict
             groups = None
         else:
             z, y, groups = slice_world(n, rng, bad=True)
-        report = calib.evaluate(z, y, metrics=[metric], gates=[f"{aggregate}:{metric}>{threshold}"], groups=groups)
+        report = calib.evaluate(
+            z, y, groups=groups, request=calib.EvaluationRequest.of(metrics=[metric], gates=[f"{aggregate}:{metric}>{threshold}"])
+        )
         tally[outcomes(report)[0]] += 1
     return [
         {"world": f"{world}, one bad", "n": n, "gate": f"{aggregate}:{metric}>{threshold:g}", "draws": draws, **tally,
@@ -140,11 +144,16 @@ def run_change(n: int, draws: int, seed: int) -> list[dict]:
             y = (rng.random((n, LABELS)) < expit(u + v)).astype(np.int64)
             spread = np.sqrt(2.0) * SCALE / np.sqrt(2)
             coarse = np.einsum("j,nlj->nl", weights / np.sqrt(np.pi), expit(u[..., None] + spread * nodes))
-            base = calib.evaluate(u + v, y, metrics=["ece_pos"], bootstrap=200, kind="logits")
+            base = calib.evaluate(u + v, y, kind="logits", request=calib.EvaluationRequest.of(metrics=["ece_pos"], bootstrap=200))
             path.write_text(json.dumps(base.to_dict()))
             specs = [f"ece_pos={allowed}" for allowed in ALLOWED]
             change = parse_change_gates(specs, str(path))
-            report = calib.evaluate(coarse, y, metrics=["ece_pos"], increase_gates=change, bootstrap=200, kind="probs")
+            report = calib.evaluate(
+                coarse,
+                y,
+                kind="probs",
+                request=calib.EvaluationRequest.of(metrics=["ece_pos"], increase_gates=change, bootstrap=200),
+            )
             for allowed in ALLOWED:
                 per_label = [g for g in report.entries.gates if g.to_json().get("allowed") == allowed and "group" in g.to_json()]
                 results = [g.outcome for g in per_label]

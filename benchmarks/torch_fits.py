@@ -60,7 +60,13 @@ def fit_in_process(args: list[str], data: str, bundle: str) -> tuple[float, floa
 
 def quality(bundle: str, logits: np.ndarray, labels: np.ndarray, truth: np.ndarray) -> dict:
     fitted = calib.load(bundle)
-    report = calib.evaluate(logits, labels, calibrator=fitted, true_probs=truth, metrics=["nll_true", "ece"], bootstrap=0)
+    report = calib.evaluate(
+        logits,
+        labels,
+        calibrator=fitted,
+        true_probs=truth,
+        request=calib.EvaluationRequest.of(metrics=["nll_true", "ece"], bootstrap=0),
+    )
     out = {"nll_true": report.values["nll_true"], "ece": report.values["ece"]}
     if builds_sets(fitted.fitted):
         sets = fitted.predict_sets(logits)
@@ -85,7 +91,12 @@ def main(argv=None) -> None:
         test_logits, test_labels, test_truth = large_k_data(args.test_rows, args.classes, 0.9, np.random.default_rng(1))
         test_truth = test_truth.astype(np.float64)
         test_truth /= test_truth.sum(axis=1, keepdims=True)
-        uncalibrated = calib.evaluate(test_logits, test_labels, true_probs=test_truth, metrics=["nll_true", "ece"], bootstrap=0)
+        uncalibrated = calib.evaluate(
+            test_logits,
+            test_labels,
+            true_probs=test_truth,
+            request=calib.EvaluationRequest.of(metrics=["nll_true", "ece"], bootstrap=0),
+        )
         print(f"model's own: nll_true {uncalibrated.values['nll_true']:.4f}, ece {uncalibrated.values['ece']:.4f}", flush=True)
         for label, fit_args in METHODS:
             if label not in args.methods:

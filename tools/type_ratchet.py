@@ -4,7 +4,8 @@ counted per file and compared with tools/type_ratchet.json (the count each file 
     python tools/type_ratchet.py            # exit 1 when a file has more errors than its entry allows
     python tools/type_ratchet.py --update   # write the counts found now (only ever lower them)
 
-A file without an entry may have none; the folders and modules in ``CLEAN`` must stay at none.
+A file without an entry may have none; the folders and modules in ``CLEAN`` must stay at none
+(an entry cannot allow errors there).
 When a file's count falls below its entry, the check says so: lower the entry (``--update``) in the
 same change, so that no later change can spend the difference.
 """
@@ -23,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RATCHET = ROOT / "tools" / "type_ratchet.json"
 #: mypy's settings: its defaults, with imports of packages without type information left unchecked.
 MYPY = [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--no-error-summary", "src/calib"]
+#: Folders and modules held at no error at all: no entry of the ratchet may name a file in them.
+CLEAN = ("src/calib/api.py", "src/calib/cli/", "src/calib/drift/", "src/calib/evaluation/", "src/calib/io/")
 _ERROR = re.compile(r"^(?P<path>[^:]+\.py):\d+: error: ")
 
 
@@ -41,6 +44,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     counts = error_counts()
     allowed = json.loads(RATCHET.read_text()) if RATCHET.exists() else {}
+    kept_clean = sorted(path for path in counts if path.startswith(CLEAN))
+    for path in kept_clean:
+        print(f"{path}: {counts[path]} type errors, in a part of the package kept at none (CLEAN)")
+    if kept_clean:
+        return 1
     if args.update:
         risen = {path: n for path, n in counts.items() if n > allowed.get(path, 0)}
         if risen and allowed:

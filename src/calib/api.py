@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -135,7 +136,8 @@ class Calibration:
         """Change parameters (scikit-learn's protocol): the options are checked as the constructor
         checks them, and the calibrator is unfitted again."""
         merged = {**self.get_params(), **params}
-        self.__init__(merged.pop("method"), merged.pop("per_label"), merged.pop("joint"), **merged)
+        unfitted = Calibration(merged.pop("method"), merged.pop("per_label"), merged.pop("joint"), **merged)
+        vars(self).update(vars(unfitted))
         return self
 
     def fit(
@@ -224,9 +226,15 @@ class Calibration:
     def check_applies(self, preds: Predictions) -> None:
         """Refuse inputs this calibrator cannot apply to: it is not fitted, or ``preds`` has another
         class count or input kind than it was fitted on."""
-        if self.input_kind is None:
-            raise NotFittedError(f"calibrator {self.method!r} is not fitted yet: fit it (or load a bundle) first")
-        pipeline.check_fits(preds, self.n_classes, self.input_kind, f"the {self.method} calibrator", self.n_labels, self.fitted)
+        n_classes, input_kind, _ = self._fitted_facts("fit it (or load a bundle) first")
+        pipeline.check_fits(preds, n_classes, input_kind, f"the {self.method} calibrator", self.n_labels, self.fitted)
+
+    def _fitted_facts(self, remedy: str) -> tuple[int, str, dict]:
+        """(class count, input kind, rows fitted on) of a fitted calibrator; else an error saying
+        it is not fitted yet and the ``remedy``."""
+        if self.input_kind is None or self.n_classes is None or self.fitted_on is None:
+            raise NotFittedError(f"calibrator {self.method!r} is not fitted yet: {remedy}")
+        return self.n_classes, self.input_kind, self.fitted_on
 
     def predict_proba(self, scores, *, features: np.ndarray | None = None, kind: str = "auto") -> np.ndarray:
         """Calibrated probabilities of new scores.
@@ -324,14 +332,13 @@ class Calibration:
         dict
             The manifest written.
         """
-        if self.input_kind is None:
-            raise NotFittedError(f"calibrator {self.method!r} is not fitted yet; nothing to save")
+        n_classes, input_kind, fitted_on = self._fitted_facts("nothing to save")
         return pipeline.save_calibrator(
             self.fitted,
             path,
-            n_classes=self.n_classes,
-            input_kind=self.input_kind,
-            fitted_on=self.fitted_on,
+            n_classes=n_classes,
+            input_kind=input_kind,
+            fitted_on=fitted_on,
             seed=self.seed,
             force=force,
             n_labels=self.n_labels,
@@ -356,13 +363,12 @@ class Calibration:
         from .bundle import bundle_sha256
         from .io.atomic import write_bytes_atomic
 
-        if self.input_kind is None:
-            raise NotFittedError(f"calibrator {self.method!r} is not fitted yet; nothing to export")
+        n_classes, input_kind, fitted_on = self._fitted_facts("nothing to export")
         manifest = pipeline.bundle_manifest(
             self.fitted,
-            n_classes=self.n_classes,
-            input_kind=self.input_kind,
-            fitted_on=self.fitted_on,
+            n_classes=n_classes,
+            input_kind=input_kind,
+            fitted_on=fitted_on,
             seed=self.seed,
             n_labels=self.n_labels,
         )
@@ -469,8 +475,9 @@ class Report:
 def evaluate(
     scores,
     labels=None,
-    request: EvaluationRequest | None = None,
     *,
+    metrics: Sequence[str] | str | None = None,
+    request: EvaluationRequest | None = None,
     calibrator: Calibration | Calibrator | None = None,
     groups=None,
     kind: str = "auto",
@@ -478,7 +485,6 @@ def evaluate(
     features: np.ndarray | None = None,
     bundle_path: str | None = None,
     progress=None,
-    **settings,
 ) -> Report:
     """Evaluate scores against labels, after a calibrator when one is given.
 
@@ -488,9 +494,29 @@ def evaluate(
         Logits, probabilities or log-probabilities (``kind``; detected when "auto").
     labels : array_like, (N,)
         Integer labels in [0, K).
+    metrics : list of str, optional
+        Metric keys (``calib methods``); the default table when None. The one setting taken by
+        name: every other one is the request's.
     request : EvaluationRequest, optional
         Every setting at once (:class:`calib.evaluation.request.EvaluationRequest`, what
-        ``calib evaluate`` builds from its flags); or give the settings below by name.
+        ``calib evaluate`` builds from its flags), most easily by name with
+        :meth:`EvaluationRequest.of <calib.evaluation.request.EvaluationRequest.of>`:
+        ``calib.EvaluationRequest.of(metrics=["cmce"], gates=["cmce>0.01"], bootstrap=200)``.
+        Its settings: ``metrics``; ``bins``, ``cmce_bins`` (int or "auto": equal-width bins of the
+        binned metrics and of CMCE, 15 and 25; "auto": ceil((2 n)^(1/3)) for n rows, the rows per
+        label of a multi-label input, :func:`calib.metrics.definitions.auto_bins`); ``vece`` (add
+        the V-ECE family to the default table) with ``vece_recalibrator`` ("ws-catboost"),
+        ``vece_recipe``, ``vece_max_rows`` (20,000); ``gates``, ``increase_gates`` (threshold gates
+        as text, ``"cmce>0.01"``, or Gate objects; change gates against a baseline,
+        :func:`calib.evaluation.parse_change_gates`); ``bootstrap`` ("auto", int or
+        BootstrapConfig), ``level`` (0.95), ``seed`` (0, also of V-ECE's folds),
+        ``keep_as_baseline``: replicates that give each metric an interval and the gates their
+        noise: pass, fail or inconclusive (docs/ci-gates.md); "auto" draws them when there are gates
+        or ``keep_as_baseline`` (200 on inputs of up to 2,000 classes, a baseline's count and seed
+        when it has replicates), as ``calib evaluate`` does, so both give one outcome; 0 none;
+        ``ignore_noise`` (gates compare raw values), ``inconclusive`` ("pass" or "fail": what an
+        inconclusive gate counts as), ``min_group_rows`` (100: smaller groups are not gated),
+        ``emit_state`` (also write the additive metric state file there, for merging shards).
     calibrator : Calibration or Calibrator, optional
         Applied first; the report then also holds the model's own metrics.
     groups : array_like (N,), optional
@@ -506,27 +532,6 @@ def evaluate(
         Where the calibrator came from, for the report.
     progress : callable, optional
         Called once per boosted fit of V-ECE.
-    **settings
-        The request's settings by name (:meth:`EvaluationRequest.of`), when ``request`` is not given:
-
-        - ``metrics`` (list of str): metric keys (``calib methods``); the default table when None.
-        - ``bins``, ``cmce_bins`` (int or "auto"): equal-width bins of the binned metrics and of
-          CMCE, 15 and 25; "auto": ceil((2 n)^(1/3)) for n rows (the rows per label of a
-          multi-label input; :func:`calib.metrics.definitions.auto_bins`).
-        - ``vece`` (bool): add the V-ECE family to the default table; its settings
-          ``vece_recalibrator`` ("ws-catboost"), ``vece_recipe``, ``vece_max_rows`` (20,000).
-        - ``gates``, ``increase_gates``: threshold gates as text (``"cmce>0.01"``) or Gate
-          objects; change gates against a baseline (:func:`calib.evaluation.parse_change_gates`).
-        - ``bootstrap`` ("auto", int or BootstrapConfig), ``level`` (0.95), ``seed`` (0, also of
-          V-ECE's folds), ``keep_as_baseline``: replicates that give each metric an interval and
-          the gates their noise: pass, fail or inconclusive (docs/ci-gates.md). "auto" draws them
-          when there are gates or ``keep_as_baseline`` (200 on inputs of up to 2,000 classes, a
-          baseline's count and seed when it has replicates), as ``calib evaluate`` does, so both
-          give one outcome; 0 none.
-        - ``ignore_noise`` (gates compare raw values), ``inconclusive`` ("pass" or "fail": what an
-          inconclusive gate counts as), ``min_group_rows`` (100: smaller groups are not gated),
-          ``emit_state`` (also write the additive metric state file there, for merging shards).
-
     Returns
     -------
     Report
@@ -544,16 +549,15 @@ def evaluate(
     from .evaluation.request import EvaluationRequest
 
     if request is None:
-        request = EvaluationRequest.of(**settings)
-    elif settings:
-        raise UsageError(f"give the settings in the request or by name, not both (got {', '.join(sorted(settings))})")
+        request = EvaluationRequest.of(metrics=metrics)
+    elif metrics is not None:
+        raise UsageError("give the metrics in the request or by name, not both")
     preds = as_predictions(scores, labels, kind=kind)
     if true_probs is not None:
         preds.true_probs = check_true_probs(true_probs, preds.n, preds.k, "true probabilities")
-    fitted = calibrator
     if isinstance(calibrator, Calibration):
         calibrator.check_applies(preds)
-        fitted = calibrator.fitted
+    fitted = calibrator.fitted if isinstance(calibrator, Calibration) else calibrator
     if groups is not None and not isinstance(groups, Groups):
         groups = groups_from_values(groups, preds.n, "groups")
     elif groups is None and preds.groups_by is not None:  # an input that groups itself, as the command line groups it
@@ -562,28 +566,6 @@ def evaluate(
         preds, request, calibrator=fitted, groups=groups, features=features, bundle_path=bundle_path, progress=progress
     )
     return Report(report)
-
-
-def evaluate_shards(directory: str, request: EvaluationRequest | None = None, **read) -> EvaluationReport:
-    """The merged report of every shard (.parquet, .arrow, .csv, ... file) in ``directory``, its
-    gates checked, as ``request`` asks (streamed metrics only; no replicates); ``read``: how to read
-    each shard and where (``bundle``, ``input_kind``, ``score_prefix``, ``scores``,
-    ``label_column``, ``group_by``, ``engine`` "local" or "dask", ``scheduler``;
-    :func:`calib.shards.evaluate_shards`).
-
-    >>> import calib, numpy as np, os, tempfile
-    >>> from calib.io.writers import write_matrix
-    >>> test, folder = np.load(calib.sample_path("cifar10_test.npz")), tempfile.mkdtemp()
-    >>> for part, rows in enumerate(np.array_split(np.arange(len(test["labels"])), 2)):
-    ...     write_matrix(os.path.join(folder, f"{part}.parquet"), test["logits"][rows], "logits", labels=test["labels"][rows])
-    >>> report = calib.api.evaluate_shards(folder, calib.EvaluationRequest(metrics=("accuracy",)))
-    >>> round(report.to_json()["metrics"]["accuracy"]["value"], 4)
-    0.9452
-    """
-    from .evaluation.request import EvaluationRequest
-    from .shards import evaluate_shards as merged
-
-    return merged(directory, request or EvaluationRequest(), **read)
 
 
 #: The rest of what the command line (calib.cli) takes from the library, which it reaches only
@@ -608,13 +590,14 @@ _NAMES_BY_MODULE = {
     ".io.formats": ("listed", "shard_formats"),
     ".io.formats.harness_samples": ("sample_files",),
     ".io.formats.npz": ("npz_bytes",),
+    ".io.readers": ("Reading",),
     ".io.writers": ("WRITERS", "write_matrix"),
     ".core.kernels": ("BACKEND",),
     ".core.progress": ("reporting",),
     ".metrics": ("METRICS", "VECE_METRICS"),
     ".onnx_export": ("DTYPES", "INPUT_NAMES", "OPSET"),
     ".pipeline": ("full_fit_report", "read_with_bundle", "write_applied"),
-    ".shards": ("apply_shards",),
+    ".shards": ("apply_shards", "evaluate_shards"),
     ".synth": (
         "contaminate",
         "contamination_temperatures",

@@ -23,6 +23,7 @@ from .calibrators.per_label import PerLabel
 from .core.numerics import map_in_order
 from .errors import InputError, UsageError
 from .io.predictions import PER_ROW_ONLY, Predictions
+from .io.readers import Reading
 from .registry import CALIBRATORS, calibrator_class
 
 
@@ -236,19 +237,18 @@ def check_fits(
     )
 
 
-def read_with_bundle(pred: str, bundle_path: str | None, **read_options) -> tuple[Predictions, Calibrator | None]:
-    """Load and verify the bundle (if any) first, then read the predictions and check that the
-    bundle fits them (K and input kind): the shared start of apply, evaluate and diagnose."""
-    from .io.readers import read_predictions
-
+def read_with_bundle(pred: str, bundle_path: str | None, reading: Reading = Reading()) -> tuple[Predictions, Calibrator | None]:
+    """Load and verify the bundle (if any) first, then read the predictions as ``reading`` says
+    and check that the bundle fits them (K and input kind): the shared start of apply, evaluate and
+    diagnose. A bundle fitted on a multi-label input reads the scores as (row, label) pairs."""
     calibrator = saved = None
     n_labels = None
     if bundle_path is not None:
         calibrator, saved = load_calibrator(bundle_path)
         n_labels = saved.manifest.get("n_labels")
-        if n_labels is not None and read_options.get("task", "auto") == "auto":
-            read_options["task"] = "multilabel"  # its scores are read as (row, label) pairs, labels or not
-    preds = read_predictions(pred, **read_options)
+        if n_labels is not None and reading.task == "auto":
+            reading = dataclasses.replace(reading, task="multilabel")  # (row, label) pairs, labels or not
+    preds = reading.read(pred)
     if saved is not None:
         check_fits(preds, saved.n_classes, saved.input_kind, f"bundle {bundle_path}", n_labels, calibrator)
     return preds, calibrator

@@ -30,7 +30,7 @@ from .evaluation.report_types import EvaluationReport
 from .evaluation.request import EvaluationRequest
 from .evaluation.states import state_arrays
 from .io.formats import listed, shard_formats
-from .io.readers import file_sha256
+from .io.readers import Reading, file_sha256
 from .metrics import MetricConfig
 from .task_engines import check_engine, task_runner
 
@@ -79,15 +79,10 @@ def shard_rows(path: str, input_kind: str, score_prefix: str | None, label_colum
 
 def _read_shard(path: str, bundle: str | None, input_kind: str, score_prefix, label_column, scores):
     """(predictions with labels, the bundle's calibrator or None) of one file."""
-    return pipeline.read_with_bundle(
-        path,
-        bundle,
-        input_kind=input_kind,
-        score_prefix=score_prefix,
-        label_column=label_column,
-        require_labels=True,
-        scores=scores,
+    reading = Reading(
+        input_kind=input_kind, score_prefix=score_prefix, label_column=label_column, require_labels=True, scores=scores
     )
+    return pipeline.read_with_bundle(path, bundle, reading)
 
 
 def evaluate_shards(
@@ -108,7 +103,20 @@ def evaluate_shards(
     every file). Only streamed metrics merge, so the request's metrics (default: the streamed
     default table) must all be streamed and its bins a number. Its replicates (as the request asks,
     "auto": with gates) are the shards' per-cluster sums added up, each shard's rows keyed by their
-    global index: the intervals of one evaluation of all the rows."""
+    global index: the intervals of one evaluation of all the rows. Each shard is read as the other
+    parameters say: a ``bundle`` applied first, the scores' ``input_kind``, their columns
+    (``score_prefix`` or ``scores``), ``label_column``; ``engine`` "local" or "dask" (a Dask
+    ``scheduler``'s address, or a local cluster). Also ``calib.api.evaluate_shards``.
+
+    >>> import calib, numpy as np, os, tempfile
+    >>> from calib.io.writers import write_matrix
+    >>> test, folder = np.load(calib.sample_path("cifar10_test.npz")), tempfile.mkdtemp()
+    >>> for part, rows in enumerate(np.array_split(np.arange(len(test["labels"])), 2)):
+    ...     write_matrix(os.path.join(folder, f"{part}.parquet"), test["logits"][rows], "logits", labels=test["labels"][rows])
+    >>> report = calib.api.evaluate_shards(folder, calib.EvaluationRequest(metrics=("accuracy",)))
+    >>> round(report.to_json()["metrics"]["accuracy"]["value"], 4)
+    0.9452
+    """
     from .table_partitions import mergeable_request
 
     check_engine(engine)
@@ -154,10 +162,10 @@ class ShardsApplied:
     counts: dict
 
 
-def apply_shard(path: str, out_path: str, bundle: str, what: str, read_options: dict) -> dict:
+def apply_shard(path: str, out_path: str, bundle: str, what: str, reading: Reading) -> dict:
     """Apply ``bundle`` to the file ``path`` and write ``what`` to ``out_path`` (atomically), as a
     single file is applied; {"rows", "counts", "output_sha256"}. Runs on a worker."""
-    preds, calibrator = pipeline.read_with_bundle(path, bundle, require_labels=False, **read_options)
+    preds, calibrator = pipeline.read_with_bundle(path, bundle, reading)
     counts = pipeline.write_applied(calibrator, preds, out_path, what)
     return {"rows": preds.n, "counts": counts, "output_sha256": file_sha256(out_path)}
 
@@ -168,14 +176,15 @@ def apply_shards(
     out_dir: str,
     *,
     what: str = "probs",
-    read_options: dict | None = None,
+    reading: Reading = Reading(),
     engine: str = "local",
     scheduler: str | None = None,
     force: bool = False,
 ) -> ShardsApplied:
     """Apply ``bundle`` to every shard of ``directory``, writing ``out_dir``/<shard name> in the
-    shard's format: one task per shard (``engine``: calib.task_engines.ENGINES), finished shards recorded in the
-    ledger as they finish, shards recorded with this bundle and unchanged skipped unless ``force``."""
+    shard's format, each read as ``reading`` says: one task per shard (``engine``:
+    calib.task_engines.ENGINES), finished shards recorded in the ledger as they finish, shards
+    recorded with this bundle and unchanged skipped unless ``force``."""
     from .bundle import read_bundle
     from .io.atomic import write_bytes_atomic
     from .registry import CALIBRATORS
@@ -184,7 +193,7 @@ def apply_shards(
     files = shard_files(directory)
     # a bundle that does not fit the shards (its class count, input kind) is refused here, before
     # any output is written or any task starts
-    pipeline.read_with_bundle(files[0], bundle, require_labels=False, **dict(read_options or {}))
+    pipeline.read_with_bundle(files[0], bundle, reading)
     if os.path.exists(out_dir) and os.path.samefile(out_dir, directory):
         raise InputError(f"{out_dir}: is the input directory; the outputs would replace the shards")
     os.makedirs(out_dir, exist_ok=True)
@@ -207,7 +216,6 @@ def apply_shards(
         else:
             ledger["shards"].pop(name, None)
             todo.append((path, out_path))
-    read_options = dict(read_options or {})
     done = ShardsApplied([], skipped, 0, {})
 
     def finished(path: str, out_path: str, result: dict) -> None:
@@ -218,7 +226,7 @@ def apply_shards(
         done.rows += result["rows"]
         pipeline.add_counts(done.counts, result["counts"])
 
-    calls = [(path, out_path, bundle, what, read_options) for path, out_path in todo]
+    calls = [(path, out_path, bundle, what, reading) for path, out_path in todo]
     with task_runner(engine, scheduler) as run:
         run(apply_shard, calls, lambda i, result: finished(*todo[i], result))
     done.written.sort()

@@ -110,16 +110,18 @@ def test_the_api_and_the_command_line_give_one_report_and_outcome(run, tmp_path,
     api = calib.evaluate(
         logits,
         labels,
-        metrics=metrics,
-        gates=gates,
-        increase_gates=increase_gates,
-        bootstrap="auto" if bootstrap is None else bootstrap,
-        keep_as_baseline=True,  # what --json asks for: a report a later change gate may pair with
-        inconclusive=inconclusive,
         groups=groups,
-        min_group_rows=10,
-        bins=bins,
-        cmce_bins=bins,
+        request=calib.EvaluationRequest.of(
+            metrics=metrics,
+            gates=gates,
+            increase_gates=increase_gates,
+            bootstrap="auto" if bootstrap is None else bootstrap,
+            keep_as_baseline=True,
+            inconclusive=inconclusive,
+            min_group_rows=10,
+            bins=bins,
+            cmce_bins=bins,
+        ),
     ).to_dict()
     assert _comparable(api) == _comparable(cli)
     assert api["passed"] == cli["passed"] and code == (0 if api["passed"] else 1)
@@ -134,7 +136,9 @@ def test_the_reproducer_a_gate_in_a_notebook_reads_the_noise_as_in_ci(run, tmp_p
     data = np.load(SAMPLE / "cifar10_test.npz")
     logits, labels = data["logits"][:2000], data["labels"][:2000]
     np.savez(tmp_path / "s.npz", logits=logits, labels=labels)
-    api = calib.evaluate(logits, labels, metrics=["ece"], gates=["ece>0.02"]).to_dict()["gates"][0]
+    api = calib.evaluate(logits, labels, request=calib.EvaluationRequest.of(metrics=["ece"], gates=["ece>0.02"])).to_dict()[
+        "gates"
+    ][0]
     code, out, _ = run("evaluate", tmp_path / "s.npz", "--metrics", "ece", "--fail-if", "ece>0.02", "--json", "-")
     cli = json.loads(out)["gates"][0]
     assert api["outcome"] == cli["outcome"] == "inconclusive" and code == 0

@@ -15,7 +15,9 @@ def test_docs_api_md_runs():
     assert result.attempted > 20 and result.failed == 0
 
 
-@pytest.mark.parametrize("module", ["calib.api", "calib.metrics.functional"])
+@pytest.mark.parametrize(
+    "module", ["calib.api", "calib.metrics.functional", "calib.shards", "calib.io.readers", "calib.evaluation.request"]
+)
 def test_module_examples_run(module):
     import importlib
 
@@ -34,7 +36,9 @@ def test_the_api_reproduces_the_readme_cli_numbers(tmp_path, run):
     cli = json.loads(out)
     val, test = np.load(SAMPLE / "cifar10_val.npz"), np.load(SAMPLE / "cifar10_test.npz")
     ts = calib.calibrator("ts").fit(val["logits"], val["labels"])
-    api = calib.evaluate(test["logits"], test["labels"], calibrator=ts, vece=True, vece_recalibrator="ts").to_dict()
+    api = calib.evaluate(
+        test["logits"], test["labels"], calibrator=ts, request=calib.EvaluationRequest.of(vece=True, vece_recalibrator="ts")
+    ).to_dict()
     assert list(api["metrics"]) == list(cli["metrics"]) and len(api["metrics"]) > 10
     for side in ("metrics", "uncalibrated_metrics"):
         for key, entry in cli[side].items():

@@ -146,20 +146,63 @@ def _is_flag_declaration(node: ast.FunctionDef) -> bool:
     return any("typer.Option" in text or "typer.Argument" in text or text.startswith("options.") for text in annotations)
 
 
+#: The flat constructors of a settings value: their parameters are that value's settings by name,
+#: each typed and listed (no ``**settings``), and they return the one value the callers pass on.
+FLAT_CONSTRUCTORS = {"calib.evaluation.request.EvaluationRequest.of"}
+
+
 def test_no_public_function_takes_more_than_12_parameters():
     """Settings that travel together are one value (calib.evaluation.request.EvaluationRequest,
     a calibrator's Options), not a long parameter list; the command functions, whose parameters
-    are their flags, aside."""
+    are their flags, and the flat constructors of such a value aside."""
     long = []
     for path in (SRC / "calib").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        owners = {id(item): f"{cls.name}." for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body}
+        for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("_"):
+                continue
+            if f"{module_name(path)}.{owners.get(id(node), '')}{node.name}" in FLAT_CONSTRUCTORS:
                 continue
             args = node.args
             names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.arg not in ("self", "cls")]
             if len(names) > 12 and not _is_flag_declaration(node):
                 long.append(f"{module_name(path)}.{node.name}: {len(names)} parameters")
     assert long == []
+
+
+#: Public functions that take ``**name``, each for a reason that is not a bag of settings: a
+#: method's own options (each method has its own set, checked by name against its Options at once),
+#: scikit-learn's ``set_params`` protocol, an ONNX node's attributes, a decorator's pass-through,
+#: and the calibrator protocol's ``given`` (the probabilities as read, ``probs=``, passed only to
+#: the methods that score them, whose own signatures name it).
+KEYWORD_BAGS = {
+    "calib.api.calibrator": "options",
+    "calib.api.Calibration.__init__": "options",
+    "calib.sklearn.CalibratedClassifier.__init__": "options",
+    "calib.api.Calibration.set_params": "params",
+    "calib.sklearn.CalibratedClassifier.set_params": "params",
+    "calib.onnx_export.OnnxGraph.op": "attributes",
+    "calib.calibrators.base.guarded": "kwargs",
+    "calib.calibrators.base.Calibrator.transform_with_info": "given",
+    "calib.calibrators.base.SetBuilder.sets": "given",
+    "calib.calibrators.base.SetBuilder.transform_and_sets": "given",
+}
+
+
+def test_no_public_function_hides_its_settings_in_keyword_arguments():
+    """Settings are named parameters (or one settings value), never ``**settings``: readers, IDEs
+    and type checkers see every one."""
+    found = {}
+    for path in (SRC / "calib").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        owners = {id(item): f"{cls.name}." for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.args.kwarg is not None:
+                name = f"{module_name(path)}.{owners.get(id(node), '')}{node.name}"
+                if not node.name.startswith("_") or node.name == "__init__":
+                    found[name] = node.args.kwarg.arg
+    assert found == KEYWORD_BAGS
 
 
 #: The modules whose code names a multi-label input (``preds.multilabel``, the input section's

@@ -57,7 +57,9 @@ def test_ece_quantile_by_hand_with_values_on_the_edges():
     = {0.75, 0.75} (2 correct). ECE = (|1 - 1.0| + |2 - 1.5|) / 4 = 0.125."""
     probs = np.array([[0.5, 0.5], [0.5, 0.5], [0.75, 0.25], [0.75, 0.25]])
     labels = np.array([0, 1, 0, 0])
-    got = calib.evaluate(probs, labels, metrics="ece_quantile", kind="probs", bins=2).values["ece_quantile"]
+    got = calib.evaluate(probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics="ece_quantile", bins=2)).values[
+        "ece_quantile"
+    ]
     assert got == pytest.approx(0.125, abs=1e-15)
 
 

@@ -159,8 +159,10 @@ def test_no_analytic_interval_takes_a_rows_pairs_as_independent():
     import calib
 
     z, y = _data(n=300, seed=4)
-    as_pairs = calib.evaluate(z, y, bootstrap=30).to_dict()["metrics"]
-    as_rows = calib.evaluate(z.reshape(-1), y.reshape(-1), metrics=list(as_pairs), bootstrap=30).to_dict()["metrics"]
+    as_pairs = calib.evaluate(z, y, request=calib.EvaluationRequest.of(bootstrap=30)).to_dict()["metrics"]
+    as_rows = calib.evaluate(
+        z.reshape(-1), y.reshape(-1), request=calib.EvaluationRequest.of(metrics=list(as_pairs), bootstrap=30)
+    ).to_dict()["metrics"]
     assert all("ci" in entry and "ci_analytic" not in entry for entry in as_pairs.values())
     assert any("ci_analytic" in entry for entry in as_rows.values())
 

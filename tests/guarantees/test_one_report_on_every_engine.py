@@ -119,7 +119,11 @@ def test_an_engine_report_equals_one_evaluation_of_all_rows(spark, table):
     whole = pq.read_table(table / "whole.parquet")
     logits = np.stack(whole.column("logits").to_numpy(zero_copy_only=False))
     request = EvaluationRequest.of(bootstrap=200, gates=["ece>0.05"])
-    single = calib.evaluate(logits, whole.column("label").to_numpy(), gates=["ece>0.05"], bootstrap=200, vece=False)
+    single = calib.evaluate(
+        logits,
+        whole.column("label").to_numpy(),
+        request=calib.EvaluationRequest.of(gates=["ece>0.05"], bootstrap=200, vece=False),
+    )
     on_spark = calib.spark.evaluate(spark.read.parquet(str(table / "whole.parquet")).repartition(7), request, row_id="row")
     for key, entry in single.entries.metrics.items():
         assert abs(on_spark.metrics[key].value - entry.value) <= 1e-12, key

@@ -447,6 +447,8 @@ def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
         monkeypatch.setenv("CALIB_THREADS", threads)
         streamed = calib.evaluate(logits, labels).values
         grouped = calib.evaluate(logits, labels, groups=labels % 7).group_values
-        vece = calib.evaluate(logits[:1500], labels[:1500], metrics=["vece_l1", "vece_over"], vece=True).values
+        vece = calib.evaluate(
+            logits[:1500], labels[:1500], request=calib.EvaluationRequest.of(metrics=["vece_l1", "vece_over"], vece=True)
+        ).values
         values.append({**streamed, **vece, "groups": grouped})
     assert values[0] == values[1]

@@ -96,7 +96,9 @@ def state_file(tmp_path, name="s.npz", rows=slice(0, 300)):
 
     data = np.load(calib.sample_path("cifar10_test.npz"))
     path = str(tmp_path / name)
-    calib.evaluate(data["logits"][rows], data["labels"][rows], metrics=["ece", "nll"], emit_state=path)
+    calib.evaluate(
+        data["logits"][rows], data["labels"][rows], request=calib.EvaluationRequest.of(metrics=["ece", "nll"], emit_state=path)
+    )
     return path
 
 
@@ -153,7 +155,9 @@ def test_merged_states_pass_without_gates_and_name_the_first_file_when_they_diff
         merge_metric_states([read_metric_state(first), read_metric_state(twice)], ["a.npz", "again.npz"])
     data = np.load(calib.sample_path("cifar10_test.npz"))
     other = str(tmp_path / "c.npz")
-    calib.evaluate(data["logits"][:300], data["labels"][:300], metrics=["ece"], emit_state=other)
+    calib.evaluate(
+        data["logits"][:300], data["labels"][:300], request=calib.EvaluationRequest.of(metrics=["ece"], emit_state=other)
+    )
     with pytest.raises(InputError, match="c.npz: its metrics, settings or K differ from a.npz's"):
         merge_metric_states([read_metric_state(first), read_metric_state(other)], ["a.npz", "c.npz"])
 
@@ -165,7 +169,12 @@ def test_merged_groups_under_100_rows_are_listed_not_gated(tmp_path):
     data = np.load(calib.sample_path("cifar10_test.npz"))
     path = str(tmp_path / "g.npz")
     groups = np.repeat(["big", "small"], [150, 50])
-    calib.evaluate(data["logits"][:200], data["labels"][:200], metrics=["ece"], emit_state=path, groups=groups)
+    calib.evaluate(
+        data["logits"][:200],
+        data["labels"][:200],
+        groups=groups,
+        request=calib.EvaluationRequest.of(metrics=["ece"], emit_state=path),
+    )
     report = merge_metric_states([read_metric_state(path)], ["g.npz"]).to_json()
     assert report["group_by"]["min_rows"] == 100 and report["group_by"]["below_min_rows"] == ["small"]
     assert report["group_by"]["worst"]["ece"]["group"] == "big"

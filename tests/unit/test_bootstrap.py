@@ -174,8 +174,8 @@ def test_a_rows_cluster_depends_on_its_global_index_alone():
     assert ((counts - 1000.0) ** 2 / 1000.0).sum() < 280  # the 0.9995 quantile of chi-square(199) is 280
 
 
-def _evaluate(logits, labels, keys, bootstrap=None, **settings):
-    return calib.evaluate(logits, labels, metrics=keys, bootstrap=bootstrap or 0, **settings).to_dict()
+def _evaluate(logits, labels, keys, bootstrap=None):
+    return calib.evaluate(logits, labels, request=calib.EvaluationRequest.of(metrics=keys, bootstrap=bootstrap or 0)).to_dict()
 
 
 KEYS = [

@@ -60,7 +60,9 @@ def test_evaluate_reads_spark_ml_probability_vectors(spark, cifar):
     df = spark.createDataFrame(rows, ["probability", "label"])
     request = calib.EvaluationRequest.of(bootstrap=0, metrics=("accuracy", "nll", "ece"))
     found = calib.spark.evaluate(df, request, scores="probability")
-    expected = calib.evaluate(probs, labels[:300], metrics=["accuracy", "nll", "ece"], bootstrap=0, vece=False)
+    expected = calib.evaluate(
+        probs, labels[:300], request=calib.EvaluationRequest.of(metrics=["accuracy", "nll", "ece"], bootstrap=0, vece=False)
+    )
     assert found.input.kind == "probs"
     for key, value in expected.values.items():
         assert found.values[key] == pytest.approx(value, rel=0, abs=1e-12), key

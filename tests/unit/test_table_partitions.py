@@ -117,7 +117,12 @@ def test_a_part_with_a_bundle_is_what_the_bundle_gives(rows, tmp_path):
     request = EvaluationRequest.of(bootstrap=0, metrics=("ece", "nll"))
     plan = make_plan(rows.column_names, rows, "rows", TableColumns(), bundle=str(tmp_path / "ts"), request=request)
     merged = merged_report([part_state(rows, plan, "part")], request, "rows", plan)
-    single = calib.evaluate(logits, rows.column("label").to_numpy(), calibrator=ts, metrics=["ece", "nll"], bootstrap=0)
+    single = calib.evaluate(
+        logits,
+        rows.column("label").to_numpy(),
+        calibrator=ts,
+        request=calib.EvaluationRequest.of(metrics=["ece", "nll"], bootstrap=0),
+    )
     assert merged.values == pytest.approx(single.values, abs=1e-12)
     with pytest.raises(calib.UsageError, match="what must be one of probs, log-probs, sets"):
         apply_plan(rows.column_names, rows, "rows", str(tmp_path / "ts"), TableColumns(), "logits", "auto")

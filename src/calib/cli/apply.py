@@ -66,20 +66,13 @@ def apply(
     """
     if what not in WHAT:
         raise UsageError(f"--what must be one of {', '.join(WHAT)}; got {what!r}")
-    read_options = {
-        "input_kind": input_kind,
-        "score_prefix": score_prefix,
-        "label_column": label_column,
-        "renormalise": renormalise,
-        "scores": scores,
-        "task": task,
-    }
+    reading = options.reading(locals(), require_labels=False)
     if os.path.isdir(pred) and not api.sample_files(pred):  # a harness results directory is one input
         if input_format is not None or confidence_column is not None:
             raise UsageError("--input-format and --confidence-column take one file; shards are told by their suffixes")
         if labels is not None or features is not None:
             raise UsageError("--labels and --features take one file; a directory of shards carries its labels in each shard")
-        _apply_directory(bundle, pred, out, what, read_options, engine, scheduler, force)
+        _apply_directory(bundle, pred, out, what, reading, engine, scheduler, force)
         return
     if engine != "local" or scheduler is not None:
         raise UsageError(f"--engine and --scheduler take a directory of {listed(shard_formats())} files as PRED")
@@ -90,20 +83,7 @@ def apply(
     if out != "-":
         check_output_path(out, [pred, labels or "-", features or "-"])
         check_output_file(out, force=force)
-    preds, calibrator = options.read_inputs(
-        pred,
-        bundle,
-        labels,
-        label_column,
-        input_kind,
-        score_prefix,
-        require_labels=False,
-        renormalise=renormalise,
-        scores=scores,
-        task=task,
-        input_format=input_format,
-        confidence_column=confidence_column,
-    )
+    preds, calibrator = api.read_with_bundle(pred, bundle, reading)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     feature_rows = read_features(features, preds)
     counts = api.write_applied(calibrator, preds, sys.stdout.buffer if out == "-" else out, what, feature_rows)
@@ -115,13 +95,13 @@ def apply(
         render.note(f"wrote {what} for {preds.output_layout.describe()} to {out}")
 
 
-def _apply_directory(bundle: str, pred: str, out: str, what: str, read_options: dict, engine: str, scheduler, force: bool):
+def _apply_directory(bundle: str, pred: str, out: str, what: str, reading, engine: str, scheduler, force: bool):
     """``calib apply BUNDLE shards/ --out out_shards/``: one output per shard (calib.shards)."""
     from ..api import apply_shards
 
     if out == "-" or (os.path.exists(out) and not os.path.isdir(out)):
         raise UsageError(f"--out {out}: a directory PRED writes a directory of outputs; name a directory")
-    done = apply_shards(bundle, pred, out, what=what, read_options=read_options, engine=engine, scheduler=scheduler, force=force)
+    done = apply_shards(bundle, pred, out, what=what, reading=reading, engine=engine, scheduler=scheduler, force=force)
     _note_infeasible(done.counts)
     skipped = f"{len(done.skipped)} shards already written with this bundle, skipped (--force redoes them)"
     if not done.written:

@@ -54,7 +54,7 @@ def compare(
     junit: Annotated[
         Optional[str], typer.Option("--junit", help="Also write the gates as JUnit XML.", show_default=False)
     ] = None,
-    json_path: options.json_option("the comparison") = None,
+    json_path: options.ComparisonJson = None,
     fit_remedy: Annotated[
         Optional[str],
         typer.Option(

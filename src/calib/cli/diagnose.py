@@ -57,20 +57,7 @@ def diagnose(
 
     if out is not None:  # refused before the work, not after it
         check_output_directory(out, force=force)
-    preds, calibrator = options.read_inputs(
-        pred,
-        bundle,
-        labels,
-        label_column,
-        input_kind,
-        score_prefix,
-        require_labels=True,
-        renormalise=renormalise,
-        scores=scores,
-        task=task,
-        input_format=input_format,
-        confidence_column=confidence_column,
-    )
+    preds, calibrator = api.read_with_bundle(pred, bundle, options.reading(locals(), require_labels=True))
     methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
     groups = read_groups(preds, pred, group_by, groups_file, label_column)
     request = api.EvaluationRequest.of(vece=not no_vece, seed=seed, bootstrap=bootstrap or 0, min_group_rows=min_group_rows)

@@ -176,41 +176,16 @@ def evaluate(
     for path in (json_path, junit):
         if path not in (None, "-"):
             check_not_an_input(path, [pred, labels, true_probs, features, baseline])
-    read = {"input_kind": input_kind, "score_prefix": score_prefix, "scores": scores, "label_column": label_column}
     if os.path.isdir(pred) and not api.sample_files(pred):  # a harness results directory is one input
-        refused = {
-            "--groups": groups_file,
-            "--renormalise": renormalise,
-            "--true-probs": true_probs,
-            "--labels": labels,
-            "--features": features,
-            "--emit-state": emit_state,
-            "--first-row": first_row,
-            "--input-format": input_format,
-            "--confidence-column": confidence_column,
-        }
-        named = [flag for flag, value in refused.items() if value]
-        if named:
-            raise UsageError(f"{named[0]} does not apply to a directory of shards")
-        shards = api.evaluate_shards(pred, request, bundle=bundle, group_by=group_by, engine=engine, scheduler=scheduler, **read)
-        shown = _shown_as(shards, f"{pred} ({len(shards.input.merged_from)} files, {engine})", "shards")
+        shards = _shards_report(request, locals())
+        shown = _shown_as(shards, f"{pred} ({len(shards.input.merged_from or ())} files, {engine})", "shards")
         _emit(shards, json_path, shown, table_format, junit)
         return
     from ..api import read_groups
 
     if engine != "local" or scheduler is not None:
         raise UsageError(f"--engine and --scheduler take a directory of {listed(shard_formats())} files as PRED")
-    preds, calibrator = options.read_inputs(
-        pred,
-        bundle,
-        labels,
-        require_labels=True,
-        renormalise=renormalise,
-        task=task,
-        input_format=input_format,
-        confidence_column=confidence_column,
-        **read,
-    )
+    preds, calibrator = api.read_with_bundle(pred, bundle, options.reading(locals(), require_labels=True))
     if json_path is not None or emit_state is not None:  # the only outputs that hold the sha256
         preds.hash_in_background()  # on the other core while the metrics stream
     else:
@@ -247,7 +222,40 @@ def evaluate(
     _emit(report, json_path, report, table_format, junit)
 
 
-#: How a directory of shards would draw replicates: it does not (each shard's state merges).
+#: The flags of one input file that a directory of shards does not take, and their parameters.
+SINGLE_INPUT_FLAGS = {
+    "--groups": "groups_file",
+    "--renormalise": "renormalise",
+    "--true-probs": "true_probs",
+    "--labels": "labels",
+    "--features": "features",
+    "--emit-state": "emit_state",
+    "--first-row": "first_row",
+    "--input-format": "input_format",
+    "--confidence-column": "confidence_column",
+}
+
+
+def _shards_report(request, flags: dict):
+    """The merged report of the directory of shards ``flags["pred"]``, read as the flags say; the
+    flags that do not apply to shards refused first."""
+    named = [flag for flag, name in SINGLE_INPUT_FLAGS.items() if flags[name]]
+    if named:
+        raise UsageError(f"{named[0]} does not apply to a directory of shards")
+    return api.evaluate_shards(
+        flags["pred"],
+        request,
+        bundle=flags["bundle"],
+        input_kind=flags["input_kind"],
+        score_prefix=flags["score_prefix"],
+        scores=flags["scores"],
+        label_column=flags["label_column"],
+        group_by=flags["group_by"],
+        engine=flags["engine"],
+        scheduler=flags["scheduler"],
+    )
+
+
 def _request(flags: dict):
     """The evaluation request the flags ask for (calib.evaluation.request.EvaluationRequest); the
     flags' own contradictions refused first, each naming the flags."""

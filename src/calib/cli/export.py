@@ -38,7 +38,7 @@ def export(
     render.note(
         f"wrote {out}: {INPUT_NAMES[calibration.input_kind]} (N, {calibration.n_labels or calibration.n_classes}) {dtype} "
         f"-> {outputs}, "
-        f"opset {OPSET}, bundle sha256 {calibration.bundle_sha256[:12]}"
+        f"opset {OPSET}, bundle sha256 {(calibration.bundle_sha256 or '')[:12]}"
     )
 
 

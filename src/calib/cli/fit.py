@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -87,7 +88,7 @@ def fit(
             "(--per-label: each label's own coverage).",
         ),
     ] = False,
-    json_path: options.json_option("the fit summary") = None,
+    json_path: options.FitSummaryJson = None,
     device: Annotated[
         str,
         typer.Option(
@@ -116,19 +117,11 @@ def fit(
     if train is None and train_features is not None:
         raise UsageError("--train-features needs --train")
     start = time.perf_counter()
-
-    def read(path: str, labels_path: str | None):
-        """The calibration (or training) rows, read with the command's input options."""
-        shared = {"renormalise": renormalise, "scores": scores, "task": task, "confidence_column": confidence_column}
-        shared["input_format"] = input_format if path == pred else None
-        return options.read_inputs(
-            path, None, labels_path, label_column, input_kind, score_prefix, require_labels=True, **shared
-        )[0]
-
-    preds = read(pred, labels)
+    reading = options.reading(locals(), require_labels=True)
+    preds = reading.read(pred)
     train_preds = train_x = None
-    if train is not None:
-        train_preds = read(train, None)
+    if train is not None:  # the training rows: their labels in the file, its format told by its name
+        train_preds = replace(reading, labels_path=None, input_format=None).read(train)
         train_x = read_features(train_features, train_preds)
     with render.activity(f"fitting {method}", quiet) as report, api.reporting(report):
         fitted = api.calibrator(method, per_label=per_label, joint=joint, **given).fit(

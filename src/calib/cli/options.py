@@ -71,12 +71,13 @@ Renormalise = Annotated[
 ]
 
 
-def json_option(what: str):
-    """The ``--json PATH`` option of a command whose result is ``what`` ("the fit summary")."""
-    return Annotated[
-        Optional[str],
-        typer.Option("--json", help=f"Write {what} as JSON to PATH; - prints it instead of the table.", show_default=False),
-    ]
+def _json_help(what: str) -> str:
+    """The help of the ``--json PATH`` option of a command whose result is ``what``."""
+    return f"Write {what} as JSON to PATH; - prints it instead of the table."
+
+
+FitSummaryJson = Annotated[Optional[str], typer.Option("--json", help=_json_help("the fit summary"), show_default=False)]
+ComparisonJson = Annotated[Optional[str], typer.Option("--json", help=_json_help("the comparison"), show_default=False)]
 
 
 InputFormat = Annotated[
@@ -174,35 +175,18 @@ class Command(TyperCommand):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-def read_inputs(
-    pred: str,
-    bundle: str | None,
-    labels,
-    label_column,
-    input_kind,
-    score_prefix,
-    *,
-    require_labels: bool,
-    renormalise: bool = False,
-    scores: str | None = None,
-    task: str = "auto",
-    input_format: str | None = None,
-    confidence_column: str | None = None,
-):
-    """The predictions (and the bundle's calibrator, when ``bundle`` is given) as the shared input
-    options ask: the start of fit, apply, evaluate and diagnose."""
-
-    return api.read_with_bundle(
-        pred,
-        bundle,
-        labels_path=labels,
-        label_column=label_column,
-        input_kind=input_kind,
-        score_prefix=score_prefix,
+def reading(flags: dict, *, require_labels: bool) -> api.Reading:
+    """How a command's predictions are read (calib.io.readers.Reading), from its input flags:
+    ``flags`` the command's parameters (its ``locals()``), named as the shared options name them."""
+    return api.Reading(
+        labels_path=flags.get("labels"),
+        input_kind=flags["input_kind"],
+        score_prefix=flags["score_prefix"],
+        label_column=flags["label_column"],
         require_labels=require_labels,
-        renormalise=renormalise,
-        scores=scores,
-        task=task,
-        input_format=input_format,
-        confidence_column=confidence_column,
+        renormalise=flags.get("renormalise", False),
+        scores=flags.get("scores"),
+        task=flags.get("task", "auto"),
+        input_format=flags.get("input_format"),
+        confidence_column=flags.get("confidence_column"),
     )

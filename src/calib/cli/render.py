@@ -8,6 +8,7 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Sequence
 
 from ..api import MIN_BIN_ROWS, UsageError
 from ..reporting.text import (
@@ -86,8 +87,17 @@ def resolve_format(requested: str = "auto") -> str:
     return requested
 
 
+#: A table cell: its text, or (its text, its rich style).
+Cell = str | tuple[str, str]
+
+
 def table(
-    title: str, header: list[str] | None, rows: list[list[str]], right: list[bool], style: str = "auto", prose: int | None = None
+    title: str,
+    header: list[str] | None,
+    rows: Sequence[Sequence[Cell]],
+    right: list[bool],
+    style: str = "auto",
+    prose: int | None = None,
 ) -> None:
     """Print a table to stdout in ``style`` (see :data:`FORMATS`); ``header`` None for a two-column
     list of names and values. Numbers are never cut: in a rich table only the last ``prose``
@@ -96,10 +106,10 @@ def table(
     column gets it listed under the table; one too narrow for the rest gets plain lines."""
     style = resolve_format(style)
     shown_header = header if header is not None else [""] * len(right)
-    styled = rows
-    rows = [[cell if isinstance(cell, str) else cell[0] for cell in row] for row in rows]
+    styled = [list(row) for row in rows]
+    texts = [[cell if isinstance(cell, str) else cell[0] for cell in row] for row in rows]
     if style != "table":
-        body = markdown_table(shown_header, rows, right) if style == "md" else text_table(shown_header, rows, right)
+        body = markdown_table(shown_header, texts, right) if style == "md" else text_table(shown_header, texts, right)
         if header is None and style == "text":
             body = body[1:]
         heading = [f"**{title}**", ""] if style == "md" else [title]
@@ -109,26 +119,31 @@ def table(
     _line((title, "bold"))
     if prose is None:
         prose = 1 if header is not None and not right[-1] else 0
-    cells = [shown_header, *rows]
+    cells = [shown_header, *texts]
     widths = [max(len(row[i]) for row in cells) for i in range(len(right))]
     fixed = widths[: len(widths) - prose]
     needed = sum(fixed) + 3 * len(fixed) + 1  # one space of padding a side, one between columns and at the edges
     if needed > out.width:  # too narrow for the numbers: plain lines (every column), wrapped by the terminal
-        for line in text_table(shown_header, rows, right)[0 if header is not None else 1 :]:
+        for line in text_table(shown_header, texts, right)[0 if header is not None else 1 :]:
             out.print(line, soft_wrap=True)
         return
     below: dict[str, list[str]] = {}
     if prose == 1 and needed + 3 + min(widths[-1], 24) > out.width:  # too narrow for the prose: list it below
-        for row in rows:
+        for row in texts:
             if row[-1]:
                 below.setdefault(row[-1], []).append(row[0])
         styled, right, shown_header, prose = [row[:-1] for row in styled], right[:-1], shown_header[:-1], 0
     out.print(_rich_table(shown_header if header is not None else None, styled, right, prose))
     if below:  # one line per distinct text, naming its rows
-        lines([f"{header[-1]}:", *(f"  {', '.join(names)}: {text}" for text, names in below.items())])
+        lines(
+            [
+                f"{header[-1] if header is not None else 'notes'}:",
+                *(f"  {', '.join(names)}: {text}" for text, names in below.items()),
+            ]
+        )
 
 
-def _rich_table(header: list[str] | None, rows: list[list], right: list[bool], prose: int):
+def _rich_table(header: list[str] | None, rows: list[list[Cell]], right: list[bool], prose: int):
     """A rich table whose columns other than the last ``prose`` ones never wrap or shrink below
     their widest cell; a cell is text or (text, style)."""
     from rich import box
@@ -308,7 +323,7 @@ def diagnosis(result) -> None:
     ):
         scale = max((abs(r["observed"] - r[key]) for r in rows), default=0.0)
         banded = any("interval" in r for r in rows)
-        cells = []
+        cells: list[list[Cell]] = []
         for r in rows:
             gap = r["observed"] - r[key]
             colour = OVER_COLOUR if gap < 0 else UNDER_COLOUR

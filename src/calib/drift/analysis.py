@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..bootstrap import BootstrapConfig, ReplicateWeights, centred_interval, row_weights
+from ..errors import UsageError
 from ..evaluation.report_types import EvaluationReport
 from ..io.predictions import Predictions
 from .decomposition import TERMS, Classwise, top_label
@@ -53,6 +54,8 @@ def metric_changes(ref: EvaluationReport, new: EvaluationReport, keys: list[str]
     """({key: Change} of the registry metrics ``keys``, {key: replicate changes}) from the two
     batches' evaluation reports (their replicates pair row for row or are independent draws)."""
     changes, replicates = {}, {}
+    if ref.bootstrap is None or new.bootstrap is None:
+        raise UsageError("the metrics' changes need both reports' bootstrap replicates")
     for key in keys:
         draws = _replicate_array(new.bootstrap.values[key]) - _replicate_array(ref.bootstrap.values[key])
         changes[key] = change_of(ref.metrics[key].value, new.metrics[key].value, draws, level)

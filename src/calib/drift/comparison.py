@@ -48,7 +48,7 @@ def check_batches(ref: Predictions, new: Predictions) -> None:
 def same_rows(ref: Predictions, new: Predictions) -> bool:
     """Whether both batches are the same rows (two models scored on one test set): as many rows
     with the same labels in the same order, of more than one class. Their replicates then pair."""
-    if new.labels is None or ref.n != new.n or len(np.unique(ref.labels)) < 2:
+    if ref.labels is None or new.labels is None or ref.n != new.n or len(np.unique(ref.labels)) < 2:
         return False
     return bool(np.array_equal(ref.labels, new.labels))
 

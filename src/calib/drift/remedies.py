@@ -90,7 +90,7 @@ def remedy(ref, new, report: ComparisonReport):
     the recalibration; each only where its held-out evidence improves NEW. A performance loss has
     none: no map of the outputs restores lost accuracy."""
     from ..api import Calibration
-    from ..calibrators.bias_corrected import PriorShift
+    from ..calibrators.bias_corrected import BiasCorrectedTemperatureScaling, PriorShift
     from .analysis import as_batch
 
     ref, new = as_batch(ref, "REF"), as_batch(new, "NEW")
@@ -119,6 +119,8 @@ def remedy(ref, new, report: ComparisonReport):
     reference = Calibration("bcts").fit(ref)
     shift = PriorShift.from_priors(np.array(section.priors["ref"]), np.array(section.priors["new"]))
     composed = copy.copy(reference)
-    composed.fitted = reference.fitted.followed_by(shift)
+    bcts = reference.fitted
+    assert isinstance(bcts, BiasCorrectedTemperatureScaling)  # fitted by that name just above
+    composed.fitted = bcts.followed_by(shift)
     composed.fitted_on = {"n": ref.n, "sha256": ref.sha256, "prior correction from": new.name}
     return composed, f"the {name} ({UNLABELLED_METHOD}: bcts fitted on REF, EM's priors of NEW): {_evidence_text(evidence)}"

@@ -42,6 +42,13 @@ class Change:
             return 0
         return 1 if self.ci[0] > 0.0 else -1 if self.ci[1] < 0.0 else 0
 
+    def in_widths(self) -> float:
+        """|value| / the interval's width: how many widths of its own noise the change is (0 without
+        a value or an interval)."""
+        if self.value is None or self.ci is None:
+            return 0.0
+        return abs(self.value) / max(self.ci[1] - self.ci[0], 1e-300)
+
     def to_json(self) -> dict:
         return {"ref": self.ref, "new": self.new, "change": self.value, "ci": self.ci}
 

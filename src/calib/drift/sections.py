@@ -41,22 +41,23 @@ def labelled_section(ref: Predictions, new: Predictions, ref_config, new_config,
     ref_report, new_report = _evaluated(ref, keys, ref_config), _evaluated(new, keys, new_config)
     step("metrics")
     metrics, replicates = metric_changes(ref_report, new_report, keys, level)
+    ref_labels, new_labels = ref.required_labels(), new.required_labels()
     ref_probs, new_probs = model_batch(ref, slice(None)).probs, model_batch(new, slice(None)).probs
     ref_weights, new_weights = weights(ref_config, ref), weights(new_config, new)
     metrics["class_accuracy"], replicates["class_accuracy"] = class_accuracy_change(
-        ref_probs, ref.labels, new_probs, new.labels, ref_weights, new_weights, level
+        ref_probs, ref_labels, new_probs, new_labels, ref_weights, new_weights, level
     )
     decomposition, drawn = decomposition_changes(
-        ref_probs, ref.labels, new_probs, new.labels, ref_weights, new_weights, level, step
+        ref_probs, ref_labels, new_probs, new_labels, ref_weights, new_weights, level, step
     )
     replicates.update(drawn)
     k = ref.k
-    ref_shares, new_shares = label_shares(ref.labels, k), label_shares(new.labels, k)
+    ref_shares, new_shares = label_shares(ref_labels, k), label_shares(new_labels, k)
     l1 = float(np.abs(new_shares - ref_shares).sum())
-    replicates["prior_shift"] = np.abs(label_shares(new.labels, k, new_weights) - label_shares(ref.labels, k, ref_weights)).sum(
+    replicates["prior_shift"] = np.abs(label_shares(new_labels, k, new_weights) - label_shares(ref_labels, k, ref_weights)).sum(
         axis=1
     )
-    counts = np.stack([np.bincount(ref.labels, minlength=k), np.bincount(new.labels, minlength=k)])
+    counts = np.stack([np.bincount(ref_labels, minlength=k), np.bincount(new_labels, minlength=k)])
     counts = counts[:, counts.sum(axis=0) > 0]
     p_value = float(chi2_contingency(counts)[1]) if counts.shape[1] > 1 else 1.0
     priors = {
@@ -97,7 +98,7 @@ def unlabelled_section(
     from ..errors import InputError
 
     level, k = ref_config.level, ref.k
-    ref_prior = label_shares(ref.labels, k)
+    ref_prior = label_shares(ref.required_labels(), k)
     if (ref_prior == 0).any():
         raise InputError(
             f"the reference's labels miss {int((ref_prior == 0).sum())} of the {k} classes: EM needs every class's prior"

@@ -165,7 +165,7 @@ def _any_change(others: dict[str, Change], replicates: dict, level: float) -> Fi
         if found.beyond_noise():
             moved[path] = found
     if moved:
-        path = max(moved, key=lambda p: abs(moved[p].value) / max(moved[p].ci[1] - moved[p].ci[0], 1e-300))
+        path = max(moved, key=lambda p: moved[p].in_widths())
         return Finding(
             "any change",
             path,
@@ -184,7 +184,7 @@ def _any_change(others: dict[str, Change], replicates: dict, level: float) -> Fi
 
 def verdict_of(findings: list[Finding]) -> str:
     """The first verdict a test called, else "none"."""
-    return next((finding.verdict for finding in findings if finding.fired), "none")
+    return next((finding.verdict for finding in findings if finding.verdict is not None), "none")
 
 
 def unlabelled_findings(priors: dict, level: float) -> list[Finding]:

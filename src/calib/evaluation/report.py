@@ -228,7 +228,7 @@ def _bootstrap_section(
         bootstrap.level,
         preds.n,
         replicates["groups"],
-        rows_fingerprint(keys, preds.labels),
+        rows_fingerprint(keys, preds.required_labels()),
         not_bootstrapped,
         replicates["values"],
         by_group,

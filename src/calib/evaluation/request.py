@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import inspect
 import numbers
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ..bootstrap import BootstrapConfig, check_level, resolve_config
 from ..errors import UsageError
@@ -26,6 +27,13 @@ from ..metrics.sample import DEFAULT_RECIPE, SampleConfig
 from .gate_noise import INCONCLUSIVE_POLICIES
 from .gate_parsing import parse_gate
 from .gates import ChangeGate, Gate
+
+
+def as_gates(gates: Sequence[str | Gate] | str | Gate) -> tuple[Gate, ...]:
+    """Threshold gates, given as text (``"cmce>0.01"``) or :class:`Gate`, one or a sequence."""
+    if isinstance(gates, (str, Gate)):  # one gate, not a sequence of characters
+        gates = (gates,)
+    return tuple(parse_gate(gate) if isinstance(gate, str) else gate for gate in gates)
 
 
 @dataclass(frozen=True)
@@ -44,10 +52,7 @@ class GateSettings:
     inconclusive: str = "pass"
 
     def __post_init__(self):
-        if isinstance(self.thresholds, (str, Gate)):  # one gate, not a sequence of characters
-            object.__setattr__(self, "thresholds", (self.thresholds,))
-        parsed = tuple(parse_gate(gate) if isinstance(gate, str) else gate for gate in self.thresholds)
-        object.__setattr__(self, "thresholds", parsed)
+        object.__setattr__(self, "thresholds", as_gates(self.thresholds))
         object.__setattr__(self, "changes", tuple(self.changes))
         if self.inconclusive not in INCONCLUSIVE_POLICIES:
             raise UsageError(
@@ -161,11 +166,17 @@ class EvaluationRequest:
     def of(
         cls,
         *,
-        gates=(),
-        increase_gates=(),
+        metrics: Sequence[str] | str | None = None,
+        bins: int | str = 15,
+        cmce_bins: int | str = 25,
+        vece: bool = False,
+        min_group_rows: int = 100,
+        emit_state: str | None = None,
+        gates: Sequence[str | Gate] = (),
+        increase_gates: Sequence[ChangeGate] = (),
         ignore_noise: bool = False,
         inconclusive: str = "pass",
-        bootstrap="auto",
+        bootstrap: str | int | BootstrapConfig = "auto",
         seed: int = 0,
         level: float = 0.95,
         keep_as_baseline: bool = False,
@@ -173,27 +184,30 @@ class EvaluationRequest:
         vece_recalibrator: str = "ws-catboost",
         vece_max_rows: int = 20_000,
         vece_recipe: str = DEFAULT_RECIPE,
-        **settings,
     ) -> EvaluationRequest:
-        """A request from flat options, the keyword arguments of ``calib.evaluate``: ``gates``,
+        """A request from flat settings, each by name: the request's own fields (``metrics``,
+        ``bins``, ``cmce_bins``, ``vece``, ``min_group_rows``, ``emit_state``), ``gates``,
         ``increase_gates``, ``ignore_noise``, ``inconclusive`` (:class:`GateSettings`),
-        ``bootstrap``, ``level``, ``keep_as_baseline``, ``first_row`` (:class:`BootstrapSettings`), ``seed`` (of
-        the bootstrap and of V-ECE's folds and subsample), ``vece_recalibrator``, ``vece_max_rows``,
-        ``vece_recipe`` (:class:`calib.metrics.sample.SampleConfig`), and the request's own fields."""
-        own = {f.name for f in fields(cls)} - {"gates", "bootstrap", "vece_settings"}
-        unknown = sorted(set(settings) - own)
-        if unknown:
-            raise UsageError(
-                f"unknown evaluation setting {unknown[0]!r}; the settings are {', '.join(sorted(own | flat_names()))}"
-            )
+        ``bootstrap``, ``level``, ``keep_as_baseline``, ``first_row`` (:class:`BootstrapSettings`),
+        ``seed`` (of the bootstrap and of V-ECE's folds and subsample), ``vece_recalibrator``,
+        ``vece_max_rows``, ``vece_recipe`` (:class:`calib.metrics.sample.SampleConfig`).
+
+        >>> EvaluationRequest.of(metrics="ece", bootstrap=50, level=0.9).bootstrap.replicates
+        50
+        """
         return cls(
-            gates=GateSettings(gates, increase_gates, ignore_noise, inconclusive),
+            metrics=None if metrics is None else tuple([metrics] if isinstance(metrics, str) else metrics),
+            bins=bins,
+            cmce_bins=cmce_bins,
+            vece=vece,
+            min_group_rows=min_group_rows,
+            emit_state=emit_state,
+            gates=GateSettings(as_gates(gates), tuple(increase_gates), ignore_noise, inconclusive),
             bootstrap=BootstrapSettings(bootstrap, seed, level, keep_as_baseline, first_row),
             vece_settings=SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
-            **settings,
         )
 
 
 def flat_names() -> set[str]:
-    """The flat option names :meth:`EvaluationRequest.of` maps onto the nested settings."""
-    return set(inspect.signature(EvaluationRequest.of).parameters) - {"settings"}
+    """The flat setting names :meth:`EvaluationRequest.of` maps onto the request."""
+    return set(inspect.signature(EvaluationRequest.of).parameters)

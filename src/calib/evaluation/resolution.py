@@ -58,6 +58,7 @@ import numpy as np
 from ..bootstrap import upper_percent
 from ..core.binning import clopper_pearson
 from ..core.numerics import map_in_order
+from ..errors import UsageError
 from ..metrics.definitions import METRICS
 from ..metrics.metric_set import MetricSet
 
@@ -77,16 +78,20 @@ def noise_draws(metric_set: MetricSet, key: str, seed: list[int], draws: int = N
     accumulator = metric_set.accumulator_of(key)
     counter = accumulator.counter
     block = max(1, DRAW_BLOCK // max(1, counter.count.size))
+    compute = METRICS[key].compute
+    if compute is None:
+        raise UsageError(f"metric {key!r} is not streamed: it has no bin counts to draw")
 
     def drawn_values(start: int) -> np.ndarray | None:
         drawn = copy.copy(accumulator)
         rng = np.random.default_rng([*seed, start // block])
         drawn.counter = counter.without_miscalibration(rng, min(block, draws - start))
-        values = METRICS[key].compute(drawn, metric_set.config)
+        values = compute(drawn, metric_set.config)
         return None if values is None else np.asarray(values, dtype=float).reshape(-1)
 
-    parts = list(map_in_order(drawn_values, range(0, draws, block), values=counter.count.size * min(block, draws)))
-    if any(part is None for part in parts):
+    drawn = list(map_in_order(drawn_values, range(0, draws, block), values=counter.count.size * min(block, draws)))
+    parts = [part for part in drawn if part is not None]
+    if len(parts) < len(drawn):
         return None
     values = np.concatenate(parts)
     return values if np.isfinite(values).all() else None
@@ -162,11 +167,11 @@ def floors_section(
         if gap is not None:
             bounds_of_all[key] = gap
         if group_sets:
-            per_group = {
+            drawn = {
                 name: noise_draws(metric_set, key, [seed, 3, index, 1 + group], draws)
                 for group, (name, metric_set) in enumerate(group_sets.items())
             }
-            per_group = {name: found for name, found in per_group.items() if found is not None}
+            per_group = {name: found for name, found in drawn.items() if found is not None}
             by_group[key] = {
                 "groups": len(per_group),
                 "values": simultaneous_floors(per_group, level),

@@ -25,7 +25,7 @@ def sample_results(
     probs_of = None if calibrator is None else _calibrated(preds, calibrator, features)
     metrics = [METRICS[key] for key in keys]
     return sample_entries(
-        metrics, SampledRows(preds, rows, probs_of), preds.labels[rows], config, n_total=preds.n, progress=progress
+        metrics, SampledRows(preds, rows, probs_of), preds.required_labels()[rows], config, n_total=preds.n, progress=progress
     )
 
 

@@ -65,7 +65,7 @@ def state_header(
             "level": bootstrap.level,
             "clusters": GROUPS,
             "first_row": first_row if row_ids is None else None,
-            "labels_fingerprint": rows_fingerprint(row_keys, preds.labels),
+            "labels_fingerprint": rows_fingerprint(row_keys, preds.required_labels()),
         }
         if groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES:  # each group's sums are kept too
             grouped["bootstrap"]["groups_fingerprint"] = groups_fingerprint(row_keys, groups.names, groups.codes)

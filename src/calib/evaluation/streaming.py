@@ -4,6 +4,7 @@ probabilities into the metric accumulators, in row order, with optional bootstra
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,7 +12,6 @@ import numpy as np
 from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
 from ..calibrators.base import CalibrationInputs, Calibrator, builds_sets
 from ..core.numerics import map_in_order
-from ..errors import InputError
 from ..io.predictions import Predictions
 from ..metrics import Batch, MetricConfig
 from ..metrics.batch import model_batch as uncalibrated_batch
@@ -170,8 +170,7 @@ def stream_metrics(
     replicates' clusters are keyed by; ``row_ids``: each row's own id instead (a table's rows, in
     any order and partitioning: calib.table_partitions).
     """
-    if preds.labels is None:
-        raise InputError(f"{preds.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
+    labels = preds.required_labels()
     calibrated = MetricSet(keys, config, preds.k) if calibrator is not None else None
     sets = SetStats(calibrator, preds.k, preds.output_layout) if calibrator is not None and builds_sets(calibrator) else None
     uncalibrated = MetricSet(keys, config, preds.k)
@@ -188,12 +187,12 @@ def stream_metrics(
     # the chunk's rows' clusters and its small per-cluster sums; the large ones (classwise bins of
     # many classes) are added to here, in one set (a chunk's own would be as large).
 
-    def batches(rows: slice):
+    def batches(rows: slice | np.ndarray):
         """The chunk's accumulator states per side, its per-cluster sums per side (with
         replicates) and its conformal-set mask: the costly part, run on worker threads; the results
         are combined in row order on this thread (same result for any thread count)."""
         batch, after, in_set = uncalibrated_batch(preds, rows), None, None
-        if calibrated is not None:
+        if calibrator is not None:
             after, in_set = calibrated_batch(calibrator, preds, rows, features, sets is not None)
         preds.release(rows)
         filled, prepared = {}, {}
@@ -206,12 +205,14 @@ def stream_metrics(
                     prepared[side] = grouped[side].prepare(side_batch, rows)
         return rows, filled, prepared, in_set
 
-    chunks = preds.chunks()
+    chunks: Iterable[slice | np.ndarray] = preds.chunks()
     if groups is not None and isinstance(preds.scores, np.ndarray):  # random access: read the rows in group order
         order = groups.order()
-        chunks = (order[rows] for rows in chunks)
+        chunks = (order[rows] for rows in preds.chunks())
     # with groups, the overall states are the sum of the groups' (added after the pass, not counted twice)
-    overall = {"uncalibrated": uncalibrated, "calibrated": calibrated}
+    overall = {"uncalibrated": uncalibrated}
+    if calibrated is not None:
+        overall["calibrated"] = calibrated
     for rows, filled, prepared, in_set in map_in_order(batches, chunks, values=preds.n * preds.k):
         for side, state in filled.items():
             if side in sliced:
@@ -220,8 +221,8 @@ def stream_metrics(
                 overall[side].absorb(state)
         for side, chunk in prepared.items():
             grouped[side].update(chunk)
-        if in_set is not None:
-            sets.update(in_set, preds.labels[rows], rows)
+        if in_set is not None and sets is not None:
+            sets.update(in_set, labels[rows], rows)
     for side, states in sliced.items():
         for group_set in states.sets:
             overall[side].absorb(group_set.state())
@@ -254,7 +255,7 @@ def calibrated_batch(calibrator: Calibrator, preds: Predictions, rows, features,
         log_probs, in_set = calibrator.apply(inputs, "log-probs and sets")[0]
     else:
         log_probs = calibrator.apply(inputs, counts=False)[0]
-    return Batch(preds.labels[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows)), in_set
+    return Batch(preds.required_labels()[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows)), in_set
 
 
 def _filled_states(batch: Batch, rows, sliced, new_set):
@@ -276,11 +277,23 @@ def _side_accumulators(
         sliced = {side: GroupedMetricSets(new_set, groups.codes, len(groups.names)) for side in sides}
     grouped = {}
     if bootstrap is not None:
-        stratified = groups is not None and len(groups.names) <= MAX_GROUPS_WITH_REPLICATES
-        strata = {"strata": groups.codes, "n_strata": len(groups.names)} if stratified else {}
-        pairs = {"pairs_per_row": groups.pairs_per_row} if groups is not None else {}
-        keys = {"first_row": first_row, "row_ids": row_ids}
-        grouped = {side: BootstrapStates(new_set, bootstrap.seed, **strata, **pairs, **keys) for side in sides}
+        strata, n_strata, pairs_per_row = None, 1, 1
+        if groups is not None:
+            pairs_per_row = groups.pairs_per_row
+            if len(groups.names) <= MAX_GROUPS_WITH_REPLICATES:
+                strata, n_strata = groups.codes, len(groups.names)
+        grouped = {
+            side: BootstrapStates(
+                new_set,
+                bootstrap.seed,
+                strata=strata,
+                n_strata=n_strata,
+                pairs_per_row=pairs_per_row,
+                first_row=first_row,
+                row_ids=row_ids,
+            )
+            for side in sides
+        }
     return sliced, grouped
 
 

@@ -2,7 +2,7 @@
 
 from .formats.parquet import write_parquet
 from .predictions import Predictions
-from .readers import file_sha256, predictions_from_arrays, read_features, read_labels, read_predictions, read_true_probs
+from .readers import Reading, file_sha256, predictions_from_arrays, read_features, read_labels, read_predictions, read_true_probs
 from .writers import check_not_an_input, check_output_path, write_matrix, write_npy_stream, write_sets
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "read_features",
     "read_labels",
     "read_predictions",
+    "Reading",
     "read_true_probs",
     "write_matrix",
     "write_npy_stream",

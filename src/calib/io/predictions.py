@@ -5,13 +5,19 @@ from __future__ import annotations
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
 from ..core.numerics import LOG_PROB_FLOOR, log1mexp, log_of_probs, log_softmax, release_rows, row_chunks
 from ..core.validation import repair_probs
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: Which rows: a slice of them (a chunk), or their indices (rows read in group order).
+Rows = slice | np.ndarray
 
 
 def task_name(k: int | None, label_layout: dict | None) -> str:
@@ -216,7 +222,7 @@ class Predictions:
     labels: np.ndarray | None
     #: sha256 hex of the file, how to compute it, its pending result, or None (not to be computed)
     digest: str | Callable[[], str] | Future | None
-    passthrough: object | None = None  # pyarrow.Table of parquet columns carried through `apply`
+    passthrough: pa.Table | None = None  # columns carried beside the scores (through `apply`, to group by)
     true_probs: np.ndarray | None = None  # (N, K) true conditional probabilities (synthetic data)
     #: A multi-label input: its layout, the scores and labels being its (row, label) pairs.
     multilabel: LabelLayout | None = None
@@ -279,7 +285,13 @@ class Predictions:
         """Drop the pages of ``rows`` of a memory-mapped input once read (:func:`calib.core.numerics.release_rows`)."""
         release_rows(self.scores, rows)
 
-    def logits(self, rows: slice = slice(None)) -> np.ndarray:
+    def required_labels(self) -> np.ndarray:
+        """The labels, for what cannot go on without them: else an error naming the input."""
+        if self.labels is None:
+            raise InputError(f"{self.name}: evaluation needs labels; none in the file and none given", cli_hint="--labels FILE")
+        return self.labels
+
+    def logits(self, rows: Rows = slice(None)) -> np.ndarray:
         """Float64 log-space scores whose softmax is the model's probability vector.
 
         logits: as given; log-probs: log-softmax of them (exact renormalisation);
@@ -290,10 +302,10 @@ class Predictions:
         """
         return self.logits_and_given(rows)[0]
 
-    def logits_and_given(self, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray | None]:
+    def logits_and_given(self, rows: Rows = slice(None)) -> tuple[np.ndarray, np.ndarray | None]:
         """(:meth:`logits`, :meth:`probs_as_given`) of ``rows`` from one read and one repair."""
         if self.kind == "probs":
-            given = self.probs_as_given(rows)
+            given = self._repaired_probs(rows)
             return log_of_probs(given), given
         raw = np.asarray(self.scores[rows], dtype=np.float64)
         if self.binary_column:
@@ -308,19 +320,20 @@ class Predictions:
             return log_softmax(raw), None
         return raw, None
 
-    def probs_as_given(self, rows: slice = slice(None)) -> np.ndarray | None:
+    def probs_as_given(self, rows: Rows = slice(None)) -> np.ndarray | None:
         """The probability matrix as the file gives it (kind probs), else None: rows within
         tolerance of the simplex but off it are clipped and renormalised (:func:`repair_probs`),
         the others are exactly the file's values."""
-        if self.kind != "probs":
-            return None
+        return self._repaired_probs(rows) if self.kind == "probs" else None
+
+    def _repaired_probs(self, rows: Rows) -> np.ndarray:
         raw = repair_probs(np.asarray(self.scores[rows], dtype=np.float64))
         if self.binary_column:
             raw = raw.reshape(-1)
             return np.stack([1.0 - raw, raw], axis=1)
         return raw
 
-    def true_probs_rows(self, rows: slice) -> np.ndarray | None:
+    def true_probs_rows(self, rows: Rows) -> np.ndarray | None:
         return None if self.true_probs is None else np.asarray(self.true_probs[rows], dtype=np.float64)
 
     def take(self, rows: np.ndarray) -> "Predictions":

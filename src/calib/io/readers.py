@@ -6,11 +6,13 @@ Every failure becomes an :class:`InputError` naming the file and the problem.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,7 +26,7 @@ from ..core.validation import (
 )
 from ..errors import InputError, UsageError
 from .formats import BY_SUFFIX, MAGIC_LENGTH, TEXT_SNIFF, format_by_magic, format_named, format_of, format_of_bytes, suffix_of
-from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_names, pick_name
+from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_names, pick_name, required_name
 from .formats.columns import column_numbers
 from .formats.harness_samples import read_samples, sample_files
 from .formats.text import text_labels, text_values
@@ -41,6 +43,33 @@ def file_sha256(path: str) -> str:
 def _files_sha256(paths: list[str]) -> str:
     """sha256 of several files: of their sha256s in order."""
     return hashlib.sha256("".join(file_sha256(p) for p in paths).encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """How a predictions input is read, as one value: the keyword arguments of
+    :func:`read_predictions` (every command that reads predictions takes the same ones).
+
+    >>> import calib
+    >>> preds = Reading(input_kind="logits", require_labels=True).read(calib.sample_path("cifar10_val.npz"))
+    >>> preds.n, preds.k, preds.kind
+    (5000, 10, 'logits')
+    """
+
+    labels_path: str | None = None
+    input_kind: str = "auto"
+    score_prefix: str | None = None
+    label_column: str | None = None
+    require_labels: bool = False
+    renormalise: bool = False
+    scores: str | None = None
+    task: str = "auto"
+    input_format: str | None = None
+    confidence_column: str | None = None
+
+    def read(self, path: str) -> Predictions:
+        """:func:`read_predictions` of ``path`` as this reading says."""
+        return read_predictions(path, **dataclasses.asdict(self))
 
 
 def read_predictions(
@@ -90,6 +119,7 @@ def read_predictions(
         Scores (memory-mapped or read on demand where the format allows), labels, the kind and why.
     """
     name = "<stdin>" if path == "-" else path
+    sha: str | Callable[[], str]  # the input's sha256, or how to compute it when it is asked for
     in_file = None if labels_path is not None else label_column  # names the labels file's column otherwise
     if path == "-":
         stream = sys.stdin.buffer
@@ -128,7 +158,7 @@ def read_predictions(
     preds = _validated(
         name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name, renormalise, task
     )
-    if contents.reader_says:  # a confidence column, a harness log: what the scores are is the reader's to say
+    if contents.reader_says and contents.picked is not None:  # a confidence column, a harness log: the reader says
         preds.kind_reason = contents.picked
     elif contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
         preds.kind_reason = f"{preds.kind_reason}; {contents.picked}"
@@ -165,10 +195,10 @@ def _contents(fmt, path: str, name: str, picks: tuple) -> Contents:
     if score_prefix is not None or scores is not None:
         raise UsageError("a confidence column is the scores; name the scores once")
     names = fmt.names(path) or ()
-    correct = pick_name(names, label_column, name, preferred=CORRECT_NAMES) or pick_name(
-        names, None, name, preferred=LABEL_NAMES, what="0/1 correctness", hint="--correct-column NAME"
+    correct = pick_name(names, label_column, name, preferred=CORRECT_NAMES) or required_name(
+        names, None, name, "0/1 correctness", preferred=LABEL_NAMES, hint="--correct-column NAME"
     )
-    confidence = np.asarray(fmt.read_named(path, pick_name(names, confidence_column, name)), dtype=np.float64)
+    confidence = np.asarray(fmt.read_named(path, required_name(names, confidence_column, name, "confidences")), dtype=np.float64)
     if confidence.ndim != 1:
         raise InputError(f"{name}: the confidence column {confidence_column!r} holds lists; it takes one number per row")
     finite = confidence[np.isfinite(confidence)]
@@ -368,6 +398,8 @@ def read_group_values(
             return fmt.read_named(path, None), source
         key = group_key(names, column, path)
         return fmt.read_named(path, key), f"{path}:{key}"
+    if column is None:
+        raise UsageError(f"{preds.name}: which column groups the rows? name a column of the file or a values file")
     if preds.labels is not None and column == (label_column or next((n for n in LABEL_NAMES if n == column), None)):
         return preds.labels, column
     if preds.passthrough is not None and column in preds.passthrough.column_names:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from .formats import FORMATS, suffix_of
 OUTPUT_NAMES = {"probs": "probs", "log-probs": "log_probs", "logits": "logits", "sets": "sets"}
 
 
-def check_output_path(path: str, inputs: list[str]) -> None:
+def check_output_path(path: str, inputs: Sequence[str | None]) -> None:
     """Refuse unknown extensions and any output that would overwrite one of the inputs."""
     suffix = suffix_of(path)
     if suffix not in WRITERS:
@@ -22,7 +23,7 @@ def check_output_path(path: str, inputs: list[str]) -> None:
     check_not_an_input(path, inputs)
 
 
-def check_not_an_input(path: str, inputs: list[str | None]) -> None:
+def check_not_an_input(path: str, inputs: Sequence[str | None]) -> None:
     """Refuse an output path that is one of the command's input files (``-`` and None are skipped)."""
     for source in inputs:
         if source is None:

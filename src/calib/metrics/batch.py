@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core import kernels
 from ..core.binning import BinCounter
 from ..core.numerics import label_rank, log_of_probs, log_softmax_and_softmax
+
+if TYPE_CHECKING:
+    from ..io.predictions import Rows
 
 #: Cached per-row values of a :class:`Batch` that :meth:`Batch.take` carries over.
 ROW_VALUES = (
@@ -172,7 +176,7 @@ class Batch:
         return mass
 
 
-def model_batch(preds, rows: slice) -> Batch:
+def model_batch(preds, rows: Rows) -> Batch:
     """The model's own probabilities for ``rows`` of a :class:`calib.io.Predictions`: as given for
     probability inputs, else the log-softmax of the logits."""
     labels, truth = preds.labels[rows], preds.true_probs_rows(rows)

@@ -91,8 +91,18 @@ def _keyed(metric: Metric):
 
     else:
 
-        def function(scores, labels, *, kind: str = "auto", **sample):
-            return metric_value(key, scores, labels, kind=kind, sample=SampleConfig(**sample))
+        def function(
+            scores,
+            labels,
+            *,
+            kind: str = "auto",
+            recalibrator: str = "ws-catboost",
+            seed: int = 0,
+            max_rows: int = 20_000,
+            recipe: str = DEFAULT_RECIPE,
+        ):
+            sample = SampleConfig(recalibrator=recalibrator, seed=seed, max_rows=max_rows, recipe=recipe)
+            return metric_value(key, scores, labels, kind=kind, sample=sample)
 
     function.__name__ = function.__qualname__ = key
     function.__doc__ = (

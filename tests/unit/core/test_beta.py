@@ -70,7 +70,8 @@ def test_an_evaluation_with_bootstrap_intervals_imports_no_scipy():
     code = (
         "import sys, numpy as np, calib\n"
         "rng = np.random.default_rng(0)\n"
-        "calib.evaluate(rng.normal(size=(300, 5)), rng.integers(0, 5, 300), bootstrap=200, gates=['ece>0.5'])\n"
+        "calib.evaluate(rng.normal(size=(300, 5)), rng.integers(0, 5, 300), "
+        "request=calib.EvaluationRequest.of(bootstrap=200, gates=['ece>0.5']))\n"
         "print(sorted(name for name in sys.modules if name.startswith('scipy')))\n"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

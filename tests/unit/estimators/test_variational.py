@@ -537,21 +537,31 @@ def test_the_default_recipe_is_compact_es10_and_the_report_names_it():
     from calib.errors import UsageError
 
     probs, labels, _ = known_ce_data(300, 3, 0.5, np.random.default_rng(1))
-    report = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs")
+    report = calib.evaluate(probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["vece_l1"], vece=True))
     assert report.entries.metrics["vece_l1"].settings["recipe"] == "compact-es10"
-    paper = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="paper")
+    paper = calib.evaluate(
+        probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["vece_l1"], vece=True, vece_recipe="paper")
+    )
     assert paper.entries.metrics["vece_l1"].settings["recipe"] == "paper"
     assert "ws-catboost (paper), 5 folds" in paper.table() and "ws-catboost, 5 folds" in report.table()
     assert paper.values["vece_l1"] != report.values["vece_l1"]
     assert calib.metrics.vece(probs, labels, kind="probs")["l1"] == report.values["vece_l1"]
-    ts = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recalibrator="ts")
+    ts = calib.evaluate(
+        probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["vece_l1"], vece=True, vece_recalibrator="ts")
+    )
     assert "recipe" not in ts.entries.metrics["vece_l1"].settings
-    quick = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="quick")
+    quick = calib.evaluate(
+        probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["vece_l1"], vece=True, vece_recipe="quick")
+    )
     assert quick.entries.metrics["vece_l1"].settings["recipe"] == "quick" and "ws-catboost (quick), 5 folds" in quick.table()
-    compact = calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="compact")
+    compact = calib.evaluate(
+        probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["vece_l1"], vece=True, vece_recipe="compact")
+    )
     assert "ws-catboost (compact), 5 folds" in compact.table()
     with pytest.raises(UsageError, match="recipe must be one of compact-es10, compact, paper, quick; got 'fast'") as refused:
-        calib.evaluate(probs, labels, metrics=["vece_l1"], vece=True, kind="probs", vece_recipe="fast")
+        calib.evaluate(
+            probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["vece_l1"], vece=True, vece_recipe="fast")
+        )
     assert "--" not in str(refused.value)
 
 

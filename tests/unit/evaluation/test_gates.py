@@ -212,11 +212,17 @@ def test_the_readme_gate_rarely_fails_between_equally_calibrated_models(tmp_path
         p /= p.sum(axis=1, keepdims=True)
         labels = np.minimum((rng.random((2000, 1)) > np.cumsum(p, axis=1)).sum(axis=1), 9)
         base, current = (z + rng.normal(size=z.shape) * 0.5 for _ in range(2))
-        report = calib.evaluate(base, labels, metrics=["cmce"], keep_as_baseline=True).to_dict()
+        report = calib.evaluate(
+            base, labels, request=calib.EvaluationRequest.of(metrics=["cmce"], keep_as_baseline=True)
+        ).to_dict()
         (tmp_path / "base.json").write_text(json.dumps(report))
         changes = parse_change_gates(["cmce=0.001"], str(tmp_path / "base.json"))
         for ignore_noise in (False, True):
-            found = calib.evaluate(current, labels, metrics=["cmce"], increase_gates=changes, ignore_noise=ignore_noise)
+            found = calib.evaluate(
+                current,
+                labels,
+                request=calib.EvaluationRequest.of(metrics=["cmce"], increase_gates=changes, ignore_noise=ignore_noise),
+            )
             failed = found.to_dict()["gates"][0]["outcome"] == "fail"
             fails, raw_fails = (fails, raw_fails + failed) if ignore_noise else (fails + failed, raw_fails)
     assert fails <= 2 and raw_fails >= 8
@@ -292,8 +298,13 @@ def test_group_replicates_resample_each_groups_own_rows_with_the_shared_counts(n
     logits, labels = rng.normal(size=(n, k)) * 2, rng.integers(0, k, n)
     strata = rng.integers(0, n_groups, n)
     config = BootstrapConfig(30, 7, 0.95)
-    grouped = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config, groups=strata, min_group_rows=1).to_dict()
-    plain = calib.evaluate(logits, labels, metrics=["accuracy"], bootstrap=config).to_dict()
+    grouped = calib.evaluate(
+        logits,
+        labels,
+        groups=strata,
+        request=calib.EvaluationRequest.of(metrics=["accuracy"], bootstrap=config, min_group_rows=1),
+    ).to_dict()
+    plain = calib.evaluate(logits, labels, request=calib.EvaluationRequest.of(metrics=["accuracy"], bootstrap=config)).to_dict()
     np.testing.assert_allclose(grouped["bootstrap"]["values"]["accuracy"], plain["bootstrap"]["values"]["accuracy"], rtol=1e-12)
     cluster = np.array([splitmix_cluster(7, i) for i in range(n)])
     counts = np.random.default_rng([7, 2]).multinomial(200, np.full(200, 1 / 200), size=30)
@@ -505,9 +516,16 @@ def test_the_python_api_draws_replicates_at_95_percent_by_default():
     import calib
 
     data = np.load(TEST)
-    report = calib.evaluate(data["logits"][:500], data["labels"][:500], metrics=["ece"], bootstrap=20, seed=4).to_dict()
+    report = calib.evaluate(
+        data["logits"][:500], data["labels"][:500], request=calib.EvaluationRequest.of(metrics=["ece"], bootstrap=20, seed=4)
+    ).to_dict()
     assert (report["bootstrap"]["replicates"], report["bootstrap"]["seed"], report["bootstrap"]["level"]) == (20, 4, 0.95)
-    assert "bootstrap" not in calib.evaluate(data["logits"][:500], data["labels"][:500], metrics=["ece"], bootstrap=0).to_dict()
+    assert (
+        "bootstrap"
+        not in calib.evaluate(
+            data["logits"][:500], data["labels"][:500], request=calib.EvaluationRequest.of(metrics=["ece"], bootstrap=0)
+        ).to_dict()
+    )
 
 
 def test_an_undefined_value_with_replicates_fails_without_a_distance():
@@ -665,7 +683,9 @@ def test_one_interval_in_the_table_the_json_and_the_gates(run, tmp_path):
     import calib
 
     hundred = np.load(DATA / "cifar100_resnet110_test.npz")
-    full = calib.evaluate(hundred["logits"], hundred["labels"], metrics=["cw_ece"], bootstrap=200).to_dict()
+    full = calib.evaluate(
+        hundred["logits"], hundred["labels"], request=calib.EvaluationRequest.of(metrics=["cw_ece"], bootstrap=200)
+    ).to_dict()
     value, (lower, upper) = full["metrics"]["cw_ece"]["value"], full["metrics"]["cw_ece"]["ci"]
     assert np.percentile(np.array(full["bootstrap"]["values"]["cw_ece"]), 2.5) > value and lower <= value <= upper
     code, _, err = run("evaluate", tmp_path / "s.npz", "--no-vece", "--metrics", "ece", "--json", tmp_path / "r.json")

@@ -69,7 +69,10 @@ def test_a_report_round_trips_through_its_json_byte_for_byte(tmp_path):
     data = np.load(SAMPLE / "cifar10_test.npz")
     groups = np.arange(600) % 3
     found = calib.evaluate(
-        data["logits"][:600], data["labels"][:600], metrics=["ece", "accuracy"], gates=["max_group:ece>0.5"], groups=groups
+        data["logits"][:600],
+        data["labels"][:600],
+        groups=groups,
+        request=calib.EvaluationRequest.of(metrics=["ece", "accuracy"], gates=["max_group:ece>0.5"]),
     ).entries
     document = found.to_json()
     assert "floors" in document["bootstrap"] and document["gates"] and document["groups"]
@@ -109,14 +112,16 @@ def test_the_floors_are_drawn_once_when_read_and_at_once_where_they_will_be(monk
     monkeypatch.setattr(report_module, "_floors", lambda *args: drawn.append(1) or original(*args))
     rng = np.random.default_rng(3)
     logits, labels = rng.normal(size=(400, 5)) * 2, rng.integers(0, 5, 400)
-    table = calib.evaluate(logits, labels, metrics=["ece", "cmce"], bootstrap=50)
+    table = calib.evaluate(logits, labels, request=calib.EvaluationRequest.of(metrics=["ece", "cmce"], bootstrap=50))
     assert drawn == []
     floors = table.to_dict()["bootstrap"]["floors"]
     table.to_dict()
     assert drawn == [1] and set(floors["values"]) == {"ece", "cmce"}
     for settings in ({"keep_as_baseline": True}, {"gates": ["ece>0.5"]}):
         drawn.clear()
-        kept = calib.evaluate(logits, labels, metrics=["ece", "cmce"], bootstrap=50, **settings)
+        kept = calib.evaluate(
+            logits, labels, request=calib.EvaluationRequest.of(metrics=["ece", "cmce"], bootstrap=50, **settings)
+        )
         waited = 0.0
         while not drawn and waited < 10:  # started at once, on a thread of its own, before any read
             time.sleep(0.01)

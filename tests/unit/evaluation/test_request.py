@@ -3,6 +3,7 @@ line alike, with every policy in the library."""
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import numpy as np
@@ -19,12 +20,12 @@ def _scores(n=300, k=4, seed=0):
 
 
 def test_the_flat_settings_are_the_request_fields_and_the_nested_ones():
-    """calib.evaluate's keyword settings are exactly EvaluationRequest.of's names plus the request's own fields."""
+    """EvaluationRequest.of's settings are exactly the request's own fields and its nested ones."""
     from dataclasses import fields
 
     own = {f.name for f in fields(EvaluationRequest)} - {"gates", "bootstrap", "vece_settings"}
     assert own == {"metrics", "bins", "cmce_bins", "vece", "min_group_rows", "emit_state"}
-    assert flat_names() == {
+    assert flat_names() - own == {
         "gates",
         "increase_gates",
         "ignore_noise",
@@ -40,25 +41,36 @@ def test_the_flat_settings_are_the_request_fields_and_the_nested_ones():
     }
 
 
-def test_an_unknown_setting_is_refused_naming_the_valid_ones():
+def test_every_setting_is_a_named_parameter_and_an_unknown_one_is_refused():
+    """No public call hides its settings in ``**settings``: calib.evaluate takes the metrics and a
+    request by name, EvaluationRequest.of every flat setting by name (so IDEs and type checkers see
+    them), and a misspelt one is Python's own refusal naming it."""
+    evaluate = inspect.signature(calib.evaluate).parameters
+    of = inspect.signature(EvaluationRequest.of).parameters
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in (*evaluate.values(), *of.values()))
+    assert {"metrics", "request"} <= set(evaluate) and set(of) == flat_names()
     scores, labels = _scores()
-    with pytest.raises(UsageError, match="unknown evaluation setting 'bin'; the settings are bins, bootstrap, cmce_bins"):
-        calib.evaluate(scores, labels, bin=10)
+    with pytest.raises(TypeError, match="'bin'"):
+        EvaluationRequest.of(bin=10)
+    with pytest.raises(TypeError, match="'bins'"):
+        calib.evaluate(scores, labels, bins=10)
 
 
-def test_a_request_and_settings_by_name_are_not_mixed():
+def test_a_request_and_metrics_by_name_are_not_mixed():
     scores, labels = _scores()
-    with pytest.raises(UsageError, match=r"give the settings in the request or by name, not both \(got bins\)"):
-        calib.evaluate(scores, labels, EvaluationRequest(), bins=10)
+    with pytest.raises(UsageError, match="give the metrics in the request or by name, not both"):
+        calib.evaluate(scores, labels, request=EvaluationRequest(), metrics=["ece"])
 
 
 def test_a_request_gives_the_report_of_the_same_settings_by_name():
     scores, labels = _scores()
-    named = calib.evaluate(scores, labels, metrics=["ece", "nll"], bins=10, gates=["ece>0.5"], seed=3).to_dict()
+    named = calib.evaluate(
+        scores, labels, request=calib.EvaluationRequest.of(metrics=["ece", "nll"], bins=10, gates=["ece>0.5"], seed=3)
+    ).to_dict()
     request = EvaluationRequest(
         metrics=("ece", "nll"), bins=10, gates=GateSettings(("ece>0.5",)), bootstrap=BootstrapSettings(seed=3)
     )
-    assert calib.evaluate(scores, labels, request).to_dict() == named
+    assert calib.evaluate(scores, labels, request=request).to_dict() == named
     assert named["bootstrap"]["replicates"] == 200 and named["bootstrap"]["seed"] == 3  # gated: drawn by default
 
 
@@ -74,7 +86,7 @@ def test_a_request_gives_the_report_of_the_same_settings_by_name():
 )
 def test_when_replicates_are_drawn(settings, replicates):
     scores, labels = _scores()
-    report = calib.evaluate(scores, labels, metrics=["ece"], **settings).to_dict()
+    report = calib.evaluate(scores, labels, request=calib.EvaluationRequest.of(metrics=["ece"], **settings)).to_dict()
     assert (report.get("bootstrap") or {}).get("replicates") == replicates
 
 
@@ -86,7 +98,9 @@ def test_the_command_line_json_report_is_the_api_report_kept_as_a_baseline(tmp_p
     code, out, _ = run("evaluate", tmp_path / "s.npz", "--no-vece", "--metrics", "ece,cmce", "--json", "-")
     assert code == 0
     cli = json.loads(out)
-    api = calib.evaluate(scores, labels, metrics=["ece", "cmce"], keep_as_baseline=True).to_dict()
+    api = calib.evaluate(
+        scores, labels, request=calib.EvaluationRequest.of(metrics=["ece", "cmce"], keep_as_baseline=True)
+    ).to_dict()
     for report in (cli, api):
         report["input"] = {key: value for key, value in report["input"].items() if key not in ("path", "sha256")}
     assert cli == api
@@ -154,7 +168,7 @@ def test_a_paired_change_gate_and_raw_values_are_refused_together(tmp_path):
     from calib.evaluation import parse_change_gates
 
     scores, labels = _scores()
-    report = calib.evaluate(scores, labels, metrics=["ece"], keep_as_baseline=True).to_dict()
+    report = calib.evaluate(scores, labels, request=calib.EvaluationRequest.of(metrics=["ece"], keep_as_baseline=True)).to_dict()
     (tmp_path / "base.json").write_text(json.dumps(report))
     paired = parse_change_gates(["ece=0.01"], str(tmp_path / "base.json"), paired=True)
     unpaired = parse_change_gates(["ece=0.01"], str(tmp_path / "base.json"))

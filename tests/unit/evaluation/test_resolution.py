@@ -65,15 +65,17 @@ def test_a_bin_count_is_a_positive_integer_or_auto():
 def test_bins_auto_in_the_api_and_the_report_settings():
     rng = np.random.default_rng(0)
     z, y = rng.normal(size=(2000, 5)), rng.integers(0, 5, 2000)
-    report = calib.evaluate(z, y, metrics=["ece", "cmce"], bins="auto", cmce_bins="auto").to_dict()
+    report = calib.evaluate(
+        z, y, request=calib.EvaluationRequest.of(metrics=["ece", "cmce"], bins="auto", cmce_bins="auto")
+    ).to_dict()
     assert report["metrics"]["ece"]["settings"]["bins"] == 16 == report["metrics"]["cmce"]["settings"]["bins"]
-    explicit = calib.evaluate(z, y, metrics=["ece"], bins=16).values["ece"]
+    explicit = calib.evaluate(z, y, request=calib.EvaluationRequest.of(metrics=["ece"], bins=16)).values["ece"]
     assert report["metrics"]["ece"]["value"] == explicit
 
 
 def test_bins_auto_of_a_multi_label_input_counts_the_rows_per_label():
     z, y = label_world(500, 4, np.random.default_rng(1))
-    report = calib.evaluate(z, y, metrics=["ece_pos"], bins="auto").to_dict()
+    report = calib.evaluate(z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], bins="auto")).to_dict()
     assert report["metrics"]["ece_pos"]["settings"]["bins"] == auto_bins(500) == 10
 
 
@@ -150,7 +152,9 @@ def test_a_perfect_model_passes_the_worst_label_gate_where_the_raw_worst_value_f
     fails = raw_fails = 0
     for _ in range(12):
         z, y = label_world(1000, 20, rng)
-        report = calib.evaluate(z, y, metrics=["ece_pos"], gates=["max_label:ece_pos>0.02"]).to_dict()
+        report = calib.evaluate(
+            z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], gates=["max_label:ece_pos>0.02"])
+        ).to_dict()
         gate = report["gates"][0]
         fails += gate["outcome"] == "fail"
         raw_fails += gate["value"] > 0.02
@@ -165,7 +169,9 @@ def test_one_bad_label_is_caught_at_half_its_true_error():
     true_error = np.abs(expit(z / 2.0) - expit(z)).mean()  # 0.103
     for _ in range(4):
         z, y = label_world(5000, 20, rng, bad=0)
-        gate = calib.evaluate(z, y, metrics=["ece_pos"], gates=[f"max_label:ece_pos>{true_error / 2:.4f}"]).entries.gates[0]
+        gate = calib.evaluate(
+            z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], gates=[f"max_label:ece_pos>{true_error / 2:.4f}"])
+        ).entries.gates[0]
         assert gate.outcome == "fail" and gate.fields["group"] == "0"
 
 
@@ -180,7 +186,11 @@ def test_the_lower_end_bounds_a_true_error_above_zero():
         scores = np.clip(p_true + 0.06, 0.0, 1.0)  # over-confident by about 0.06
         y = (rng.random(3000) < p_true).astype(np.int64)
         probs = np.stack([1.0 - scores, scores], axis=1)
-        entry = calib.evaluate(probs, y, metrics=["ece_pos"], gates=["ece_pos>0.0"], kind="probs").entries.gates[0].fields
+        entry = (
+            calib.evaluate(probs, y, kind="probs", request=calib.EvaluationRequest.of(metrics=["ece_pos"], gates=["ece_pos>0.0"]))
+            .entries.gates[0]
+            .fields
+        )
         _, predicted, true = true_gaps(scores, p_true)
         truth = float(np.abs(predicted - true).sum() / len(scores))
         counter_truth.append(truth)
@@ -222,7 +232,9 @@ def test_errors_with_a_mean_gap_bound_are_at_least_the_mean_gap(metric):
         scores = rng.choice([0.0, 1 / 15, 0.2, 0.5, 14 / 15, 1.0], n) if case % 2 else rng.uniform(0, 1, n)
         hits = (rng.random(n) < rng.uniform(0, 1)).astype(np.int64)
         probs = np.stack([1.0 - scores, scores], axis=1)
-        value = calib.evaluate(probs, hits, metrics=[metric], kind="probs", vece=False).to_dict()["metrics"][metric]["value"]
+        value = calib.evaluate(
+            probs, hits, kind="probs", request=calib.EvaluationRequest.of(metrics=[metric], vece=False)
+        ).to_dict()["metrics"][metric]["value"]
         if metric == "ece_pos":
             gap = abs(hits.mean() - scores.mean())
         else:  # top label: the larger probability (class 0 on a tie) against whether it is the label
@@ -259,7 +271,9 @@ def test_a_slice_that_errs_one_way_is_caught_by_its_mean_gap(run, tmp_path):
     """One slice of 10 under-confident (its logits halved: true top-label ECE 0.21), 400 rows each: its
     value less the floor does not clear half its true error, the mean-gap bound does."""
     z, y, groups = _slice_world(4000, np.random.default_rng(27), bad=3)
-    report = calib.evaluate(z, y, metrics=["ece"], gates=["max_group:ece>0.106"], groups=groups).to_dict()
+    report = calib.evaluate(
+        z, y, groups=groups, request=calib.EvaluationRequest.of(metrics=["ece"], gates=["max_group:ece>0.106"])
+    ).to_dict()
     gate = report["gates"][0]
     gaps = report["bootstrap"]["floors"]["by_group"]["ece"]["gaps"]
     assert gate["outcome"] == "fail" and gate["group"] == "3"
@@ -277,7 +291,9 @@ def test_a_perfect_model_fails_the_worst_slice_gate_at_zero_at_most_one_time_in_
     fails = 0
     for _ in range(40):
         z, y, groups = _slice_world(2000, rng)
-        gate = calib.evaluate(z, y, metrics=["ece"], gates=["max_group:ece>0"], groups=groups).entries.gates[0]
+        gate = calib.evaluate(
+            z, y, groups=groups, request=calib.EvaluationRequest.of(metrics=["ece"], gates=["max_group:ece>0"])
+        ).entries.gates[0]
         fails += gate.outcome == "fail"
     assert fails <= 4
 
@@ -344,9 +360,15 @@ def test_the_gate_line_states_the_floor_and_how_many_labels(run, tmp_path):
 
 def test_floors_are_reproducible_from_the_seed():
     z, y = label_world(600, 5, np.random.default_rng(11))
-    one = calib.evaluate(z, y, metrics=["ece_pos"], gates=["max_label:ece_pos>0.1"]).to_dict()["bootstrap"]["floors"]
-    two = calib.evaluate(z, y, metrics=["ece_pos"], gates=["max_label:ece_pos>0.1"]).to_dict()["bootstrap"]["floors"]
-    other = calib.evaluate(z, y, metrics=["ece_pos"], gates=["max_label:ece_pos>0.1"], bootstrap=200, seed=1).to_dict()
+    one = calib.evaluate(
+        z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], gates=["max_label:ece_pos>0.1"])
+    ).to_dict()["bootstrap"]["floors"]
+    two = calib.evaluate(
+        z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], gates=["max_label:ece_pos>0.1"])
+    ).to_dict()["bootstrap"]["floors"]
+    other = calib.evaluate(
+        z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], gates=["max_label:ece_pos>0.1"], bootstrap=200, seed=1)
+    ).to_dict()
     other = other["bootstrap"]
     assert one == two and one != other["floors"]
 
@@ -354,7 +376,7 @@ def test_floors_are_reproducible_from_the_seed():
 def test_metrics_without_bins_keep_the_bootstrap_ends():
     rng = np.random.default_rng(12)
     z, y = rng.normal(size=(400, 3)), rng.integers(0, 3, 400)
-    report = calib.evaluate(z, y, metrics=["nll"], gates=["nll>5"]).to_dict()
+    report = calib.evaluate(z, y, request=calib.EvaluationRequest.of(metrics=["nll"], gates=["nll>5"])).to_dict()
     assert "floors" not in report["bootstrap"] and "floor" not in report["gates"][0]
     assert report["gates"][0]["bounds"] == report["metrics"]["nll"]["ci"]
 
@@ -424,7 +446,9 @@ def test_analytic_and_bootstrap_intervals_cover_a_known_squared_error():
     draws = 30
     for _ in range(draws):
         labels = (rng.random(n) >= p_true).astype(int)  # class 0 with probability p_true
-        entry = calib.evaluate(probs, labels, metrics=["debiased_ece_sq"], bootstrap=200, kind="probs").to_dict()
+        entry = calib.evaluate(
+            probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["debiased_ece_sq"], bootstrap=200)
+        ).to_dict()
         entry = entry["metrics"]["debiased_ece_sq"]
         for name, (lo, hi) in (("analytic", entry["ci_analytic"]), ("bootstrap", entry["ci"])):
             covered[name] += lo <= truth <= hi
@@ -437,7 +461,11 @@ def test_accuracy_and_the_l2_error_get_analytic_intervals_in_the_report(run, tmp
     from conftest import SAMPLE
 
     data = np.load(SAMPLE / "cifar10_test.npz")
-    evaluated = calib.evaluate(data["logits"][:2000], data["labels"][:2000], metrics=["accuracy", "ece_l2"], bootstrap=50)
+    evaluated = calib.evaluate(
+        data["logits"][:2000],
+        data["labels"][:2000],
+        request=calib.EvaluationRequest.of(metrics=["accuracy", "ece_l2"], bootstrap=50),
+    )
     report = evaluated.to_dict()
     accuracy = report["metrics"]["accuracy"]
     reference = binomtest(round(accuracy["value"] * 2000), 2000).proportion_ci(0.95, method="exact")
@@ -457,15 +485,15 @@ def test_a_change_gate_on_a_binned_error_subtracts_the_change_in_mean_noise(tmp_
     rng = np.random.default_rng(14)
     z = rng.normal(0.0, 2.0, (1500, 4))
     y = (rng.random((1500, 4)) < expit(z)).astype(np.int64)
-    base = calib.evaluate(z, y, metrics=["ece_pos"], bootstrap=100).to_dict()
+    base = calib.evaluate(z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], bootstrap=100)).to_dict()
     (tmp_path / "base.json").write_text(json.dumps(base))
     blunt = z / 1.0001
     report = calib.evaluate(
         blunt,
         y,
-        metrics=["ece_pos"],
-        increase_gates=parse_change_gates(["ece_pos=0"], str(tmp_path / "base.json")),
-        bootstrap=100,
+        request=calib.EvaluationRequest.of(
+            metrics=["ece_pos"], increase_gates=parse_change_gates(["ece_pos=0"], str(tmp_path / "base.json")), bootstrap=100
+        ),
     ).to_dict()
     gate = report["gates"][0]
     old_mean = base["bootstrap"]["floors"]["means"]["ece_pos"]
@@ -478,7 +506,11 @@ def test_a_change_gate_on_a_binned_error_subtracts_the_change_in_mean_noise(tmp_
     del base["bootstrap"]["floors"]
     (tmp_path / "old.json").write_text(json.dumps(base))
     report = calib.evaluate(
-        blunt, y, metrics=["ece_pos"], increase_gates=parse_change_gates(["ece_pos=0"], str(tmp_path / "old.json")), bootstrap=100
+        blunt,
+        y,
+        request=calib.EvaluationRequest.of(
+            metrics=["ece_pos"], increase_gates=parse_change_gates(["ece_pos=0"], str(tmp_path / "old.json")), bootstrap=100
+        ),
     ).to_dict()
     assert "worsening_less_noise" not in report["gates"][0]
 
@@ -487,7 +519,9 @@ def test_a_multi_label_inputs_pooled_pairs_get_no_mean_gap_bound_and_its_labels_
     """The bound needs one independent pair per row: a multi-label row's pairs are correlated, so the
     pooled ece_pos reads the floor alone, and each label (one pair per row) reads both."""
     z, y = label_world(800, 6, np.random.default_rng(25))
-    report = calib.evaluate(z, y, metrics=["ece_pos"], gates=["max_label:ece_pos>0.05", "ece_pos>0.05"]).to_dict()
+    report = calib.evaluate(
+        z, y, request=calib.EvaluationRequest.of(metrics=["ece_pos"], gates=["max_label:ece_pos>0.05", "ece_pos>0.05"])
+    ).to_dict()
     floors = report["bootstrap"]["floors"]
     assert "gaps" not in floors and set(floors["by_group"]["ece_pos"]["gaps"]) == {str(label) for label in range(6)}
     assert floors["quantile"] == 0.975 and floors["draws"] == 1000  # (1 + 0.95) / 2
@@ -500,7 +534,7 @@ def test_the_mean_gap_switch_reads_each_side_as_asked():
     from calib.evaluation.resolution import floors_section
 
     z, y, groups = _slice_world(1200, np.random.default_rng(26), slices=3)
-    report = calib.evaluate(z, y, metrics=["ece"], gates=["max_group:ece>0.5"], groups=groups)
+    report = calib.evaluate(z, y, groups=groups, request=calib.EvaluationRequest.of(metrics=["ece"], gates=["max_group:ece>0.5"]))
     streamed = report.entries.streamed
     overall, sets = streamed.state, dict(zip(["0", "1", "2"], streamed.group_states))
     both = floors_section(["ece"], overall, sets, 0.95, 0, (True, True))

@@ -20,7 +20,9 @@ def test_one_state_merged_alone_gives_its_own_rows_report(tmp_path):
     rng = np.random.default_rng(0)
     logits, labels = rng.normal(size=(400, 4)), rng.integers(0, 4, 400)
     path = tmp_path / "part.npz"
-    report = calib.evaluate(logits, labels, metrics=["accuracy", "ece", "cmce"], emit_state=str(path))
+    report = calib.evaluate(
+        logits, labels, request=calib.EvaluationRequest.of(metrics=["accuracy", "ece", "cmce"], emit_state=str(path))
+    )
     merged = merge_metric_states([read_metric_state(str(path))], [str(path)])
     for key in ("accuracy", "ece", "cmce"):
         assert merged.metrics[key].value == report.values[key]

@@ -117,7 +117,9 @@ def test_ece_extra_bin_puts_a_confidence_of_1_in_a_bin_of_its_own():
     (0.95 as float32 is 0.949999988)."""
     probs = np.array([[1.0, 0.0]] * 4 + [[0.95, 0.05]] * 4)
     labels = np.array([0, 0, 1, 1, 0, 0, 0, 0])
-    values = calib.evaluate(probs, labels, metrics=["ece", "ece_extra_bin"], kind="probs", bins=10).values
+    values = calib.evaluate(
+        probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["ece", "ece_extra_bin"], bins=10)
+    ).values
     assert values["ece_extra_bin"] == pytest.approx(0.5 * 0.5 + 0.5 * (1 - float(np.float32(0.95))), abs=1e-15)
     assert values["ece"] == pytest.approx(abs(0.975 - 0.75), abs=1e-15)
 
@@ -127,7 +129,9 @@ def test_ece_extra_bin_by_hand_a_confidence_on_an_edge_goes_up_as_in_torchmetric
     float32, 0.7 is 0.699999988 and so is torch's edge 7 of 10: bucketize puts it in bin 7 beside
     0.75, |0.5 - 0.725| = 0.225 (torchmetrics' number; float64 edges gave 0.525)."""
     probs, labels = np.array([[0.3, 0.7], [0.75, 0.25]]), np.array([1, 1])
-    value = calib.evaluate(probs, labels, metrics=["ece_extra_bin"], kind="probs", bins=10).values["ece_extra_bin"]
+    value = calib.evaluate(
+        probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["ece_extra_bin"], bins=10)
+    ).values["ece_extra_bin"]
     assert value == pytest.approx(abs(0.5 - (float(np.float32(0.7)) + float(np.float32(0.75))) / 2), abs=1e-7)  # float32 means
     assert value == pytest.approx(0.225, abs=1e-7)
 
@@ -156,7 +160,9 @@ def test_ece_extra_bin_equals_torchmetrics_on_stated_and_continuous_confidences(
         probs = np.tile(((1 - top) / (k - 1))[:, None], (1, k))
         probs[np.arange(3000), rng.integers(0, k, 3000)] = top
     labels = rng.integers(0, k, 3000)
-    value = calib.evaluate(probs, labels, metrics=["ece_extra_bin"], kind="probs", bins=bins).values["ece_extra_bin"]
+    value = calib.evaluate(
+        probs, labels, kind="probs", request=calib.EvaluationRequest.of(metrics=["ece_extra_bin"], bins=bins)
+    ).values["ece_extra_bin"]
     confidence, correct = probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(float)
     # the bins' float32 sums (torchmetrics') against exact ones: float32 rounding, a few 1e-6 at 3,000 rows
     assert value == pytest.approx(extra_bin_reference(confidence, correct, bins), abs=1e-5)
@@ -172,9 +178,9 @@ def test_ece_extra_bin_equals_the_formula_and_torchmetrics(bins):
     probs, _, _ = _top_label(data["logits"][:3000], data["labels"][:3000])
     probs[:40] = np.eye(10)[probs[:40].argmax(axis=1)]  # near-certain rows, exactly 1.0
     confidence, correct = probs.max(axis=1), (probs.argmax(axis=1) == data["labels"][:3000]).astype(float)
-    value = calib.evaluate(probs, data["labels"][:3000], metrics=["ece_extra_bin"], kind="probs", bins=bins).values[
-        "ece_extra_bin"
-    ]
+    value = calib.evaluate(
+        probs, data["labels"][:3000], kind="probs", request=calib.EvaluationRequest.of(metrics=["ece_extra_bin"], bins=bins)
+    ).values["ece_extra_bin"]
     assert value == pytest.approx(extra_bin_reference(confidence, correct, bins), abs=1e-5)
     torchmetrics = needs("torchmetrics.functional.classification")
     torch = needs("torch")
@@ -198,7 +204,12 @@ def test_ece_pos_quantile_equals_scikit_learn_calibration_curve():
         counts = np.bincount(np.searchsorted(edges[1:-1], p1), minlength=bins)
         counts = counts[counts > 0]
         theirs = np.sum(counts / counts.sum() * np.abs(prob_true - prob_pred))
-        ours = calib.evaluate(np.column_stack([1 - p1, p1]), y, metrics=["ece_pos_quantile"], kind="probs", bins=bins)
+        ours = calib.evaluate(
+            np.column_stack([1 - p1, p1]),
+            y,
+            kind="probs",
+            request=calib.EvaluationRequest.of(metrics=["ece_pos_quantile"], bins=bins),
+        )
         assert ours.values["ece_pos_quantile"] == pytest.approx(theirs, abs=1e-12)
 
 
@@ -217,5 +228,7 @@ def test_ece_pos_quantile_on_continuous_scores():
     prob_true, prob_pred = calibration_curve(y, p1, n_bins=10, strategy="quantile")
     counts = np.bincount(np.searchsorted(np.percentile(p1, np.linspace(0, 1, 11) * 100)[1:-1], p1), minlength=10)
     theirs = np.sum(counts[counts > 0] / len(p1) * np.abs(prob_true - prob_pred))
-    ours = calib.evaluate(np.column_stack([1 - p1, p1]), y, metrics=["ece_pos_quantile"], kind="probs", bins=10)
+    ours = calib.evaluate(
+        np.column_stack([1 - p1, p1]), y, kind="probs", request=calib.EvaluationRequest.of(metrics=["ece_pos_quantile"], bins=10)
+    )
     assert ours.values["ece_pos_quantile"] == pytest.approx(theirs, abs=1e-12)

@@ -191,7 +191,13 @@ def test_groups_in_any_order_get_the_rows_of_their_group():
     labels = np.array([0, 0, 0, 1])
     for assignment in ([1, 0, 1, 0], [0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]):
         assignment = np.array(assignment)
-        report = calib.evaluate(probs, labels, metrics=["accuracy", "nll"], kind="probs", groups=assignment, min_group_rows=1)
+        report = calib.evaluate(
+            probs,
+            labels,
+            kind="probs",
+            groups=assignment,
+            request=calib.EvaluationRequest.of(metrics=["accuracy", "nll"], min_group_rows=1),
+        )
         for group in np.unique(assignment):
             rows = assignment == group
             direct = values(probs[rows], labels[rows], ["accuracy", "nll"])
@@ -322,7 +328,9 @@ def test_every_group_gets_exactly_its_rows_in_any_layout(assignment):
     probs = rng.dirichlet(np.ones(3), size=len(assignment))
     labels = rng.integers(0, 3, len(assignment))
     assignment = np.array(assignment)
-    report = calib.evaluate(probs, labels, metrics=["nll"], kind="probs", groups=assignment, min_group_rows=1)
+    report = calib.evaluate(
+        probs, labels, kind="probs", groups=assignment, request=calib.EvaluationRequest.of(metrics=["nll"], min_group_rows=1)
+    )
     for group in np.unique(assignment):
         rows = assignment == group
         got = report.group_values[str(group)]["nll"]

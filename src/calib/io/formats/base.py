@@ -7,10 +7,15 @@ from __future__ import annotations
 import dataclasses
 import tokenize
 import zipfile
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ...errors import InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Array / column names and the kind of scores they hold (docs/cli.md).
 SCORE_NAMES = {"logits": "logits", "log_probs": "log-probs", "probs": "probs"}
@@ -35,16 +40,26 @@ PARSE_ERRORS = (
 )
 
 
+class ScoresOnDemand(Protocol):
+    """Scores a reader reads a block of rows at a time (a parquet file's score column): their
+    shape and dtype, and ``scores[rows]`` as an array."""
+
+    shape: tuple[int, int]
+    dtype: np.dtype
+
+    def __getitem__(self, rows) -> np.ndarray: ...
+
+
 @dataclasses.dataclass
 class Contents:
     """What a predictions file holds: the scores (maybe memory-mapped or read on demand), the
     labels if found, the kind the score array's name says, columns to carry through, and the names
     of every array or column (for error messages)."""
 
-    scores: object
+    scores: np.ndarray | ScoresOnDemand
     labels: np.ndarray | None
     kind: str | None
-    passthrough: object | None
+    passthrough: pa.Table | None
     names: tuple[str, ...]
     #: How the scores and labels were picked when no name said it (for the input-kind line)
     picked: str | None = None
@@ -95,12 +110,13 @@ class Format:
         """The names of the file's arrays or columns; None for a file of one unnamed array."""
         return None
 
-    def read_named(self, path: str, key: str, *, labels: bool = False) -> np.ndarray:
+    def read_named(self, path: str, key: str | None, *, labels: bool = False) -> np.ndarray:
         """The array or column ``key`` as a 1-D array (``labels``: missing entries become NaN,
-        which the label check refuses naming the row); a file of one unnamed array returns it."""
+        which the label check refuses naming the row); a file of one unnamed array (``key`` None)
+        returns it."""
         raise InputError(f"{path}: a {self.name} file has no named arrays")
 
-    def read_matrix(self, path: str, names: tuple[str, ...]) -> np.ndarray:
+    def read_matrix(self, path: str, names: Sequence[str]) -> np.ndarray:
         """The first of ``names`` the file holds, as an (N, K) matrix (true probabilities, features)."""
         raise InputError(f"{path}: a {self.name} file holds no matrix")
 
@@ -110,13 +126,11 @@ class Format:
         raise InputError(f"{path}: calib does not write {self.name} files")
 
 
-def pick_name(
-    names, wanted: str | None, path: str, *, preferred=(), sole: bool = False, what: str | None = None, hint: str | None = None
-) -> str | None:
+def pick_name(names, wanted: str | None, path: str, *, preferred=(), sole: bool = False, hint: str | None = None) -> str | None:
     """Which of ``names`` (a file's arrays or columns) holds something: ``wanted`` when given (an
     error listing ``names`` when absent), else the one of ``preferred`` present (an error when
-    several are), else, with ``sole``, the file's only one. None when nothing fits, or with
-    ``what`` an error asking which (``hint`` names the option that says it)."""
+    several are), else, with ``sole``, the file's only one; None when nothing fits (``hint`` names
+    the option that says which)."""
     found = ", ".join(names) or "none"
     if wanted is not None:
         if wanted not in names:
@@ -129,9 +143,18 @@ def pick_name(
         return present[0]
     if sole and len(names) == 1:
         return names[0]
-    if what is not None:
-        raise InputError(f"{path}: which array or column holds the {what}? (found {found})", cli_hint=hint)
     return None
+
+
+def required_name(
+    names, wanted: str | None, path: str, what: str, *, preferred=(), sole: bool = False, hint: str | None = None
+) -> str:
+    """:func:`pick_name` where something must fit: else an error asking which array or column
+    holds the ``what``."""
+    name = pick_name(names, wanted, path, preferred=preferred, sole=sole, hint=hint)
+    if name is None:
+        raise InputError(f"{path}: which array or column holds the {what}? (found {', '.join(names) or 'none'})", cli_hint=hint)
+    return name
 
 
 def label_name(names, wanted: str | None, path: str) -> str | None:
@@ -143,12 +166,12 @@ def label_name(names, wanted: str | None, path: str) -> str | None:
 def labels_key(names, column: str | None, path: str) -> str:
     """The array or column of a labels file that holds them: ``column``, else ``label`` or
     ``labels``, else the file's only one."""
-    return pick_name(names, column, path, preferred=LABEL_NAMES, sole=True, what="labels", hint="--label-column NAME")
+    return required_name(names, column, path, "labels", preferred=LABEL_NAMES, sole=True, hint="--label-column NAME")
 
 
 def group_key(names, column: str | None, path: str) -> str:
     """The array or column of a values file that holds the group values: ``column``, else the only one."""
-    return pick_name(names, column, path, sole=True, what="group values", hint="--group-by COLUMN")
+    return required_name(names, column, path, "group values", sole=True, hint="--group-by COLUMN")
 
 
 def unreadable(path: str, suffix: str, exc: Exception) -> InputError:

@@ -92,10 +92,13 @@ def label_columns(names, wanted: str | None, path: str) -> list[str]:
 
 
 def labels_of(columns: list) -> np.ndarray | None:
-    """The labels of :func:`label_columns`' columns: one column's values (a list column gives the
-    (N, L) matrix), or wide columns side by side as (N, L); None without columns."""
-    if not columns:
-        return None
+    """The labels of :func:`label_columns`' columns (:func:`stacked_labels`); None without columns."""
+    return stacked_labels(columns) if columns else None
+
+
+def stacked_labels(columns: list) -> np.ndarray:
+    """The labels of one or more label columns: one column's values (a list column gives the
+    (N, L) matrix), or wide columns side by side as (N, L)."""
     if len(columns) == 1:
         return label_column_values(columns[0])
     return np.column_stack([label_column_values(column) for column in columns])
@@ -167,7 +170,7 @@ def _list_width(array, path: str, key: str, what: str) -> int:
         return 0
     if pa.types.is_fixed_size_list(array.type):
         return array.type.list_size
-    lengths = plain_numbers(array.value_lengths())
+    lengths = column_numbers(array.value_lengths())
     width = int(lengths[0])
     if (lengths != width).any():
         row = int(np.argmax(lengths != width))
@@ -189,14 +192,14 @@ def list_column_to_matrix(column, path: str, key: str) -> np.ndarray:
         raise InputError(f"{path}: column {key!r} has {values.null_count} missing scores")
     if not pa.types.is_floating(values.type):
         raise InputError(f"{path}: column {key!r} must hold floating-point scores; got {values.type}")
-    return plain_numbers(values).reshape(len(array), width)
+    return column_numbers(values).reshape(len(array), width)
 
 
 def _order_wide(names: list[str]) -> list[str]:
     """Wide columns in the order of their numeric suffix when every suffix is an integer."""
-    suffixes = [re.search(r"(\d+)$", n) for n in names]
-    if all(suffixes):
-        return [n for _, n in sorted(zip((int(s.group(1)) for s in suffixes), names))]
+    suffixes = [int(found.group(1)) for n in names if (found := re.search(r"(\d+)$", n))]
+    if len(suffixes) == len(names):
+        return [n for _, n in sorted(zip(suffixes, names))]
     return names
 
 
@@ -209,7 +212,7 @@ def wide_columns_to_matrix(table, names: list[str], path: str) -> np.ndarray:
             raise InputError(f"{path}: score column {n!r} must be floating point; got {col.type}")
         if col.null_count:
             raise InputError(f"{path}: score column {n!r} has {col.null_count} missing values")
-    return np.stack([plain_numbers(table.column(n)) for n in names], axis=1)
+    return np.stack([column_numbers(table.column(n)) for n in names], axis=1)
 
 
 def matrix_columns(name: str, matrix: np.ndarray) -> dict:

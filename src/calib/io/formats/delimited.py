@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import InputError
 from .base import Contents, Format, listed_names
-from .columns import INDEX_NAMES, column_numbers, label_columns, labels_of, named_column_values
+from .columns import INDEX_NAMES, column_numbers, label_columns, named_column_values, stacked_labels
 
 #: Names pandas gives its index column when it writes one.
 #: Bytes parsed at a time.
@@ -186,7 +186,8 @@ def _stage(path: str, delimiter: str, types: dict, used: list[str], label: list[
     reader = _reader(path, delimiter, types)
     folder = tempfile.mkdtemp(prefix="calib-csv-")
     staging = os.path.join(folder, "scores.bin")
-    rows, label_parts, carried = 0, [], []
+    rows, carried = 0, []
+    label_parts: list[np.ndarray] = []
     try:
         with open(staging, "wb") as handle:
             while True:
@@ -199,7 +200,7 @@ def _stage(path: str, delimiter: str, types: dict, used: list[str], label: list[
                 block = np.column_stack([_scores_of(batch.column(n), n, rows, name) for n in used]) if used else None
                 handle.write(np.ascontiguousarray(block, dtype=dtype).tobytes())
                 if label:
-                    label_parts.append(labels_of([batch.column(n) for n in label]))
+                    label_parts.append(stacked_labels([batch.column(n) for n in label]))
                 others = [n for n in batch.schema.names if n not in used and n not in label and n not in INDEX_NAMES]
                 if others:
                     carried.append(pa.Table.from_batches([batch]).select(others))
@@ -209,6 +210,7 @@ def _stage(path: str, delimiter: str, types: dict, used: list[str], label: list[
         if os.name == "posix":
             os.unlink(staging)
             os.rmdir(folder)
+    labels: np.ndarray | None
     if label_parts:
         labels = np.concatenate(label_parts)
     else:  # no rows: labels of none (a wide label matrix of none), or none given

@@ -121,8 +121,7 @@ def read_samples(files: list[tuple[str, str]], name: str, reading: str | None) -
     carried = pa.table({TASK_COLUMN: pa.array(tasks)})
     by_task = TASK_COLUMN if len(files) > 1 else None
     absent = np.arange(matrix.shape[1])[None, :] >= widths[:, None] if padded else None
-    labels = np.asarray(labels, dtype=np.int64)
-    return Contents(matrix, labels, "logits", carried, (TASK_COLUMN,), picked, True, by_task, absent)
+    return Contents(matrix, np.asarray(labels, dtype=np.int64), "logits", carried, (TASK_COLUMN,), picked, True, by_task, absent)
 
 
 def _records(path: str):

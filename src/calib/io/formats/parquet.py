@@ -39,10 +39,10 @@ def _read_parquet(path: str, name: str, score_prefix: str | None, label_column: 
         raise InputError(f"{name}: not a readable parquet file ({exc})") from None
     used, kind, wide = score_columns(columns, score_prefix, path, scores, parquet.schema_arrow, label_keys)
     picked = floating_note(used, kind, wide, score_prefix)
-    scores = ParquetScores(parquet, used, wide=wide, path=path)
+    read_on_demand = ParquetScores(parquet, used, wide=wide, path=path)
     keep = [c for c in columns if c not in used and c not in label_keys]
     passthrough = parquet.read(columns=keep) if keep else None
-    return Contents(scores, labels, kind, passthrough, tuple(columns), picked)
+    return Contents(read_on_demand, labels, kind, passthrough, tuple(columns), picked)
 
 
 #: Rows of a row group decoded at a time (:meth:`ParquetScores._decode_in_batches`).
