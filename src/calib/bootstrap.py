@@ -6,8 +6,9 @@ counter-based draw keyed by the seed and the row's global index, so chunks, shar
 every row the same cluster). Every metric's state is additive over rows (sums, bin counts, or
 per-row values that merge by concatenation), so the same pass that fills the state fills it per
 cluster too (:class:`BootstrapStates`). A replicate draws G clusters with replacement (multinomial
-counts c_g, :func:`cluster_counts`) and its state is sum_g c_g state_g, for every replicate at once
-one matrix product: a grouped bootstrap, the row bootstrap with rows resampled in random clusters of
+counts c_g, :func:`cluster_counts`; Poisson(1) weights cost the same here and gave intervals 1-3%
+wider with the same coverage, docs/benchmarks.md) and its state is sum_g c_g state_g, for every
+replicate at once one matrix product: a grouped bootstrap, the row bootstrap with rows resampled in random clusters of
 n/G. A replicate is the metrics of its resampled rows (each row repeated c_g times); for sums it has
 the row bootstrap's variance (the clusters are a random partition, so their totals are
 exchangeable), and it streams: memory is G states, not N rows per replicate. The interval is the
