@@ -30,7 +30,7 @@ from .evaluation import EvaluationReport, check_metric_keys, uncalibrated_batch
 from .evaluation.groups import Groups, groups_for
 from .evaluation.request import BootstrapSettings, EvaluationRequest
 from .io.predictions import Predictions
-from .metrics import DEFAULT_METRICS, Batch, MetricConfig
+from .metrics import DEFAULT_METRICS, Batch, MetricConfig, selective
 from .metrics.accumulators import ClasswiseBins, CumulativeMassBins
 from .metrics.definitions import metric_badness
 from .metrics.metric_set import MetricSet
@@ -63,6 +63,8 @@ class Diagnosis:
     comparison: list[dict] = field(default_factory=list)
     recommendation: str | None = None
     groups: dict | None = None  # top-label calibration per group: the spread and the worst groups' curves
+    #: Selective prediction with the top-label confidence: AURC, E-AURC and the risk-coverage curve
+    risk_coverage: dict | None = None
     tradeoffs: list[str] = field(default_factory=list)  # per compared method, its changes beyond fold noise
     source: dict = field(default_factory=dict)  # what was diagnosed: input path, bundle and its method
     #: The metric table: calib evaluate's report (calib.evaluation.EvaluationReport), V-ECE included
@@ -189,6 +191,8 @@ def diagnose(
                 _label_set_findings(result, preds, calibrator)
             else:
                 _conformal_findings(result, preds, calibrator, seed)
+    if not positive:
+        result.risk_coverage = risk_coverage(preds, calibrator)
     per_class = classwise.weighted_error()
     order = np.argsort(-per_class, kind="stable")[:worst]
     result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
@@ -218,6 +222,33 @@ def diagnose(
             for warning in row["warnings"]:
                 result.note("warning", f"compared method {row['method']} (in some folds): {warning}")
     return result
+
+
+#: Points of the risk-coverage curve a diagnosis keeps (evenly spaced in coverage).
+RISK_COVERAGE_POINTS = 100
+
+
+def risk_coverage(preds: Predictions, calibrator=None) -> dict:
+    """Selective prediction with the top-label confidence (after ``calibrator`` when given;
+    calib.metrics.selective): AURC, E-AURC, and at most :data:`RISK_COVERAGE_POINTS` points of the
+    risk-coverage curve and the oracle's, at k = ceil(j n / points) rows."""
+    confidence, correct = [], []
+    for rows in preds.chunks():
+        batch = _batch(calibrator, preds, rows)
+        confidence.append(batch.confidence.copy())
+        correct.append(batch.correct)
+    values, hits = np.concatenate(confidence), np.concatenate(correct)
+    risks = selective.expected_risks(values, hits)[0]
+    kept = np.unique(np.ceil(np.round(np.linspace(0.0, 1.0, RISK_COVERAGE_POINTS + 1)[1:] * len(values), 6)).astype(np.int64))
+    oracle = np.maximum(0.0, kept - float(hits.sum())) / kept
+    return {
+        "aurc": selective.aurc(values, hits),
+        "eaurc": selective.excess_aurc(values, hits),
+        "points": [
+            {"coverage": float(k / len(values)), "risk": float(risks[k - 1]), "oracle": float(best)}
+            for k, best in zip(kept, oracle)
+        ],
+    }
 
 
 def saturation_finding(rows: int, n: int, kind: str) -> str:

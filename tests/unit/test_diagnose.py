@@ -46,11 +46,12 @@ def test_report_files_and_deterministic_comparison(tmp_path, run):
     )
     assert code == 0, err
     assert "recommendation" in out
-    for name in ("reliability", "cumulative_mass", "over_under"):
+    for name in ("reliability", "cumulative_mass", "over_under", "risk_coverage"):
         assert (tmp_path / "r" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"<svg" in (tmp_path / "r" / f"{name}.svg").read_bytes()[:500]
     page = (tmp_path / "r" / "report.html").read_text()
-    assert page.startswith("<!doctype html>") and page.count("<svg") == 3 and "base64" not in page
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 4 and "base64" not in page
+    assert 'id="figure-risk_coverage"' in page
     first = json.loads((tmp_path / "r" / "report.json").read_text())
     run("diagnose", SAMPLE / "cifar10_val.npz", "--compare", "ts,isotonic", "--folds", "3", "--out", tmp_path / "again")
     assert json.loads((tmp_path / "again" / "report.json").read_text())["comparison"] == first["comparison"]
@@ -170,3 +171,23 @@ def test_a_probabilities_input_is_said_to_condition_on_its_log_probabilities():
     assert conditioned_on(SimpleNamespace(conditioning_="logits", scores_given_="probs")).startswith("log-probabilities")
     assert conditioned_on(SimpleNamespace(conditioning_="logits", scores_given_="logits")) == "logits"
     assert conditioned_on(SimpleNamespace(conditioning_="ranked", scores_given_="probs")) == "ranked"
+
+
+def test_the_risk_coverage_curve_is_the_selective_risk_of_the_most_confident_rows():
+    """Its points are r_k at k = ceil(j n / 100) rows and its AURC the metric's (calib.metrics.selective)."""
+    from calib.diagnose import risk_coverage
+    from calib.metrics.selective import aurc
+
+    rng = np.random.default_rng(2)
+    logits, labels = rng.normal(size=(250, 4)) * 2, rng.integers(0, 4, 250)
+    curve = risk_coverage(_preds(logits, labels))
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    order = np.argsort(-probs.max(1))
+    wrong = (probs.argmax(1) != labels)[order]
+    assert curve["aurc"] == pytest.approx(aurc(probs.max(1), probs.argmax(1) == labels), abs=1e-12)
+    assert [p["coverage"] for p in curve["points"]][:3] == [3 / 250, 5 / 250, 8 / 250]  # ceil(2.5), ceil(5), ceil(7.5)
+    point = curve["points"][1]
+    assert point["risk"] == pytest.approx(wrong[:5].mean(), abs=1e-15)  # no ties among continuous confidences
+    assert point["oracle"] == max(0.0, 5 - (250 - wrong.sum())) / 5
+    assert curve["points"][-1]["coverage"] == 1.0 and curve["points"][-1]["risk"] == pytest.approx(wrong.mean(), abs=1e-15)

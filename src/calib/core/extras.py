@@ -20,7 +20,7 @@ EXTRAS = {
     "dask": ("dask", "the dask engine for directories of shards"),
     "onnx": ("onnx", "calib export and Calibration.to_onnx"),
     "distributed": ("dask", "the dask engine for directories of shards"),
-    "sklearn": ("sklearn", "calib.sklearn.CalibratedClassifier"),
+    "sklearn": ("sklearn", "calib.sklearn.CalibratedClassifier and the helm_platt_ece_10 metric"),
 }
 #: Where the CPU build of PyTorch comes from (PyPI's default torch wheel on Linux is the CUDA build).
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

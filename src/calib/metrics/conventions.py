@@ -21,6 +21,12 @@ and the LLM literature bin a binary model.
   (``np.percentile``), a row in bin ``searchsorted(edges[1:-1], p)`` (a value on an interior edge
   in the bin below it), empty bins dropped.
 
+- ``helm_ece_10``, ``helm_ece_1``, ``helm_platt_ece_10``, ``helm_selective_acc_10``,
+  ``helm_selective_area``: HELM's calibration numbers (Liang et al. 2023; its
+  ``compute_calibration_metrics``, which calls Kumar et al.'s ``uncertainty-calibration``
+  package), from each row's top-label confidence (HELM's ``max_prob``) and correctness
+  (:func:`helm_ece`, :func:`helm_selective`, :func:`helm_platt_ece`).
+
 Rows of equal confidence are ordered for the adaptive bins as NumPy's default ``argsort`` orders
 them, as the reference code does: a bin edge may split tied rows.
 """
@@ -171,3 +177,65 @@ def quantile_curve_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int)
     index = np.searchsorted(edges[1:-1], confidence)
     gap = np.bincount(index, weights=correct - confidence, minlength=n_bins)
     return float(np.abs(gap).sum() / len(confidence))
+
+
+def helm_equal_mass_edges(confidence: np.ndarray, n_bins: int) -> np.ndarray:
+    """The upper edges of HELM's equal-mass bins (``calibration.get_equal_bins``): the sorted
+    confidences split into min(B, n) nearly equal parts (``np.array_split``), an edge halfway
+    between each part's last value and the next part's first, then 1.0; duplicate edges merged."""
+    parts = np.array_split(np.sort(confidence), min(n_bins, len(confidence)))
+    edges = [(parts[i][-1] + parts[i + 1][0]) / 2.0 for i in range(len(parts) - 1)] + [1.0]
+    return np.array(sorted(set(edges)))
+
+
+def helm_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int, equal_mass: bool = True) -> float | None:
+    """HELM's ECE (``calibration.get_ece_em``, or with ``equal_mass`` False ``get_ece``'s equal-width
+    edges b / B): a row in the first bin whose upper edge is >= its confidence (``searchsorted``,
+    left; past the last edge, the last bin), sum_b (n_b / N) |mean_b conf - mean_b correct|. None
+    on no rows."""
+    if len(confidence) == 0:
+        return None
+    edges = helm_equal_mass_edges(confidence, n_bins) if equal_mass else np.arange(1, n_bins + 1) / n_bins
+    index = np.minimum(np.searchsorted(edges, confidence), len(edges) - 1)
+    count = np.bincount(index, minlength=len(edges)).astype(np.float64)
+    kept = count > 0
+    conf_mean = np.bincount(index, weights=confidence, minlength=len(edges))[kept] / count[kept]
+    correct_mean = np.bincount(index, weights=correct, minlength=len(edges))[kept] / count[kept]
+    return float(np.dot(count[kept] / len(confidence), np.abs(conf_mean - correct_mean)))
+
+
+def helm_selective(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, float] | None:
+    """(HELM's ``selective_cov_acc_area``, ``selective_acc@10``; ``calibration.get_selective_stats``):
+    the rows in ``np.argsort(-confidence)``'s order (ties as NumPy's default sort leaves them),
+    accuracy a_k of the first k, the mean of a_k over k = 1..n and a_k at k = floor(0.1 n) + 1 (one
+    row more than a tenth). None on no rows."""
+    if len(confidence) == 0:
+        return None
+    in_order = np.asarray(correct, dtype=np.float64)[np.argsort(-np.asarray(confidence))]
+    accuracy = np.cumsum(in_order) / np.arange(1, len(in_order) + 1)
+    return float(np.mean(accuracy)), float(accuracy[int(0.1 * len(in_order))])
+
+
+#: HELM's Platt scaling of the confidences: its logistic regression (scikit-learn, nearly unregularised).
+PLATT_C, PLATT_CLIP = 1e10, 1e-12
+
+
+def helm_platt_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = 10) -> float | None:
+    """HELM's ``platt_ece_10_bin``: x = logit(clip(conf, 1e-12, 1 - 1e-12)), scikit-learn's
+    ``LogisticRegression(C=1e10, solver="lbfgs")`` of correctness on x (``calibration.get_platt_scaler``),
+    then :func:`helm_ece` of sigmoid(a x + b) (on float64 rows); 0 when every row is right or every
+    row wrong, as HELM sets it; None on no rows. Needs scikit-learn (the fit is HELM's own, so the
+    numbers are its numbers)."""
+    if len(confidence) == 0:
+        return None
+    right = np.asarray(correct).astype(np.int64)
+    if right.sum() in (0, len(right)):
+        return 0.0
+    from ..core.extras import require
+
+    logistic = require("sklearn.linear_model").LogisticRegression(C=PLATT_C, solver="lbfgs")
+    x = np.clip(np.asarray(confidence, dtype=np.float64), PLATT_CLIP, 1 - PLATT_CLIP)
+    x = np.log(x / (1 - x))
+    logistic.fit(x[:, None], right)
+    scaled = 1 / (1 + np.exp(-(x * logistic.coef_[0] + logistic.intercept_)))
+    return helm_ece(scaled, right.astype(np.float64), n_bins)

@@ -21,7 +21,7 @@ from ..core.binning import clopper_pearson
 from ..core.numerics import PROB_FLOOR, edge_index, isotonic_fit
 from ..errors import UsageError
 from . import accumulators as acc
-from . import conventions
+from . import conventions, selective
 from .sample import IN_SAMPLE, KDE, VARIATIONAL, SampleFamily
 from .smooth import GRID, smooth_ece
 
@@ -247,6 +247,27 @@ def isotonic_ece(state: acc.TopLabelValues, config: MetricConfig) -> float:
 
 def _smece(state: acc.TopLabelValues, config: MetricConfig) -> float:
     return smooth_ece(np.concatenate(state.confidence), np.concatenate(state.correct))[0]
+
+
+def _selective(measure, *argument):
+    """A selective-prediction measure (calib.metrics.selective) of the rows' top-label confidence
+    and correctness."""
+
+    def compute(state: acc.TopLabelValues, config: MetricConfig) -> float | None:
+        return measure(np.concatenate(state.confidence), np.concatenate(state.correct), *argument)
+
+    return compute
+
+
+def _fixed_settings(values: dict) -> Callable[[MetricConfig, object], dict]:
+    """A metric's settings that depend on neither the configuration nor the state."""
+    return lambda config, state: dict(values)
+
+
+_SELECTIVE_SETTINGS = {"confidence": "top label", "ties": "expected over their order"}
+#: The coverages of the selective accuracies and the risks of the coverages in the registry.
+SELECTIVE_COVERAGES = (0.1, 0.8)
+RISK_LEVELS = (0.05, 0.1)
 
 
 def brier_positive(state: acc.ProperScores, config: MetricConfig) -> float | None:
@@ -548,7 +569,115 @@ _SAMPLE_METRICS = [
     Metric("kde_ece_sq", "KDE-ECE: Dirichlet-kernel plug-in squared canonical calibration error", family=KDE, field="sq"),
 ]
 
-METRICS: dict[str, Metric] = {m.key: m for m in _METRICS + _TRUTH_METRICS + _SAMPLE_METRICS}
+_SELECTIVE_METRICS = [
+    Metric(
+        "aurc",
+        "area under the risk-coverage curve of the top-label confidence (Geifman et al. 2019)",
+        _top_values,
+        _selective(selective.aurc),
+        _fixed_settings(_SELECTIVE_SETTINGS),
+    ),
+    Metric(
+        "eaurc",
+        "excess AURC: AURC less the oracle's, which answers its correct rows first",
+        _top_values,
+        _selective(selective.excess_aurc),
+        _fixed_settings(_SELECTIVE_SETTINGS),
+    ),
+    Metric(
+        "auroc_correct",
+        "AUROC of the top-label confidence as a detector of correct answers",
+        _top_values,
+        _selective(selective.auroc_of_correct),
+        lambda c, s: {"confidence": "top label", "ties": "count 1/2"},
+        direction="higher",
+    ),
+    *(
+        Metric(
+            key,
+            summary,
+            _top_values,
+            _selective(measure, at),
+            _fixed_settings({name: at, **_SELECTIVE_SETTINGS}),
+            direction="higher",
+        )
+        for key, summary, measure, name, at in [
+            *(
+                (
+                    f"selective_accuracy_{c:g}",
+                    f"accuracy of the {c:.0%} most confident rows",
+                    selective.selective_accuracy,
+                    "coverage",
+                    c,
+                )
+                for c in SELECTIVE_COVERAGES
+            ),
+            *(
+                (
+                    f"coverage_at_risk_{r:g}",
+                    f"largest share of rows a confidence threshold keeps with selective risk <= {r:g}",
+                    selective.coverage_at_risk,
+                    "risk",
+                    r,
+                )
+                for r in RISK_LEVELS
+            ),
+        ]
+    ),
+]
+
+
+def _helm(measure, *argument, part: int | None = None):
+    """One of HELM's calibration numbers (calib.metrics.conventions) of the rows' top-label
+    confidence (HELM's max_prob) and correctness; ``part`` picks one of a pair."""
+
+    def compute(state: acc.TopLabelValues, config: MetricConfig) -> float | None:
+        found = measure(np.concatenate(state.confidence), np.concatenate(state.correct), *argument)
+        return found if part is None or found is None else found[part]
+
+    return compute
+
+
+_HELM_SETTINGS = {"confidence": "top label (HELM's max_prob)", "as": "HELM compute_calibration_metrics"}
+#: HELM's numbers: key, what it is, its computation, its own settings, its direction.
+_HELM_TABLE: list[tuple[str, str, Callable, dict, str]] = [
+    (
+        "helm_ece_10",
+        "HELM's ece_10_bin: top-label ECE, 10 equal-mass bins (uncertainty-calibration's get_ece_em)",
+        _helm(conventions.helm_ece, 10),
+        {"bins": 10, "scheme": "equal-mass, edges halfway between parts"},
+        "lower",
+    ),
+    ("helm_ece_1", "HELM's ece_1_bin: |mean confidence - accuracy|", _helm(conventions.helm_ece, 1, False), {"bins": 1}, "lower"),
+    (
+        "helm_platt_ece_10",
+        "HELM's platt_ece_10_bin: helm_ece_10 after HELM's Platt scaling of the confidences (needs scikit-learn)",
+        _helm(conventions.helm_platt_ece, 10),
+        {"bins": 10, "recalibration": "Platt (LogisticRegression C=1e10, lbfgs)"},
+        "lower",
+    ),
+    (
+        "helm_selective_acc_10",
+        "HELM's selective_acc@10: accuracy of the floor(0.1 n) + 1 most confident rows (ties in argsort order)",
+        _helm(conventions.helm_selective, part=1),
+        {},
+        "higher",
+    ),
+    (
+        "helm_selective_area",
+        "HELM's selective_cov_acc_area: mean accuracy of the k most confident rows over k = 1..n (1 - AURC, ties in argsort order)",
+        _helm(conventions.helm_selective, part=0),
+        {},
+        "higher",
+    ),
+]
+_HELM_METRICS = [
+    Metric(key, summary, _top_values, compute, _fixed_settings({**own, **_HELM_SETTINGS}), direction=direction, convention=True)
+    for key, summary, compute, own, direction in _HELM_TABLE
+]
+
+#: Registry order keys each metric's seeded draws (calib.evaluation.resolution): new keys go last.
+METRICS: dict[str, Metric] = {m.key: m for m in _METRICS + _TRUTH_METRICS + _SAMPLE_METRICS + _SELECTIVE_METRICS + _HELM_METRICS}
 #: Added to the default table when the true probabilities are given.
 TRUTH_METRICS = tuple(m.key for m in _TRUTH_METRICS)
 #: The default table of `calib evaluate` (docs/metrics.md keys; V-ECE joins when it exists).

@@ -182,6 +182,16 @@ def report_page(result, figures: dict[str, str]) -> str:
         + _figure(figures, "over_under", "over- and under-confidence by bin")
         + "</div></section>"
     )
+    if result.risk_coverage is not None:
+        selective = result.risk_coverage
+        parts.append(
+            "<section id='selective'><h2>Telling right answers from wrong ones</h2>"
+            f"<p>Answering the most confident rows first: AURC {format_value(selective['aurc'])} (the area under the "
+            f"risk-coverage curve), E-AURC {format_value(selective['eaurc'])} (above the oracle's, which answers every "
+            "right row first).</p><div class=figures>"
+            + _figure(figures, "risk_coverage", "risk-coverage curve")
+            + "</div></section>"
+        )
 
     if result.groups is not None:
         parts.append(_groups_section(result, figures))

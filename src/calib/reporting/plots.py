@@ -15,7 +15,7 @@ import os
 
 from ..core.binning import MIN_BIN_ROWS
 from ..io.atomic import atomic_directory
-from .text import OVER_COLOUR, UNDER_COLOUR
+from .text import OVER_COLOUR, UNDER_COLOUR, format_value
 
 #: The model's own probabilities and the calibrated ones, in every figure.
 MODEL_COLOUR, CALIBRATED_COLOUR = "#555555", "#2ca02c"
@@ -51,6 +51,8 @@ def _figures(result):
         figures["reliability_groups"] = _groups_figure(plt, result)
     if result.conformal is not None:
         figures["conformal_sets"] = _conformal_figure(plt, result)
+    if result.risk_coverage is not None:
+        figures["risk_coverage"] = _risk_coverage_figure(plt, result)
     return figures, plt
 
 
@@ -146,6 +148,24 @@ def _over_under_figure(plt, result):
     ax.set_xlabel("confidence")
     ax.set_ylabel("share of the top-label ECE")
     ax.set_title("Over- and under-confidence by confidence bin")
+    _legend_below(ax)
+    return fig
+
+
+def _risk_coverage_figure(plt, result):
+    """Selective risk against coverage, answering the most confident rows first, beside the oracle's."""
+    points = result.risk_coverage["points"]
+    coverage = [p["coverage"] for p in points]
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.plot(coverage, [p["risk"] for p in points], color=MODEL_COLOUR, lw=1.6, label="by confidence")
+    ax.plot(coverage, [p["oracle"] for p in points], color="k", lw=1.0, ls="--", label="oracle (every right answer first)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("coverage (share of rows answered, most confident first)")
+    ax.set_ylabel("selective risk (error rate of those rows)")
+    ax.set_title(
+        f"Risk-coverage: AURC {format_value(result.risk_coverage['aurc'])}, E-AURC {format_value(result.risk_coverage['eaurc'])}"
+    )
     _legend_below(ax)
     return fig
 

@@ -232,3 +232,85 @@ def test_ece_pos_quantile_on_continuous_scores():
         np.column_stack([1 - p1, p1]), y, kind="probs", request=calib.EvaluationRequest.of(metrics=["ece_pos_quantile"], bins=10)
     )
     assert ours.values["ece_pos_quantile"] == pytest.approx(theirs, abs=1e-12)
+
+
+# HELM's calibration numbers against the package its compute_calibration_metrics calls -------------
+
+HELM_KEYS = ["helm_ece_10", "helm_ece_1", "helm_platt_ece_10", "helm_selective_acc_10", "helm_selective_area"]
+
+
+def helm_reference(probs, labels) -> dict:
+    """HELM's compute_calibration_metrics (crfm-helm 0.5.16, helm/benchmark/metrics/basic_metrics.py)
+    on each row's max_prob and 0/1 correctness, with uncertainty-calibration's own functions."""
+    cal = pytest.importorskip("calibration")
+    max_probs = list(probs.max(axis=1))
+    correct = [int(c) for c in probs.argmax(axis=1) == labels]
+    area, acc_10 = cal.get_selective_stats(max_probs, correct)
+    values = {
+        "helm_ece_10": cal.get_ece_em(max_probs, correct, num_bins=10),
+        "helm_ece_1": cal.get_ece(max_probs, correct, num_bins=1),
+        "helm_selective_acc_10": acc_10,
+        "helm_selective_area": area,
+        "helm_platt_ece_10": 0.0,
+    }
+    if 0 < sum(correct) < len(correct):
+        scaler = cal.get_platt_scaler(np.array(max_probs), np.array(correct))
+        values["helm_platt_ece_10"] = cal.get_ece_em(scaler(np.array(max_probs)), correct, num_bins=10)
+    return values
+
+
+@pytest.mark.parametrize(
+    "n, k, decimals",
+    [(997, 4, None), (1000, 4, 2), (300, 10, 1), (7, 3, None), (50, 2, 1)],  # ties from rounded scores; fewer rows than bins
+)
+def test_helm_numbers_equal_uncertainty_calibrations(n, k, decimals):
+    rng = np.random.default_rng(n + k)
+    logits = rng.normal(size=(n, k)) * 2
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    if decimals is not None:  # stated confidences: many rows share one value
+        probs = np.round(probs, decimals)
+        probs[:, -1] = 1.0 - probs[:, :-1].sum(axis=1)
+        probs = np.clip(probs, 0.0, 1.0)
+        probs /= probs.sum(axis=1, keepdims=True)
+    labels = rng.integers(0, k, n)
+    found = calib.evaluate(probs, labels, kind="probs", metrics=HELM_KEYS).values
+    expected = helm_reference(probs, labels)
+    for key in HELM_KEYS:
+        assert found[key] == pytest.approx(expected[key], abs=1e-12), key
+
+
+def test_helm_equal_mass_bins_put_a_value_on_an_edge_in_the_bin_below():
+    """Four confidences in 2 parts: [0.2, 0.4] and [0.6, 0.8], the edge halfway, 0.5; nothing lies on
+    it. With [0.2, 0.5] and [0.5, 0.8] the edge is 0.5 and both 0.5s go below: bins {0.2, 0.5, 0.5}
+    and {0.8}."""
+    from calib.metrics.conventions import helm_ece, helm_equal_mass_edges
+
+    assert helm_equal_mass_edges(np.array([0.2, 0.4, 0.6, 0.8]), 2).tolist() == [0.5, 1.0]
+    confidence, correct = np.array([0.2, 0.5, 0.5, 0.8]), np.array([0.0, 1.0, 1.0, 1.0])
+    assert helm_equal_mass_edges(confidence, 2).tolist() == [0.5, 1.0]
+    # bin 1: mean conf 0.4, accuracy 2/3; bin 2: 0.8 against 1
+    assert helm_ece(confidence, correct, 2) == pytest.approx(0.75 * abs(0.4 - 2 / 3) + 0.25 * 0.2, abs=1e-15)
+    cal = pytest.importorskip("calibration")
+    assert helm_ece(confidence, correct, 2) == pytest.approx(
+        cal.get_ece_em(list(confidence), [0, 1, 1, 1], num_bins=2), abs=1e-15
+    )
+
+
+def test_helm_selective_accuracy_keeps_one_row_more_than_a_tenth():
+    """floor(0.1 n) + 1 rows: of 20 rows, the 3 most confident (calib's selective_accuracy_0.1 keeps 2)."""
+    confidence = np.linspace(0.99, 0.5, 20)
+    probs = np.stack([confidence, 1 - confidence], axis=1)
+    labels = np.zeros(20, dtype=int)
+    labels[2] = 1  # the third most confident row is wrong
+    values = calib.evaluate(probs, labels, kind="probs", metrics=["helm_selective_acc_10", "selective_accuracy_0.1"]).values
+    assert values["helm_selective_acc_10"] == pytest.approx(2 / 3, abs=1e-15)
+    assert values["selective_accuracy_0.1"] == 1.0
+
+
+def test_helm_platt_ece_is_zero_when_every_row_is_right_as_helm_sets_it():
+    probs = np.array([[0.9, 0.1], [0.7, 0.3], [0.6, 0.4]])
+    assert (
+        calib.evaluate(probs, np.zeros(3, dtype=int), kind="probs", metrics=["helm_platt_ece_10"]).values["helm_platt_ece_10"]
+        == 0.0
+    )

@@ -63,7 +63,8 @@ def test_page_holds_everything_a_reader_needs(compare_report):
         assert f"<td>{method}</td>" in page, method
     for key in ("accuracy", "nll", "brier", "ece", "mce", "cw_ece", "cmce"):  # every default metric is compared
         assert all(row[key] is not None for row in report["comparison"])
-    assert page.count("<svg") == 3 and "paper 000" not in page
+    assert page.count("<svg") == 4 and "paper 000" not in page
+    assert "Telling right answers from wrong ones" in page and "E-AURC" in page
     assert "★" in page and "Recommendation:" in page
 
 
@@ -117,7 +118,7 @@ def test_rendered_dom_holds_the_tables_and_input_offline(compare_report):
     assert done.returncode == 0, done.stderr[-2000:]
     dom = done.stdout
     assert 'id="comparison"' in dom and 'id="metrics"' in dom and "cifar100_resnet110_val.npz" in dom
-    assert dom.count("<svg") == 3 and "<tr>" in dom
+    assert dom.count("<svg") == 4 and "<tr>" in dom
 
 
 @NEEDS_BROWSER
@@ -139,7 +140,7 @@ def test_conformal_bundle_report_renders(tmp_path):
         "mr (score=msp, alpha=0.1" in page
         and "raps_lambda" not in page
         and "Conformal sets against alpha" in page
-        and page.count("<svg") == 4
+        and page.count("<svg") == 5
     )
     dom = _browser("--dump-dom", (folder / "report.html").as_uri()).stdout
     assert 'id="conformal-sets"' in dom and "set_coverage" in dom
