@@ -350,6 +350,15 @@ def diagnosis(result) -> None:
             f"95% interval: the observed rate's Clopper-Pearson interval per bin; few rows: under {MIN_BIN_ROWS}, too few to read",
         ]
     )
+    if result.risk_coverage is not None:
+        selective = result.risk_coverage
+        lines(
+            [
+                f"telling right answers from wrong ones (most confident rows answered first): AURC {format_value(selective['aurc'])}, "
+                f"E-AURC {format_value(selective['eaurc'])} above the oracle's (--out draws the risk-coverage curve)"
+            ],
+            style="",
+        )
     if result.groups is not None and result.groups["worst"]:
         cells = []
         for curve in result.groups["worst"]:
