@@ -36,8 +36,10 @@ def expected_risks(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndar
     values = np.asarray(confidence, dtype=np.float64)[order]
     errors = 1.0 - np.asarray(correct, dtype=np.float64)[order]
     n = len(values)
-    ends = np.append(values[1:] != values[:-1], True) if n else np.zeros(0, dtype=bool)
-    run = np.cumsum(np.concatenate(([True], ends[:-1]))) - 1 if n else np.zeros(0, dtype=np.int64)
+    if n == 0:
+        return np.zeros(0), np.zeros(0, dtype=bool)
+    ends = np.append(values[1:] != values[:-1], True)
+    run = np.cumsum(np.concatenate(([True], ends[:-1]))) - 1
     run_end = np.flatnonzero(ends) + 1  # k at each run's end
     run_start = np.concatenate(([0], run_end[:-1]))  # a: rows before the run
     errors_to_end = np.cumsum(errors)[run_end - 1]

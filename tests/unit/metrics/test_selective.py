@@ -113,6 +113,19 @@ def test_edges_all_right_all_wrong_one_row_none():
     assert aurc(np.full(4, 0.7), np.array([1, 0, 1, 0])) == pytest.approx(0.5, abs=1e-15)  # one tie: every r_k = 1/2
 
 
+def test_a_tied_first_run_with_errors_and_one_row():
+    """The most confident rows tied, one of two wrong: r_1 = r_2 = 1/2 whichever answers first;
+    then a right row: r_3 = 1/3."""
+    confidence, correct = np.array([0.9, 0.9, 0.5]), np.array([0, 1, 1])
+    assert expected_risks(confidence, correct)[0].tolist() == pytest.approx([0.5, 0.5, 1 / 3], abs=1e-15)
+    assert aurc(confidence, correct) == pytest.approx((0.5 + 0.5 + 1 / 3) / 3, abs=1e-15)
+    assert oracle_aurc(np.array([0])) == 1.0 and oracle_aurc(np.array([1])) == 0.0
+    assert oracle_aurc(np.zeros(0)) is None
+    assert coverage_at_risk(np.array([0.4]), np.array([1]), 0.0) == 1.0
+    risks, ends = expected_risks(np.zeros(0), np.zeros(0))
+    assert risks.shape == (0,) and ends.shape == (0,)
+
+
 def test_selective_accuracy_keeps_ceil_of_the_share():
     confidence = np.linspace(1.0, 0.0, 1000, endpoint=False)
     correct = np.zeros(1000)
@@ -129,6 +142,8 @@ def test_coverage_at_risk_on_its_edge_and_ties_that_cannot_be_split():
     assert coverage_at_risk(confidence, correct, 0.25) == 0.8  # 1 error in the first 4: exactly 1/4
     assert coverage_at_risk(confidence, correct, math.nextafter(0.25, 0.0)) == 0.4  # the tied pair is kept together or not at all
     assert coverage_at_risk(confidence, correct, 0.4) == 1.0
+    # the most confident row wrong: no threshold keeps a risk of 0
+    assert coverage_at_risk(np.array([0.9, 0.8]), np.array([0, 1]), 0.0) == 0.0
 
 
 def test_in_an_evaluation_they_stream_merge_group_and_gate():
