@@ -297,6 +297,14 @@ def _bar(value: float, scale: float, width: int = 24) -> str:
 SEVERITY_STYLE = {"info": ("·", "dim"), "warning": ("!", "yellow"), "problem": ("✗", "bold red")}
 
 
+def _selective_line(selective: dict) -> str:
+    """AURC and E-AURC of a diagnosis, in one line."""
+    return (
+        f"telling right answers from wrong ones (most confident rows answered first): AURC {format_value(selective['aurc'])}, "
+        f"E-AURC {format_value(selective['eaurc'])} above the oracle's (--out draws the risk-coverage curve)"
+    )
+
+
 def diagnosis(result) -> None:
     """Findings, metric table, text reliability diagram and cumulative mass curve, worst groups and
     classes, comparison and recommendation."""
@@ -351,14 +359,7 @@ def diagnosis(result) -> None:
         ]
     )
     if result.risk_coverage is not None:
-        selective = result.risk_coverage
-        lines(
-            [
-                f"telling right answers from wrong ones (most confident rows answered first): AURC {format_value(selective['aurc'])}, "
-                f"E-AURC {format_value(selective['eaurc'])} above the oracle's (--out draws the risk-coverage curve)"
-            ],
-            style="",
-        )
+        lines([_selective_line(result.risk_coverage)], style="")
     if result.groups is not None and result.groups["worst"]:
         cells = []
         for curve in result.groups["worst"]:
