@@ -96,13 +96,18 @@ def _curves(
     """Reliability (top-label), cumulative-mass and classwise bin counters of every row, the label counts, the
     rows holding a probability of 0 or 1, and (with ``groups``) top-label bins per group; with
     ``positive`` (a multi-label input's pairs) the reliability counters, overall and per group, bin
-    P(y = 1) against y = 1 instead of the top label's confidence against correctness."""
+    P(y = 1) against y = 1 instead of the top label's confidence against correctness; and (without
+    ``positive``) every row's top-label confidence and correctness, for the risk-coverage curve."""
     cumulative, classwise, pooled = CumulativeMassBins(cmce_bins), ClasswiseBins(bins, preds.k), BinCounter(bins)
     by_group = BinCounter(bins, len(groups.names)) if groups is not None else None
     support = np.bincount(preds.labels, minlength=preds.k)
     saturated = 0
+    confidence, correct = [], []
     for rows in preds.chunks():
         batch = _batch(calibrator, preds, rows)
+        if not positive:
+            confidence.append(batch.confidence.copy())
+            correct.append(batch.correct)
         extreme = (batch.probs == 0.0) | (batch.probs == 1.0)
         if preds.absent is not None:  # a padded choice's 0 is the reader's, not the model's
             extreme &= ~preds.absent[rows]
@@ -113,7 +118,8 @@ def _curves(
         pooled.add(predicted, observed)
         if by_group is not None:
             by_group.add(predicted, observed, group=groups.codes[rows])
-    return pooled, cumulative.counter, classwise.counter, support, saturated, by_group
+    answers = None if positive else (np.concatenate(confidence), np.concatenate(correct))
+    return pooled, cumulative.counter, classwise.counter, support, saturated, by_group, answers
 
 
 def _bin_rows(counter, value_key: str, bands: bool = False) -> list[dict]:
@@ -179,7 +185,9 @@ def diagnose(
     if calibrator is not None:
         for warning in calibrator.fit_warnings():
             result.note("warning", f"bundle ({calibrator.name}): {warning}")
-    top, cumulative, classwise, support, saturated, by_group = _curves(preds, calibrator, groups=groups, positive=positive)
+    top, cumulative, classwise, support, saturated, by_group, answers = _curves(
+        preds, calibrator, groups=groups, positive=positive
+    )
     measure = "positive-class (P(y_l = 1), pairs pooled)" if positive else "top-label"
     _input_findings(result, preds, support, saturated)
     result.reliability = _bin_rows(top, "confidence", bands=True)
@@ -191,8 +199,8 @@ def diagnose(
                 _label_set_findings(result, preds, calibrator)
             else:
                 _conformal_findings(result, preds, calibrator, seed)
-    if not positive:
-        result.risk_coverage = risk_coverage(preds, calibrator)
+    if answers is not None:
+        result.risk_coverage = risk_coverage(*answers)
     per_class = classwise.weighted_error()
     order = np.argsort(-per_class, kind="stable")[:worst]
     result.worst_classes = [{"class": int(c), "cw_ece": float(per_class[c]), "support": int(support[c])} for c in order]
@@ -228,16 +236,10 @@ def diagnose(
 RISK_COVERAGE_POINTS = 100
 
 
-def risk_coverage(preds: Predictions, calibrator=None) -> dict:
-    """Selective prediction with the top-label confidence (after ``calibrator`` when given;
-    calib.metrics.selective): AURC, E-AURC, and at most :data:`RISK_COVERAGE_POINTS` points of the
+def risk_coverage(values: np.ndarray, hits: np.ndarray) -> dict:
+    """Selective prediction with the rows' top-label confidences ``values`` and correctness ``hits``
+    (calib.metrics.selective): AURC, E-AURC, and at most :data:`RISK_COVERAGE_POINTS` points of the
     risk-coverage curve and the oracle's, at k = ceil(j n / points) rows."""
-    confidence, correct = [], []
-    for rows in preds.chunks():
-        batch = _batch(calibrator, preds, rows)
-        confidence.append(batch.confidence.copy())
-        correct.append(batch.correct)
-    values, hits = np.concatenate(confidence), np.concatenate(correct)
     risks = selective.expected_risks(values, hits)[0]
     kept = np.unique(np.ceil(np.round(np.linspace(0.0, 1.0, RISK_COVERAGE_POINTS + 1)[1:] * len(values), 6)).astype(np.int64))
     oracle = np.maximum(0.0, kept - float(hits.sum())) / kept

@@ -180,9 +180,9 @@ def test_the_risk_coverage_curve_is_the_selective_risk_of_the_most_confident_row
 
     rng = np.random.default_rng(2)
     logits, labels = rng.normal(size=(250, 4)) * 2, rng.integers(0, 4, 250)
-    curve = risk_coverage(_preds(logits, labels))
     probs = np.exp(logits - logits.max(1, keepdims=True))
     probs /= probs.sum(1, keepdims=True)
+    curve = risk_coverage(probs.max(1), (probs.argmax(1) == labels).astype(float))
     order = np.argsort(-probs.max(1))
     wrong = (probs.argmax(1) != labels)[order]
     assert curve["aurc"] == pytest.approx(aurc(probs.max(1), probs.argmax(1) == labels), abs=1e-12)
