@@ -34,6 +34,8 @@ INSTALL = {
     "safetensors": "pip install 'calib-cli[test-all]'",
     "pyspark": "pip install 'calib-cli[spark]' (and Java 17 or later)",
     "ray": "pip install 'calib-cli[ray]'",
+    "nannyml": "pip install 'calib-cli[test-all]'",
+    "statsmodels": "pip install 'calib-cli[test-all]'",
 }
 
 

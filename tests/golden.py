@@ -168,6 +168,9 @@ def run_all(work: Path) -> dict[str, object]:
     out["apply mr"] = _arrays_digest(work / "mr.npy")
     _calib(work, "evaluate", TEST, "--bundle", "b_ts", "--json", "ev_default.json")
     out["evaluate --bundle ts"] = _json(work, "ev_default.json")
+    np.save(work / "unlabelled.npy", np.load(TEST)["logits"])
+    _calib(work, "evaluate", "unlabelled.npy", "--bundle", "b_ts", "--fail-if", "est_accuracy<0.9", "--json", "ev_estimates.json")
+    out["evaluate without labels"] = _json(work, "ev_estimates.json")
     _calib(
         work,
         "evaluate",

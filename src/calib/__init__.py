@@ -40,6 +40,8 @@ _PUBLIC = {
     "Report": ".api",
     "calibrator": ".api",
     "evaluate": ".api",
+    "estimate": ".api",
+    "EstimationSettings": ".estimation.report",
     "load": ".api",
     "sample_path": ".api",
     "compare": ".drift",

@@ -36,8 +36,21 @@ from .registry import OPTION_CHOICES as OPTION_CHOICES
 from .registry import choices_text as choices_text
 
 if TYPE_CHECKING:
+    from .estimation import ReferenceRows
+    from .estimation.report import EstimationReport, EstimationSettings
     from .evaluation import EvaluationReport
     from .evaluation.request import EvaluationRequest
+
+
+def _reference_record(calibrator: Calibrator, preds: Predictions, features, seed: int) -> ReferenceRows | None:
+    """The record of the labelled rows ``calibrator`` was fitted on that estimates without labels
+    need (calib.estimation.reference.ReferenceRows), or None for a multi-label input."""
+    from .estimation.reference import ReferenceRows
+
+    if preds.labels is None or preds.output_layout.n_labels is not None:
+        return None
+    probs = pipeline.apply_calibrator(calibrator, preds, "probs", features)[0]
+    return ReferenceRows.of(probs, preds.logits(), preds.labels, seed)
 
 
 def sample_path(name: str) -> str:
@@ -102,6 +115,8 @@ class Calibration:
         self.input_kind: str | None = None
         self.n_classes: int | None = None
         self.fitted_on: dict | None = None
+        #: What an estimate without labels needs of the rows it was fitted on (calib.estimation)
+        self.reference: ReferenceRows | None = None
         self.seed = 0
         #: The sha256 of the bundle it was loaded from (None for a calibrator fitted here).
         self.bundle_sha256: str | None = None
@@ -215,6 +230,7 @@ class Calibration:
         self.bundle_sha256 = None
         self.n_labels = preds.output_layout.n_labels
         self.fitted_on = {"n": preds.n, "sha256": preds.sha256}
+        self.reference = _reference_record(self.fitted, preds, features, seed)
         return self
 
     def _inputs(self, scores, kind: str) -> Predictions:
@@ -342,6 +358,7 @@ class Calibration:
             seed=self.seed,
             force=force,
             n_labels=self.n_labels,
+            record=None if self.reference is None else (self.reference.to_manifest(), self.reference.arrays()),
         )
 
     def to_onnx(self, path: str | None = None, *, dtype: str = "float32") -> bytes:
@@ -429,6 +446,9 @@ def load(path: str) -> Calibration:
     result.fitted_on, result.seed = bundle.manifest["fitted_on"], bundle.manifest["options"].get("seed", 0)
     result.bundle_sha256 = bundle.sha256
     result.n_labels = bundle.manifest.get("n_labels")
+    from .estimation.reference import ReferenceRows
+
+    result.reference = ReferenceRows.from_bundle(bundle.manifest, bundle.state.arrays, path)
     return result
 
 
@@ -470,6 +490,89 @@ class Report:
 
     def __repr__(self) -> str:
         return self.table()
+
+
+def estimate(
+    scores,
+    labels=None,
+    *,
+    calibrator: Calibration,
+    settings: EstimationSettings | None = None,
+    groups=None,
+    kind: str = "auto",
+    features: np.ndarray | None = None,
+    source: dict | None = None,
+    first_row: int = 0,
+) -> EstimationReport:
+    """Estimate what a batch without labels (or with some) will score once its labels arrive: its
+    accuracy, log loss and Brier score under the calibrated model, as calibrated and under the
+    batch's own class priors, each with an interval, and whether the estimates can be trusted
+    (docs/estimation.md).
+
+    Parameters
+    ----------
+    scores : array_like (N, K), or Predictions
+        The batch's scores, of the kind the calibrator was fitted on.
+    labels : array_like (N,), optional
+        Labels where some rows have them, -1 (or NaN) where a row has none; the labelled rows count
+        as what they realised and test whether the calibration map still holds.
+    calibrator : Calibration
+        Fitted (``calib.calibrator("ts").fit(ref_scores, ref_labels)``, a reference file's
+        labelled rows) or loaded from a bundle: it keeps the record of the rows it was fitted on
+        that the intervals and checks need.
+    settings : EstimationSettings, optional
+        Level, seed, estimator ("debiased" or "cbpe"), gates on the estimates
+        (``est_accuracy<0.9``), what an inconclusive gate counts as, the fewest rows of a group.
+    groups : calib.evaluation.groups.Groups, optional
+        Each row's group: estimates per group too.
+    first_row : int
+        The global index of the first row (a shard's), which keys the rows' uniform sample: the
+        reports' ``state`` of shards merge into the numbers of all rows
+        (:func:`calib.estimation.state.merge_states`).
+
+    Returns
+    -------
+    calib.estimation.report.EstimationReport
+        ``estimates`` {key: Estimate}, ``reliable`` and ``reasons``, ``gates``, ``to_json()``.
+
+    >>> import numpy as np, calib
+    >>> val, test = (np.load(calib.sample_path(f"cifar10_{part}.npz")) for part in ("val", "test"))
+    >>> ts = calib.calibrator("ts").fit(val["logits"], val["labels"])
+    >>> report = calib.estimate(test["logits"], calibrator=ts)
+    >>> round(report.estimates["est_accuracy"].value, 3), report.reliable
+    (0.947, True)
+    """
+    from .estimation.report import EstimationSettings, report_of_state
+
+    settings = settings or EstimationSettings()
+    settings.parsed_gates()  # a malformed gate is refused before any work
+    state = estimation_state(
+        scores, labels, calibrator=calibrator, groups=groups, kind=kind, features=features, first_row=first_row
+    )
+    return report_of_state(state, settings, source)
+
+
+def estimation_state(
+    scores, labels=None, *, calibrator: Calibration, groups=None, kind: str = "auto", features=None, first_row: int = 0
+):
+    """The additive state (calib.estimation.state.BatchState) behind :func:`estimate` of a batch (a
+    shard's, its rows' global indices from ``first_row``); parameters as :func:`estimate`'s."""
+    from .core.validation import as_array, check_labels
+    from .estimation.state import batch_state
+
+    preds = as_predictions(scores, kind=kind)
+    calibrator.check_applies(preds)
+    if labels is not None:
+        preds.labels = check_labels(as_array(labels, "labels"), preds.n, preds.k, "labels", missing=-1)
+    return batch_state(
+        calibrator.fitted,
+        calibrator.reference,
+        preds,
+        groups=groups,
+        features=features,
+        first_row=first_row,
+        n_labels=calibrator.n_labels,
+    )
 
 
 def evaluate(
@@ -580,6 +683,10 @@ _NAMES_BY_MODULE = {
     ".drift": ("compare", "save_remedy", "comparison_steps", "ComparisonRequest"),
     ".diagnose": ("diagnose",),
     ".errors": ("CalibError",),
+    ".core.validation": ("MISSING_LABEL",),
+    ".estimation.report": ("EstimationSettings", "merged_report", "split_gates"),
+    ".estimation.shards": ("estimate_shards", "shards_lack_labels"),
+    ".estimation.state": ("is_state_file",),
     ".estimators.recalibrators": ("DEFAULT_RECIPE", "RECALIBRATORS", "RECIPES"),
     ".evaluation": ("merge_metric_states", "parse_change_gates", "read_metric_state"),
     ".evaluation.report": ("planned_work",),

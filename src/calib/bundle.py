@@ -29,6 +29,9 @@ MANIFEST = "manifest.json"
 PARAMS = "params.json"
 #: Names a bundle may hold: plain file names, no separators, not hidden.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: The manifest's key of the record of the rows the calibrator was fitted on, which an estimate
+#: without labels reads (calib.estimation.reference); the arrays it lists sit beside the calibrator's.
+RECORD_KEY = "reference"
 #: Largest manifest or params file read (a bundle is parameters, not data).
 MAX_JSON_BYTES = 64 << 20
 

@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from ._version import __version__
-from .bundle import Bundle, read_bundle, write_bundle
+from .bundle import RECORD_KEY, Bundle, State, read_bundle, write_bundle
 from .calibrators.base import (
     CalibrationInputs,
     Calibrator,
@@ -138,12 +138,19 @@ def save_calibrator(
     seed: int = 0,
     force: bool = False,
     n_labels: int | None = None,
+    record: tuple[dict, dict[str, np.ndarray]] | None = None,
 ) -> dict:
-    """Write the bundle directory of :func:`bundle_manifest`; returns the manifest."""
+    """Write the bundle directory of :func:`bundle_manifest`, with the ``record`` of the rows it was
+    fitted on when given ((its manifest entry, listing its arrays under "arrays"; the arrays), kept
+    beside the calibrator's: calib.estimation.reference); returns the manifest."""
     manifest = bundle_manifest(
         calibrator, n_classes=n_classes, input_kind=input_kind, fitted_on=fitted_on, seed=seed, n_labels=n_labels
     )
-    write_bundle(path, manifest=manifest, state=calibrator.to_state(), force=force)
+    state = calibrator.to_state()
+    if record is not None:
+        manifest[RECORD_KEY] = record[0]
+        state = State(state.params, {**state.arrays, **record[1]}, state.blobs)
+    write_bundle(path, manifest=manifest, state=state, force=force)
     return manifest
 
 
@@ -176,14 +183,16 @@ def export_onnx(calibrator: Calibrator, manifest: dict, bundle_sha256: str, dtyp
 def load_calibrator(path: str) -> tuple[Calibrator, Bundle]:
     """Read and verify a bundle and rebuild its fitted calibrator."""
     bundle = read_bundle(path, CALIBRATORS)
+    recorded = set(bundle.manifest.get(RECORD_KEY, {}).get("arrays", ()))
+    own = State(bundle.state.params, {k: v for k, v in bundle.state.arrays.items() if k not in recorded}, bundle.state.blobs)
     cls = CALIBRATORS[bundle.method]
     options = dict(bundle.manifest["options"])
     options.pop("seed", None)
     try:
         if bundle.manifest.get("per_label"):
-            calibrator = PerLabel.restore(cls, cls.parse_options(options), bundle.state)
+            calibrator = PerLabel.restore(cls, cls.parse_options(options), own)
         else:
-            calibrator = cls.from_state(cls.parse_options(options), bundle.state)
+            calibrator = cls.from_state(cls.parse_options(options), own)
         calibrator.absent_classes_ = tuple(int(c) for c in bundle.manifest.get("fit_report", {}).get(ABSENT_CLASSES_KEY, ()))
     except (KeyError, TypeError, ValueError, UsageError) as exc:
         from .errors import BundleError

@@ -21,7 +21,7 @@ from ..api import (
     shard_formats,
 )
 from ..reporting.text import comparison_note, gate_text
-from . import options, render
+from . import estimate, options, render
 
 # The metric stack (calib.evaluate, calib.metrics, calib.estimators, calib.bootstrap) is imported in
 # the commands that use it, not with the CLI: every other command starts without it.
@@ -34,6 +34,39 @@ def evaluate(
     bundle: Annotated[
         Optional[str],
         typer.Option("--bundle", "-b", help="Apply this bundle first; the table shows before and after.", show_default=False),
+    ] = None,
+    reference: Annotated[
+        Optional[str],
+        typer.Option(
+            "--reference",
+            help="Labelled predictions of the same model to fit the calibration map on (instead of --bundle) when PRED's rows "
+            "lack labels: their accuracy, log loss and Brier score are then estimated.",
+            show_default=False,
+        ),
+    ] = None,
+    reference_method: Annotated[
+        str, typer.Option("--reference-method", help="The calibration method fitted on --reference's rows.")
+    ] = "ts",
+    missing_label: Annotated[
+        Optional[int],
+        typer.Option(
+            "--missing-label",
+            help="Rows whose label is this value (e.g. -1) have none, as rows with a null label do once --bundle or "
+            "--reference is given: they are estimated, the others evaluated.",
+            show_default=False,
+        ),
+    ] = None,
+    estimator: Annotated[
+        str,
+        typer.Option(
+            "--estimator",
+            help="How estimates without labels read the map's error on its own rows: debiased (added back) | cbpe (counted "
+            "as noise, NannyML's estimate).",
+        ),
+    ] = "debiased",
+    html: Annotated[
+        Optional[str],
+        typer.Option("--html", help="Also write the estimates without labels as a self-contained HTML page.", show_default=False),
     ] = None,
     metrics: Annotated[
         Optional[str],
@@ -168,15 +201,28 @@ def evaluate(
 ) -> None:
     """Evaluate PRED (after applying --bundle if given): metric table or JSON report, and CI gates.
 
+    Rows without labels (none in PRED, a null, or --missing-label) are estimated under the
+    calibration map of --bundle or --reference: accuracy, log loss and Brier score with intervals.
+
     Exit code 1 when a gate fails (the report is still written). Example:
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
     render.resolve_format(table_format)
+    estimate_gates, fail_if = api.split_gates(fail_if)
     request = _request(locals())
-    for path in (json_path, junit):
+    for path in (json_path, junit, html):
         if path not in (None, "-"):
-            check_not_an_input(path, [pred, labels, true_probs, features, baseline])
+            check_not_an_input(path, [pred, labels, true_probs, features, baseline, reference])
+    estimating = bundle is not None or reference is not None
+    if not estimating and (estimate_gates or missing_label is not None or html is not None):
+        flag = (
+            "--fail-if " + estimate_gates[0] if estimate_gates else "--missing-label" if missing_label is not None else "--html"
+        )
+        raise UsageError(f"{flag} is for estimates without labels, which need a calibration map: give --bundle or --reference")
     if os.path.isdir(pred) and not api.sample_files(pred):  # a harness results directory is one input
+        _refuse_single_input_flags(locals())
+        if estimate.shards(locals(), estimate_gates, request):
+            return
         shards = _shards_report(request, locals())
         shown = _shown_as(shards, f"{pred} ({len(shards.input.merged_from or ())} files, {engine})", "shards")
         _emit(shards, json_path, shown, table_format, junit)
@@ -185,7 +231,20 @@ def evaluate(
 
     if engine != "local" or scheduler is not None:
         raise UsageError(f"--engine and --scheduler take a directory of {listed(shard_formats())} files as PRED")
-    preds, calibrator = api.read_with_bundle(pred, bundle, options.reading(locals(), require_labels=True))
+    reading = options.reading(locals(), require_labels=not estimating)
+    if estimating:
+        reading = replace(reading, missing_label="null" if missing_label is None else missing_label)
+        preds = reading.read(pred)
+        calibration = estimate.calibration_map(locals(), reading)
+        calibration.check_applies(preds)
+        if estimate.needs_estimates(preds):
+            estimate.estimate(preds, calibration, locals(), estimate_gates, request)
+            return
+        if estimate_gates:
+            raise UsageError(
+                f"every row of {pred} has a label: evaluate them (gate {estimate_gates[0]!r} reads an estimate without labels)"
+            )
+    preds, calibrator = api.read_with_bundle(pred, bundle, reading)
     if json_path is not None or emit_state is not None:  # the only outputs that hold the sha256
         preds.hash_in_background()  # on the other core while the metrics stream
     else:
@@ -233,15 +292,21 @@ SINGLE_INPUT_FLAGS = {
     "--first-row": "first_row",
     "--input-format": "input_format",
     "--confidence-column": "confidence_column",
+    "--reference": "reference",
+    "--missing-label": "missing_label",
+    "--html": "html",
 }
 
 
-def _shards_report(request, flags: dict):
-    """The merged report of the directory of shards ``flags["pred"]``, read as the flags say; the
-    flags that do not apply to shards refused first."""
+def _refuse_single_input_flags(flags: dict) -> None:
+    """The flags that do not apply to a directory of shards, refused in one line."""
     named = [flag for flag, name in SINGLE_INPUT_FLAGS.items() if flags[name]]
     if named:
         raise UsageError(f"{named[0]} does not apply to a directory of shards")
+
+
+def _shards_report(request, flags: dict):
+    """The merged report of the directory of shards ``flags["pred"]``, read as the flags say."""
     return api.evaluate_shards(
         flags["pred"],
         request,
@@ -372,12 +437,15 @@ def merge_states(
     min_group_rows: options.MinGroupRows = 100,
     table_format: options.TableFormat = "auto",
 ) -> None:
-    """Merge metric states of several evaluations (shards of one dataset) into one report.
+    """Merge metric states of several evaluations (shards of one dataset) into one report; estimation
+    states (`calib evaluate` without labels) into one estimation.
 
     The numbers equal one evaluation over all the rows (V-ECE, which is not additive, is left out).
     Example: calib merge-states part1.npz part2.npz --json -
     """
     from ..api import merge_metric_states, read_metric_state
 
+    if estimate.merged(states, {"json_path": json_path, "table_format": table_format, "min_group_rows": min_group_rows}):
+        return
     report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows)
     _emit(report, json_path, _shown_as(report, f"{len(report.input.merged_from)} merged states", "state"), table_format)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from .numerics import logsumexp_rows, release_rows, row_chunks
 
 KINDS = ("logits", "probs", "log-probs")
@@ -280,11 +280,18 @@ def check_true_probs(truth: np.ndarray, n_rows: int, n_classes: int, name: str) 
     return truth
 
 
-def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> np.ndarray:
+#: The label of a row without one, where rows may lack a label (``missing``)
+MISSING_LABEL = -1
+
+
+def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str, missing: int | str | None = None) -> np.ndarray:
     """Labels are class indices in [0, K), one per row; returned as int64. Integral floats (2.0:
     what pandas stores once a column held a NaN) are accepted; a missing (NaN) or non-integral
-    label is refused naming its row."""
+    label is refused naming its row. With ``missing`` ("null", or a value such as -1) a row may lack
+    its label: a NaN, or a label equal to ``missing``, becomes :data:`MISSING_LABEL`."""
     labels = np.asarray(labels)
+    if missing is not None:
+        return _with_missing(labels, n_rows, n_classes, name, missing)
     where = "" if name == "labels" else f"{name}: "  # arrays given in Python: the subject is the labels themselves
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
@@ -293,9 +300,9 @@ def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> 
     if labels.shape[0] != n_rows:
         raise InputError(f"{where}{labels.shape[0]} labels for {n_rows} rows of scores")
     if np.issubdtype(labels.dtype, np.floating):
-        missing = np.isnan(labels)
-        if missing.any():
-            raise InputError(f"{where}row {int(np.argmax(missing))} has no label (NaN); every row needs its class index")
+        nan_rows = np.isnan(labels)
+        if nan_rows.any():
+            raise InputError(f"{where}row {int(np.argmax(nan_rows))} has no label (NaN); every row needs its class index")
         fractional = labels != np.round(labels)  # inf included (inf - inf is NaN)
         if fractional.any():
             i = int(np.argmax(fractional))
@@ -308,3 +315,23 @@ def check_labels(labels: np.ndarray, n_rows: int, n_classes: int, name: str) -> 
         i = int(np.argmax(bad))
         raise InputError(f"{where}labels must lie in [0, {n_classes}); row {i} has label {labels[i]:g}")
     return labels.astype(np.int64)
+
+
+def _with_missing(labels: np.ndarray, n_rows: int, n_classes: int, name: str, missing: int | str) -> np.ndarray:
+    """:func:`check_labels` of the labelled rows, the others (NaN, or equal to ``missing``) set to
+    :data:`MISSING_LABEL`."""
+    if missing != "null" and (isinstance(missing, (bool, float)) or not isinstance(missing, (int, np.integer))):
+        raise UsageError(f"the missing-label marker is 'null' or an integer; got {missing!r}")
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    absent = np.zeros(labels.shape, dtype=bool)
+    if labels.ndim == 1 and np.issubdtype(labels.dtype, np.floating):
+        absent |= np.isnan(labels)
+    if isinstance(missing, (int, np.integer)) and labels.ndim == 1 and labels.dtype.kind in "iuf":
+        absent |= np.equal(labels, missing)
+    if not absent.any():
+        return check_labels(labels, n_rows, n_classes, name)
+    checked = check_labels(np.where(absent, 0, labels), n_rows, n_classes, name)
+    checked[absent] = MISSING_LABEL
+    return checked

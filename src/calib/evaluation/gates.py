@@ -88,13 +88,7 @@ class Gate:
             spread = spreads.get(name)
             fields = {"group": name, "value": value, **noise_fields(spread, value, self.threshold, why)}
             per_group[name] = decided(fields, outcome(value, spread, self.op, self.threshold), inconclusive)
-        results = [item["outcome"] for item in per_group.values()]
-        if not results:
-            overall = FAIL
-        elif self.any_group_decides:
-            overall = FAIL if FAIL in results else INCONCLUSIVE if INCONCLUSIVE in results else PASS
-        else:
-            overall = PASS if PASS in results else INCONCLUSIVE if INCONCLUSIVE in results else FAIL
+        overall = self.over_groups([item["outcome"] for item in per_group.values()])
         deciding = {name: group for name, group in groups.items() if per_group[name]["outcome"] == overall}
         found = worst_group(deciding, self.metric, self.aggregate)
         decider = None if found is None else found[0]
@@ -104,6 +98,16 @@ class Gate:
         entry.update({key: value for key, value in fields.items() if key not in ("group", "value", "outcome", "passed")})
         entry["per_group"] = list(per_group.values())
         return decided(entry, overall, inconclusive)
+
+    def over_groups(self, results: list[str]) -> str:
+        """The outcome over the groups' ``results``: with :attr:`any_group_decides` it fails when some
+        group fails and passes when every group passes; otherwise it fails when every group fails and
+        passes when some group passes; inconclusive between; no group fails."""
+        if not results:
+            return FAIL
+        if self.any_group_decides:
+            return FAIL if FAIL in results else INCONCLUSIVE if INCONCLUSIVE in results else PASS
+        return PASS if PASS in results else INCONCLUSIVE if INCONCLUSIVE in results else FAIL
 
     @property
     def any_group_decides(self) -> bool:

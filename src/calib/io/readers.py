@@ -66,6 +66,7 @@ class Reading:
     task: str = "auto"
     input_format: str | None = None
     confidence_column: str | None = None
+    missing_label: int | str | None = None
 
     def read(self, path: str) -> Predictions:
         """:func:`read_predictions` of ``path`` as this reading says."""
@@ -85,6 +86,7 @@ def read_predictions(
     task: str = "auto",
     input_format: str | None = None,
     confidence_column: str | None = None,
+    missing_label: int | str | None = None,
 ) -> Predictions:
     """Read and validate a predictions file, once: everything after takes the result as it is.
 
@@ -112,6 +114,9 @@ def read_predictions(
     task : str
         auto (decided from the labels), multiclass, binary or multilabel (labels a (N, L) 0/1
         matrix, read as the N L (row, label) pairs).
+    missing_label : int or "null", optional
+        Rows may lack a label: a null (NaN) label, or also this value, marks one; such rows get
+        :data:`calib.core.validation.MISSING_LABEL`. None refuses a row without a label.
 
     Returns
     -------
@@ -156,7 +161,17 @@ def read_predictions(
     if labels_path is not None:
         labels, label_name = read_labels(labels_path, label_column), labels_path
     preds = _validated(
-        name, contents.scores, contents.kind, input_kind, sha, contents.passthrough, labels, label_name, renormalise, task
+        name,
+        contents.scores,
+        contents.kind,
+        input_kind,
+        sha,
+        contents.passthrough,
+        labels,
+        label_name,
+        renormalise,
+        task,
+        missing_label,
     )
     if contents.reader_says and contents.picked is not None:  # a confidence column, a harness log: the reader says
         preds.kind_reason = contents.picked
@@ -236,7 +251,7 @@ def predictions_from_arrays(
 
 
 def _validated(
-    name, scores, named_kind, input_kind, sha, passthrough, labels, label_name, renormalise=False, task="auto"
+    name, scores, named_kind, input_kind, sha, passthrough, labels, label_name, renormalise=False, task="auto", missing_label=None
 ) -> Predictions:
     """The checks every input gets, whatever it came from: shape and dtype, every value against
     its kind (detected, named by the array, or declared), and the labels. A (N, L) matrix of 0/1
@@ -273,7 +288,7 @@ def _validated(
         kind, reason = resolve_kind(scores, input_kind, name, given_by="as declared")
     preds = Predictions(name, scores, kind, reason, None, sha, passthrough, multilabel=layout)
     if labels is not None:
-        preds.labels = check_labels(labels, preds.n, preds.k, label_name)
+        preds.labels = check_labels(labels, preds.n, preds.k, label_name, missing=missing_label if layout is None else None)
     if task == "binary" and preds.k != 2:
         raise InputError(f"{name}: the task is declared binary but the scores have K = {preds.k} classes")
     if layout is not None:  # the binary-column wording of the kind, said of the labels

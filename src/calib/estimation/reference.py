@@ -1,0 +1,128 @@
+"""What an estimate without labels needs of the labelled rows a calibration map was fitted on (the
+reference rows), recorded once at the fit and kept in the bundle.
+
+- the label counts: the priors the map is calibrated for, which EM starts from and corrects;
+- per score (:mod:`.scores`) and class, the sum and the sum of squares of the residuals
+  r_i = s(p_i, y_i) - E_{p_i}[s] of the reference rows of that class: the map's own error in the
+  large. An estimate from the map is off by the mean residual d (the map's bias where it is
+  misspecified: temperature scaling leaves CIFAR-10's ResNet-110 a point overconfident), which the
+  estimate adds back, give or take sd(r) / sqrt(m) (:meth:`ReferenceRows.map_error`). Under other
+  priors pi' the rows of class y weigh w_y = pi'_y / pi_y: d = sum_k w_k S_k / sum_k w_k n_k, the
+  same weights in the variance, and m the weighted rows' effective size (sum_k w_k n_k)^2 /
+  sum_k w_k^2 n_k;
+- the margins of the uncalibrated scores, log p_(1) - log p_(2) (the largest less the second
+  largest; z_(1) - z_(2) for logits), with the rows' labels, at most :data:`KEPT_ROWS` of them (a
+  seeded subsample): the support of the map, and the distribution a batch's margins must follow under
+  label shift alone (:mod:`.checks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..bundle import RECORD_KEY
+from ..errors import InputError
+from .scores import SCORES, expected, predicted_class, realised
+
+#: The most reference rows whose margins are kept (a seeded subsample above it)
+KEPT_ROWS = 20_000
+#: The bundle arrays and manifest key the record is kept under
+MARGINS, LABELS = "reference_margins", "reference_labels"
+COUNTS, SUMS, SQUARES = "reference_label_counts", "reference_residual_sums", "reference_residual_squares"
+ARRAYS = (COUNTS, SUMS, SQUARES, MARGINS, LABELS)
+
+
+def margins(logits: np.ndarray) -> np.ndarray:
+    """z_(1) - z_(2) of each row of log-space scores (N, K >= 2): the top two's distance, which a
+    softmax's shift leaves alone."""
+    top_two = np.partition(np.asarray(logits, dtype=np.float64), -2, axis=1)[:, -2:]
+    return top_two[:, 1] - top_two[:, 0]
+
+
+@dataclass(frozen=True)
+class ReferenceRows:
+    """The record of the reference rows (module docstring)."""
+
+    n: int
+    label_counts: np.ndarray
+    #: (scores, K) sums of the residuals of each class's rows, and of their squares (scores in SCORES' order)
+    residual_sums: np.ndarray
+    residual_squares: np.ndarray
+    margins: np.ndarray
+    labels: np.ndarray
+
+    @classmethod
+    def of(cls, calibrated: np.ndarray, logits: np.ndarray, labels: np.ndarray, seed: int = 0) -> ReferenceRows:
+        """The record of labelled rows: their calibrated probabilities (N, K), their uncalibrated
+        log-space scores and labels."""
+        labels = np.asarray(labels, dtype=np.int64)
+        predicted = predicted_class(calibrated)
+        means = expected(calibrated, predicted)
+        values = realised(calibrated, predicted, labels)
+        k = calibrated.shape[1]
+        residuals = np.array([values[score] - means[score][0] for score in SCORES])
+        sums = np.array([np.bincount(labels, weights=r, minlength=k) for r in residuals])
+        squares = np.array([np.bincount(labels, weights=r * r, minlength=k) for r in residuals])
+        kept = np.arange(len(labels))
+        if len(kept) > KEPT_ROWS:
+            kept = np.sort(np.random.default_rng([seed, 67]).choice(len(labels), KEPT_ROWS, replace=False))
+        counts = np.bincount(labels, minlength=k).astype(np.float64)
+        return cls(len(labels), counts, sums, squares, margins(logits[kept]), labels[kept])
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.label_counts)
+
+    @property
+    def priors(self) -> np.ndarray:
+        """The label shares, a class absent from the rows given half a row (EM divides by them)."""
+        counts = np.where(self.label_counts > 0, self.label_counts, 0.5)
+        return counts / counts.sum()
+
+    @property
+    def absent_classes(self) -> list[int]:
+        return [int(k) for k in np.flatnonzero(self.label_counts == 0)]
+
+    def map_error(self, score: str, prior_ratio: np.ndarray | None = None) -> tuple[float, float]:
+        """(d, var(r) / m): the map's mean residual on the reference rows, each class's rows weighted
+        by ``prior_ratio`` pi' / pi (None: all rows alike), and the variance of that mean
+        (module docstring)."""
+        row = SCORES.index(score)
+        weights = np.ones(self.n_classes) if prior_ratio is None else np.asarray(prior_ratio, dtype=np.float64)
+        weighted_rows = float(weights @ self.label_counts)
+        mean = float(weights @ self.residual_sums[row]) / weighted_rows
+        variance = max(float(weights @ self.residual_squares[row]) / weighted_rows - mean * mean, 0.0)
+        effective = weighted_rows**2 / float((weights * weights) @ self.label_counts)
+        return mean, variance / effective
+
+    def to_manifest(self) -> dict:
+        """The JSON of the record (its arrays are :meth:`arrays`)."""
+        return {"n": self.n, "kept_rows": len(self.labels), "scores": list(SCORES), "arrays": list(ARRAYS)}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return dict(zip(ARRAYS, (self.label_counts, self.residual_sums, self.residual_squares, self.margins, self.labels)))
+
+    @classmethod
+    def from_bundle(cls, manifest: dict, arrays: dict[str, np.ndarray], where: str) -> ReferenceRows | None:
+        """The record a bundle keeps, None for a bundle without one (fitted before it was kept, or on a
+        multi-label input); an incomplete record is an error naming ``where``."""
+        entry = manifest.get(RECORD_KEY)
+        if entry is None:
+            return None
+        try:
+            record = cls(int(entry["n"]), *(np.asarray(arrays[name]) for name in ARRAYS))
+            consistent = (
+                list(entry["scores"]) == list(SCORES)
+                and record.residual_sums.shape == record.residual_squares.shape == (len(SCORES), record.n_classes)
+                and len(record.margins) == len(record.labels) == int(entry["kept_rows"])
+                and record.label_counts.sum() == record.n
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{where}: the bundle's record of its reference rows is incomplete ({exc!r})") from None
+        if not consistent:
+            raise InputError(
+                f"{where}: the bundle's record of its reference rows is inconsistent (its counts and shapes disagree)"
+            )
+        return record
