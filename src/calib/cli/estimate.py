@@ -17,8 +17,6 @@ def calibration_map(flags: dict, reading: api.Reading) -> api.Calibration:
     """The map of the estimates: the bundle, or ``--reference-method`` fitted on --reference's rows."""
     if flags["reference"] is None:
         return api.load(flags["bundle"])
-    if flags["bundle"] is not None:
-        raise UsageError("--bundle and --reference both give the calibration map; give one")
     reference = dataclasses.replace(reading, labels_path=None, label_column=None, require_labels=True, missing_label=None).read(
         flags["reference"]
     )

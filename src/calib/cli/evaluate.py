@@ -234,7 +234,10 @@ def evaluate(
     reading = options.reading(locals(), require_labels=not estimating)
     if estimating:
         reading = replace(reading, missing_label="null" if missing_label is None else missing_label)
-        preds = reading.read(pred)
+    if reference is not None and bundle is not None:
+        raise UsageError("--bundle and --reference both give the calibration map; give one")
+    preds, calibrator = api.read_with_bundle(pred, bundle, reading)
+    if estimating:
         calibration = estimate.calibration_map(locals(), reading)
         calibration.check_applies(preds)
         if estimate.needs_estimates(preds):
@@ -244,7 +247,7 @@ def evaluate(
             raise UsageError(
                 f"every row of {pred} has a label: evaluate them (gate {estimate_gates[0]!r} reads an estimate without labels)"
             )
-    preds, calibrator = api.read_with_bundle(pred, bundle, reading)
+        calibrator = calibration
     if json_path is not None or emit_state is not None:  # the only outputs that hold the sha256
         preds.hash_in_background()  # on the other core while the metrics stream
     else:
@@ -253,7 +256,7 @@ def evaluate(
     if true_probs is not None:
         preds.true_probs = read_true_probs(true_probs, preds)
     render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    fits, subsampled = api.planned_work(preds, request, groups, calibrated=bundle is not None)
+    fits, subsampled = api.planned_work(preds, request, groups, calibrated=calibrator is not None)
     if subsampled:
         render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
     with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if metrics is None else "") as advance:

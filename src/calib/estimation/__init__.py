@@ -4,7 +4,7 @@ under the batch's own class priors (EM, Saerens, Latinne and Decaestecker 2002),
 count the batch's sampling and the calibration map's own error, and the checks that say when such an
 estimate cannot be trusted (docs/estimation.md).
 
-- :mod:`.scores`: each score's realised value on a row, its expectation and variance under the row's
+- :mod:`.expectations`: each score's realised value on a row, its expectation and variance under the row's
   calibrated probabilities;
 - :mod:`.reference`: what an estimate needs of the labelled rows the map was fitted on;
 - :mod:`.checks`: the support check and the two-sample test beyond label shift;

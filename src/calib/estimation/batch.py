@@ -3,7 +3,7 @@
 For calibrated probabilities P (n, K) of the batch and the record of the reference rows
 (:class:`calib.estimation.reference.ReferenceRows`):
 
-- ``est_<score>`` = mean_i E_{p_i}[s] (:mod:`.scores`): what the calibrated model expects, as
+- ``est_<score>`` = mean_i E_{p_i}[s] (:mod:`.expectations`): what the calibrated model expects, as
   calibrated for the reference's priors pi (for accuracy, CBPE's estimate: the mean calibrated
   probability of the predicted class);
 - ``est_<score>_shifted``: the expectation of the same score of p_i when the labels follow
@@ -39,9 +39,9 @@ from ..core.numerics import log_of_probs
 from ..core.validation import MISSING_LABEL
 from ..drift.priors import adapted_probs, em_priors, l1_noise
 from ..errors import InputError, UsageError
-from .checks import Check, shift_check, support_check
+from .checks import Check, absent_classes_check, shift_check, support_check
 from .reference import ReferenceRows
-from .scores import SCORES, expected
+from .expectations import SCORES, expected
 from .state import BatchState
 
 #: The estimate keys (gates take them): each score as calibrated and under EM's priors
@@ -199,7 +199,7 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
             raise InputError(f"the batch has {k} classes; the calibration map's reference rows have {reference.n_classes}")
         reference_priors = reference.priors
         if reference.absent_classes:
-            notes.append(f"classes absent from the reference rows (given half a row each): {reference.absent_classes}")
+            notes.append(f"classes absent from the reference rows, which keep the small share the map gives them: {reference.absent_classes}")
 
     def map_error(score: str, ratio: np.ndarray | None = None) -> tuple[float, float]:
         return (0.0, 0.0) if reference is None else reference.map_error(score, ratio)
@@ -217,9 +217,10 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
         )
     priors, _ = em_priors(probs, reference_priors)
     weights = row_weights(BootstrapConfig(PRIOR_REPLICATES, seed, level), kept).matrix()
+    weights = weights[weights.sum(axis=1) > 0]  # a replicate of a few rows may draw none of them
     replicate_priors, _ = em_priors(probs, reference_priors, weights)
     replicates = _shifted_replicates(probs, predicted, replicate_priors / reference_priors)
-    ratio = priors / reference_priors
+    ratio = priors / reference_priors if reference is None else reference.class_weights(priors)
     for score, (means, row_variances) in expected(probs, predicted, adapted_probs(probs, reference_priors, priors)).items():
         parts = {"batch": float(row_variances.mean()) / n, "priors": float(np.var(replicates[score], ddof=1))}
         if kept < n:
@@ -231,4 +232,6 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
     if reference is not None:
         checks.append(support_check(int(state.sums["outside"].sum()), n, reference.margins))
         checks.append(shift_check(state.sample["margins"][unlabelled], reference.margins, reference.labels, ratio))
+        if reference.absent_classes:
+            checks.append(absent_classes_check(reference.absent_classes, priors, reference_priors))
     return BatchEstimate(n, level, estimates, reference_priors, priors, intervals, shift, checks, notes)

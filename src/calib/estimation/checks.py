@@ -77,6 +77,16 @@ def support_check(outside: int, n: int, reference_margins: np.ndarray) -> Check:
     return Check("support", failed, outside / n, p_value, finding)
 
 
+def absent_classes_check(absent: list[int], priors: np.ndarray, reference_priors: np.ndarray) -> Check:
+    """How much more of the batch, by EM, than the map itself gives them lies in the classes the
+    reference rows never had (the map has not seen them). Fails when the excess is
+    :data:`SUPPORT_SHARE` of the rows or more (no test: the share is the finding)."""
+    share, own = float(priors[absent].sum()), float(reference_priors[absent].sum())
+    failed = share - own >= SUPPORT_SHARE
+    finding = f"the batch puts {share:.1%} of its rows (by EM) in classes its reference rows never had, {absent}; the map itself {own:.1%}"
+    return Check("classes the map has not seen", failed, share - own, 0.0 if failed else 1.0, finding)
+
+
 def weighted_ks(batch: np.ndarray, reference: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
     """(D, m_e): the largest distance between the batch's empirical distribution function and the
     weighted one of ``reference``, evaluated at every value of either (ties counted at once), and the

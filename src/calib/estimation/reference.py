@@ -1,8 +1,11 @@
 """What an estimate without labels needs of the labelled rows a calibration map was fitted on (the
 reference rows), recorded once at the fit and kept in the bundle.
 
-- the label counts: the priors the map is calibrated for, which EM starts from and corrects;
-- per score (:mod:`.scores`) and class, the sum and the sum of squares of the residuals
+- the label counts, and the mean calibrated probability of each class: the priors the map is
+  calibrated for, which EM starts from and corrects (the mean probabilities, not the label shares:
+  on rows like the reference's EM then finds no shift, whatever the map's calibration in the large,
+  and a class absent from the rows keeps the small share the map still gives it);
+- per score (:mod:`.expectations`) and class, the sum and the sum of squares of the residuals
   r_i = s(p_i, y_i) - E_{p_i}[s] of the reference rows of that class: the map's own error in the
   large. An estimate from the map is off by the mean residual d (the map's bias where it is
   misspecified: temperature scaling leaves CIFAR-10's ResNet-110 a point overconfident), which the
@@ -24,14 +27,15 @@ import numpy as np
 
 from ..bundle import RECORD_KEY
 from ..errors import InputError
-from .scores import SCORES, expected, predicted_class, realised
+from .expectations import SCORES, expected, predicted_class, realised
 
 #: The most reference rows whose margins are kept (a seeded subsample above it)
 KEPT_ROWS = 20_000
 #: The bundle arrays and manifest key the record is kept under
 MARGINS, LABELS = "reference_margins", "reference_labels"
 COUNTS, SUMS, SQUARES = "reference_label_counts", "reference_residual_sums", "reference_residual_squares"
-ARRAYS = (COUNTS, SUMS, SQUARES, MARGINS, LABELS)
+MEANS = "reference_mean_probs"
+ARRAYS = (COUNTS, MEANS, SUMS, SQUARES, MARGINS, LABELS)
 
 
 def margins(logits: np.ndarray) -> np.ndarray:
@@ -47,6 +51,8 @@ class ReferenceRows:
 
     n: int
     label_counts: np.ndarray
+    #: (K,) the mean calibrated probability of each class over the reference rows
+    mean_probs: np.ndarray
     #: (scores, K) sums of the residuals of each class's rows, and of their squares (scores in SCORES' order)
     residual_sums: np.ndarray
     residual_squares: np.ndarray
@@ -69,7 +75,7 @@ class ReferenceRows:
         if len(kept) > KEPT_ROWS:
             kept = np.sort(np.random.default_rng([seed, 67]).choice(len(labels), KEPT_ROWS, replace=False))
         counts = np.bincount(labels, minlength=k).astype(np.float64)
-        return cls(len(labels), counts, sums, squares, margins(logits[kept]), labels[kept])
+        return cls(len(labels), counts, calibrated.mean(axis=0), sums, squares, margins(logits[kept]), labels[kept])
 
     @property
     def n_classes(self) -> int:
@@ -77,9 +83,14 @@ class ReferenceRows:
 
     @property
     def priors(self) -> np.ndarray:
-        """The label shares, a class absent from the rows given half a row (EM divides by them)."""
-        counts = np.where(self.label_counts > 0, self.label_counts, 0.5)
-        return counts / counts.sum()
+        """The priors the map is calibrated for: its mean probabilities on the reference rows."""
+        return self.mean_probs / self.mean_probs.sum()
+
+    def class_weights(self, priors: np.ndarray) -> np.ndarray:
+        """w_y = pi'_y / pi_y of the reference rows of each class under the batch's ``priors`` pi'
+        (pi the label shares; 0 for a class without rows, which no row carries)."""
+        shares = self.label_counts / self.n
+        return np.divide(priors, shares, out=np.zeros(len(shares)), where=shares > 0)
 
     @property
     def absent_classes(self) -> list[int]:
@@ -102,7 +113,8 @@ class ReferenceRows:
         return {"n": self.n, "kept_rows": len(self.labels), "scores": list(SCORES), "arrays": list(ARRAYS)}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return dict(zip(ARRAYS, (self.label_counts, self.residual_sums, self.residual_squares, self.margins, self.labels)))
+        values = (self.label_counts, self.mean_probs, self.residual_sums, self.residual_squares, self.margins, self.labels)
+        return dict(zip(ARRAYS, values))
 
     @classmethod
     def from_bundle(cls, manifest: dict, arrays: dict[str, np.ndarray], where: str) -> ReferenceRows | None:
@@ -116,6 +128,7 @@ class ReferenceRows:
             consistent = (
                 list(entry["scores"]) == list(SCORES)
                 and record.residual_sums.shape == record.residual_squares.shape == (len(SCORES), record.n_classes)
+                and record.mean_probs.shape == (record.n_classes,)
                 and len(record.margins) == len(record.labels) == int(entry["kept_rows"])
                 and record.label_counts.sum() == record.n
             )

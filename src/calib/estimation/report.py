@@ -29,7 +29,7 @@ from ..evaluation.groups import AGGREGATES
 from .batch import ESTIMATES, BatchEstimate, Estimate, estimate_state
 from .labelled import BROKEN, CalibrationTest, calibration_test
 from .reference import ReferenceRows
-from .scores import SCORES
+from .expectations import SCORES
 from .state import BatchState
 
 #: How a gate on an estimate reads its noise

@@ -28,7 +28,7 @@ from ..core.validation import MISSING_LABEL
 from ..errors import InputError
 from .checks import outside_support
 from .reference import ReferenceRows, margins
-from .scores import SCORES, expected, predicted_class, realised
+from .expectations import SCORES, expected, predicted_class, realised
 
 SAMPLE_ROWS = 20_000
 SAMPLE_CELLS = 2_000_000

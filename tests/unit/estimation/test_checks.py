@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from calib.estimation import checks
-from calib.estimation.checks import foreign, outside_support, shift_check, support_check, weighted_ks
+from calib.estimation.checks import absent_classes_check, foreign, outside_support, shift_check, support_check, weighted_ks
 
 
 def test_equal_weights_give_scipy_two_sample_distance_with_ties():
@@ -59,3 +59,19 @@ def test_label_shift_alone_passes_and_a_moved_score_fails():
     assert not shift_check(batch, reference, labels, ratio).failed
     assert shift_check(batch, reference, labels, np.ones(2)).failed  # read as if the priors had not moved
     assert shift_check(batch + 0.5, reference, labels, ratio).failed
+
+
+def test_classes_the_map_has_not_seen_fail_at_one_percent_more_than_the_map_gives_them():
+    reference = np.array([0.5, 0.49, 0.01])
+    assert not absent_classes_check([2], np.array([0.5, 0.4800001, 0.0199999]), reference).failed
+    assert absent_classes_check([2], np.array([0.5, 0.48, 0.02]), reference).failed
+
+
+def test_a_batch_of_a_class_the_reference_never_had_is_unreliable():
+    import calib
+
+    val, test = (np.load(calib.sample_path(f"cifar10_{part}.npz")) for part in ("val", "test"))
+    seen = val["labels"] != 3
+    fitted = calib.calibrator("ts").fit(val["logits"][seen], val["labels"][seen])
+    assert not calib.estimate(test["logits"], calibrator=fitted).reliable  # a tenth of its rows are cats
+    assert calib.estimate(test["logits"][test["labels"] != 3], calibrator=fitted).reliable

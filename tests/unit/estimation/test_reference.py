@@ -42,11 +42,12 @@ def test_margins_are_the_top_two_distance():
     np.testing.assert_array_equal(margins(np.array([[3.0, 1.0, 2.0], [0.0, 0.0, -1.0]])), [1.0, 0.0])
 
 
-def test_absent_class_gets_half_a_row():
+def test_the_priors_are_the_maps_mean_probabilities_and_an_absent_class_weighs_nothing():
     probs = np.array([[0.9, 0.05, 0.05], [0.2, 0.7, 0.1]])
     record = ReferenceRows.of(probs, np.log(probs), np.array([0, 1]))
     assert record.absent_classes == [2]
-    np.testing.assert_allclose(record.priors, [1 / 2.5, 1 / 2.5, 0.5 / 2.5])
+    np.testing.assert_allclose(record.priors, [0.55, 0.375, 0.075])
+    np.testing.assert_allclose(record.class_weights(np.array([0.25, 0.25, 0.5])), [0.5, 0.5, 0.0])
 
 
 def test_kept_rows_are_capped_by_a_seeded_subsample(monkeypatch):

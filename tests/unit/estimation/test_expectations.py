@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from calib.estimation.scores import SCORES, expected, predicted_class, realised
+from calib.estimation.expectations import SCORES, expected, predicted_class, realised
 
 
 def _enumerated(probs: np.ndarray, truth: np.ndarray, predicted: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
