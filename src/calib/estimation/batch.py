@@ -40,8 +40,8 @@ from ..core.validation import MISSING_LABEL
 from ..drift.priors import adapted_probs, em_priors, l1_noise
 from ..errors import InputError, UsageError
 from .checks import Check, absent_classes_check, shift_check, support_check
-from .reference import ReferenceRows
 from .expectations import SCORES, expected
+from .reference import ReferenceRows
 from .state import BatchState
 
 #: The estimate keys (gates take them): each score as calibrated and under EM's priors
@@ -199,7 +199,9 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
             raise InputError(f"the batch has {k} classes; the calibration map's reference rows have {reference.n_classes}")
         reference_priors = reference.priors
         if reference.absent_classes:
-            notes.append(f"classes absent from the reference rows, which keep the small share the map gives them: {reference.absent_classes}")
+            notes.append(
+                f"classes absent from the reference rows, which keep the small share the map gives them: {reference.absent_classes}"
+            )
 
     def map_error(score: str, ratio: np.ndarray | None = None) -> tuple[float, float]:
         return (0.0, 0.0) if reference is None else reference.map_error(score, ratio)
@@ -220,7 +222,7 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
     weights = weights[weights.sum(axis=1) > 0]  # a replicate of a few rows may draw none of them
     replicate_priors, _ = em_priors(probs, reference_priors, weights)
     replicates = _shifted_replicates(probs, predicted, replicate_priors / reference_priors)
-    ratio = priors / reference_priors if reference is None else reference.class_weights(priors)
+    ratio = None if reference is None else reference.class_weights(priors)
     for score, (means, row_variances) in expected(probs, predicted, adapted_probs(probs, reference_priors, priors)).items():
         parts = {"batch": float(row_variances.mean()) / n, "priors": float(np.var(replicates[score], ddof=1))}
         if kept < n:
@@ -231,7 +233,9 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
     checks = []
     if reference is not None:
         checks.append(support_check(int(state.sums["outside"].sum()), n, reference.margins))
-        checks.append(shift_check(state.sample["margins"][unlabelled], reference.margins, reference.labels, ratio))
+        checks.append(
+            shift_check(state.sample["margins"][unlabelled], reference.margins, reference.labels, reference.class_weights(priors))
+        )
         if reference.absent_classes:
             checks.append(absent_classes_check(reference.absent_classes, priors, reference_priors))
     return BatchEstimate(n, level, estimates, reference_priors, priors, intervals, shift, checks, notes)

@@ -27,9 +27,9 @@ from ..evaluation.gate_parsing import parse_gate
 from ..evaluation.gates import Gate
 from ..evaluation.groups import AGGREGATES
 from .batch import ESTIMATES, BatchEstimate, Estimate, estimate_state
+from .expectations import SCORES
 from .labelled import BROKEN, CalibrationTest, calibration_test
 from .reference import ReferenceRows
-from .expectations import SCORES
 from .state import BatchState
 
 #: How a gate on an estimate reads its noise

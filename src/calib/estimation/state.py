@@ -27,8 +27,8 @@ from ..bootstrap import splitmix64
 from ..core.validation import MISSING_LABEL
 from ..errors import InputError
 from .checks import outside_support
-from .reference import ReferenceRows, margins
 from .expectations import SCORES, expected, predicted_class, realised
+from .reference import ReferenceRows, margins
 
 SAMPLE_ROWS = 20_000
 SAMPLE_CELLS = 2_000_000

@@ -19,8 +19,8 @@ from calib.drift.priors import adapted_probs
 from calib.errors import InputError, UsageError
 from calib.estimation import batch as batch_module
 from calib.estimation import estimate_batch
-from calib.estimation.reference import ReferenceRows
 from calib.estimation.expectations import SCORES, expected, predicted_class
+from calib.estimation.reference import ReferenceRows
 
 
 def _world(n: int, k: int, seed: int, concentration: float = 0.5):
