@@ -358,8 +358,12 @@ class Calibration:
             seed=self.seed,
             force=force,
             n_labels=self.n_labels,
-            record=None if self.reference is None else (self.reference.to_manifest(), self.reference.arrays()),
+            record=self._record(),
         )
+
+    def _record(self) -> tuple[dict, dict[str, np.ndarray]] | None:
+        """The record of the reference rows as a bundle keeps it (its manifest entry, its arrays)."""
+        return None if self.reference is None else (self.reference.to_manifest(), self.reference.arrays())
 
     def to_onnx(self, path: str | None = None, *, dtype: str = "float32") -> bytes:
         """The fitted calibrator as an ONNX graph (docs/export.md): scores in, calibrated ``probs``
@@ -381,17 +385,16 @@ class Calibration:
         from .io.atomic import write_bytes_atomic
 
         n_classes, input_kind, fitted_on = self._fitted_facts("nothing to export")
-        manifest = pipeline.bundle_manifest(
+        manifest, state = pipeline.bundle_parts(
             self.fitted,
             n_classes=n_classes,
             input_kind=input_kind,
             fitted_on=fitted_on,
             seed=self.seed,
             n_labels=self.n_labels,
+            record=self._record(),
         )
-        model = pipeline.export_onnx(
-            self.fitted, manifest, self.bundle_sha256 or bundle_sha256(manifest, self.fitted.to_state()), dtype
-        )
+        model = pipeline.export_onnx(self.fitted, manifest, self.bundle_sha256 or bundle_sha256(manifest, state), dtype)
         if path is not None:
             write_bytes_atomic(path, model)
         return model

@@ -140,9 +140,27 @@ def save_calibrator(
     n_labels: int | None = None,
     record: tuple[dict, dict[str, np.ndarray]] | None = None,
 ) -> dict:
-    """Write the bundle directory of :func:`bundle_manifest`, with the ``record`` of the rows it was
-    fitted on when given ((its manifest entry, listing its arrays under "arrays"; the arrays), kept
-    beside the calibrator's: calib.estimation.reference); returns the manifest."""
+    """Write the bundle directory of :func:`bundle_parts`; returns the manifest."""
+    manifest, state = bundle_parts(
+        calibrator, n_classes=n_classes, input_kind=input_kind, fitted_on=fitted_on, seed=seed, n_labels=n_labels, record=record
+    )
+    write_bundle(path, manifest=manifest, state=state, force=force)
+    return manifest
+
+
+def bundle_parts(
+    calibrator: Calibrator,
+    *,
+    n_classes: int,
+    input_kind: str,
+    fitted_on: dict,
+    seed: int = 0,
+    n_labels: int | None = None,
+    record: tuple[dict, dict[str, np.ndarray]] | None = None,
+) -> tuple[dict, State]:
+    """(the manifest of :func:`bundle_manifest`, the state) of the bundle of ``calibrator``, with the
+    ``record`` of the rows it was fitted on when given ((its manifest entry, listing its arrays under
+    "arrays"; the arrays), kept beside the calibrator's: calib.estimation.reference)."""
     manifest = bundle_manifest(
         calibrator, n_classes=n_classes, input_kind=input_kind, fitted_on=fitted_on, seed=seed, n_labels=n_labels
     )
@@ -150,8 +168,7 @@ def save_calibrator(
     if record is not None:
         manifest[RECORD_KEY] = record[0]
         state = State(state.params, {**state.arrays, **record[1]}, state.blobs)
-    write_bundle(path, manifest=manifest, state=state, force=force)
-    return manifest
+    return manifest, state
 
 
 def export_onnx(calibrator: Calibrator, manifest: dict, bundle_sha256: str, dtype: str = "float32") -> bytes:

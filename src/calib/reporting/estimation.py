@@ -42,7 +42,7 @@ def estimate_notes(report) -> list[str]:
     ]
     shift = whole.prior_shift
     lines.append(
-        f"class priors: L1 distance {format_value(shift['l1'])} from the reference's (the sampling alone gives about "
+        f"class priors: L1 distance {format_value(shift['l1'])} from the map's own (the sampling alone gives about "
         f"{format_value(shift['l1_noise'])}); the shifted estimates follow the estimated priors"
     )
     lines += [f"check {check.name}: {check.finding}" for check in whole.checks]
@@ -93,7 +93,7 @@ def estimation_page(report) -> str:
         for k, (a, b, (lo, hi)) in enumerate(zip(whole.reference_priors, whole.priors, whole.prior_intervals))
     ]
     parts.append(
-        f'<section id="priors"><h2>Class priors</h2>{_table(["class", "reference", "batch (EM)", "interval"], shares, [False, True, True, True])}</section>'
+        f'<section id="priors"><h2>Class priors</h2>{_table(["class", "the map's", "batch (EM)", "interval"], shares, [False, True, True, True])}</section>'
     )
     if report.groups:
         group_header, group_body = group_rows(report)
