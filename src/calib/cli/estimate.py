@@ -55,11 +55,11 @@ def refuse_label_gates(request, where: str) -> None:
 def estimate(preds, calibration: api.Calibration, flags: dict, estimate_gates: list[str], request) -> None:
     """Estimate PRED's rows without labels, evaluate its rows with labels (as without a map), print or
     write the reports (and the state, --emit-state), and exit 1 when a gate failed."""
-    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     labelled = None if preds.labels is None else (preds.labels != api.MISSING_LABEL).nonzero()[0]
     if labelled is None or len(labelled) == 0:
         refuse_label_gates(request, preds.name)
     settings = settings_of(flags, estimate_gates)
+    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
     groups = api.read_groups(preds, flags["pred"], flags["group_by"], flags["groups_file"], flags["label_column"])
     source = {"path": preds.name, "bundle": flags["bundle"], "reference": flags["reference"]}
     report = api.estimate(

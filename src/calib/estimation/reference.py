@@ -108,6 +108,14 @@ class ReferenceRows:
         effective = weighted_rows**2 / float((weights * weights) @ self.label_counts)
         return mean, variance / effective
 
+    def map_biases(self, score: str, priors: np.ndarray) -> np.ndarray:
+        """(R,) the map's mean residual d under each of the rows of ``priors`` (R, K) (:meth:`map_error`'s
+        first value for each)."""
+        row = SCORES.index(score)
+        shares = self.label_counts / self.n
+        weights = np.divide(priors, shares, out=np.zeros(priors.shape), where=shares > 0)
+        return (weights @ self.residual_sums[row]) / (weights @ self.label_counts)
+
     def to_manifest(self) -> dict:
         """The JSON of the record (its arrays are :meth:`arrays`)."""
         return {"n": self.n, "kept_rows": len(self.labels), "scores": list(SCORES), "arrays": list(ARRAYS)}

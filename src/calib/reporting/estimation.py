@@ -92,9 +92,8 @@ def estimation_page(report) -> str:
         [str(k), format_value(a), format_value(b), f"[{format_value(lo)}, {format_value(hi)}]"]
         for k, (a, b, (lo, hi)) in enumerate(zip(whole.reference_priors, whole.priors, whole.prior_intervals))
     ]
-    parts.append(
-        f'<section id="priors"><h2>Class priors</h2>{_table(["class", "the map's", "batch (EM)", "interval"], shares, [False, True, True, True])}</section>'
-    )
+    header = ["class", "the map's own", "batch (EM)", "interval"]
+    parts.append(f'<section id="priors"><h2>Class priors</h2>{_table(header, shares, [False, True, True, True])}</section>')
     if report.groups:
         group_header, group_body = group_rows(report)
         parts.append(
