@@ -67,7 +67,9 @@ def _world_rows(world: str, n: int, labels: np.ndarray, rng: np.random.Generator
     return np.concatenate([rng.choice(by_class[c], counts[c]) for c in range(k) if counts[c]])
 
 
-def run_dataset(name: str, batches: int, sizes: list[int], chosen: list[str] | None = None) -> list[dict]:
+def run_dataset(
+    name: str, batches: int, sizes: list[int], chosen: list[str] | None = None, estimators=("debiased", "cbpe")
+) -> list[dict]:
     val, test = (np.load(DATA / f"{name}_resnet110_{part}.npz") for part in ("val", "test"))
     fitted = calib.calibrator("ts").fit(calib.api.as_predictions(val["logits"], val["labels"]))
     reference = ReferenceRows.of(fitted.predict_proba(val["logits"]), val["logits"].astype(np.float64), val["labels"])
@@ -89,7 +91,7 @@ def run_dataset(name: str, batches: int, sizes: list[int], chosen: list[str] | N
             continue
         probs = fitted.predict_proba(scores)
         for n in sizes:
-            found = {est: {"covered": 0, "nll_covered": 0, "errors": [], "unreliable": 0} for est in ("debiased", "cbpe")}
+            found = {est: {"covered": 0, "nll_covered": 0, "errors": [], "unreliable": 0} for est in estimators}
             for b in range(batches):
                 rng = np.random.default_rng([b, n, 67])
                 take = _world_rows(world, n, labels, rng)
@@ -177,12 +179,13 @@ def main() -> None:
     parser.add_argument("--no-partial", action="store_true", help="skip the partial labels' batches")
     parser.add_argument("--suffix", default="", help="appended to the results' names (runs split by data or rows)")
     parser.add_argument("--worlds", nargs="+", default=None, help="only these worlds")
+    parser.add_argument("--estimators", nargs="+", default=["debiased", "cbpe"])
     args = parser.parse_args()
     if not args.no_partial:
         write_results(
             args.out, "partial_labels" + args.suffix, [row for name in args.data for row in run_partial(name, args.batches)]
         )
-    rows = [row for name in args.data for row in run_dataset(name, args.batches, args.rows, args.worlds)]
+    rows = [row for name in args.data for row in run_dataset(name, args.batches, args.rows, args.worlds, tuple(args.estimators))]
     write_results(args.out, "unlabelled_estimates" + args.suffix, rows)
 
 
