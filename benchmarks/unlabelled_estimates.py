@@ -123,7 +123,7 @@ def run_dataset(
                         "estimator": est,
                         "accuracy covered": f"{tally['covered'] / batches:.1%}",
                         "log loss covered": f"{tally['nll_covered'] / batches:.1%}",
-                        "median |error| (points)": f"{100 * np.median(tally['errors']):.2f}",
+                        "median absolute error (points)": f"{100 * np.median(tally['errors']):.2f}",
                         "unreliable": f"{tally['unreliable'] / batches:.1%}",
                     }
                 )
