@@ -689,7 +689,7 @@ _NAMES_BY_MODULE = {
     ".core.validation": ("MISSING_LABEL",),
     ".estimation.report": ("EstimationSettings", "merged_report", "split_gates"),
     ".estimation.shards": ("estimate_shards", "shards_lack_labels"),
-    ".estimation.state": ("is_state_file",),
+    ".estimation.state": ("is_state_file", "lacks_labels"),
     ".estimators.recalibrators": ("DEFAULT_RECIPE", "RECALIBRATORS", "RECIPES"),
     ".evaluation": ("merge_metric_states", "parse_change_gates", "read_metric_state"),
     ".evaluation.report": ("planned_work",),

@@ -26,7 +26,7 @@ def calibration_map(flags: dict, reading: api.Reading) -> api.Calibration:
 
 def needs_estimates(preds) -> bool:
     """True when some row of ``preds`` has no label."""
-    return preds.labels is None or bool((preds.labels == api.MISSING_LABEL).any())
+    return api.lacks_labels(preds.labels)
 
 
 def settings_of(flags: dict, estimate_gates: list[str]):

@@ -160,6 +160,12 @@ def _shifted_replicates(probs: np.ndarray, predicted: np.ndarray, ratios: np.nda
     return {"accuracy": own.mean(axis=0), "nll": cross.mean(axis=0), "brier": (1.0 - 2.0 * agreement + squares).mean(axis=0)}
 
 
+def check_estimator(estimator: str) -> None:
+    """Refuse an estimator that is not one of :data:`ESTIMATORS`."""
+    if estimator not in ESTIMATORS:
+        raise UsageError(f"the estimator is one of {', '.join(ESTIMATORS)}; got {estimator!r}", cli_hint="--estimator")
+
+
 def _prior_interval(replicates: np.ndarray, level: float, prior: float) -> tuple[float, float]:
     """The centred percentile interval of one prior's replicates (calib.bootstrap.centred_interval)."""
     found = centred_interval(replicates, level, prior)
@@ -190,8 +196,7 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
     the as-calibrated ones from its exact sums, the shifted ones and EM's priors from its sample of
     rows (all the rows below its size; else V_batch is read off the sample's mean variance and the
     sample's own noise var(E) (1 - k / n) / k is added), the checks from its counts and sample."""
-    if estimator not in ESTIMATORS:
-        raise UsageError(f"the estimator is one of {', '.join(ESTIMATORS)}; got {estimator!r}")
+    check_estimator(estimator)
     n, k = int(state.sums["unlabelled"].sum()), state.n_classes
     if n < 2:
         raise InputError(f"an estimate needs at least 2 rows without labels; the batch has {n}")

@@ -26,7 +26,7 @@ from ..evaluation.gate_noise import INCONCLUSIVE, Spread, decided, noise_fields,
 from ..evaluation.gate_parsing import parse_gate
 from ..evaluation.gates import Gate
 from ..evaluation.groups import AGGREGATES
-from .batch import ESTIMATES, ESTIMATORS, BatchEstimate, Estimate, estimate_state
+from .batch import ESTIMATES, BatchEstimate, Estimate, check_estimator, estimate_state
 from .expectations import SCORES
 from .labelled import BROKEN, CalibrationTest, calibration_test
 from .reference import ReferenceRows
@@ -50,8 +50,7 @@ class EstimationSettings:
     min_group_rows: int = 100
 
     def __post_init__(self):
-        if self.estimator not in ESTIMATORS:
-            raise UsageError(f"the estimator is one of {', '.join(ESTIMATORS)}; got {self.estimator!r}", cli_hint="--estimator")
+        check_estimator(self.estimator)
 
     def parsed_gates(self) -> list[Gate]:
         return [parse_gate(expr, ESTIMATES) for expr in self.gates]

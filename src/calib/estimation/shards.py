@@ -4,12 +4,11 @@ into the numbers of one estimation of all the rows (:mod:`.state`)."""
 
 from __future__ import annotations
 
-from ..core.validation import MISSING_LABEL
 from ..io.readers import Reading
 from ..shards import shard_files
 from ..task_engines import task_runner
 from .report import EstimationReport, report_of_state
-from .state import BatchState, merge_states
+from .state import BatchState, lacks_labels, merge_states
 
 
 def _reading(reading: tuple) -> Reading:
@@ -23,8 +22,7 @@ def _reading(reading: tuple) -> Reading:
 
 def shards_lack_labels(directory: str, reading: tuple) -> bool:
     """True when the first shard of ``directory`` has rows without labels: its shards are estimated."""
-    preds = _reading(reading).read(shard_files(directory)[0])
-    return preds.labels is None or bool((preds.labels == MISSING_LABEL).any())
+    return lacks_labels(_reading(reading).read(shard_files(directory)[0]).labels)
 
 
 def shard_rows(path: str, reading: tuple) -> int:

@@ -40,6 +40,12 @@ SUMS = ("unlabelled", "labelled", "expected_sums", "variance_sums", "realised_su
 SAMPLE = ("keys", "rows", "probs", "margins", "labels", "predicted", "groups")
 
 
+def lacks_labels(labels: np.ndarray | None) -> bool:
+    """True when some row has no label (no labels at all, or :data:`MISSING_LABEL` somewhere): such
+    rows are estimated."""
+    return labels is None or bool((np.asarray(labels) == MISSING_LABEL).any())
+
+
 def sample_size(n_classes: int) -> int:
     return max(1, min(SAMPLE_ROWS, SAMPLE_CELLS // n_classes))
 
@@ -244,4 +250,4 @@ def is_state_file(path: str) -> bool:
         return False
 
 
-__all__ = ["MISSING_LABEL", "BatchState", "batch_state", "is_state_file", "merge_states"]
+__all__ = ["MISSING_LABEL", "BatchState", "batch_state", "is_state_file", "lacks_labels", "merge_states"]
