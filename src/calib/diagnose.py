@@ -87,7 +87,8 @@ def _batch(calibrator, preds: Predictions, rows: slice) -> Batch:
     """The rows' probabilities: the model's own (no calibrator), or after ``calibrator``."""
     if calibrator is None:
         return uncalibrated_batch(preds, rows)
-    return Batch(preds.labels[rows], log_probs=calibrator.apply(CalibrationInputs.of(preds, rows), counts=False)[0])
+    log_probs = calibrator.apply(CalibrationInputs.of(preds, rows), counts=False)[0]
+    return Batch(preds.labels[rows], log_probs=log_probs, answers=preds.answers)
 
 
 def _curves(

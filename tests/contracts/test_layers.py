@@ -148,7 +148,11 @@ def _is_flag_declaration(node: ast.FunctionDef) -> bool:
 
 #: The flat constructors of a settings value: their parameters are that value's settings by name,
 #: each typed and listed (no ``**settings``), and they return the one value the callers pass on.
-FLAT_CONSTRUCTORS = {"calib.evaluation.request.EvaluationRequest.of"}
+FLAT_CONSTRUCTORS = {
+    "calib.evaluation.request.EvaluationRequest.of",
+    # the flat form of calib.io.readers.Reading: Reading(**options).read(path), its fields one to one
+    "calib.io.readers.read_predictions",
+}
 
 
 def test_no_public_function_takes_more_than_12_parameters():

@@ -45,6 +45,7 @@ def apply(
     score_prefix: options.ScorePrefix = None,
     input_format: options.InputFormat = None,
     confidence_column: options.ConfidenceColumn = None,
+    missing_confidence: options.MissingConfidence = None,
     scores: options.Scores = None,
     task: options.Task = "auto",
     engine: options.Engine = "local",
@@ -67,7 +68,7 @@ def apply(
     if what not in WHAT:
         raise UsageError(f"--what must be one of {', '.join(WHAT)}; got {what!r}")
     reading = options.reading(locals(), require_labels=False)
-    if os.path.isdir(pred) and not api.sample_files(pred):  # a harness results directory is one input
+    if os.path.isdir(pred) and not api.is_log_folder(pred):  # a folder of evaluation logs is one input
         if input_format is not None or confidence_column is not None:
             raise UsageError("--input-format and --confidence-column take one file; shards are told by their suffixes")
         if labels is not None or features is not None:

@@ -35,6 +35,7 @@ def diagnose(
     score_prefix: options.ScorePrefix = None,
     input_format: options.InputFormat = None,
     confidence_column: options.ConfidenceColumn = None,
+    missing_confidence: options.MissingConfidence = None,
     scores: options.Scores = None,
     task: options.Task = "auto",
     group_by: options.GroupBy = None,

@@ -193,6 +193,7 @@ def evaluate(
     score_prefix: options.ScorePrefix = None,
     input_format: options.InputFormat = None,
     confidence_column: options.ConfidenceColumn = None,
+    missing_confidence: options.MissingConfidence = None,
     scores: options.Scores = None,
     group_by: options.GroupBy = None,
     groups_file: options.GroupsFile = None,
@@ -219,7 +220,7 @@ def evaluate(
             "--fail-if " + estimate_gates[0] if estimate_gates else "--missing-label" if missing_label is not None else "--html"
         )
         raise UsageError(f"{flag} is for estimates without labels, which need a calibration map: give --bundle or --reference")
-    if os.path.isdir(pred) and not api.sample_files(pred):  # a harness results directory is one input
+    if os.path.isdir(pred) and not api.is_log_folder(pred):  # a folder of evaluation logs is one input
         _refuse_single_input_flags(locals())
         if estimate.shards(locals(), estimate_gates, request):
             return
@@ -295,6 +296,7 @@ SINGLE_INPUT_FLAGS = {
     "--first-row": "first_row",
     "--input-format": "input_format",
     "--confidence-column": "confidence_column",
+    "--missing-confidence": "missing_confidence",
     "--reference": "reference",
     "--missing-label": "missing_label",
     "--html": "html",

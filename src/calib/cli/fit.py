@@ -75,6 +75,7 @@ def fit(
     score_prefix: options.ScorePrefix = None,
     input_format: options.InputFormat = None,
     confidence_column: options.ConfidenceColumn = None,
+    missing_confidence: options.MissingConfidence = None,
     scores: options.Scores = None,
     task: options.Task = "auto",
     per_label: Annotated[

@@ -49,7 +49,7 @@ Scores = Annotated[
     Optional[str],
     typer.Option(
         "--scores",
-        help="The array (.npz) or list column (.parquet, .arrow) holding the scores (default: logits, log_probs or probs; in a .npz of one 2-D floating array, that one).",
+        help="The array (.npz) or list column (.parquet, .arrow) holding the scores (default: logits, log_probs or probs; in a .npz of one 2-D floating array, that one); an harness log's reading (acc, acc_norm); an Inspect log's scorer.",
         show_default=False,
     ),
 ]
@@ -86,6 +86,15 @@ InputFormat = Annotated[
         "--input-format",
         help="Read PRED as this format, named by its suffix (csv, tsv, jsonl, npz, parquet, ...), whatever its name; "
         "stdin (-) is otherwise told by its first bytes (JSON lines when it starts with {, else CSV, TSV when the header has tabs).",
+        show_default=False,
+    ),
+]
+MissingConfidence = Annotated[
+    Optional[str],
+    typer.Option(
+        "--missing-confidence",
+        help="An evaluation log's sample without a stated confidence is refused; browsecomp sets it to 1.0 as "
+        "BrowseComp's grader does (the input-kind line counts them).",
         show_default=False,
     ),
 ]
@@ -189,4 +198,5 @@ def reading(flags: dict, *, require_labels: bool) -> api.Reading:
         task=flags.get("task", "auto"),
         input_format=flags.get("input_format"),
         confidence_column=flags.get("confidence_column"),
+        missing_confidence=flags.get("missing_confidence"),
     )

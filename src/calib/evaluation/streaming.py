@@ -255,7 +255,8 @@ def calibrated_batch(calibrator: Calibrator, preds: Predictions, rows, features,
         log_probs, in_set = calibrator.apply(inputs, "log-probs and sets")[0]
     else:
         log_probs = calibrator.apply(inputs, counts=False)[0]
-    return Batch(preds.required_labels()[rows], log_probs=log_probs, true_probs=preds.true_probs_rows(rows)), in_set
+    labels = preds.required_labels()[rows]
+    return Batch(labels, log_probs=log_probs, true_probs=preds.true_probs_rows(rows), answers=preds.answers), in_set
 
 
 def _filled_states(batch: Batch, rows, sliced, new_set):

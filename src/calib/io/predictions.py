@@ -232,6 +232,9 @@ class Predictions:
     #: (N, K) True where a row has no such class (a harness row of fewer choices, padded to K), or
     #: None: such entries are the reader's padding, not the model's scores
     absent: np.ndarray | None = None
+    #: Stated confidences in answers: a binary input whose class 1 is "the answer is right" (a
+    #: confidence column, an evaluation log's confidences), each row's answer being class 1
+    answers: bool = False
 
     @property
     def task_of_its_kind(self) -> str:
@@ -347,6 +350,7 @@ class Predictions:
             labels,
             "",
             true_probs=None if self.true_probs is None else self.true_probs[rows],
+            answers=self.answers,
         )
 
     def all_logits(self) -> np.ndarray:

@@ -25,7 +25,19 @@ from ..core.validation import (
     resolve_kind,
 )
 from ..errors import InputError, UsageError
-from .formats import BY_SUFFIX, MAGIC_LENGTH, TEXT_SNIFF, format_by_magic, format_named, format_of, format_of_bytes, suffix_of
+from .formats import (
+    BY_SUFFIX,
+    MAGIC_LENGTH,
+    TEXT_SNIFF,
+    format_by_magic,
+    format_named,
+    format_of,
+    format_of_bytes,
+    helm_runs,
+    inspect_logs,
+    lighteval_details,
+    suffix_of,
+)
 from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_names, pick_name, required_name
 from .formats.columns import column_numbers
 from .formats.harness_samples import read_samples, sample_files
@@ -67,10 +79,21 @@ class Reading:
     input_format: str | None = None
     confidence_column: str | None = None
     missing_label: int | str | None = None
+    missing_confidence: str | None = None
 
     def read(self, path: str) -> Predictions:
         """:func:`read_predictions` of ``path`` as this reading says."""
         return read_predictions(path, **dataclasses.asdict(self))
+
+
+def is_log_folder(path: str) -> bool:
+    """Whether ``path`` is a folder that is one input: an lm-evaluation-harness results directory, a
+    folder of Inspect AI logs, a HELM run or suite folder, lighteval's details (not a directory of
+    shards)."""
+    if not os.path.isdir(path):
+        return False
+    found = (sample_files, inspect_logs.log_files, helm_runs.run_folders, lighteval_details.details_files)
+    return any(find(path) for find in found)
 
 
 def read_predictions(
@@ -87,6 +110,7 @@ def read_predictions(
     input_format: str | None = None,
     confidence_column: str | None = None,
     missing_label: int | str | None = None,
+    missing_confidence: str | None = None,
 ) -> Predictions:
     """Read and validate a predictions file, once: everything after takes the result as it is.
 
@@ -117,6 +141,9 @@ def read_predictions(
     missing_label : int or "null", optional
         Rows may lack a label: a null (NaN) label, or also this value, marks one; such rows get
         :data:`calib.core.validation.MISSING_LABEL`. None refuses a row without a label.
+    missing_confidence : str, optional
+        An evaluation log's sample without a stated confidence is refused; "browsecomp" sets it to
+        1.0 as BrowseComp's grader does (:mod:`calib.io.stated`), the input-kind line counting them.
 
     Returns
     -------
@@ -153,6 +180,15 @@ def read_predictions(
     elif os.path.isdir(path) and (files := sample_files(path)):  # an lm-evaluation-harness results directory
         sha = functools.partial(_files_sha256, [file for _, file in files])
         contents = read_samples(files, name, scores)
+    elif runs := helm_runs.run_folders(path):  # a HELM run folder, or a suite folder of them
+        sha = functools.partial(_files_sha256, [os.path.join(run, helm_runs.RUN_FILE) for run in runs])
+        contents = helm_runs.read_runs(runs, name)
+    elif details := lighteval_details.details_files(path):  # lighteval details, or a run's folder of them
+        sha = functools.partial(_files_sha256, details)
+        contents = lighteval_details.read_details(details, name)
+    elif logs := inspect_logs.log_files(path):  # an Inspect AI log, or a folder of them
+        sha = functools.partial(_files_sha256, logs)
+        contents = inspect_logs.read_logs(logs, name, scores, missing_confidence)
     else:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
@@ -177,7 +213,7 @@ def read_predictions(
         preds.kind_reason = contents.picked
     elif contents.picked is not None:  # said in the input-kind line: no name told which arrays these are
         preds.kind_reason = f"{preds.kind_reason}; {contents.picked}"
-    preds.groups_by, preds.absent = contents.groups_by, contents.absent
+    preds.groups_by, preds.absent, preds.answers = contents.groups_by, contents.absent, contents.answers
     if preds.labels is None and require_labels:
         found = listed_names(contents.names)
         raise InputError(
@@ -226,7 +262,7 @@ def _contents(fmt, path: str, name: str, picks: tuple) -> Contents:
     if correctness.dtype == np.bool_:
         correctness = correctness.astype(np.int64)
     picked = f"confidence column {confidence_column!r} read as P(correct), column {correct!r} as correct (1) or not (0)"
-    return Contents(confidence, correctness, "probs", None, tuple(names), picked, reader_says=True)
+    return Contents(confidence, correctness, "probs", None, tuple(names), picked, reader_says=True, answers=True)
 
 
 #: The column of 0/1 correctness beside a confidence column, when none is named

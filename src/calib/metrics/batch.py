@@ -38,6 +38,11 @@ class Batch:
     (docs/metrics.md) and ``prob_clipped`` is set; when only ``log_probs``, probs = exp(log_probs).
     ``cluster``: each row's bootstrap cluster, where the accumulators keep sums per cluster
     (:mod:`calib.bootstrap`); None elsewhere.
+
+    ``answers``: the rows are stated confidences in answers (K = 2, p_i1 = P(the answer is right),
+    y_i = 1 where it was): each row's answer is then class 1 whatever its probability, so the
+    top-label views read the stated confidence against correctness (confidence p_i1, correct
+    y_i = 1; accuracy the share of right answers), as an evaluation harness scores them.
     """
 
     cluster: np.ndarray | None = None
@@ -51,6 +56,7 @@ class Batch:
         log_probs: np.ndarray | None = None,
         probs: np.ndarray | None = None,
         true_probs: np.ndarray | None = None,
+        answers: bool = False,
     ):
         if log_probs is None and probs is None:
             raise ValueError("Batch needs log_probs or probs")
@@ -59,6 +65,7 @@ class Batch:
         self._log_probs = log_probs
         self._probs = probs
         self.prob_clipped = log_probs is None
+        self.answers = answers
 
     def take(self, index) -> "Batch":
         """The rows ``index`` (an index array or a slice) of this batch. Derived values already
@@ -69,6 +76,7 @@ class Batch:
             log_probs=None if self._log_probs is None else self._log_probs[index],
             probs=None if self._probs is None else self._probs[index],
             true_probs=None if self.true_probs is None else self.true_probs[index],
+            answers=self.answers,
         )
         for name in ROW_VALUES:
             if name in self.__dict__:
@@ -131,7 +139,10 @@ class Batch:
 
     @cached_property
     def predicted(self) -> np.ndarray:
-        """argmax_k p_ik; ties go to the lowest class index (np.argmax returns the first)."""
+        """argmax_k p_ik; ties go to the lowest class index (np.argmax returns the first). Rows of
+        stated answers: class 1, the answer."""
+        if self.answers:
+            return np.ones(self.n, dtype=np.int64)
         return np.argmax(self.probs, axis=1)
 
     @cached_property
@@ -182,6 +193,6 @@ def model_batch(preds, rows: Rows) -> Batch:
     labels, truth = preds.labels[rows], preds.true_probs_rows(rows)
     given = preds.probs_as_given(rows)
     if given is not None:
-        return Batch(labels, probs=given, true_probs=truth)
+        return Batch(labels, probs=given, true_probs=truth, answers=preds.answers)
     log_probs, probs = log_softmax_and_softmax(preds.logits(rows))
-    return Batch(labels, log_probs=log_probs, probs=probs, true_probs=truth)
+    return Batch(labels, log_probs=log_probs, probs=probs, true_probs=truth, answers=preds.answers)

@@ -226,3 +226,19 @@ def test_ece_l2_by_hand_and_against_torchmetrics(cifar100):
     probs = torch.softmax(torch.as_tensor(logits, dtype=torch.float64), dim=1)
     theirs = multiclass_calibration_error(probs, torch.as_tensor(labels), num_classes=100, n_bins=15, norm="l2").item()
     assert got == pytest.approx(theirs, abs=1e-5)  # torchmetrics accumulates in float32
+
+
+def test_rows_of_stated_answers_read_their_confidence_against_correctness():
+    """A batch of answers (P(right), right): each row's answer is class 1 whatever its probability,
+    so a confidence of 0.2 in a right answer is a confident-looking 0.2, not a 0.8 in "wrong"."""
+    from calib.metrics.batch import Batch
+
+    p = np.array([0.2, 0.9, 0.5, 0.0, 1.0])
+    right = np.array([1, 0, 1, 0, 1])
+    probs = np.stack([1 - p, p], axis=1)
+    answers = Batch(right, probs=probs, answers=True)
+    assert list(answers.confidence) == list(p)
+    assert list(answers.correct) == [True, False, True, False, True]
+    assert list(answers.take(np.array([4, 0])).confidence) == [1.0, 0.2]  # a part keeps the reading
+    classifier = Batch(right, probs=probs)
+    assert list(classifier.confidence) == [0.8, 0.9, 0.5, 1.0, 1.0]  # a binary classifier's top label

@@ -69,6 +69,28 @@ class Contents:
     groups_by: str | None = None
     #: (N, K) True where a row has no such class: a column the reader padded (rows of fewer choices)
     absent: np.ndarray | None = None
+    #: The scores are stated confidences in answers, the labels whether each answer was right
+    answers: bool = False
+
+
+#: How far below a row's least log-score the choices it lacks are padded: probability 0 to
+#: float64's precision (exp(-1000) underflows)
+PAD_BELOW = 1000.0
+
+
+def padded_rows(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows of log-scores over each row's own choices (an evaluation log's rows have 2 to K), as
+    one (N, K) matrix, K the most choices: a row's missing columns, and its entries of -inf (a
+    choice the log gave no score), :data:`PAD_BELOW` below its least finite score; and where a row
+    has no such choice ((N, K) True beyond its own choices), or None when every row has K."""
+    widths = np.array([len(row) for row in rows])
+    matrix = np.empty((len(rows), int(widths.max())))
+    for i, row in enumerate(rows):
+        least = row[np.isfinite(row)].min()
+        matrix[i, : len(row)] = np.where(np.isfinite(row), row, least - PAD_BELOW)
+        matrix[i, len(row) :] = least - PAD_BELOW
+    absent = np.arange(matrix.shape[1])[None, :] >= widths[:, None]
+    return matrix, (absent if absent.any() else None)
 
 
 class Format:

@@ -32,12 +32,10 @@ import re
 import numpy as np
 
 from ...errors import InputError
-from .base import Contents
+from .base import PAD_BELOW, Contents, padded_rows
 
 #: The readings of a row's log-likelihoods, by the harness metric whose argmax they give
 READINGS = ("acc", "acc_norm")
-#: How far below a row's least log-likelihood its missing choices are padded
-PAD_BELOW = 1000.0
 #: The fields that tell a harness sample record
 SAMPLE_FIELDS = ("doc_id", "arguments", "filtered_resps")
 #: How the harness names a task's sample file: samples_<task>_<date>.jsonl
@@ -103,10 +101,7 @@ def read_samples(files: list[tuple[str, str]], name: str, reading: str | None) -
     if not rows:
         raise InputError(f"{name}: no sample rows")
     widths = np.array([len(r) for r in rows])
-    matrix = np.empty((len(rows), int(widths.max())))
-    for i, scores in enumerate(rows):
-        matrix[i, : len(scores)] = scores
-        matrix[i, len(scores) :] = scores.min() - PAD_BELOW
+    matrix, absent = padded_rows(rows)
     counts = ", ".join(f"{task}: {tasks.count(task)} rows" for task, _ in files)
     padded = int((widths < matrix.shape[1]).sum())
     what = "log-likelihoods" if reading == "acc" else "log-likelihoods per character of their choice"
@@ -120,7 +115,6 @@ def read_samples(files: list[tuple[str, str]], name: str, reading: str | None) -
         )
     carried = pa.table({TASK_COLUMN: pa.array(tasks)})
     by_task = TASK_COLUMN if len(files) > 1 else None
-    absent = np.arange(matrix.shape[1])[None, :] >= widths[:, None] if padded else None
     return Contents(matrix, np.asarray(labels, dtype=np.int64), "logits", carried, (TASK_COLUMN,), picked, True, by_task, absent)
 
 

@@ -84,12 +84,16 @@ CORRECT = [1, 0, 1, 1, 0, 1]
 
 
 def _by_hand(metric: str) -> float:
-    """The binary conventions by hand: P(correct) against correct."""
+    """The answers' conventions by hand: P(correct) against correct, each row's answer being class 1
+    whatever its confidence (0.3 included): accuracy the share of right answers, the top-label ECE
+    that of the stated confidence (15 bins, each row alone in its bin here)."""
     p, y = np.array(CONFIDENCE), np.array(CORRECT)
     if metric == "brier_pos":
         return float(np.mean((p - y) ** 2))
     if metric == "accuracy":
-        return float(np.mean((p > 0.5) == (y == 1)))
+        return float(np.mean(y))
+    if metric == "ece":
+        return float(np.mean(np.abs(p - y)))
     raise KeyError(metric)
 
 
@@ -109,10 +113,12 @@ def test_a_confidence_column_against_a_correct_column_is_a_binary_problem(run, t
                 for i, (c, y) in enumerate(zip(CONFIDENCE, CORRECT))
             )
         )
-    code, out, err = run("evaluate", path, "--confidence-column", "confidence", "--metrics", "accuracy,brier_pos", "--json", "-")
+    code, out, err = run(
+        "evaluate", path, "--confidence-column", "confidence", "--metrics", "accuracy,brier_pos,ece", "--json", "-"
+    )
     assert code == 0, err
     metrics = json.loads(out)["metrics"]
-    for key in ("accuracy", "brier_pos"):
+    for key in ("accuracy", "brier_pos", "ece"):
         assert metrics[key]["value"] == pytest.approx(_by_hand(key), abs=1e-15)
     assert "confidence column 'confidence' read as P(correct), column 'correct' as correct (1) or not (0)" in err
 
@@ -124,7 +130,7 @@ def test_the_correct_column_is_named_by_correct_column(run, tmp_path):
         "evaluate", path, "--confidence-column", "conf", "--correct-column", "right", "--metrics", "accuracy", "--json", "-"
     )
     assert code == 0, err
-    assert json.loads(out)["metrics"]["accuracy"]["value"] == 1.0
+    assert json.loads(out)["metrics"]["accuracy"]["value"] == pytest.approx(2 / 3, abs=1e-15)  # the share of right answers
     code, _, err = run("evaluate", path, "--confidence-column", "conf", "--metrics", "accuracy")
     assert code == 2 and "which array or column holds the 0/1 correctness" in err
 
