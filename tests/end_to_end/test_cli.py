@@ -221,6 +221,21 @@ def test_console_script_starts_without_heavy_imports():
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
+def test_an_evaluation_with_a_gate_imports_no_scipy():
+    """`calib evaluate X --fail-if ...` on labelled rows: telling the gates on estimates from the
+    others imports calib.estimation (12 ms), whose tests of a batch import scipy.stats (0.9 s of a
+    3 s start) only when a batch is tested."""
+    code = (
+        "import sys\n"
+        "from calib.cli.app import main\n"
+        f"sys.argv = ['calib', 'evaluate', {str(SAMPLE / 'cifar10_test.npz')!r}, '--no-vece', '--fail-if', 'ece>0.5']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
 def test_only_the_command_line_sets_the_allocator():
     """The command keeps freed chunk-sized blocks for reuse (glibc's mmap and trim thresholds;
     mallopt says whether it took them); importing the library leaves the allocator alone."""

@@ -209,7 +209,7 @@ def evaluate(
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
     render.resolve_format(table_format)
-    estimate_gates, fail_if = api.split_gates(fail_if)
+    estimate_gates, fail_if = api.split_gates(fail_if) if fail_if else ([], fail_if)  # no gates: nothing to import
     request = _request(locals())
     for path in (json_path, junit, html):
         if path not in (None, "-"):

@@ -335,3 +335,9 @@ def _with_missing(labels: np.ndarray, n_rows: int, n_classes: int, name: str, mi
     checked = check_labels(np.where(absent, 0, labels), n_rows, n_classes, name)
     checked[absent] = MISSING_LABEL
     return checked
+
+
+def lacks_labels(labels: np.ndarray | None) -> bool:
+    """True when some row has no label (no labels at all, or :data:`MISSING_LABEL` somewhere): such
+    rows are estimated (calib.estimation)."""
+    return labels is None or bool((np.asarray(labels) == MISSING_LABEL).any())

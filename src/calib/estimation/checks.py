@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 #: The tail probability below which a check calls the batch foreign
 ALPHA = 1e-3
@@ -69,6 +68,8 @@ def support_check(outside: int, n: int, reference_margins: np.ndarray) -> Check:
     """``outside`` of ``n`` rows beyond the reference margins' range (module docstring)."""
     low, high = float(reference_margins.min()), float(reference_margins.max())
     share = 2.0 / (len(reference_margins) + 1.0)
+    from scipy import stats  # imported when a batch is checked: not on every command's start
+
     p_value = float(stats.binom.sf(outside - 1, n, share)) if outside else 1.0
     failed = foreign(p_value, outside / n, SUPPORT_SHARE)
     finding = f"{outside} of {n} rows ({outside / n:.1%}) have margins outside the reference's [{low:.4g}, {high:.4g}]" + (
@@ -106,6 +107,8 @@ def shift_check(
     weights = prior_ratio[reference_labels]
     distance, effective = weighted_ks(batch_margins, reference_margins, weights)
     n = len(batch_margins)
+    from scipy import stats
+
     p_value = float(stats.kstwobign.sf(distance * np.sqrt(n * effective / (n + effective))))
     failed = foreign(p_value, distance, SHIFT_DISTANCE)
     finding = f"the margins' distance to the reference's under label shift alone is {distance:.3f} (Kolmogorov-Smirnov, p = {p_value:.2g})"

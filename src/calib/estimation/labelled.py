@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
 
 from ..core.numerics import log_of_probs, log_softmax
 
@@ -72,6 +71,8 @@ def _log_likelihood(log_q: np.ndarray, labels: np.ndarray, beta: float) -> float
 
 def calibration_test(probs: np.ndarray, labels: np.ndarray, level: float = 0.95) -> CalibrationTest:
     """The test of the module docstring on labelled rows' probabilities (n, K) and labels."""
+    from scipy import optimize, stats  # imported when labelled rows are tested: not on every command's start
+
     log_q = log_of_probs(np.asarray(probs, dtype=np.float64))
     labels = np.asarray(labels, dtype=np.int64)
     low_end, high_end = np.log(BETA_RANGE[0]), np.log(BETA_RANGE[1])

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._version import __version__
 from ..bootstrap import splitmix64
-from ..core.validation import MISSING_LABEL
+from ..core.validation import MISSING_LABEL, lacks_labels
 from ..errors import InputError
 from .checks import outside_support
 from .expectations import SCORES, expected, predicted_class, realised
@@ -38,12 +38,6 @@ STATE_FORMAT, STATE_VERSION = "calib-estimation-state", 1
 #: The arrays of a state other than the sample's and the reference's
 SUMS = ("unlabelled", "labelled", "expected_sums", "variance_sums", "realised_sums", "outside")
 SAMPLE = ("keys", "rows", "probs", "margins", "labels", "predicted", "groups")
-
-
-def lacks_labels(labels: np.ndarray | None) -> bool:
-    """True when some row has no label (no labels at all, or :data:`MISSING_LABEL` somewhere): such
-    rows are estimated."""
-    return labels is None or bool((np.asarray(labels) == MISSING_LABEL).any())
 
 
 def sample_size(n_classes: int) -> int:
