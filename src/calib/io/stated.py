@@ -37,7 +37,7 @@ def parse(value, where: str) -> tuple[str, float] | None:
     if isinstance(value, bool):
         raise InputError(f"{where}: confidence {value!r} is a yes/no, not a confidence")
     if isinstance(value, (int, float)):
-        return "bare", _finite(float(value), value, where)
+        return "bare", _bare(float(value), value, where)
     if not isinstance(value, str):
         raise InputError(f"{where}: confidence {value!r} is neither a number nor text")
     text = " ".join(value.strip().lower().split())
@@ -49,11 +49,18 @@ def parse(value, where: str) -> tuple[str, float] | None:
             raise InputError(f"{where}: confidence {value!r} is a percentage outside [0, 100]")
         return "percent", percent / 100.0
     if _NUMBER.match(text):
-        return "bare", _finite(float(text), value, where)
+        return "bare", _bare(float(text), value, where)
     raise InputError(
         f"{where}: confidence {value!r} is not one calib reads (a probability like 0.85, a percentage like 85%, "
         f"or one of {', '.join(WORDS)})"
     )
+
+
+def _bare(number: float, value, where: str) -> float:
+    """A bare number, which must be finite and not negative (its scale is the log's)."""
+    if _finite(number, value, where) < 0.0:
+        raise InputError(f"{where}: confidence {value!r} is negative")
+    return number
 
 
 def _finite(number: float, value, where: str) -> float:
@@ -77,11 +84,7 @@ def confidences(stated: list[tuple[str, object]], missing: str | None, name: str
             values.append(math.nan)
             continue
         form, number = read
-        if form == "bare" and percent_scale:
-            number /= 100.0
-        if not 0.0 <= number <= 1.0:
-            raise InputError(f"{where}: confidence {number:g} lies outside [0, 1]")
-        values.append(number)
+        values.append(number / 100.0 if form == "bare" and percent_scale else number)
     if absent and missing is None:  # refused: nothing says what the model meant
         raise InputError(
             f"{absent[0]}: no stated confidence ({len(absent)} of {len(stated)} rows lack one); a missing confidence is "
@@ -98,19 +101,20 @@ def confidences(stated: list[tuple[str, object]], missing: str | None, name: str
 
 
 def _bare_scale(bare: list[tuple[str, float]]) -> bool:
-    """Whether a log's bare numbers are percentages: every one a whole number in [0, 100], one above
-    1. A log mixing probabilities with numbers above 1 is refused, naming the first above 1."""
+    """Whether a log's bare numbers (none negative) are percentages: every one a whole number, none
+    above 100, one above 1. A log mixing probabilities with numbers above 1 is refused, naming the
+    first above 1."""
     above = [(where, number) for where, number in bare if number > 1.0]
     if not above:
         return False
     beyond = next(((where, number) for where, number in above if number > 100.0), None)
     if beyond is not None:
         raise InputError(f"{beyond[0]}: confidence {beyond[1]:g} is above 100, neither a probability nor a percentage")
-    if all(number.is_integer() and 0.0 <= number <= 100.0 for _, number in bare):
+    if all(number.is_integer() for _, number in bare):
         return True
     where, number = above[0]
-    fractions = sum(1 for _, n in bare if 0.0 < n < 1.0)
+    probabilities = sum(1 for _, n in bare if n <= 1.0)
     raise InputError(
-        f"{where}: confidence {number:g} where {fractions} other confidences of the log lie between 0 and 1; "
+        f"{where}: confidence {number:g} where {probabilities} other confidences of the log lie in [0, 1]; "
         f"write a percentage as {number:g}% or a probability as {number / 100:g}"
     )

@@ -3,6 +3,8 @@ numbers with values on its edges (0, 1, 100), and one line naming the row for wh
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from calib.errors import InputError
@@ -39,9 +41,25 @@ def test_each_form_reads_as_the_rule_says(value, expected):
     assert values == [pytest.approx(expected, abs=1e-15)]
 
 
-@pytest.mark.parametrize("value", ["maybe", "85 percent", "101%", "-1%", "nan", "inf", "1e400"])
-def test_what_the_rule_does_not_read_is_refused_naming_the_row(value):
-    with pytest.raises(InputError, match="row 0: confidence"):
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("maybe", "is not one calib reads"),
+        ("85 percent", "is not one calib reads"),
+        ("5a%", "is not one calib reads"),
+        ("101%", "is a percentage outside \\[0, 100\\]"),
+        ("100.5%", "is a percentage outside \\[0, 100\\]"),
+        ("-1%", "is a percentage outside \\[0, 100\\]"),
+        ("nan", "is not one calib reads"),
+        (float("nan"), "is not a finite number"),
+        (float("inf"), "is not a finite number"),
+        ("1e400", "is not a finite number"),
+        ("-0.5", "is negative"),
+        (-2, "is negative"),
+    ],
+)
+def test_what_the_rule_does_not_read_is_refused_naming_the_row(value, why):
+    with pytest.raises(InputError, match=f"^row 0: confidence {re.escape(repr(value))} {why}"):
         _read(value)
 
 
@@ -63,16 +81,21 @@ def test_whole_numbers_to_100_with_one_above_1_are_percentages():
 
 
 def test_a_percentage_scale_ends_at_100():
-    with pytest.raises(InputError, match="row 1: confidence 101"):
+    with pytest.raises(InputError, match="^row 1: confidence 101 is above 100, neither a probability nor a percentage$"):
         _read(50, 101)
+    assert _read(50, 100)[0] == [0.5, 1.0]
 
 
-def test_probabilities_beside_a_number_above_1_are_refused_naming_it():
-    with pytest.raises(
-        InputError,
-        match=r"row 2: confidence 87 where 2 other confidences of the log lie between 0 and 1; write a percentage as 87% or a probability as 0.87",
-    ):
-        _read(0.9, 0.85, 87)
+def test_probabilities_beside_a_number_above_1_are_refused_naming_the_first():
+    """0 and 1 count among the probabilities; the first number above 1 is named."""
+    expected = (
+        r"^row 4: confidence 87 where 3 other confidences of the log lie in \[0, 1\]; "
+        r"write a percentage as 87% or a probability as 0.87$"
+    )
+    with pytest.raises(InputError, match=expected):
+        _read(0, 1, 0.85, "", 87, 90.5)
+    with pytest.raises(InputError, match=r"^row 1: confidence 2 where 1 other"):  # 2 is above 1 too
+        _read(0.5, 2)
 
 
 def test_a_missing_confidence_is_refused_or_set_as_browsecomp_sets_it():
@@ -81,5 +104,6 @@ def test_a_missing_confidence_is_refused_or_set_as_browsecomp_sets_it():
     values, said = _read(0.5, None, "  ", missing="browsecomp")
     assert values == [0.5, 1.0, 1.0]
     assert "2 missing set to 1 as browsecomp sets them" in said
+    assert _read(0.5, missing="browsecomp") == ([0.5], "stated confidences (bare)")  # none missing: none said
     with pytest.raises(InputError, match="set as browsecomp sets it; got 'zero'"):
         _read(0.5, missing="zero")

@@ -116,7 +116,9 @@ def test_a_confidence_of_87_among_probabilities_is_refused_naming_the_sample(tmp
         samples[7]["scores"]["word_with_confidence"]["metadata"]["confidence"] = "87"
 
     err = _refusal(run, _json_log(tmp_path, edit))
-    assert "sample 'stated-104' (epoch 1): confidence 87 where 199 other confidences" in err  # the 8th in Inspect's order
+    assert (
+        "sample 'stated-104' (epoch 1): confidence 87 where 199 other confidences of the log lie in [0, 1]" in err
+    )  # the 8th in Inspect's order
     assert "87%" in err and "0.87" in err
 
 
