@@ -28,7 +28,7 @@ import numpy as np
 from . import pipeline
 from .calibrators.base import Calibrator
 from .core.validation import check_true_probs
-from .errors import NotFittedError, UsageError
+from .errors import InputError, NotFittedError, UsageError
 from .io.predictions import Predictions
 from .io.readers import predictions_from_arrays
 from .registry import CALIBRATORS as CALIBRATORS  # re-exported: the command line reads the registries here
@@ -564,6 +564,11 @@ def estimation_state(
     from .estimation.state import batch_state
 
     preds = as_predictions(scores, kind=kind)
+    if preds.answers:
+        raise InputError(
+            f"{preds.name}: stated confidences in answers are not estimated without labels yet (the estimates read "
+            "each row's most probable class); evaluate the labelled rows"
+        )
     calibrator.check_applies(preds)
     if labels is not None:
         preds.labels = check_labels(as_array(labels, "labels"), preds.n, preds.k, "labels", missing=-1)

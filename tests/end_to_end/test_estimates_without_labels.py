@@ -113,3 +113,20 @@ def test_bad_input_is_one_line_and_exit_2(run, files, bundle, args, words):
 def test_no_map_and_no_labels_says_so(run, files):
     code, _, err = run("evaluate", files / "unlabelled.npy")
     assert code == 2 and "no labels" in err
+
+
+def test_stated_confidences_without_labels_are_refused_not_misread(run, tmp_path):
+    """Rows of answers (a confidence column) with some correctness missing: the estimates read each
+    row's most probable class, which is not an answer's, so they are refused in one line."""
+    rng = np.random.default_rng(0)
+    confidence = rng.uniform(0, 1, 300)
+    correct = (rng.uniform(size=300) < confidence).astype(float)
+    path = tmp_path / "judge.csv"
+    path.write_text("confidence,correct\n" + "".join(f"{c},{int(y)}\n" for c, y in zip(confidence, correct)))
+    assert run("fit", path, "--confidence-column", "confidence", "--method", "ts", "--out", tmp_path / "b")[0] == 0
+    correct[:50] = np.nan
+    (tmp_path / "part.csv").write_text(
+        "confidence,correct\n" + "".join(f"{c},{'' if np.isnan(y) else int(y)}\n" for c, y in zip(confidence, correct))
+    )
+    code, _, err = run("evaluate", tmp_path / "part.csv", "--confidence-column", "confidence", "--bundle", tmp_path / "b")
+    assert code == 2 and "stated confidences in answers are not estimated without labels" in err
