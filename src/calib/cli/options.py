@@ -49,7 +49,7 @@ Scores = Annotated[
     Optional[str],
     typer.Option(
         "--scores",
-        help="The array (.npz) or list column (.parquet, .arrow) holding the scores (default: logits, log_probs or probs; in a .npz of one 2-D floating array, that one); an harness log's reading (acc, acc_norm); an Inspect log's scorer.",
+        help="The array (.npz) or list column (.parquet, .arrow) holding the scores (default: logits, log_probs or probs; in a .npz of one 2-D floating array, that one); a harness log's reading (acc, acc_norm); an Inspect log's scorer.",
         show_default=False,
     ),
 ]
