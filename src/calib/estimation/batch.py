@@ -12,8 +12,10 @@ For calibrated probabilities P (n, K) of the batch and the record of the referen
   shift).
 
 The ``debiased`` estimator (the default) adds the map's mean residual d on its reference rows
-(:meth:`~calib.estimation.reference.ReferenceRows.map_error`, the rows weighted by pi'/pi for the
-shifted estimates): a map that leaves its own rows a point overconfident leaves the batch so too.
+(:meth:`~calib.estimation.reference.ReferenceRows.map_error`; for the shifted estimates
+:meth:`~calib.estimation.reference.ReferenceRows.shifted_map_error`, the residuals under the adapted
+q and the rows weighted by pi'/pi): a map that leaves its own rows a point overconfident leaves the
+batch so too.
 ``cbpe`` takes the mean alone (NannyML's estimate) and counts d^2 in the map's variance instead.
 Each estimate has the interval value ± z sqrt(V_batch + V_map [+ V_priors]) at the level (z the
 normal's (1 + level) / 2 quantile), clipped to the score's range, for the value the batch will
@@ -216,8 +218,8 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
                 f"classes absent from the reference rows, which keep the small share the map gives them: {reference.absent_classes}"
             )
 
-    def map_error(score: str, ratio: np.ndarray | None = None) -> tuple[float, float]:
-        return (0.0, 0.0) if reference is None else reference.map_error(score, ratio)
+    def map_error(score: str) -> tuple[float, float]:
+        return (0.0, 0.0) if reference is None else reference.map_error(score)
 
     estimates = {}
     sums, variances = state.sums["expected_sums"].sum(axis=0), state.sums["variance_sums"].sum(axis=0)
@@ -235,15 +237,17 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
     weights = weights[weights.sum(axis=1) > 0]  # a replicate of a few rows may draw none of them
     replicate_priors, _ = em_priors(probs, reference_priors, weights)
     replicates = _shifted_replicates(probs, predicted, replicate_priors / reference_priors)
-    ratio = None if reference is None else reference.class_weights(priors)
+    shifted_errors = {score: (0.0, 0.0) for score in SCORES} if reference is None else reference.shifted_map_error(priors)
+    if reference is not None and estimator == "debiased":  # the correction d moves with the priors too
+        biases = reference.shifted_map_biases(replicate_priors)
+        for score in SCORES:
+            replicates[score] = replicates[score] + biases[score] - shifted_errors[score][0]
     for score, (means, row_variances) in expected(probs, predicted, adapted_probs(probs, reference_priors, priors)).items():
-        if reference is not None and estimator == "debiased":  # the correction d moves with the priors too
-            replicates[score] = replicates[score] + reference.map_biases(score, replicate_priors) - map_error(score, ratio)[0]
         parts = {"batch": float(row_variances.mean()) / n, "priors": float(np.var(replicates[score], ddof=1))}
         if kept < n:
             parts["sample"] = float(means.var(ddof=1)) * (1.0 - kept / n) / kept
         em_bias = float(replicates[score].mean()) - float(means.mean())
-        shifted = _estimate(score, float(means.mean()) - em_bias, parts, map_error(score, ratio), how)
+        shifted = _estimate(score, float(means.mean()) - em_bias, parts, shifted_errors[score], how)
         estimates[f"est_{score}_shifted"] = dataclasses.replace(shifted, em_bias_correction=-em_bias)
     intervals = np.array([_prior_interval(replicate_priors[:, j], level, priors[j]) for j in range(k)])
     shift = {"l1": float(np.abs(priors - reference_priors).sum()), "l1_noise": l1_noise(replicate_priors)}

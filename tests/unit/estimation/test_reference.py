@@ -82,3 +82,65 @@ def test_a_damaged_record_is_refused_naming_the_bundle():
     with pytest.raises(InputError, match="incomplete"):
         ReferenceRows.from_bundle({"reference": record.to_manifest()}, arrays, "b1")
     assert ReferenceRows.from_bundle({}, {}, "b1") is None
+
+
+def test_shifted_residuals_read_the_adapted_probabilities_by_hand():
+    """Under priors pi' = (0.2, 0.8) (the map's priors pi: its mean probabilities (0.45, 0.55)),
+    each row's q = p pi'/pi normalised; the accuracy residual 1{y = c} - q_c with c the argmax of
+    p; rows of class y weighted pi'_y / (label share of y); the variance over the effective size."""
+    record = _record()
+    old, new = record.mean_probs / record.mean_probs.sum(), np.array([0.2, 0.8])
+    probs = np.array([[0.8, 0.2], [0.6, 0.4], [0.3, 0.7], [0.1, 0.9]])
+    labels = np.array([0, 1, 1, 1])
+    residuals, weights = [], []
+    for p, y in zip(probs, labels):
+        q = p * new / old
+        q = q / q.sum()
+        c = int(np.argmax(p))
+        residuals.append(float(c == y) - q[c])
+        weights.append(new[y] / [0.25, 0.75][y])
+    r, w = np.array(residuals), np.array(weights)
+    mean = (w @ r) / w.sum()
+    variance = ((w @ (r * r)) / w.sum() - mean**2) / (w.sum() ** 2 / (w @ w))
+    found = record.shifted_map_error(new)["accuracy"]
+    assert found[0] == pytest.approx(mean, abs=1e-7) and found[1] == pytest.approx(variance, abs=1e-7)  # float32 probabilities
+    biases = record.shifted_map_biases(np.array([new, old]))
+    assert biases["accuracy"][0] == pytest.approx(mean, abs=1e-7)
+
+
+def test_under_the_maps_own_priors_the_shifted_residuals_are_the_plain_ones():
+    """pi' = pi: q = p, so the residuals are the plain ones, under the same class weights."""
+    record = _record()
+    shifted = record.shifted_map_error(record.priors)
+    for score in ("accuracy", "nll", "brier"):
+        plain = record.map_error(score, record.class_weights(record.priors))
+        assert shifted[score] == pytest.approx(plain, abs=1e-7)
+
+
+def test_a_record_without_probabilities_falls_back_to_reweighted_residuals():
+    """A bundle of an earlier version keeps no probabilities: the shifted error is the reweighted
+    plain residuals' (what those versions computed), and the record still loads."""
+    record = _record()
+    older = ReferenceRows(
+        *(
+            getattr(record, f)
+            for f in ("n", "label_counts", "mean_probs", "residual_sums", "residual_squares", "margins", "labels")
+        )
+    )
+    new = np.array([0.2, 0.8])
+    assert older.shifted_map_error(new)["nll"] == older.map_error("nll", older.class_weights(new))
+    manifest = {"reference": {**older.to_manifest()}}
+    assert "reference_probs" not in manifest["reference"]["arrays"]
+    loaded = ReferenceRows.from_bundle(manifest, older.arrays(), "old")
+    assert loaded is not None and loaded.probs is None
+    again = ReferenceRows.from_bundle({"reference": record.to_manifest()}, record.arrays(), "new")
+    np.testing.assert_array_equal(again.probs, record.probs)
+
+
+def test_the_kept_probabilities_are_capped_by_cells(monkeypatch):
+    monkeypatch.setattr(reference_module, "PROB_CELLS", 30)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(50, 3))
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    record = ReferenceRows.of(probs, logits, rng.integers(0, 3, 50))
+    assert record.probs.shape == (10, 3) and record.probs.dtype == np.float32 and len(record.labels) == 50
