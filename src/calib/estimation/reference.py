@@ -189,7 +189,8 @@ class ReferenceRows:
             return None
         try:
             probs = np.asarray(arrays[PROBS]) if PROBS in entry.get("arrays", ()) else None
-            record = cls(int(entry["n"]), *(np.asarray(arrays[name]) for name in ARRAYS), probs)
+            counts, means, sums, squares, kept_margins, kept_labels = (np.asarray(arrays[name]) for name in ARRAYS)
+            record = cls(int(entry["n"]), counts, means, sums, squares, kept_margins, kept_labels, probs)
             consistent = (
                 list(entry["scores"]) == list(SCORES)
                 and record.residual_sums.shape == record.residual_squares.shape == (len(SCORES), record.n_classes)
