@@ -60,6 +60,28 @@ def test_interval_arithmetic_and_the_two_estimators():
     assert (entry.lower, entry.upper) == pytest.approx((entry.value - z * entry.sd, entry.value + z * entry.sd), abs=1e-15)
 
 
+def test_the_shifted_estimate_by_hand_and_when_the_em_bias_is_corrected():
+    """Debiased, with the reference rows' probabilities: value = mean_i E_{q_i}[s] + d under q (no
+    bootstrap bias correction); cbpe and a record without probabilities take the bootstrap's
+    estimate of EM's bias off the mean."""
+    from calib.drift.priors import em_priors
+
+    probs, labels = _world(2000, 5, 2)
+    reference = ReferenceRows.of(probs, np.log(probs), labels)
+    batch, _ = _world(300, 5, 3, concentration=0.3)
+    found = estimate_batch(batch, np.log(batch), reference, seed=1).estimates["est_accuracy_shifted"]
+    priors, _ = em_priors(batch, reference.priors)
+    mean = expected(batch, predicted_class(batch), adapted_probs(batch, reference.priors, priors))["accuracy"][0].mean()
+    d = reference.shifted_map_error(priors)["accuracy"][0]
+    assert found.em_bias_correction == 0.0
+    assert found.value == pytest.approx(mean + d, abs=1e-12)
+    plain = estimate_batch(batch, np.log(batch), reference, seed=1, estimator="cbpe").estimates["est_accuracy_shifted"]
+    assert plain.em_bias_correction != 0.0 and plain.value == pytest.approx(mean + plain.em_bias_correction, abs=1e-12)
+    fields = ("n", "label_counts", "mean_probs", "residual_sums", "residual_squares", "margins", "labels")
+    older = ReferenceRows(*(getattr(reference, f) for f in fields))
+    assert estimate_batch(batch, np.log(batch), older, seed=1).estimates["est_accuracy_shifted"].em_bias_correction != 0.0
+
+
 def test_intervals_are_clipped_to_the_score_range():
     probs = np.tile([[0.999, 0.001]], (50, 1))
     found = estimate_batch(probs, np.log(probs), None)
