@@ -243,13 +243,13 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
     replicates = _shifted_replicates(probs, predicted, replicate_priors / reference_priors)
     shifted_errors = {score: (0.0, 0.0) for score in SCORES} if reference is None else reference.shifted_map_error(priors)
     debiased = reference is not None and estimator == "debiased"
-    if debiased:  # the correction d moves with the priors too
+    if reference is not None and debiased:  # the correction d moves with the priors too
         biases = reference.shifted_map_biases(replicate_priors)
         for score in SCORES:
             replicates[score] = replicates[score] + biases[score] - shifted_errors[score][0]
     # EM's bias moves the batch's mean under q and the residuals under q in opposite directions: with
     # the residuals under q (a record that keeps probabilities) their sum needs no bias correction
-    corrected = not (debiased and reference.probs is not None)
+    corrected = not (debiased and reference is not None and reference.probs is not None)
     for score, (means, row_variances) in expected(probs, predicted, adapted_probs(probs, reference_priors, priors)).items():
         parts = {"batch": float(row_variances.mean()) / n, "priors": float(np.var(replicates[score], ddof=1))}
         if kept < n:
