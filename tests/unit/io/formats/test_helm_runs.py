@@ -132,3 +132,27 @@ def test_a_truncated_stats_file_is_refused(tmp_path, run):
 def test_a_folder_of_shards_is_not_a_helm_suite(tmp_path):
     shutil.copy(DATA / "cifar10_resnet110_val.npz", tmp_path / "a.npz")
     assert helm_runs.run_folders(str(tmp_path)) == []
+
+
+def test_a_tie_shared_exact_match_is_truncated_as_helm_truncates_it(tmp_path):
+    """HELM's exact_match of a tie of top choices is the share of right ones among them (2/3 for two
+    right of three tied); its compute_calibration_metrics takes int() of it: 0, not the nearest 1. A
+    value outside [0, 1] is refused."""
+
+    def set_exact_match(value):
+        def edit(entries):
+            for stat in entries[0]["stats"]:
+                if stat["name"]["name"] == "exact_match" and "perturbation" not in stat["name"]:
+                    stat["mean"] = value
+
+        return edit
+
+    folder = tmp_path / "half"
+    folder.mkdir()
+    preds = read_predictions(_copied_run(folder, set_exact_match(2 / 3)))
+    assert preds.labels[0] == 0
+    assert read_predictions(_copied_run(tmp_path, set_exact_match(1.0))).labels[0] == 1
+    other = tmp_path / "beyond"
+    other.mkdir()
+    with pytest.raises(InputError, match=r"exact_match 1.5 outside \[0, 1\]"):
+        read_predictions(_copied_run(other, set_exact_match(1.5)))

@@ -213,3 +213,70 @@ def test_a_folder_mixing_choices_and_stated_confidences_is_refused(tmp_path):
         shutil.copy(path, tmp_path)
     with pytest.raises(InputError, match="some samples hold log-probabilities over their choices and others a stated"):
         read_predictions(str(tmp_path))
+
+
+def _choice_log(tmp_path, edit, name="edited.json") -> str:
+    """The ``.json`` choice log after ``edit`` of the whole log (its samples in the file's order)."""
+    (source,) = glob.glob(str(CHOICES / "*.json"))
+    log = json.load(open(source))
+    edit(log)
+    path = tmp_path / name
+    path.write_text(json.dumps(log))
+    return str(path)
+
+
+def test_no_answer_is_wrong_and_numbers_and_booleans_are_verdicts(tmp_path):
+    def edit(samples):
+        scores = [s["scores"]["word_with_confidence"] for s in samples[:4]]
+        for score, value in zip(scores, ["N", 1, True, 0.0]):
+            score["value"] = value
+
+    preds = read_predictions(_json_log(tmp_path, edit))
+    assert list(preds.labels[:4]) == [0, 1, 1, 0]
+
+
+def test_a_verdict_the_log_probabilities_contradict_is_refused(tmp_path):
+    def edit(log):
+        score = log["samples"][3]["scores"]["choice"]
+        score["value"] = "I" if score["value"] == "C" else "C"
+
+    with pytest.raises(
+        InputError,
+        match="sample 'toy_choice_json-11' .*the scorer says .*, the log-probabilities' most probable choice says otherwise",
+    ):
+        read_predictions(_choice_log(tmp_path, edit))
+
+
+def test_a_letters_spellings_are_summed(tmp_path):
+    """ " B" and "B" among the top log-probabilities are the same choice: their probabilities add."""
+
+    def edit(log):
+        top = log["samples"][0]["output"]["choices"][0]["logprobs"]["content"][-1]["top_logprobs"]
+        top.append({"token": "A", "logprob": next(t["logprob"] for t in top if t["token"] == " A")})
+
+    before = read_predictions(_choice_log(tmp_path, lambda log: None, "plain.json"))
+    after = read_predictions(_choice_log(tmp_path, edit))
+    assert after.scores[0, 0] == pytest.approx(before.scores[0, 0] + np.log(2.0), abs=1e-12)
+    np.testing.assert_array_equal(after.scores[0, 1:], before.scores[0, 1:])
+
+
+def test_a_run_that_did_not_succeed_is_refused(tmp_path):
+    def edit(log):
+        log["status"] = "error"
+
+    with pytest.raises(InputError, match="the run's status is 'error', not success"):
+        read_predictions(_choice_log(tmp_path, edit))
+
+
+def test_numbered_samples_are_read_in_number_order(tmp_path):
+    """Inspect orders samples by epoch, then id: a number's digits padded (2 before 10), as its
+    own reader does; text ids as text."""
+
+    def edit(log):
+        for number, sample in enumerate(log["samples"]):
+            sample["id"] = len(log["samples"]) - number  # 60, 59, ..., 1
+
+    path = _choice_log(tmp_path, edit)
+    samples = sorted(json.load(open(path))["samples"], key=lambda s: s["id"])
+    preds = read_predictions(path)
+    assert list(preds.labels) == ["ABCDE".index(s["target"]) for s in samples]
