@@ -46,12 +46,11 @@ from statistics import NormalDist
 import numpy as np
 
 from ..bootstrap import BootstrapConfig, centred_interval, row_weights
-from ..core.numerics import log_of_probs
 from ..core.validation import MISSING_LABEL
 from ..drift.priors import adapted_probs, em_priors, l1_noise
 from ..errors import InputError, UsageError
 from .checks import Check, absent_classes_check, shift_check, support_check
-from .expectations import SCORES, expected
+from .expectations import SCORES, expected, mean_expectations
 from .reference import ReferenceRows
 from .state import BatchState
 
@@ -152,20 +151,6 @@ def _estimate(score: str, mean: float, variances: dict[str, float], map_error: t
     return Estimate(value, max(low, value - reach), min(high, value + reach), sd, variances, bias if debiased else 0.0)
 
 
-def _shifted_replicates(probs: np.ndarray, predicted: np.ndarray, ratios: np.ndarray) -> dict[str, np.ndarray]:
-    """{score: (R,) estimate of the batch's rows under each replicate's priors} for prior ratios
-    ``ratios`` (R, K) = pi'_r / pi: q_ik = p_ik w_rk / s_ir, s_ir = sum_k p_ik w_rk, so that
-    q_ic = p_ic w_rc / s, -sum_k q_k log p_k = -sum_k p_k w_k log p_k / s and
-    sum_k q_k p_k = sum_k p_k^2 w_k / s, each a matrix product over the replicates."""
-    rows = np.arange(len(probs))
-    normaliser = probs @ ratios.T  # (n, R)
-    own = probs[rows, predicted][:, None] * ratios[:, predicted].T / normaliser
-    cross = -((probs * log_of_probs(probs)) @ ratios.T) / normaliser
-    agreement = ((probs * probs) @ ratios.T) / normaliser
-    squares = np.einsum("ik,ik->i", probs, probs)[:, None]
-    return {"accuracy": own.mean(axis=0), "nll": cross.mean(axis=0), "brier": (1.0 - 2.0 * agreement + squares).mean(axis=0)}
-
-
 def check_estimator(estimator: str) -> None:
     """Refuse an estimator that is not one of :data:`ESTIMATORS`."""
     if estimator not in ESTIMATORS:
@@ -240,16 +225,15 @@ def estimate_state(state: BatchState, *, level: float = 0.95, seed: int = 0, est
     weights = row_weights(BootstrapConfig(PRIOR_REPLICATES, seed, level), kept).matrix()
     weights = weights[weights.sum(axis=1) > 0]  # a replicate of a few rows may draw none of them
     replicate_priors, _ = em_priors(probs, reference_priors, weights)
-    replicates = _shifted_replicates(probs, predicted, replicate_priors / reference_priors)
+    replicates = mean_expectations(probs, predicted, replicate_priors / reference_priors)
     shifted_errors = {score: (0.0, 0.0) for score in SCORES} if reference is None else reference.shifted_map_error(priors)
-    debiased = reference is not None and estimator == "debiased"
-    if reference is not None and debiased:  # the correction d moves with the priors too
+    if reference is not None and estimator == "debiased":  # the correction d moves with the priors too
         biases = reference.shifted_map_biases(replicate_priors)
         for score in SCORES:
             replicates[score] = replicates[score] + biases[score] - shifted_errors[score][0]
     # EM's bias moves the batch's mean under q and the residuals under q in opposite directions: with
     # the residuals under q (a record that keeps probabilities) their sum needs no bias correction
-    corrected = not (debiased and reference is not None and reference.probs is not None)
+    corrected = reference is None or estimator != "debiased" or reference.probs is None
     for score, (means, row_variances) in expected(probs, predicted, adapted_probs(probs, reference_priors, priors)).items():
         parts = {"batch": float(row_variances.mean()) / n, "priors": float(np.var(replicates[score], ddof=1))}
         if kept < n:

@@ -34,8 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..bundle import RECORD_KEY
+from ..drift.priors import adapted_probs
 from ..errors import InputError
-from .expectations import SCORES, expected, predicted_class, realised
+from .expectations import SCORES, expected, mean_expectations, predicted_class, realised
 
 #: The most reference rows whose margins are kept (a seeded subsample above it)
 KEPT_ROWS = 20_000
@@ -142,26 +143,26 @@ class ReferenceRows:
 
     def shifted_map_biases(self, priors: np.ndarray) -> dict[str, np.ndarray]:
         """{score: (R,)} the map's mean residual d under each of the rows of ``priors`` (R, K)
-        (:meth:`shifted_map_error`'s first value for each)."""
+        (:meth:`shifted_map_error`'s first value for each, all R at once)."""
         if self.probs is None:
             return {score: self.map_biases(score, priors) for score in SCORES}
-        found = {score: np.empty(len(priors)) for score in SCORES}
-        labels = self.labels[: len(self.probs)]
-        for j, row in enumerate(priors):
-            weights = self.class_weights(row)[labels]
-            for score, r in self._shifted_residuals(row).items():
-                found[score][j] = float(weights @ r) / float(weights.sum())
-        return found
+        probs, labels, predicted, values = self._kept()
+        weights = np.stack([self.class_weights(row) for row in priors])[:, labels]  # (R, m)
+        expectations = mean_expectations(probs, predicted, priors / self.priors, weights)
+        total = weights.sum(axis=1)
+        return {score: weights @ values[score] / total - expectations[score] for score in SCORES}
 
-    def _shifted_residuals(self, priors: np.ndarray) -> dict[str, np.ndarray]:
-        """{score: r_i} of the kept rows under the batch's ``priors`` (:meth:`shifted_map_error`)."""
+    def _kept(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """(the kept rows' probabilities in float64, their labels, predicted classes, realised scores)."""
         probs = np.asarray(self.probs, dtype=np.float64)
         labels = self.labels[: len(probs)]
         predicted = predicted_class(probs)
-        adapted = probs * (priors / self.priors)
-        adapted /= adapted.sum(axis=1, keepdims=True)
-        means = expected(probs, predicted, adapted)
-        values = realised(probs, predicted, labels)
+        return probs, labels, predicted, realised(probs, predicted, labels)
+
+    def _shifted_residuals(self, priors: np.ndarray) -> dict[str, np.ndarray]:
+        """{score: r_i} of the kept rows under the batch's ``priors`` (:meth:`shifted_map_error`)."""
+        probs, _, predicted, values = self._kept()
+        means = expected(probs, predicted, adapted_probs(probs, self.priors, priors))
         return {score: values[score] - means[score][0] for score in SCORES}
 
     def map_biases(self, score: str, priors: np.ndarray) -> np.ndarray:

@@ -17,9 +17,8 @@ from conftest import needs
 import calib
 from calib.drift.priors import adapted_probs
 from calib.errors import InputError, UsageError
-from calib.estimation import batch as batch_module
 from calib.estimation import estimate_batch
-from calib.estimation.expectations import SCORES, expected, predicted_class
+from calib.estimation.expectations import SCORES, expected, mean_expectations, predicted_class
 from calib.estimation.reference import ReferenceRows
 
 
@@ -36,7 +35,7 @@ def test_replicate_formulas_equal_the_direct_computation():
     predicted = predicted_class(probs)
     old = np.array([0.1, 0.2, 0.3, 0.4])
     priors = np.random.default_rng(1).dirichlet(np.ones(4), size=5)
-    found = batch_module._shifted_replicates(probs, predicted, priors / old)
+    found = mean_expectations(probs, predicted, priors / old)
     for r, new in enumerate(priors):
         direct = expected(probs, predicted, adapted_probs(probs, old, new))
         for score in SCORES:
