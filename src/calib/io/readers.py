@@ -33,15 +33,12 @@ from .formats import (
     format_named,
     format_of,
     format_of_bytes,
-    helm_runs,
-    inspect_logs,
-    lighteval_details,
     suffix_of,
 )
 from .formats.base import LABEL_NAMES, Contents, group_key, labels_key, listed_names, pick_name, required_name
 from .formats.columns import column_numbers
-from .formats.harness_samples import read_samples, sample_files
 from .formats.text import text_labels, text_values
+from .logs import find_log
 from .predictions import PER_ROW_ONLY, TASKS, LabelLayout, Predictions, is_label_matrix, multilabel_pairs
 
 
@@ -84,16 +81,6 @@ class Reading:
     def read(self, path: str) -> Predictions:
         """:func:`read_predictions` of ``path`` as this reading says."""
         return read_predictions(path, **dataclasses.asdict(self))
-
-
-def is_log_folder(path: str) -> bool:
-    """Whether ``path`` is a folder that is one input: an lm-evaluation-harness results directory, a
-    folder of Inspect AI logs, a HELM run or suite folder, lighteval's details (not a directory of
-    shards)."""
-    if not os.path.isdir(path):
-        return False
-    found = (sample_files, inspect_logs.log_files, helm_runs.run_folders, lighteval_details.details_files)
-    return any(find(path) for find in found)
 
 
 def read_predictions(
@@ -177,18 +164,10 @@ def read_predictions(
             staged = os.path.join(folder, "input" + suffix)
             os.symlink(os.path.abspath(path), staged)
             contents = _read_staged(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
-    elif os.path.isdir(path) and (files := sample_files(path)):  # an lm-evaluation-harness results directory
-        sha = functools.partial(_files_sha256, [file for _, file in files])
-        contents = read_samples(files, name, scores)
-    elif runs := helm_runs.run_folders(path):  # a HELM run folder, or a suite folder of them
-        sha = functools.partial(_files_sha256, [os.path.join(run, helm_runs.RUN_FILE) for run in runs])
-        contents = helm_runs.read_runs(runs, name)
-    elif details := lighteval_details.details_files(path):  # lighteval details, or a run's folder of them
-        sha = functools.partial(_files_sha256, details)
-        contents = lighteval_details.read_details(details, name)
-    elif logs := inspect_logs.log_files(path):  # an Inspect AI log, or a folder of them
-        sha = functools.partial(_files_sha256, logs)
-        contents = inspect_logs.read_logs(logs, name, scores, missing_confidence)
+    elif log := find_log(path):  # an evaluation tool's outputs (calib.io.logs)
+        reader, found = log
+        sha = functools.partial(_files_sha256, reader.files(found))
+        contents = reader.read(found, name, scores, missing_confidence)
     else:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
