@@ -165,9 +165,9 @@ def read_predictions(
             os.symlink(os.path.abspath(path), staged)
             contents = _read_staged(fmt, staged, name, (score_prefix, in_file, scores, confidence_column))
     elif log := find_log(path):  # an evaluation tool's outputs (calib.io.logs)
-        reader, found = log
-        sha = functools.partial(_files_sha256, reader.files(found))
-        contents = reader.read(found, name, scores, missing_confidence)
+        reader, outputs = log
+        sha = functools.partial(_files_sha256, reader.files(outputs))
+        contents = reader.read(outputs, name, scores, missing_confidence)
     else:
         _require_file(path)
         sha = functools.partial(file_sha256, path)
