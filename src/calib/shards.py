@@ -106,14 +106,15 @@ def evaluate_shards(
     global index: the intervals of one evaluation of all the rows. Each shard is read as the other
     parameters say: a ``bundle`` applied first, the scores' ``input_kind``, their columns
     (``score_prefix`` or ``scores``), ``label_column``; ``engine`` "local" or "dask" (a Dask
-    ``scheduler``'s address, or a local cluster). Also ``calib.api.evaluate_shards``.
+    ``scheduler``'s address, or a local cluster).
 
     >>> import calib, numpy as np, os, tempfile
     >>> from calib.io.writers import write_matrix
     >>> test, folder = np.load(calib.sample_path("cifar10_test.npz")), tempfile.mkdtemp()
     >>> for part, rows in enumerate(np.array_split(np.arange(len(test["labels"])), 2)):
     ...     write_matrix(os.path.join(folder, f"{part}.parquet"), test["logits"][rows], "logits", labels=test["labels"][rows])
-    >>> report = calib.api.evaluate_shards(folder, calib.EvaluationRequest(metrics=("accuracy",)))
+    >>> from calib.shards import evaluate_shards
+    >>> report = evaluate_shards(folder, calib.EvaluationRequest(metrics=("accuracy",)))
     >>> round(report.to_json()["metrics"]["accuracy"]["value"], 4)
     0.9452
     """

@@ -16,18 +16,18 @@ import pytest
 import typer.main
 
 import calib
-from calib import api
 from calib.cli.app import app
+from calib.diagnose import diagnose
 
 #: The request calib.diagnose takes by default (its settings are the diagnosis's defaults).
-DIAGNOSIS_REQUEST = inspect.signature(api.diagnose).parameters["request"].default
+DIAGNOSIS_REQUEST = inspect.signature(diagnose).parameters["request"].default
 #: The library settings behind each command, searched in order: a flag takes the first one with its
 #: name (a dataclass's fields, a dataclass instance's values, a function's keywords).
 OWNERS = {
-    "evaluate": (api.EvaluationRequest.of, api.EvaluationRequest),
-    "merge-states": (api.EvaluationRequest,),
-    "diagnose": (api.diagnose, DIAGNOSIS_REQUEST),
-    "compare": (api.ComparisonRequest,),
+    "evaluate": (calib.EvaluationRequest.of, calib.EvaluationRequest),
+    "merge-states": (calib.EvaluationRequest,),
+    "diagnose": (diagnose, DIAGNOSIS_REQUEST),
+    "compare": (calib.ComparisonRequest,),
     "fit": (calib.fit_calibrator,),
 }
 #: Flags spelled otherwise than their setting: (command, flag) -> the setting's name (dotted: a field of a field).
@@ -39,6 +39,8 @@ SPELLED = {
 #: Values spelled otherwise on the command line: (command, flag) -> {the flag's default: the library's}.
 VALUES = {
     ("evaluate", "bootstrap"): {None: "auto"},  # an unset --bootstrap is "auto"
+    ("evaluate", "max_increase"): {None: ()},  # no --max-increase: no change gates
+    ("evaluate", "max_decrease"): {None: ()},
     ("diagnose", "compare"): {None: ()},  # no --compare: no methods
     ("compare", "top_k"): {None: ()},  # no --top-k: none
 }
@@ -105,3 +107,28 @@ def test_every_flag_defaults_to_the_librarys_setting():
 def test_the_flags_once_written_as_literals_are_checked(command, flag):
     """The flags whose defaults were once literals in the command line are among the checked ones."""
     assert (command, flag) in {(found[0], found[1]) for found in checked_flags()}
+
+
+def test_each_method_option_with_named_choices_is_a_flag_of_fit():
+    """fit's option flags (FLAG_OPTIONS, which `calib methods` shows as flags) are the methods'
+    options with named choices and the miscoverage level, each a parameter of the command."""
+    from calib.cli.fit import FLAG_OPTIONS
+    from calib.registry import OPTION_CHOICES
+
+    fit_flags = {param.name for param in typer.main.get_command(app).commands["fit"].params}
+    assert set(FLAG_OPTIONS) == {"alpha", *OPTION_CHOICES} and set(FLAG_OPTIONS) <= fit_flags
+
+
+def test_each_synthetic_dataset_flag_is_its_kinds_setting():
+    """calib synth reads its defaults from the library (calib.synth.files.DEFAULTS): every flag of a
+    dataset's command that names one of its kind's settings defaults to it."""
+    from calib.synth.files import DEFAULTS
+
+    synth = typer.main.get_command(app).commands["synth"]
+    checked = 0
+    for kind, settings in DEFAULTS.items():
+        for param in synth.commands[kind].params:
+            if param.name in settings:
+                assert param.default == settings[param.name], (kind, param.name)
+                checked += 1
+    assert checked == sum(len(settings) for settings in DEFAULTS.values())

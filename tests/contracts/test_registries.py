@@ -144,7 +144,9 @@ def test_every_format_round_trips_from_a_file_stdin_and_a_directory_of_shards(tm
         folder.mkdir()
         for part, rows in enumerate((slice(0, 25), slice(25, 40))):
             write_matrix(str(folder / f"{part}{suffix}"), logits[rows], "logits", labels=labels[rows])
-        merged = calib.api.evaluate_shards(str(folder), calib.EvaluationRequest(metrics=("accuracy", "nll")))
+        from calib.shards import evaluate_shards
+
+        merged = evaluate_shards(str(folder), calib.EvaluationRequest(metrics=("accuracy", "nll")))
         whole = calib.evaluate(logits, labels, metrics=["accuracy", "nll"]).values
         assert merged.metrics["accuracy"].value == whole["accuracy"]
         assert merged.metrics["nll"].value == pytest.approx(whole["nll"], abs=1e-12)

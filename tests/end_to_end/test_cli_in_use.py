@@ -292,7 +292,7 @@ def test_gate_messages_give_value_threshold_and_what_failed(tmp_path, run):
 
 def test_gates_on_vece_contradict_no_vece(run):
     code, _, err = run("evaluate", TEST, "--no-vece", "--fail-if", "vece_l1>0.01")
-    assert code == 2 and "vece_l1 is a V-ECE value, which --no-vece skips" in err
+    assert code == 2 and "vece_l1 is a V-ECE value, which is switched off; drop one of the two (--no-vece)" in err
     code, _, err = run("evaluate", TEST, "--no-vece", "--metrics", "ece,vece_over")
     assert code == 2 and "vece_over" in err
 

@@ -245,7 +245,7 @@ def test_cli_refusals_are_one_line(tmp_path, run):
     assert not (tmp_path / "m.onnx").exists()
     for args, message in (
         (("--to", "tflite", "--out", tmp_path / "m.onnx"), "--to must be one of onnx"),
-        (("--out", tmp_path / "m.onnx", "--dtype", "float16"), "--dtype must be one of"),
+        (("--out", tmp_path / "m.onnx", "--dtype", "float16"), "dtype must be one of float32, float64; got 'float16' (--dtype)"),
         (("--out", tmp_path / "m.bin"), "ends in .onnx"),
     ):
         code, _, err = run("export", tmp_path / "b", *args)

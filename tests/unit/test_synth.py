@@ -213,4 +213,4 @@ def test_large_k_data_is_imagenet_shaped_and_its_truth_exact(run, tmp_path):
     fitted = calib.calibrator("ts").fit(written["logits"], written["labels"])
     assert abs(fitted.fitted.temperature_ - 1 / 0.7) < 0.1  # the truth's temperature, within noise
     code, _, err = run("synth", "large-k", "--temperature", "0", "--out", tmp_path / "x.npz")
-    assert code == 2 and "--temperature must be > 0" in err
+    assert code == 2 and "the temperature must be > 0; got 0.0 (--temperature)" in err

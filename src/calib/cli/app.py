@@ -7,7 +7,8 @@ import sys
 
 import typer
 
-from ..api import CalibError, keep_freed_memory, version_line
+from .._version import version_line
+from ..operations import CalibError, keep_freed_memory
 from . import render
 from .apply import apply
 from .compare import compare

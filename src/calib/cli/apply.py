@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
 import typer
 
-from .. import api
-from ..api import (
-    WRITERS,
-    UsageError,
-    absent_class_rows,
-    check_output_file,
-    check_output_path,
-    listed,
-    read_features,
-    shard_formats,
-)
+from .. import operations
+from ..operations import UsageError, choices_text
 from . import options, render
 
 WHAT = ("probs", "log-probs", "sets")
@@ -32,7 +22,7 @@ def apply(
         typer.Option(
             "--out",
             "-o",
-            help=f"Output file ({listed(WRITERS.values())}); - writes .npy to stdout; for a directory PRED, the output directory.",
+            help=f"Output file ({choices_text('outputs')}); - writes .npy to stdout; for a directory PRED, the output directory.",
             show_default=False,
         ),
     ],
@@ -67,49 +57,32 @@ def apply(
     """
     if what not in WHAT:
         raise UsageError(f"--what must be one of {', '.join(WHAT)}; got {what!r}")
-    reading = options.reading(locals(), require_labels=False)
-    if os.path.isdir(pred) and not api.is_log_folder(pred):  # a folder of evaluation logs is one input
+    source = options.source(locals())
+    if source.is_directory:
         if input_format is not None or confidence_column is not None:
             raise UsageError("--input-format and --confidence-column take one file; shards are told by their suffixes")
         if labels is not None or features is not None:
             raise UsageError("--labels and --features take one file; a directory of shards carries its labels in each shard")
-        _apply_directory(bundle, pred, out, what, reading, engine, scheduler, force)
+        done = operations.apply_source(source, out, what=what, force=force)
+        _note_infeasible(done.counts)
+        skipped = f"{len(done.skipped)} shards already written with this bundle, skipped (--force redoes them)"
+        if not done.written:
+            render.note(f"nothing to write to {out}: {skipped}")
+            return
+        more = f"; {skipped}" if done.skipped else ""
+        render.note(f"wrote {what} for {done.rows} of {len(done.written)} shards to {out} ({engine}){more}")
         return
-    if engine != "local" or scheduler is not None:
-        raise UsageError(f"--engine and --scheduler take a directory of {listed(shard_formats())} files as PRED")
     if out == "-" and sys.stdout.isatty():
         raise UsageError(
             "--out - writes binary .npy to stdout, which is a terminal here; redirect it (> out.npy, | next-command)"
         )
-    if out != "-":
-        check_output_path(out, [pred, labels or "-", features or "-"])
-        check_output_file(out, force=force)
-    preds, calibrator = api.read_with_bundle(pred, bundle, reading)
-    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    feature_rows = read_features(features, preds)
-    counts = api.write_applied(calibrator, preds, sys.stdout.buffer if out == "-" else out, what, feature_rows)
-    _note_infeasible(counts)
-    absent_rows = absent_class_rows(calibrator, preds)
-    if absent_rows is not None:
-        render.note(f"warning: {absent_rows}")
-    if out != "-":
-        render.note(f"wrote {what} for {preds.output_layout.describe()} to {out}")
-
-
-def _apply_directory(bundle: str, pred: str, out: str, what: str, reading, engine: str, scheduler, force: bool):
-    """``calib apply BUNDLE shards/ --out out_shards/``: one output per shard (calib.shards)."""
-    from ..api import apply_shards
-
-    if out == "-" or (os.path.exists(out) and not os.path.isdir(out)):
-        raise UsageError(f"--out {out}: a directory PRED writes a directory of outputs; name a directory")
-    done = apply_shards(bundle, pred, out, what=what, reading=reading, engine=engine, scheduler=scheduler, force=force)
+    done = operations.apply_source(source, sys.stdout.buffer if out == "-" else out, what=what, force=force)
+    render.note(f"input kind: {done.kind_line}")
     _note_infeasible(done.counts)
-    skipped = f"{len(done.skipped)} shards already written with this bundle, skipped (--force redoes them)"
-    if not done.written:
-        render.note(f"nothing to write to {out}: {skipped}")
-        return
-    more = f"; {skipped}" if done.skipped else ""
-    render.note(f"wrote {what} for {done.rows} rows of {len(done.written)} shards to {out} ({engine}){more}")
+    for warning in done.warnings:
+        render.note(f"warning: {warning}")
+    if out != "-":
+        render.note(f"wrote {what} for {done.rows} to {out}")
 
 
 def _note_infeasible(counts: dict) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..api import write_bytes_atomic
+from ..operations import write_output
 from ..reporting.junit import junit_xml
 from ..reporting.text import comparison_note, report_lines
 
@@ -55,7 +55,7 @@ def write_ci_outputs(report, junit_path: str | None, summary: list[str] | None =
     summary (``summary``'s markdown lines, else the report's) and step outputs (appended, as
     GitHub expects)."""
     if junit_path is not None:
-        write_bytes_atomic(junit_path, junit_xml(report))
+        write_output(junit_path, junit_xml(report))
     if not report.gates:
         return
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")

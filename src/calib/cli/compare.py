@@ -6,14 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api
+from .. import operations
 from ..reporting.text import comparison_lines, comparison_parts, comparison_title, gate_text
 from . import options, render
 
 
 def _default(name: str):
     """The library's default of the comparison setting ``name`` (calib.drift.ComparisonRequest)."""
-    return options.library_default(api.ComparisonRequest, name)
+    return options.library_default(operations.ComparisonRequest, name)
 
 
 def compare(
@@ -77,13 +77,8 @@ def compare(
 
     Example: calib compare last_month.npz this_week.npz --fit-remedy fix_bundle
     """
-    from ..api import check_not_an_input, read_predictions
-
     style = render.resolve_format(table_format)
-    for path in (json_path, fit_remedy, html_path, junit):
-        if path not in (None, "-"):
-            check_not_an_input(path, [ref, new])
-    request = api.ComparisonRequest(
+    request = operations.ComparisonRequest(
         replicates=bootstrap,
         level=level,
         seed=seed,
@@ -92,24 +87,18 @@ def compare(
         decay_score=decay_score,
         top_k=tuple(top_k or ()),
     )
-    read = {"label_column": label_column, "input_kind": input_kind}
-    ref_preds = read_predictions(ref, require_labels=True, **read)
-    new_preds = read_predictions(new, task=ref_preds.task_of_its_kind, **read)
-    groups = None
-    if group_by is not None:
-        groups = tuple(api.read_groups(preds, path, group_by, None) for preds, path in ((ref_preds, ref), (new_preds, new)))
-    steps = api.comparison_steps(new_preds, groups)
-    with render.progress("compare", steps, "steps") as advance:
-        report = api.compare(ref_preds, new_preds, request, groups=groups, progress=advance)
-    if fit_remedy is not None:
-        api.save_remedy(ref_preds, new_preds, report, fit_remedy, force=force)
+    reading = options.reading(locals())
+    batches = operations.Source(ref, reading, group_by=group_by), operations.Source(new, reading, group_by=group_by)
+    batches[0].check_outputs([json_path, fit_remedy, html_path, junit], [new])
+    plan = operations.plan_comparison(*batches, request)
+    with render.progress("compare", plan.steps, "steps") as advance:
+        report = plan.run(advance, remedy=fit_remedy, force=force)
     if json_path is not None:
         render.write_json(report.to_json(), json_path)
     if html_path is not None:
-        from ..api import write_bytes_atomic
         from ..reporting.html import comparison_page
 
-        write_bytes_atomic(html_path, comparison_page(report).encode())
+        operations.write_output(html_path, comparison_page(report))
     if json_path != "-":
         _render(report, style)
     from .ci_output import write_ci_outputs

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api
+from .. import operations
 from . import options, render
 
 
@@ -53,29 +53,21 @@ def diagnose(
 
     Example: calib diagnose val.npz --compare ts,cmce-ts,mr,isotonic --out report/
     """
-    from ..api import check_output_directory, read_groups
-    from ..api import diagnose as run_diagnosis  # the metric stack: not loaded by the other commands
-
-    if out is not None:  # refused before the work, not after it
-        check_output_directory(out, force=force)
-    preds, calibrator = api.read_with_bundle(pred, bundle, options.reading(locals(), require_labels=True))
-    methods = [m.strip() for m in compare.split(",") if m.strip()] if compare else []
-    groups = read_groups(preds, pred, group_by, groups_file, label_column)
-    request = api.EvaluationRequest.of(vece=not no_vece, seed=seed, bootstrap=bootstrap or 0, min_group_rows=min_group_rows)
-    fits, _ = api.planned_work(preds, request, calibrated=bundle is not None)
-    with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE") as advance:
-        result = run_diagnosis(
-            preds,
-            request,
-            calibrator=calibrator,
-            compare=methods,
-            folds=folds,
-            seed=seed,
-            rank_by=rank_by,
-            groups=groups,
-            bundle_path=bundle,
-            progress=advance,
-        )
+    request = operations.EvaluationRequest.of(
+        vece=not no_vece, seed=seed, bootstrap=bootstrap or 0, min_group_rows=min_group_rows
+    )
+    plan = operations.plan_diagnosis(
+        options.source(locals()),
+        request,
+        compare=[m.strip() for m in compare.split(",") if m.strip()] if compare else [],
+        folds=folds,
+        seed=seed,
+        rank_by=rank_by,
+        out=out,
+        force=force,
+    )
+    with render.progress("V-ECE", plan.fits, "boosted fits", "; --no-vece skips V-ECE") as advance:
+        result = plan.run(advance)
     render.diagnosis(result)
     if out is not None:
         from ..reporting.plots import write_report

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
 
-from .. import api
-from ..api import (
-    DEFAULT_RECIPE,
-    RECALIBRATORS,
-    RECIPES,
-    UsageError,
-    check_not_an_input,
-    listed,
-    read_features,
-    read_true_probs,
-    shard_formats,
-)
-from ..reporting.text import comparison_note, gate_text
+from .. import operations
+from ..operations import UsageError, choices_text
+from ..reporting.text import comparison_note, gate_text, noise_notes
 from . import estimate, options, render
 
 # The metric stack (calib.evaluate, calib.metrics, calib.estimators, calib.bootstrap) is imported in
@@ -135,15 +123,15 @@ def evaluate(
         bool, typer.Option("--no-vece", help="Skip V-ECE (it refits a recalibrator 5 times: seconds to minutes).")
     ] = False,
     vece_recalibrator: Annotated[
-        str, typer.Option("--vece-recalibrator", help=f"V-ECE recalibration map: {' | '.join(RECALIBRATORS)}.")
+        str, typer.Option("--vece-recalibrator", help=f"V-ECE recalibration map: {choices_text('recalibrators')}.")
     ] = "ws-catboost",
     vece_recipe: Annotated[
         str,
         typer.Option(
             "--vece-recipe",
-            help="WS-CatBoost recipe: " + " | ".join(f"{name} ({recipe.describe()})" for name, recipe in RECIPES.items()) + ".",
+            help=f"WS-CatBoost recipe: {choices_text('recipes')}.",
         ),
-    ] = DEFAULT_RECIPE,
+    ] = "compact-es10",
     vece_max_rows: Annotated[
         int, typer.Option("--vece-max-rows", min=10, help="V-ECE uses a seeded subsample above this many rows.")
     ] = 20000,
@@ -209,70 +197,35 @@ def evaluate(
     calib evaluate test.npz --bundle ts_bundle --fail-if "cmce>0.01"
     """
     render.resolve_format(table_format)
-    estimate_gates, fail_if = api.split_gates(fail_if) if fail_if else ([], fail_if)  # no gates: nothing to import
-    request = _request(locals())
-    for path in (json_path, junit, html):
-        if path not in (None, "-"):
-            check_not_an_input(path, [pred, labels, true_probs, features, baseline, reference])
-    estimating = bundle is not None or reference is not None
-    if not estimating and (estimate_gates or missing_label is not None or html is not None):
-        flag = (
-            "--fail-if " + estimate_gates[0] if estimate_gates else "--missing-label" if missing_label is not None else "--html"
-        )
-        raise UsageError(f"{flag} is for estimates without labels, which need a calibration map: give --bundle or --reference")
-    if os.path.isdir(pred) and not api.is_log_folder(pred):  # a folder of evaluation logs is one input
+    if html is not None and bundle is None and reference is None:
+        raise UsageError("--html is for estimates without labels, which need a calibration map: give --bundle or --reference")
+    source = options.source(locals())
+    source.check_outputs([json_path, junit, html], [baseline, reference])
+    if source.is_directory:
         _refuse_single_input_flags(locals())
-        if estimate.shards(locals(), estimate_gates, request):
-            return
-        shards = _shards_report(request, locals())
-        shown = _shown_as(shards, f"{pred} ({len(shards.input.merged_from or ())} files, {engine})", "shards")
-        _emit(shards, json_path, shown, table_format, junit)
+    plan = operations.plan_evaluation(
+        source,
+        _request(locals()),
+        gates=fail_if or (),
+        vece_off=no_vece,
+        reference=reference,
+        reference_method=reference_method,
+        estimator=estimator,
+        missing_label=missing_label,
+    )
+    for note in plan.notes:
+        render.note(note)
+    if plan.subsampled:
+        render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {plan.rows.preds.n} rows (--vece-max-rows)")
+    with render.progress("V-ECE", plan.fits, "boosted fits", "; --no-vece skips V-ECE" if metrics is None else "") as advance:
+        done = plan.run(advance)
+    if done.estimated:
+        estimate.show(done.report, locals(), done.labelled)
         return
-    from ..api import read_groups
-
-    if engine != "local" or scheduler is not None:
-        raise UsageError(f"--engine and --scheduler take a directory of {listed(shard_formats())} files as PRED")
-    reading = options.reading(locals(), require_labels=not estimating)
-    if estimating:
-        reading = replace(reading, missing_label="null" if missing_label is None else missing_label)
-    if reference is not None and bundle is not None:
-        raise UsageError("--bundle and --reference both give the calibration map; give one")
-    preds, calibrator = api.read_with_bundle(pred, bundle, reading)
-    if estimating:
-        calibration = estimate.calibration_map(locals(), reading)
-        calibration.check_applies(preds)
-        if estimate.needs_estimates(preds):
-            estimate.estimate(preds, calibration, locals(), estimate_gates, request)
-            return
-        if estimate_gates:
-            raise UsageError(
-                f"every row of {pred} has a label: evaluate them (gate {estimate_gates[0]!r} reads an estimate without labels)"
-            )
-        calibrator = calibration
-    if json_path is not None or emit_state is not None:  # the only outputs that hold the sha256
-        preds.hash_in_background()  # on the other core while the metrics stream
-    else:
-        preds.skip_digest()
-    groups = read_groups(preds, pred, group_by, groups_file, label_column)
-    if true_probs is not None:
-        preds.true_probs = read_true_probs(true_probs, preds)
-    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    fits, subsampled = api.planned_work(preds, request, groups, calibrated=calibrator is not None)
-    if subsampled:
-        render.note(f"V-ECE and KDE-ECE on a seeded subsample of {vece_max_rows} of {preds.n} rows (--vece-max-rows)")
-    with render.progress("V-ECE", fits, "boosted fits", "; --no-vece skips V-ECE" if metrics is None else "") as advance:
-        report = api.evaluate(
-            preds,
-            request=request,
-            calibrator=calibrator,
-            features=read_features(features, preds),
-            bundle_path=bundle,
-            groups=groups,
-            progress=advance,
-        ).entries
-    if bootstrap is None and report.bootstrap is not None:
+    report = done.report
+    if bootstrap is None and report.bootstrap is not None and plan.mode == "evaluate":
         replicates = report.bootstrap
-        if request.gates.any:
+        if plan.request.gates.any:
             why = "for the gates"
         elif json_path is not None:
             why = "for the JSON report, which later change gates pair with"
@@ -282,7 +235,7 @@ def evaluate(
             f"note: {replicates.level:g} intervals from {replicates.replicates} bootstrap replicates, drawn {why} "
             "(--bootstrap 0 for none); every interval is the replicates' percentile interval centred on the value"
         )
-    _emit(report, json_path, report, table_format, junit)
+    _emit(report, json_path, done.shown, table_format, junit)
 
 
 #: The flags of one input file that a directory of shards does not take, and their parameters.
@@ -310,31 +263,14 @@ def _refuse_single_input_flags(flags: dict) -> None:
         raise UsageError(f"{named[0]} does not apply to a directory of shards")
 
 
-def _shards_report(request, flags: dict):
-    """The merged report of the directory of shards ``flags["pred"]``, read as the flags say."""
-    return api.evaluate_shards(
-        flags["pred"],
-        request,
-        bundle=flags["bundle"],
-        input_kind=flags["input_kind"],
-        score_prefix=flags["score_prefix"],
-        scores=flags["scores"],
-        label_column=flags["label_column"],
-        group_by=flags["group_by"],
-        engine=flags["engine"],
-        scheduler=flags["scheduler"],
-    )
-
-
 def _request(flags: dict):
-    """The evaluation request the flags ask for (calib.evaluation.request.EvaluationRequest); the
-    flags' own contradictions refused first, each naming the flags."""
-    from ..api import VECE_METRICS, parse_change_gates
-
+    """The evaluation request the flags ask for (calib.evaluation.request.EvaluationRequest), its
+    gates aside (the evaluation places each: on the metrics or on the estimates); the flags' own
+    contradictions refused first, each naming the flags."""
     keys = [k.strip() for k in flags["metrics"].split(",") if k.strip()] if flags["metrics"] else None
     if flags["paired"] and flags["ignore_noise"]:
         raise UsageError("--paired asks for the bootstrap's intervals and --ignore-noise for the raw values; drop one of the two")
-    request = api.EvaluationRequest.of(
+    return operations.EvaluationRequest.of(
         metrics=keys,
         bins=flags["bins"],
         cmce_bins=flags["cmce_bins"],
@@ -343,10 +279,10 @@ def _request(flags: dict):
         vece_recipe=flags["vece_recipe"],
         vece_max_rows=flags["vece_max_rows"],
         seed=flags["seed"],
-        gates=flags["fail_if"] or (),
-        increase_gates=parse_change_gates(
-            flags["max_increase"] or [], flags["baseline"], flags["paired"], flags["max_decrease"] or []
-        ),
+        max_increase=flags["max_increase"] or (),
+        max_decrease=flags["max_decrease"] or (),
+        baseline=flags["baseline"],
+        paired=flags["paired"],
         ignore_noise=flags["ignore_noise"],
         inconclusive=flags["inconclusive"],
         bootstrap="auto" if flags["bootstrap"] is None else flags["bootstrap"],
@@ -356,47 +292,6 @@ def _request(flags: dict):
         emit_state=flags["emit_state"],
         first_row=flags["first_row"],
     )
-    if flags["no_vece"]:  # a V-ECE key asked for by name contradicts --no-vece
-        asked = [*(request.metrics or ()), *request.gates.metrics]
-        contradicting = next((key for key in asked if key in VECE_METRICS), None)
-        if contradicting is not None:
-            raise UsageError(f"{contradicting} is a V-ECE value, which --no-vece skips; drop one of the two")
-    return request
-
-
-def _shown_as(report, path: str, kind: str):
-    """``report`` with the input its table names: ``path`` (what was merged) of ``kind``."""
-    return replace(report, input=replace(report.input, path=path, kind=kind))
-
-
-def _noise_notes(report, remedy: str) -> list[str]:
-    """One note per reason a gate read raw values (noise ignored), unless asked for; ``remedy``
-    says how this command would draw replicates."""
-    from ..api import METRICS
-
-    notes: dict[str, str] = {}
-    for gate in (result.fields for result in report.gates):
-        reason = gate.get("noise_reason")
-        if gate.get("noise") != "ignored" or reason in (None, "noise ignored on request") or "group" in gate:
-            continue
-        if not METRICS[gate["metric"]].streamed:
-            notes.setdefault(
-                "whole-sample " + gate["metric"],
-                f"note: {gate['metric']} is never bootstrapped (each replicate would refit its recalibration map), so its "
-                "gate compares the raw value: give the threshold a margin (docs/ci-gates.md has the measured false alarms)",
-            )
-        elif "allowed" in gate:
-            notes.setdefault(
-                reason,
-                f"note: the change gates compare raw values and ignore noise: {reason}. A baseline written by "
-                "`calib evaluate --json` on the same rows records bootstrap replicates (--bootstrap N chooses how many)",
-            )
-        else:
-            notes.setdefault(
-                "threshold " + reason,
-                f"note: the threshold gates compare raw values and ignore noise: {reason} ({remedy})",
-            )
-    return list(notes.values())
 
 
 def _emit(
@@ -421,7 +316,7 @@ def _emit(
         render.note(f"warning: {warning}")
     for note in dict.fromkeys(comparison_note(g.fields) for g in report.gates if "baseline_input" in g.fields):
         render.note(f"note: {note}")
-    for note in _noise_notes(report, remedy):
+    for note in noise_notes(report, remedy):
         render.note(note)
     write_ci_outputs(report, junit)
     failed = [g for g in report.gates if not g.passed]
@@ -448,9 +343,8 @@ def merge_states(
     The numbers equal one evaluation over all the rows (V-ECE, which is not additive, is left out).
     Example: calib merge-states part1.npz part2.npz --json -
     """
-    from ..api import merge_metric_states, read_metric_state
-
-    if estimate.merged(states, {"json_path": json_path, "table_format": table_format, "min_group_rows": min_group_rows}):
+    done = operations.merge_states(states, min_group_rows)
+    if done.estimated:
+        estimate.show(done.report, {"json_path": json_path, "table_format": table_format, "html": None})
         return
-    report = merge_metric_states([read_metric_state(path) for path in states], states, min_group_rows)
-    _emit(report, json_path, _shown_as(report, f"{len(report.input.merged_from)} merged states", "state"), table_format)
+    _emit(done.report, json_path, done.shown, table_format)

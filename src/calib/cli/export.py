@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..api import UsageError, check_output_file
+from ..operations import UsageError
 from . import render
 
 TARGETS = ("onnx",)
@@ -23,26 +23,12 @@ def export(
 
     Example: calib export ts_bundle --to onnx --out calibrator.onnx
     """
-    from ..api import DTYPES, INPUT_NAMES, OPSET, load
+    from ..operations import export_bundle
 
     if to not in TARGETS:
         raise UsageError(f"--to must be one of {', '.join(TARGETS)}; got {to!r}")
-    if dtype not in DTYPES:
-        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
-    if not out.lower().endswith(".onnx"):
-        raise UsageError(f"{out}: an ONNX model's file name ends in .onnx")
-    check_output_file(out, force=force)
-    calibration = load(bundle)
-    calibration.to_onnx(out, dtype=dtype)
-    outputs = "probs and sets" if "sets" in _outputs(calibration) else "probs"
+    done = export_bundle(bundle, out, dtype=dtype, force=force)
     render.note(
-        f"wrote {out}: {INPUT_NAMES[calibration.input_kind]} (N, {calibration.n_labels or calibration.n_classes}) {dtype} "
-        f"-> {outputs}, "
-        f"opset {OPSET}, bundle sha256 {(calibration.bundle_sha256 or '')[:12]}"
+        f"wrote {out}: {done.input} (N, {done.width}) {done.dtype} -> {' and '.join(done.outputs)}, "
+        f"opset {done.opset}, bundle sha256 {done.sha256[:12]}"
     )
-
-
-def _outputs(calibration) -> tuple[str, ...]:
-    from ..api import builds_sets
-
-    return ("probs", "sets") if builds_sets(calibration.fitted) else ("probs",)

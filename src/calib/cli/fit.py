@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
 
-from .. import api
-from ..api import OPTION_CHOICES, UsageError, check_not_an_input, choices_text, read_features
+from .. import operations
+from ..operations import UsageError, choices_text
 from . import options, render
 
 #: Method options with a flag of their own; every other option is set with -O NAME=VALUE.
-FLAG_OPTIONS = ("alpha", *OPTION_CHOICES)
+FLAG_OPTIONS = ("alpha", "score", "threshold", "variant", "flow", "aggregate", "model")
 
 
 def fit(
@@ -113,30 +112,34 @@ def fit(
         if not sep or not key:
             raise UsageError(f"--option {item!r}: expected KEY=VALUE")
         given[key.strip()] = value.strip()
-    if json_path not in (None, "-"):
-        check_not_an_input(json_path, [pred, labels, features, train, train_features])
     if train is None and train_features is not None:
         raise UsageError("--train-features needs --train")
+    source = options.source(locals())
+    source.check_outputs([json_path], [train, train_features])
+    train_source = None if train is None else operations.Source(train, features=train_features)
     start = time.perf_counter()
-    reading = options.reading(locals(), require_labels=True)
-    preds = reading.read(pred)
-    train_preds = train_x = None
-    if train is not None:  # the training rows: their labels in the file, its format told by its name
-        train_preds = replace(reading, labels_path=None, input_format=None).read(train)
-        train_x = read_features(train_features, train_preds)
-    with render.activity(f"fitting {method}", quiet) as report, api.reporting(report):
-        fitted = api.calibrator(method, per_label=per_label, joint=joint, **given).fit(
-            preds, seed=seed, features=read_features(features, preds), train=train_preds, train_features=train_x, device=device
+    with render.activity(f"fitting {method}", quiet) as report:
+        done = operations.fit_source(
+            source,
+            method,
+            out,
+            options=given,
+            seed=seed,
+            train=train_source,
+            per_label=per_label,
+            joint=joint,
+            device=device,
+            force=force,
+            progress=report,
         )
-    fitted.save(out, force=force)
-    render.note(f"input kind: {preds.kind} ({preds.kind_reason})")
-    summary = fitted.summary(preds, train_preds, out)
+    render.note(f"input kind: {done.input.kind_line}")
+    summary = done.summary
     seconds = time.perf_counter() - start
     if json_path is not None:
         render.write_json(summary, json_path)
     if json_path != "-":
         report = {key: value for key, value in summary["fit_report"].items() if not key.startswith("warning")}
-        rows = {**fitted.fitted_shape(preds), **report, **({"trained on": summary["device"]} if "device" in summary else {})}
+        rows = {**done.shape, **report, **({"trained on": summary["device"]} if "device" in summary else {})}
         render.key_values(f"calib fit: {method}", {**rows, "time": f"{seconds:.2f} s", "bundle": out})
     for warning in summary["warnings"]:
         render.note(f"warning: {warning}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..api import CALIBRATORS
 from . import render
 from .fit import FLAG_OPTIONS
 
@@ -12,6 +11,6 @@ def methods() -> None:
 
     Example: calib methods
     """
-    from ..api import METRICS
+    from ..reporting.text import method_rows
 
-    render.methods_table(CALIBRATORS, METRICS, FLAG_OPTIONS)
+    render.methods_table(*method_rows(FLAG_OPTIONS))

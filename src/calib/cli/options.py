@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperCommand
 
-from .. import api
-from ..api import listed
+from .. import operations
+from ..operations import choices_text
 
 
 def library_default(owner, name: str):
@@ -30,7 +30,7 @@ Labels = Annotated[
     typer.Option(
         "--labels",
         "-l",
-        help=f"Labels file: {listed()} (the label/labels array or column, or the only one), or .txt/.csv (one label a line, optional header); overrides labels in PRED.",
+        help=f"Labels file: {choices_text('formats')} (the label/labels array or column, or the only one), or .txt/.csv (one label a line, optional header); overrides labels in PRED.",
         show_default=False,
     ),
 ]
@@ -137,7 +137,9 @@ Scheduler = Annotated[
 ]
 Pred = Annotated[
     str,
-    typer.Argument(metavar="PRED", help=f"Predictions: {listed()}; - reads any of them from stdin.", show_default=False),
+    typer.Argument(
+        metavar="PRED", help=f"Predictions: {choices_text('formats')}; - reads any of them from stdin.", show_default=False
+    ),
 ]
 GroupBy = Annotated[
     Optional[str],
@@ -151,7 +153,7 @@ GroupsFile = Annotated[
     Optional[str],
     typer.Option(
         "--groups",
-        help=f"One group value per row: {listed()} (--group-by or the only array or column), .txt (one a line), .csv (header, then --group-by or the only column).",
+        help=f"One group value per row: {choices_text('formats')} (--group-by or the only array or column), .txt (one a line), .csv (header, then --group-by or the only column).",
         show_default=False,
     ),
 ]
@@ -184,14 +186,14 @@ class Command(TyperCommand):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-def reading(flags: dict, *, require_labels: bool) -> api.Reading:
+def reading(flags: dict, *, require_labels: bool = False) -> operations.Reading:
     """How a command's predictions are read (calib.io.readers.Reading), from its input flags:
     ``flags`` the command's parameters (its ``locals()``), named as the shared options name them."""
-    return api.Reading(
+    return operations.Reading(
         labels_path=flags.get("labels"),
-        input_kind=flags["input_kind"],
-        score_prefix=flags["score_prefix"],
-        label_column=flags["label_column"],
+        input_kind=flags.get("input_kind", "auto"),
+        score_prefix=flags.get("score_prefix"),
+        label_column=flags.get("label_column"),
         require_labels=require_labels,
         renormalise=flags.get("renormalise", False),
         scores=flags.get("scores"),
@@ -199,4 +201,21 @@ def reading(flags: dict, *, require_labels: bool) -> api.Reading:
         input_format=flags.get("input_format"),
         confidence_column=flags.get("confidence_column"),
         missing_confidence=flags.get("missing_confidence"),
+    )
+
+
+def source(flags: dict, *, require_labels: bool = False) -> operations.Source:
+    """Where a command's rows come from (calib.operations.Source), from its flags (its
+    ``locals()``): PRED read as :func:`reading` says, with the bundle, features, true
+    probabilities, groups and engine the command takes."""
+    return operations.Source(
+        flags["pred"],
+        reading(flags, require_labels=require_labels),
+        bundle=flags.get("bundle"),
+        features=flags.get("features"),
+        true_probs=flags.get("true_probs"),
+        group_by=flags.get("group_by"),
+        groups_file=flags.get("groups_file"),
+        engine=flags.get("engine", "local"),
+        scheduler=flags.get("scheduler"),
     )

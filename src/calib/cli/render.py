@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ..api import MIN_BIN_ROWS, UsageError
+from ..operations import UsageError
 from ..reporting.text import (
     OVER_COLOUR,
     UNDER_COLOUR,
@@ -22,6 +22,7 @@ from ..reporting.text import (
     group_table,
     markdown_table,
     metric_table,
+    reliability_legend,
     report_lines,
     report_title,
     table_footnotes,
@@ -215,7 +216,7 @@ def progress(description: str, total: int, unit: str = "steps", skip_hint: str =
 def activity(description: str, quiet: bool = False):
     """Work of unknown length on stderr: on a terminal (and unless ``quiet``) a spinner with the
     seconds spent and the work's last report (``report(status)``, which the library's progress
-    reports reach through :func:`calib.api.reporting`); elsewhere nothing. Yields the report callback."""
+    reports reach through :func:`calib.core.progress.reporting`); elsewhere nothing. Yields the report callback."""
     if quiet or not _is_terminal(stderr=True):
         yield lambda status="": None
         return
@@ -236,9 +237,9 @@ def write_json(document: dict, path: str) -> None:
     if path == "-":
         sys.stdout.write(text)
     else:
-        from ..api import write_bytes_atomic
+        from ..operations import write_output
 
-        write_bytes_atomic(path, text.encode())
+        write_output(path, text)
 
 
 def key_values(title: str, values: dict) -> None:
@@ -267,25 +268,16 @@ def report_table(report, style: str = "auto") -> None:
         _line("gate ", (gate_mark(gate.outcome, gate.passed), colours[gate.outcome]), f": {gate_text(gate.fields)}")
 
 
-def methods_table(calibrators: dict, metrics: dict, flag_options) -> None:
-    import dataclasses
-
-    rows = []
-    for name, cls in calibrators.items():
-        options = " ".join(
-            f"--{f.name} {f.default}" if f.name in flag_options else f"-O {f.name}={f.default}"
-            for f in dataclasses.fields(cls.Options)
-        )
-        rows.append([name, options or "-", cls.summary])
+def methods_table(calibrators: list[list[str]], metrics: list[list[str]]) -> None:
+    """The calibrators (name, options and their defaults, summary) and the metrics (key, summary)."""
     table(
         "calibrators (calib fit --method NAME; other options: -O NAME=VALUE)",
         ["method", "options (default)", "what it does"],
-        rows,
+        calibrators,
         [False, False, False],
         prose=2,
     )
-    rows = [[key, metric.summary] for key, metric in metrics.items()]
-    table("metrics (calib evaluate --metrics KEY,...)", ["metric", "what it measures"], rows, [False, False])
+    table("metrics (calib evaluate --metrics KEY,...)", ["metric", "what it measures"], metrics, [False, False])
 
 
 def _bar(value: float, scale: float, width: int = 24) -> str:
@@ -352,12 +344,7 @@ def diagnosis(result) -> None:
             )
         header = ["bin", counted, key, "observed", *(["95% interval"] if banded else []), "gap", ""]
         table(title, header, cells, [False, True, True, True, *([False] if banded else []), True, False])
-    lines(
-        [
-            "gap = observed - predicted: below 0 (red) over-confident, above 0 (blue) under-confident",
-            f"95% interval: the observed rate's Clopper-Pearson interval per bin; few rows: under {MIN_BIN_ROWS}, too few to read",
-        ]
-    )
+    lines(reliability_legend())
     if result.risk_coverage is not None:
         lines([_selective_line(result.risk_coverage)], style="")
     if result.groups is not None and result.groups["worst"]:

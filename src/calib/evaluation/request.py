@@ -25,7 +25,7 @@ from ..metrics import check_metric_keys
 from ..metrics.definitions import AUTO_BINS, bin_count
 from ..metrics.sample import DEFAULT_RECIPE, SampleConfig
 from .gate_noise import INCONCLUSIVE_POLICIES
-from .gate_parsing import parse_gate
+from .gate_parsing import parse_change_gates, parse_gate
 from .gates import ChangeGate, Gate
 
 
@@ -174,6 +174,10 @@ class EvaluationRequest:
         emit_state: str | None = None,
         gates: Sequence[str | Gate] = (),
         increase_gates: Sequence[ChangeGate] = (),
+        max_increase: Sequence[str] = (),
+        max_decrease: Sequence[str] = (),
+        baseline: str | None = None,
+        paired: bool = False,
         ignore_noise: bool = False,
         inconclusive: str = "pass",
         bootstrap: str | int | BootstrapConfig = "auto",
@@ -187,7 +191,9 @@ class EvaluationRequest:
     ) -> EvaluationRequest:
         """A request from flat settings, each by name: the request's own fields (``metrics``,
         ``bins``, ``cmce_bins``, ``vece``, ``min_group_rows``, ``emit_state``), ``gates``,
-        ``increase_gates``, ``ignore_noise``, ``inconclusive`` (:class:`GateSettings`),
+        ``increase_gates``, ``ignore_noise``, ``inconclusive`` (:class:`GateSettings`; change gates
+        also as text, ``max_increase`` / ``max_decrease`` ``METRIC=AMOUNT`` against the report at
+        ``baseline``, ``paired`` on its replicates: :func:`calib.evaluation.parse_change_gates`),
         ``bootstrap``, ``level``, ``keep_as_baseline``, ``first_row`` (:class:`BootstrapSettings`),
         ``seed`` (of the bootstrap and of V-ECE's folds and subsample), ``vece_recalibrator``,
         ``vece_max_rows``, ``vece_recipe`` (:class:`calib.metrics.sample.SampleConfig`).
@@ -202,7 +208,12 @@ class EvaluationRequest:
             vece=vece,
             min_group_rows=min_group_rows,
             emit_state=emit_state,
-            gates=GateSettings(as_gates(gates), tuple(increase_gates), ignore_noise, inconclusive),
+            gates=GateSettings(
+                as_gates(gates),
+                (*increase_gates, *parse_change_gates(max_increase, baseline, paired, max_decrease)),
+                ignore_noise,
+                inconclusive,
+            ),
             bootstrap=BootstrapSettings(bootstrap, seed, level, keep_as_baseline, first_row),
             vece_settings=SampleConfig(vece_recalibrator, seed, vece_max_rows, vece_recipe),
         )

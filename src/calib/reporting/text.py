@@ -17,6 +17,16 @@ if TYPE_CHECKING:  # the command line imports these renderers at start; the metr
 DIGITS = 4
 
 
+def reliability_legend() -> list[str]:
+    """How a reliability table's columns read: the gap's sign and the bins' intervals."""
+    from ..core.binning import MIN_BIN_ROWS
+
+    return [
+        "gap = observed - predicted: below 0 (red) over-confident, above 0 (blue) under-confident",
+        f"95% interval: the observed rate's Clopper-Pearson interval per bin; few rows: under {MIN_BIN_ROWS}, too few to read",
+    ]
+
+
 def format_value(value) -> str:
     """A value as every table prints it: 4 significant digits (0.002681, 1.172, 3.1e-05), integers
     whole, n/a for undefined."""
@@ -603,3 +613,52 @@ def comparison_lines(report, style: str = "text") -> list[str]:
     for title, header, rows, right in tables:
         lines += [title, *text_table(header, rows, right)]
     return lines + notes + verdict + gates
+
+
+def method_rows(flag_options) -> tuple[list[list[str]], list[list[str]]]:
+    """The rows of `calib methods`: each calibrator's name, its options with their defaults (an
+    option of ``flag_options`` as its flag, another as ``-O NAME=VALUE``) and summary; each
+    metric's key and summary."""
+    import dataclasses
+
+    from ..metrics import METRICS
+    from ..registry import CALIBRATORS
+
+    calibrators = []
+    for name, cls in CALIBRATORS.items():
+        options = " ".join(
+            f"--{f.name} {f.default}" if f.name in flag_options else f"-O {f.name}={f.default}"
+            for f in dataclasses.fields(cls.Options)
+        )
+        calibrators.append([name, options or "-", cls.summary])
+    return calibrators, [[key, metric.summary] for key, metric in METRICS.items()]
+
+
+def noise_notes(report: EvaluationReport, remedy: str) -> list[str]:
+    """One note per reason a gate read raw values (noise ignored), unless asked for; ``remedy``
+    says how the command that made ``report`` would draw replicates."""
+    from ..metrics import METRICS
+
+    notes: dict[str, str] = {}
+    for gate in (result.fields for result in report.gates):
+        reason = gate.get("noise_reason")
+        if gate.get("noise") != "ignored" or reason in (None, "noise ignored on request") or "group" in gate:
+            continue
+        if not METRICS[gate["metric"]].streamed:
+            notes.setdefault(
+                "whole-sample " + gate["metric"],
+                f"note: {gate['metric']} is never bootstrapped (each replicate would refit its recalibration map), so its "
+                "gate compares the raw value: give the threshold a margin (docs/ci-gates.md has the measured false alarms)",
+            )
+        elif "allowed" in gate:
+            notes.setdefault(
+                reason,
+                f"note: the change gates compare raw values and ignore noise: {reason}. A baseline written by "
+                "`calib evaluate --json` on the same rows records bootstrap replicates (--bootstrap N chooses how many)",
+            )
+        else:
+            notes.setdefault(
+                "threshold " + reason,
+                f"note: the threshold gates compare raw values and ignore noise: {reason} ({remedy})",
+            )
+    return list(notes.values())

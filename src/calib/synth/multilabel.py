@@ -42,3 +42,31 @@ def true_label_errors(logits: np.ndarray, true_probs: np.ndarray) -> np.ndarray:
     """Each label's true L1 calibration error, mean_i |sigmoid(z_il) - p_il|: the model's
     probability is a monotone map of the true logit, so E[y | f] = p exactly."""
     return np.abs(1.0 / (1.0 + np.exp(-logits)) - true_probs).mean(axis=0)
+
+
+def split_files(labels: int, n_cal: int, n_test: int, correlation: float, seed: int, rng) -> tuple[dict, dict, dict]:
+    """What `calib synth multilabel` writes: (the cal and test splits' arrays, logits (N, L),
+    labels (N, L) and true_probs (N, L); meta.json's record: settings, per-label temperatures and
+    biases, the test rows' true L1 error per label and their mean; what its summary shows)."""
+    logits, label_matrix, truth, temperatures, biases = multilabel_data(n_cal + n_test, labels, rng, correlation=correlation)
+    errors = true_label_errors(logits[n_cal:], truth[n_cal:])
+    meta = {
+        "labels": labels,
+        "n_cal": n_cal,
+        "n_test": n_test,
+        "correlation": correlation,
+        "seed": seed,
+        "temperatures": [round(float(t), 6) for t in temperatures],
+        "biases": [round(float(b), 6) for b in biases],
+        "true_l1_errors_test": [round(float(e), 6) for e in errors],
+        "true_l1_error_macro_test": round(float(errors.mean()), 6),
+    }
+    splits = {}
+    for name, rows in (("cal", slice(0, n_cal)), ("test", slice(n_cal, None))):
+        splits[name] = {"logits": logits[rows], "labels": label_matrix[rows], "true_probs": truth[rows]}
+    shown = {
+        "rows (cal / test)": f"{n_cal} / {n_test}",
+        "labels": labels,
+        "true L1 error, macro (test)": meta["true_l1_error_macro_test"],
+    }
+    return splits, meta, shown

@@ -28,6 +28,10 @@ def test_the_flat_settings_are_the_request_fields_and_the_nested_ones():
     assert flat_names() - own == {
         "gates",
         "increase_gates",
+        "max_increase",
+        "max_decrease",
+        "baseline",
+        "paired",
         "ignore_noise",
         "inconclusive",
         "bootstrap",
@@ -145,7 +149,8 @@ def test_auto_bins_stay_auto_until_the_rows_are_known():
 
 
 def test_planned_work_counts_the_boosted_fits_and_says_when_the_rows_are_subsampled():
-    from calib.api import as_predictions, planned_work
+    from calib.api import as_predictions
+    from calib.evaluation.report import planned_work
 
     scores, labels = _scores(n=400)
     preds = as_predictions(scores, labels)
