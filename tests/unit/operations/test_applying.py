@@ -32,3 +32,15 @@ def test_a_directory_is_written_to_a_directory_only(tmp_path):
     (tmp_path / "file.parquet").write_bytes(b"x")
     with pytest.raises(CalibError, match="name a directory"):
         apply_source(Source(str(tmp_path / "shards"), bundle="b"), str(tmp_path / "file.parquet"))
+
+
+def test_rows_of_a_class_the_bundle_never_saw_are_warned_of(tmp_path):
+    data = np.load(calib.sample_path("cifar10_test.npz"))
+    seen = data["labels"] != 3
+    bundle = str(tmp_path / "ts")
+    calib.calibrator("ts").fit(data["logits"][seen][:3000], data["labels"][seen][:3000]).save(bundle)
+    done = apply_source(Source(calib.sample_path("cifar10_test.npz"), bundle=bundle), str(tmp_path / "p.npz"))
+    assert done.warnings == [
+        f"{int(np.sum(~seen))} of 10000 rows are labelled with a class that had no calibration row"
+        " (one temperature serves every class, so their probabilities are scaled like the others')"
+    ]

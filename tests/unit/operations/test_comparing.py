@@ -31,3 +31,16 @@ def test_a_binary_reference_reads_the_new_batch_as_binary_with_one_class_absent(
     np.savez(new, probs=scores[:100], labels=np.ones(100, dtype=int))
     plan = plan_comparison(Source(str(ref)), Source(str(new), Reading()), ComparisonRequest(replicates=40, level=0.9))
     assert plan.new.preds.k == plan.ref.preds.k == 2
+
+
+def test_a_multi_label_reference_reads_the_new_batch_as_label_pairs(tmp_path):
+    from calib.synth.files import Synthesis, synthesize
+
+    synthesize(Synthesis("multilabel", labels=4, n_cal=300, n_test=300), str(tmp_path / "ml"))
+    new = tmp_path / "new.npz"
+    with np.load(tmp_path / "ml" / "test.npz") as data:
+        np.savez(new, logits=data["logits"])  # (N, L) scores without labels
+    plan = plan_comparison(
+        Source(str(tmp_path / "ml" / "cal.npz")), Source(str(new)), ComparisonRequest(replicates=40, level=0.9)
+    )
+    assert plan.ref.preds.multilabel is not None and plan.new.preds.multilabel is not None

@@ -83,3 +83,67 @@ def test_a_directory_of_shards_is_evaluated_whole(tmp_path):
     done = plan.run()
     assert done.shown.input.path == f"{folder} (2 files, local)" and done.shown.input.kind == "shards"
     assert done.report.values["accuracy"] == pytest.approx(float(np.mean(data["logits"].argmax(1) == data["labels"])))
+
+
+def _shards(folder, data, labelled: bool):
+    from calib.io.writers import write_matrix
+
+    folder.mkdir()
+    for part, rows in enumerate((slice(0, 3000), slice(3000, 6000))):
+        labels = data["labels"][rows] if labelled else None
+        write_matrix(str(folder / f"{part}.parquet"), data["logits"][rows], "logits", labels=labels)
+    return str(folder)
+
+
+def test_a_directory_is_estimated_only_under_a_bundle_and_only_where_its_shards_lack_labels(tmp_path):
+    data = np.load(TEST)
+    bundle = str(tmp_path / "ts")
+    calib.calibrator("ts").fit(data["logits"][6000:], data["labels"][6000:]).save(bundle)
+    unlabelled, labelled = _shards(tmp_path / "new", data, False), _shards(tmp_path / "old", data, True)
+    request = EvaluationRequest.of(metrics=["accuracy"], bootstrap=0)
+    assert plan_evaluation(Source(unlabelled, bundle=bundle), request).mode == "estimate shards"
+    assert plan_evaluation(Source(labelled, bundle=bundle), request).mode == "evaluate shards"
+    assert plan_evaluation(Source(unlabelled), request).mode == "evaluate shards"  # no map: nothing to estimate under
+    for source, settings in ((Source(labelled), {"reference": TEST}), (Source(labelled, bundle=bundle), {"missing_label": -1})):
+        with pytest.raises(CalibError, match="a directory of shards is estimated under a bundle"):
+            plan_evaluation(source, request, **settings)
+
+
+def test_the_estimates_take_the_requests_level_seed_group_rows_and_first_row(tmp_path):
+    data = np.load(TEST)
+    reference = tmp_path / "ref.npz"
+    np.savez(reference, logits=data["logits"][:3000], labels=data["labels"][:3000])
+    new = tmp_path / "new.npz"
+    np.savez(new, logits=data["logits"][3000:6000])
+    request = EvaluationRequest.of(metrics=["accuracy"], level=0.9, seed=4, min_group_rows=37, inconclusive="fail")
+    plan = plan_evaluation(Source(str(new)), request, reference=str(reference), estimator="cbpe")
+    assert plan.mode == "estimate" and plan.notes[0] == f"calibration map: ts fitted on 3000 rows of {reference}"
+    settings = plan.estimation
+    assert (settings.level, settings.seed, settings.min_group_rows, settings.estimator) == (0.9, 4, 37, "cbpe")
+    assert settings.inconclusive == "fail"
+    done = plan.run()
+    assert done.report.to_json()["input"]["reference"] == str(reference)
+
+
+def test_estimation_states_of_two_parts_merge_into_the_estimation_of_all_rows(tmp_path):
+    data = np.load(TEST)
+    bundle = str(tmp_path / "ts")
+    calib.calibrator("ts").fit(data["logits"][:3000], data["labels"][:3000]).save(bundle)
+    whole = tmp_path / "whole.npz"
+    np.savez(whole, logits=data["logits"][3000:])
+    states = []
+    for part, rows in enumerate((slice(3000, 6500), slice(6500, None))):
+        path = tmp_path / f"part{part}.npz"
+        np.savez(path, logits=data["logits"][rows])
+        state = str(tmp_path / f"state{part}.npz")
+        request = EvaluationRequest.of(metrics=["accuracy"], emit_state=state, first_row=rows.start - 3000)
+        plan_evaluation(Source(str(path), bundle=bundle), request).run()
+        states.append(state)
+    merged = merge_states(states)
+    one = plan_evaluation(Source(str(whole), bundle=bundle), EvaluationRequest.of(metrics=["accuracy"])).run()
+    assert merged.estimated and one.estimated
+    ours, theirs = merged.report.to_json()["estimates"], one.report.to_json()["estimates"]
+    assert ours.keys() == theirs.keys()
+    for key, estimate in theirs.items():
+        for field in ("value", "sd", "interval"):
+            assert ours[key][field] == pytest.approx(estimate[field], rel=1e-12), (key, field)

@@ -2,8 +2,10 @@
 
 import numpy as np
 import pytest
+from conftest import NEEDS_TORCH
 
 import calib
+from calib.errors import CalibError
 from calib.operations import Source, fit_source
 
 
@@ -22,3 +24,17 @@ def test_the_fit_saved_is_calib_calibrator_fitted_on_the_rows(tmp_path):
 def test_a_method_option_given_as_text_is_read_by_the_method(tmp_path):
     done = fit_source(Source(calib.sample_path("cifar10_val.npz")), "ats-gq", str(tmp_path / "b"), options={"alpha": "0.2"})
     assert done.calibration.fitted.options.alpha == 0.2
+
+
+@NEEDS_TORCH
+def test_the_training_rows_come_with_their_features(tmp_path):
+    data = np.load(calib.sample_path("cifar10_val.npz"))
+    for name, rows in (("cal", slice(0, 600)), ("train", slice(600, 1400))):
+        np.savez(tmp_path / f"{name}.npz", logits=data["logits"][rows], labels=data["labels"][rows])
+        np.save(tmp_path / f"{name}_features.npy", data["logits"][rows, :3] ** 2)
+    source = Source(str(tmp_path / "cal.npz"), features=str(tmp_path / "cal_features.npy"))
+    train = Source(str(tmp_path / "train.npz"), features=str(tmp_path / "train_features.npy"))
+    done = fit_source(source, "ats-aq", str(tmp_path / "b"), train=train)
+    assert done.calibration.fit_report()["conditioned on"] == "features" and done.train.preds.n == 800
+    with pytest.raises(CalibError, match="features"):
+        fit_source(source, "ats-aq", str(tmp_path / "c"), train=Source(str(tmp_path / "train.npz")))

@@ -36,6 +36,14 @@ def test_known_ce_refuses_before_drawing(tmp_path, setting, message):
         synthesize(Synthesis("known-ce", **setting), out)
 
 
+def test_large_k_shows_the_accuracy_of_its_rows(tmp_path):
+    out = str(tmp_path / "big.npz")
+    shown = synthesize(Synthesis("large-k", classes=20, n=400), out)
+    with np.load(out) as data:
+        accuracy = float(np.mean(data["logits"].argmax(1) == data["labels"]))
+    assert shown["accuracy"] == accuracy and json.loads(open(truth_path(out)).read())["accuracy"] == accuracy
+
+
 def test_multilabel_writes_both_splits_and_its_record(tmp_path):
     shown = synthesize(Synthesis("multilabel", labels=3, n_cal=50, n_test=40), str(tmp_path / "ml"))
     meta = json.loads((tmp_path / "ml" / "meta.json").read_text())
