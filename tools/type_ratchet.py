@@ -25,7 +25,14 @@ RATCHET = ROOT / "tools" / "type_ratchet.json"
 #: mypy's settings: its defaults, with imports of packages without type information left unchecked.
 MYPY = [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--no-error-summary", "src/calib"]
 #: Folders and modules held at no error at all: no entry of the ratchet may name a file in them.
-CLEAN = ("src/calib/api.py", "src/calib/cli/", "src/calib/operations/", "src/calib/drift/", "src/calib/evaluation/", "src/calib/io/")
+CLEAN = (
+    "src/calib/api.py",
+    "src/calib/cli/",
+    "src/calib/operations/",
+    "src/calib/drift/",
+    "src/calib/evaluation/",
+    "src/calib/io/",
+)
 _ERROR = re.compile(r"^(?P<path>[^:]+\.py):\d+: error: ")
 
 
