@@ -38,7 +38,7 @@ class Evaluation:
 @dataclass
 class EvaluationPlan:
     """One evaluation, settled before the work starts: its ``request`` (the gates on labelled
-    metrics in it), ``estimation`` settings (the gates on estimates in them), what it does
+    metrics in it), ``estimation`` settings (the gates on estimates in them; None where no map is given), what it does
     (``mode``: "evaluate", "estimate", "evaluate shards" or "estimate shards"), the ``input``'s
     rows (one input), the estimates' ``calibration`` map, the boosted ``fits`` its V-ECE trains,
     the labelled ``reference`` rows the map was fitted on (None: the bundle's), whether they run on a ``subsampled`` sample, and ``notes`` on what was decided.
@@ -46,7 +46,7 @@ class EvaluationPlan:
 
     source: Source
     request: EvaluationRequest
-    estimation: EstimationSettings
+    estimation: EstimationSettings | None
     mode: str
     reference: str | None = None
     input: Input | None = None
@@ -54,6 +54,13 @@ class EvaluationPlan:
     fits: int = 0
     subsampled: bool = False
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def estimates(self) -> EstimationSettings:
+        """The estimation settings (an estimating plan has them)."""
+        if self.estimation is None:
+            raise ValueError(f"{self.source.path}: no calibration map, so nothing is estimated")
+        return self.estimation
 
     @property
     def rows(self) -> Input:
@@ -103,19 +110,14 @@ def plan_evaluation(
     null label, or ``missing_label``) are estimated under a calibration map: the source's bundle,
     or ``reference_method`` fitted on the labelled rows of the file ``reference``, as ``estimator``
     (calib.estimation.batch.ESTIMATORS) says. Every setting is checked before a row is read."""
-    from ..estimation.report import EstimationSettings, split_gates
+    estimate_gates: list[str] = []
+    if gates:  # the estimates' module is loaded only where a gate may read one
+        from ..estimation.report import split_gates
 
-    estimate_gates, metric_gates = split_gates(gates)
-    request = dataclasses.replace(request, gates=dataclasses.replace(request.gates, thresholds=tuple(metric_gates)))
+        estimate_gates, metric_gates = split_gates(gates)
+        thresholds = (*request.gates.thresholds, *metric_gates)
+        request = dataclasses.replace(request, gates=dataclasses.replace(request.gates, thresholds=thresholds))
     _refuse_switched_off_vece(request, vece_off)
-    estimation = EstimationSettings(
-        level=request.bootstrap.level,
-        seed=request.bootstrap.seed,
-        estimator=estimator,
-        gates=tuple(estimate_gates),
-        inconclusive=request.gates.inconclusive,
-        min_group_rows=request.min_group_rows,
-    )
     estimating = source.bundle is not None or reference is not None
     if not estimating and (estimate_gates or missing_label is not None):
         what = f"gate {estimate_gates[0]!r}" if estimate_gates else f"missing label {missing_label}"
@@ -126,6 +128,7 @@ def plan_evaluation(
         raise UsageError(
             "a bundle and reference rows both give the calibration map; give one", cli_hint="--bundle or --reference"
         )
+    estimation = _estimation_settings(request, estimator, estimate_gates) if estimating else None
     plan = EvaluationPlan(source, request, estimation, "evaluate", reference)
     if source.is_directory:
         if reference is not None or missing_label is not None:
@@ -145,6 +148,21 @@ def plan_evaluation(
     if estimating:
         return _plan_estimates(plan)
     return _plan_metrics(plan)
+
+
+def _estimation_settings(request, estimator: str, gates: list[str]):
+    """The settings of the estimates (calib.estimation.report.EstimationSettings): the request's
+    interval level, seed, inconclusive rule and fewest group rows, the ``estimator``, the ``gates``."""
+    from ..estimation.report import EstimationSettings
+
+    return EstimationSettings(
+        level=request.bootstrap.level,
+        seed=request.bootstrap.seed,
+        estimator=estimator,
+        gates=tuple(gates),
+        inconclusive=request.gates.inconclusive,
+        min_group_rows=request.min_group_rows,
+    )
 
 
 def _refuse_switched_off_vece(request, vece_off: bool) -> None:
@@ -203,9 +221,9 @@ def _plan_estimates(plan: EvaluationPlan) -> EvaluationPlan:
         if not _labelled_rows(preds).size:
             _refuse_label_gates(plan.request, preds.name)
         return plan
-    if plan.estimation.gates:
+    if plan.estimates.gates:
         raise UsageError(
-            f"every row of {plan.source.path} has a label: evaluate them (gate {plan.estimation.gates[0]!r} reads an "
+            f"every row of {plan.source.path} has a label: evaluate them (gate {plan.estimates.gates[0]!r} reads an "
             "estimate without labels)"
         )
     plan.rows.calibrator = plan.calibration.fitted
@@ -255,13 +273,13 @@ def _estimate(plan: EvaluationPlan) -> Evaluation:
     report = estimate(
         preds,
         calibrator=plan.calibration,
-        settings=plan.estimation,
+        settings=plan.estimates,
         groups=inputs.groups,
         source={"path": preds.name, "bundle": source.bundle, "reference": plan.reference},
         first_row=plan.request.bootstrap.first_row,
     )
     if plan.request.emit_state is not None:
-        write_bytes_atomic(plan.request.emit_state, report.state.to_bytes(plan.estimation.recorded()))
+        write_bytes_atomic(plan.request.emit_state, report.state.to_bytes(plan.estimates.recorded()))
     labelled = _labelled_rows(preds)
     if not labelled.size:
         return Evaluation(report, estimated=True)
@@ -297,7 +315,7 @@ def _estimate_shards(plan: EvaluationPlan):
     source = plan.source
     return estimate_shards(
         source.path,
-        plan.estimation,
+        plan.estimates,
         bundle=str(source.bundle),
         reading=_shard_reading(source),
         group_by=source.group_by,
