@@ -125,21 +125,6 @@ class EstimationReport:
         }
 
 
-def split_gates(exprs) -> tuple[list[str], list[str]]:
-    """(the gates on estimates, the others) of ``exprs``: a gate whose key is one of
-    :data:`~calib.estimation.batch.ESTIMATES` (``est_accuracy<0.9``, ``min_group:est_accuracy<0.8``)."""
-    from ..evaluation.gate_parsing import split_condition
-
-    def on_estimate(expr: str) -> bool:
-        try:
-            return split_condition(expr)[1] in ESTIMATES
-        except UsageError:
-            return False
-
-    exprs = list(exprs or ())
-    return [e for e in exprs if on_estimate(e)], [e for e in exprs if not on_estimate(e)]
-
-
 def merged_report(paths: list[str], min_group_rows: int | None = None) -> EstimationReport:
     """The estimation of the rows of the state files ``paths`` (written by an estimation's
     ``--emit-state``), merged, with the settings they share (``min_group_rows`` replacing theirs)."""

@@ -112,9 +112,7 @@ def plan_evaluation(
     (calib.estimation.batch.ESTIMATORS) says. Every setting is checked before a row is read."""
     estimate_gates: list[str] = []
     if gates:  # the estimates' module is loaded only where a gate may read one
-        from ..estimation.report import split_gates
-
-        estimate_gates, metric_gates = split_gates(gates)
+        estimate_gates, metric_gates = _split_gates(gates)
         thresholds = (*request.gates.thresholds, *metric_gates)
         request = dataclasses.replace(request, gates=dataclasses.replace(request.gates, thresholds=thresholds))
     _refuse_switched_off_vece(request, vece_off)
@@ -148,6 +146,23 @@ def plan_evaluation(
     if estimating:
         return _plan_estimates(plan)
     return _plan_metrics(plan)
+
+
+def _split_gates(gates: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the gates on estimates, the others): a gate whose key is one of
+    :data:`calib.estimation.batch.ESTIMATES` (``est_accuracy<0.9``, ``min_group:est_accuracy<0.8``)
+    reads the estimates of the rows without labels; a gate that does not parse is the metrics'
+    (where its parsing error is said)."""
+    from ..estimation import ESTIMATES
+    from ..evaluation.gate_parsing import split_condition
+
+    def on_estimate(expr: str) -> bool:
+        try:
+            return split_condition(expr)[1] in ESTIMATES
+        except UsageError:
+            return False
+
+    return [g for g in gates if on_estimate(g)], [g for g in gates if not on_estimate(g)]
 
 
 def _estimation_settings(request, estimator: str, gates: list[str]):
