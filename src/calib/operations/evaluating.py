@@ -1,4 +1,4 @@
-"""Evaluating a source: its rows with labels get the metric report (calib.evaluate), its rows
+"""Evaluating a source: its rows with labels get the metric report (the engine of calib.evaluate), its rows
 without labels the estimates under a calibration map (calib.estimate), a directory of shards the
 merged report of its shards; and merging the state files of several evaluations."""
 
@@ -38,10 +38,11 @@ class Evaluation:
 @dataclass
 class EvaluationPlan:
     """One evaluation, settled before the work starts: its ``request`` (the gates on labelled
-    metrics in it), ``estimation`` settings (the gates on estimates in them; None where no map is given), what it does
-    (``mode``: "evaluate", "estimate", "evaluate shards" or "estimate shards"), the ``input``'s
-    rows (one input), the estimates' ``calibration`` map, the boosted ``fits`` its V-ECE trains,
-    the labelled ``reference`` rows the map was fitted on (None: the bundle's), whether they run on a ``subsampled`` sample, and ``notes`` on what was decided.
+    metrics in it), the ``estimation`` settings (the gates on estimates in them; None where no map
+    is given), what it does (``mode``: "evaluate", "estimate", "evaluate shards" or "estimate
+    shards"), the labelled ``reference`` rows the map was fitted on (None: the bundle is the map),
+    the ``input``'s rows (one input), the estimates' ``calibration`` map, the boosted ``fits`` its
+    V-ECE trains, whether they run on a ``subsampled`` sample, and ``notes`` on what was decided.
     :meth:`run` does the work."""
 
     source: Source
