@@ -164,6 +164,15 @@ def test_the_command_line_calls_a_few_operations():
     assert len(names) < 20, sorted(names)
 
 
+def test_docs_architecture_lists_every_operation_the_command_line_names():
+    """docs/architecture.md's "The command line's operations" names each of them."""
+    text = (SRC.parent / "docs" / "architecture.md").read_text()
+    section = text[text.index("## The command line's operations") : text.index("## One `calib evaluate`")]
+    import re
+
+    assert sorted(name for name in library_names_of_the_command_line() if not re.search(rf"\b{name}\b", section)) == []
+
+
 def _is_flag_declaration(node: ast.FunctionDef) -> bool:
     """A command whose parameters are its flags (typer options and arguments, or the shared ones
     of calib.cli.options): their count is the command line's, not an API's."""
