@@ -95,7 +95,7 @@ class EvaluationPlan:
 
 def plan_evaluation(
     source: Source,
-    request,
+    request: EvaluationRequest | None = None,
     *,
     gates: Sequence[str] = (),
     vece_off: bool = False,
@@ -110,11 +110,16 @@ def plan_evaluation(
     off, so a V-ECE key named in the metrics or gates is a contradiction. Rows without labels (a
     null label, or ``missing_label``) are estimated under a calibration map: the source's bundle,
     or ``reference_method`` fitted on the labelled rows of the file ``reference``, as ``estimator``
-    (calib.estimation.batch.ESTIMATORS) says. Every setting is checked before a row is read."""
+    (calib.estimation.batch.ESTIMATORS) says. Every setting is checked before a row is read; no
+    ``request``: the library's default one (calib.evaluate's table, no V-ECE)."""
+    from ..evaluation.request import EvaluationRequest, as_gates
+
+    if request is None:
+        request = EvaluationRequest()
     estimate_gates: list[str] = []
     if gates:  # the estimates' module is loaded only where a gate may read one
         estimate_gates, metric_gates = _split_gates(gates)
-        thresholds = (*request.gates.thresholds, *metric_gates)
+        thresholds = (*request.gates.thresholds, *as_gates(metric_gates))
         request = dataclasses.replace(request, gates=dataclasses.replace(request.gates, thresholds=thresholds))
     _refuse_switched_off_vece(request, vece_off)
     estimating = source.bundle is not None or reference is not None

@@ -43,6 +43,12 @@ def test_the_gates_are_placed_by_what_they_read(tmp_path):
         plan_evaluation(Source(TEST, bundle=bundle), request, gates=gates[:1])
 
 
+def test_without_a_request_the_librarys_default_table_is_evaluated():
+    done = plan_evaluation(Source(TEST)).run()
+    data = np.load(TEST)
+    assert done.report.values == calib.evaluate(data["logits"], data["labels"]).values
+
+
 def test_a_v_ece_key_is_refused_only_where_v_ece_was_switched_off():
     request = EvaluationRequest.of(metrics=["accuracy"], bootstrap=0)
     with pytest.raises(CalibError, match="vece_l1 is a V-ECE value, which is switched off"):
