@@ -63,21 +63,26 @@ def realised(probs: np.ndarray, predicted: np.ndarray, labels: np.ndarray) -> di
     }
 
 
-def mean_expectations(
-    probs: np.ndarray, predicted: np.ndarray, ratios: np.ndarray, weights: np.ndarray | None = None
-) -> dict[str, np.ndarray]:
-    """{score: (R,) the rows' mean E_q[s] under each of R prior ratios ``ratios`` (R, K) = pi'_r / pi}
+def ratio_expectations(probs: np.ndarray, predicted: np.ndarray, ratios: np.ndarray) -> dict[str, np.ndarray]:
+    """{score: (n, R) each row's E_q[s] under each of R prior ratios ``ratios`` (R, K) = pi'_r / pi}
     (:func:`expected` with q ∝ p pi'_r / pi, all R at once): q_ik = p_ik w_rk / s_ir with
     s_ir = sum_k p_ik w_rk, so that q_ic = p_ic w_rc / s, -sum_k q_k log p_k = -sum_k p_k w_k log
-    p_k / s and sum_k q_k p_k = sum_k p_k^2 w_k / s, each a matrix product over the ratios. The
-    mean is plain, or weighted by ``weights`` (R, n): a weight per ratio and row."""
+    p_k / s and sum_k q_k p_k = sum_k p_k^2 w_k / s, each a matrix product over the ratios."""
     rows = np.arange(len(probs))
     normaliser = probs @ ratios.T  # (n, R)
     own = probs[rows, predicted][:, None] * ratios[:, predicted].T / normaliser
     cross = -((probs * log_of_probs(probs)) @ ratios.T) / normaliser
     agreement = ((probs * probs) @ ratios.T) / normaliser
     brier = 1.0 - 2.0 * agreement + np.einsum("ik,ik->i", probs, probs)[:, None]
-    per_row = {"accuracy": own, "nll": cross, "brier": brier}
+    return {"accuracy": own, "nll": cross, "brier": brier}
+
+
+def mean_expectations(
+    probs: np.ndarray, predicted: np.ndarray, ratios: np.ndarray, weights: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """{score: (R,) the rows' mean of :func:`ratio_expectations` under each ratio}: plain, or
+    weighted by ``weights`` (R, n), a weight per ratio and row."""
+    per_row = ratio_expectations(probs, predicted, ratios)
     if weights is None:
         return {score: values.mean(axis=0) for score, values in per_row.items()}
     total = weights.sum(axis=1)

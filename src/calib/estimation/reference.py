@@ -34,9 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..bundle import RECORD_KEY
-from ..drift.priors import adapted_probs
 from ..errors import InputError
-from .expectations import SCORES, expected, mean_expectations, predicted_class, realised
+from .expectations import SCORES, expected, mean_expectations, predicted_class, ratio_expectations, realised
 
 #: The most reference rows whose margins are kept (a seeded subsample above it)
 KEPT_ROWS = 20_000
@@ -162,8 +161,8 @@ class ReferenceRows:
     def _shifted_residuals(self, priors: np.ndarray) -> dict[str, np.ndarray]:
         """{score: r_i} of the kept rows under the batch's ``priors`` (:meth:`shifted_map_error`)."""
         probs, _, predicted, values = self._kept()
-        means = expected(probs, predicted, adapted_probs(probs, self.priors, priors))
-        return {score: values[score] - means[score][0] for score in SCORES}
+        means = ratio_expectations(probs, predicted, (priors / self.priors)[None, :])
+        return {score: values[score] - means[score][:, 0] for score in SCORES}
 
     def map_biases(self, score: str, priors: np.ndarray) -> np.ndarray:
         """(R,) the map's mean residual d under each of the rows of ``priors`` (R, K) (:meth:`map_error`'s
