@@ -27,8 +27,7 @@ class ComparisonPlan:
         report's ``remedy_written`` says what was written, or why nothing was."""
         from ..drift import compare, save_remedy
 
-        groups = None if self.ref.groups is None else (self.ref.groups, self.new.groups)
-        report = compare(self.ref.preds, self.new.preds, self.request, groups=groups, progress=progress)
+        report = compare(self.ref.preds, self.new.preds, self.request, groups=_groups(self.ref, self.new), progress=progress)
         if remedy is not None:
             save_remedy(self.ref.preds, self.new.preds, report, remedy, force=force)
         return report
@@ -45,5 +44,10 @@ def plan_comparison(ref: Source, new: Source, request=None) -> ComparisonPlan:
     ref_input = read_source(dataclasses.replace(ref, reading=dataclasses.replace(ref.reading, require_labels=True)))
     task = ref_input.preds.task_of_its_kind
     new_input = read_source(dataclasses.replace(new, reading=dataclasses.replace(new.reading, require_labels=False, task=task)))
-    groups = None if ref_input.groups is None else (ref_input.groups, new_input.groups)
-    return ComparisonPlan(ref_input, new_input, request, comparison_steps(new_input.preds, groups))
+    steps = comparison_steps(new_input.preds, _groups(ref_input, new_input))
+    return ComparisonPlan(ref_input, new_input, request, steps)
+
+
+def _groups(ref: Input, new: Input) -> tuple | None:
+    """(the reference's groups, the new batch's), or None where the rows are not grouped."""
+    return None if ref.groups is None else (ref.groups, new.groups)

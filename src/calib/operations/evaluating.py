@@ -187,6 +187,7 @@ def _estimation_settings(request, estimator: str, gates: list[str]):
 
 
 def _refuse_switched_off_vece(request, vece_off: bool) -> None:
+    """With V-ECE switched off, a V-ECE key among the asked metrics or the gates: one line."""
     if not vece_off:
         return
     from ..metrics import VECE_METRICS
@@ -202,11 +203,8 @@ def _calibration_map(plan: EvaluationPlan, reference: str | None, method: str):
     read as the source's rows are but with their own labels."""
     from ..api import calibrator, load
 
-    bundle = plan.source.bundle
-    if reference is None and bundle is not None:
-        return load(bundle)
-    if reference is None:
-        raise ValueError("a calibration map needs a bundle or reference rows")
+    if reference is None:  # estimating without reference rows: the bundle is the map
+        return load(str(plan.source.bundle))
     reading = dataclasses.replace(
         plan.source.reading, labels_path=None, label_column=None, require_labels=True, missing_label=None
     )

@@ -4,6 +4,7 @@ directory of shards, which the operations hand on whole to the engine that reads
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,9 +38,10 @@ class Source:
     engine: str = "local"
     scheduler: str | None = None
 
-    @property
+    @functools.cached_property
     def is_directory(self) -> bool:
-        """A directory of shards (a folder of evaluation logs is one input, read as one file)."""
+        """A directory of shards (a folder of evaluation logs is one input, read as one file);
+        found once (the logs' readers look through the folder)."""
         from ..io.logs import is_log_folder
 
         return os.path.isdir(self.path) and not is_log_folder(self.path)

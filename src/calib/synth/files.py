@@ -78,9 +78,9 @@ def synthesize(synthesis: Synthesis, out: str, *, pred=None, force: bool = False
     or a file), and return what a summary shows of it. ``pred``: the source
     (calib.operations.Source) contamination reads; ``progress(epoch, total, loss)``: the grid's
     classifier's training."""
-    rng = np.random.default_rng(synthesis.seed)
-    if synthesis.kind == "gaussian-grid":
+    if synthesis.kind == "gaussian-grid":  # its classifier and draws take the seed itself
         return _gaussian_grid(synthesis, out, force, progress)
+    rng = np.random.default_rng(synthesis.seed)
     if synthesis.kind == "contaminate":
         return _contaminate(pred, out, rng)
     if synthesis.kind == "multilabel":
