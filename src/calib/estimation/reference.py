@@ -29,6 +29,7 @@ reference rows), recorded once at the fit and kept in the bundle.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,14 +146,16 @@ class ReferenceRows:
         (:meth:`shifted_map_error`'s first value for each, all R at once)."""
         if self.probs is None:
             return {score: self.map_biases(score, priors) for score in SCORES}
-        probs, labels, predicted, values = self._kept()
+        probs, labels, predicted, values = self._kept
         weights = np.stack([self.class_weights(row) for row in priors])[:, labels]  # (R, m)
         expectations = mean_expectations(probs, predicted, priors / self.priors, weights)
         total = weights.sum(axis=1)
         return {score: weights @ values[score] / total - expectations[score] for score in SCORES}
 
+    @functools.cached_property
     def _kept(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """(the kept rows' probabilities in float64, their labels, predicted classes, realised scores)."""
+        """(the kept rows' probabilities in float64, their labels, predicted classes, realised
+        scores), made once: every estimate under other priors reads them."""
         probs = np.asarray(self.probs, dtype=np.float64)
         labels = self.labels[: len(probs)]
         predicted = predicted_class(probs)
@@ -160,7 +163,7 @@ class ReferenceRows:
 
     def _shifted_residuals(self, priors: np.ndarray) -> dict[str, np.ndarray]:
         """{score: r_i} of the kept rows under the batch's ``priors`` (:meth:`shifted_map_error`)."""
-        probs, _, predicted, values = self._kept()
+        probs, _, predicted, values = self._kept
         means = ratio_expectations(probs, predicted, (priors / self.priors)[None, :])
         return {score: values[score] - means[score][:, 0] for score in SCORES}
 
