@@ -113,7 +113,7 @@ Classes = Annotated[int, typer.Option("--classes", "-k", min=2, help="Number of 
 def _write_truth(synthesis, out: str) -> None:
     """Write the .npz ``out`` with its exact errors beside it (OUT.truth.json), and show them."""
     shown = operations.synthesize(synthesis, out)
-    truth = os.path.splitext(os.path.basename(out))[0] + ".truth.json"
+    truth = os.path.basename(operations.Synthesis.truth_path(out))
     render.key_values(f"calib synth {synthesis.kind} -> {out} (+ {truth})", shown)
 
 

@@ -63,6 +63,11 @@ class Synthesis:
         return {name: getattr(self, name) for name in DEFAULTS[self.kind]}
 
     @staticmethod
+    def truth_path(out: str) -> str:
+        """Where known-ce and large-k write the exact errors of the .npz ``out`` (:func:`truth_path`)."""
+        return truth_path(out)
+
+    @staticmethod
     def default(kind: str, name: str) -> Any:
         """The default of setting ``name`` for datasets of ``kind``."""
         return DEFAULTS[kind][name]
