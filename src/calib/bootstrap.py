@@ -338,38 +338,44 @@ class BootstrapStates:
         return [_replicate_values(self.make_metric_set, part, counts) for part in self.stratum_states()]
 
 
-#: Replicates whose sums are held at once (:func:`_replicate_values`): 200 x the state, 72 MB for the
-#: classwise bins of 1,000 classes.
+#: Replicates whose sums are held at once (:func:`_replicate_values`): 200 x a counter's bins, 24 MB
+#: for the classwise bins of 1,000 classes.
 REPLICATE_BLOCK = 200
 
 
 def _replicate_values(make_metric_set, state: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
     """{metric: (R,) values} of the R replicates of the per-cluster ``state`` drawn by ``counts``
-    (R, G), :data:`REPLICATE_BLOCK` replicates at a time: each additive array's replicate sums in
-    one matrix product, then the binned errors of every replicate of the block at once from the
-    stacked sums (``Metric.stacks``), the other metrics from each replicate's own state."""
+    (R, G), :data:`REPLICATE_BLOCK` replicates at a time: the binned errors of every replicate of
+    the block at once from the clusters' sums (``Metric.stacks``, :meth:`MetricSet.load_replicates`),
+    the other metrics from each replicate's own state, whose sums come from one matrix product per
+    additive array."""
     replicate = make_metric_set()
     listed = replicate.concatenated_state_keys()
     repeated = replicate.split_state({key: state[key] for key in listed})  # per-row values
     cells = replicate.split_state({key: state[cells_key] for key, cells_key in listed.items()})
+    per_cluster = replicate.split_state(
+        {key: array for key, array in state.items() if key not in listed and key not in listed.values()}
+    )
     one_by_one = replicate.read_by(stacked=False)
+    together = replicate.read_by(stacked=True)
     out: dict[str, list] = {metric.key: [] for metric in replicate.metrics}
     for start in range(0, len(counts), REPLICATE_BLOCK):
         block = counts[start : start + REPLICATE_BLOCK]
-        summed = {
-            key: (block @ array.reshape(len(array), -1)).reshape((len(block),) + array.shape[1:])
-            for key, array in state.items()
-            if key not in listed and key not in listed.values()
-        }
-        parts = replicate.split_state(summed)
-        replicate.load({identity: parts[identity] for identity in replicate.read_by(stacked=True)}, stacked=True)
+        replicate.load_replicates({identity: per_cluster[identity] for identity in together}, block)
         stacked = replicate.stacked_values()  # the binned errors: every replicate of the block at once
         for key, values in stacked.items():
             out[key].extend(np.full(len(block), np.nan) if values is None else np.where(np.isfinite(values), values, np.nan))
+        summed = {
+            identity: {
+                name: (block @ array.reshape(len(array), -1)).reshape((len(block),) + array.shape[1:])
+                for name, array in per_cluster[identity].items()
+            }
+            for identity in one_by_one
+        }
         for r, weights in enumerate(block):
             loaded = {}
             for identity in one_by_one:
-                loaded[identity] = {name: values[r] for name, values in parts[identity].items()}
+                loaded[identity] = {name: values[r] for name, values in summed[identity].items()}
                 for name, values in repeated[identity].items():
                     loaded[identity][name] = np.repeat(values, weights[cells[identity][name]].astype(np.int64))
             replicate.load(loaded)

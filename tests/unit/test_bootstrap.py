@@ -503,6 +503,93 @@ def test_stacked_binned_errors_equal_each_replicates_own_on_a_binary_input_with_
     assert empty > 0
 
 
+def _dense_replicates(state, weights, n_bins, n_groups):
+    """The replicates' counters by their definition: each sum W s over every bin (one product per
+    sum), in counters of the replicates' stacked sums."""
+    counter = BinCounter(n_bins, n_groups)
+    for name in ("count", "sum_pred", "sum_true"):
+        setattr(counter, name, weights @ state[name])
+    return counter
+
+
+@pytest.mark.parametrize("n_groups, n_bins", [(1, 15), (7, 5)])
+def test_replicate_bins_read_the_errors_of_each_replicates_summed_sums(n_groups, n_bins):
+    """ReplicateBins (one product of the clusters' differences, over the bins that hold a row)
+    against counters of the replicates' own sums: groups and bins without a row in any cluster,
+    a bin whose outcomes equal its predictions (gap 0), and a replicate that drew no cluster with
+    rows (NaN)."""
+    from calib.core.binning import ReplicateBins
+
+    rng = np.random.default_rng(11)
+    clusters, size = 6, n_groups * n_bins
+    count = rng.integers(0, 4, size=(clusters, size)).astype(float)
+    count[:, rng.random(size) < 0.4] = 0.0  # bins without a row in any cluster
+    if n_groups > 1:
+        count[:, n_bins : 2 * n_bins] = 0.0  # a group without a row
+    count[1:, :] *= rng.random((clusters - 1, 1)) < 0.5  # some clusters hold no row at all
+    sum_pred = count * rng.random((clusters, size))
+    sum_true = np.minimum(count, np.round(sum_pred + rng.normal(scale=0.8, size=sum_pred.shape)).clip(0))
+    sum_true[:, 0] = sum_pred[:, 0]  # the first bin's outcomes equal its predictions
+    state = {"count": count, "sum_pred": sum_pred, "sum_true": sum_true}
+    weights = rng.integers(0, 3, size=(9, clusters)).astype(float)
+    weights[0] = 0.0
+    weights[0, count.sum(axis=1) == 0] = 2.0  # replicate 0 draws only clusters without rows
+    replicates = ReplicateBins(n_bins, n_groups, state, weights)
+    assert np.array_equal(replicates.bins, np.flatnonzero(count.sum(axis=0) > 0))  # only bins with a row are multiplied
+    dense = _dense_replicates(state, weights, n_bins, n_groups)
+    assert np.isnan(replicates.weighted_error()[0]).all() and np.isnan(replicates.max_error()[0])
+    np.testing.assert_allclose(replicates.weighted_error(), dense.weighted_error(), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(replicates.max_error(), dense.max_error(), rtol=1e-13, atol=1e-15)
+    if n_groups > 1:
+        assert np.isnan(replicates.weighted_error()[:, 1]).all()  # the group without a row
+
+
+def test_replicate_bins_of_a_counter_without_rows_are_nan_and_of_one_bin_its_gap():
+    """No bin with a row: NaN for every replicate; one bin (group 1's last) with rows in two clusters:
+    by hand, replicate r's error is |w_r0 (2 - 1.5) + w_r2 (0 - 0.25)| / (2 w_r0 + w_r2) for
+    group 1, NaN for group 0."""
+    from calib.core.binning import ReplicateBins
+
+    state = {name: np.zeros((4, 6)) for name in ("count", "sum_pred", "sum_true")}
+    replicates = ReplicateBins(3, 2, state, np.ones((5, 4)))
+    assert replicates.weighted_error().shape == (5, 2) and np.isnan(replicates.weighted_error()).all()
+    assert replicates.max_error().shape == (5,) and np.isnan(replicates.max_error()).all()
+    state["count"][[0, 2], 5] = 2.0, 1.0
+    state["sum_pred"][[0, 2], 5] = 1.5, 0.25
+    state["sum_true"][0, 5] = 2.0
+    weights = np.array([[1.0, 3.0, 0.0, 0.0], [0.0, 1.0, 2.0, 1.0], [2.0, 0.0, 1.0, 0.0]])
+    found = ReplicateBins(3, 2, state, weights).weighted_error()
+    assert np.isnan(found[:, 0]).all()
+    np.testing.assert_allclose(found[:, 1], [0.5 / 2, 0.5 / 2, 0.75 / 5], rtol=1e-15)
+    np.testing.assert_allclose(ReplicateBins(3, 2, state, weights).max_error(), [0.25, 0.25, 0.15], rtol=1e-15)
+
+
+def test_an_accumulators_replicates_are_the_weighted_sums_of_its_clusters():
+    """Additive.load_replicates: each sum s kept per cluster becomes W s (the row counts of top-label
+    bins here), each counter the replicates' bins; per-row values are refused (their metrics read
+    one replicate at a time)."""
+    from calib.core.binning import ReplicateBins
+    from calib.metrics.accumulators import TopLabelBins, TopLabelValues
+
+    rng = np.random.default_rng(5)
+    accumulator = TopLabelBins(4)
+    accumulator.split_by_cluster(3)
+    state = {
+        "counter.count": rng.integers(0, 5, size=(3, 4)).astype(float),
+        "counter.sum_pred": rng.random((3, 4)),
+        "counter.sum_true": rng.integers(0, 2, size=(3, 4)).astype(float),
+        "n": np.array([4.0, 7.0, 1.0]),
+    }
+    weights = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])
+    accumulator.load_replicates(state, weights)
+    assert np.array_equal(accumulator.n, [6.0, 21.0])
+    assert isinstance(accumulator.counter, ReplicateBins) and np.array_equal(accumulator.counter.weights, weights)
+    values = TopLabelValues()
+    values.split_by_cluster(3)
+    with pytest.raises(ValueError, match="one replicate at a time"):
+        values.load_replicates({"confidence": np.zeros(2), "correct": np.zeros(2), "row_cluster": np.zeros(2)}, weights)
+
+
 def test_a_chunks_cells_are_its_rows_global_clusters_in_their_stratum():
     """BootstrapStates.cells: the clusters of rows first_row + i for a slice starting anywhere and
     for index arrays; with strata, each row's stratum's block of clusters before its cluster."""

@@ -140,8 +140,11 @@ class BinCounter:
             self.sum_true[part] += hit_count
 
     def add_hits(self, pred: np.ndarray, group: np.ndarray | int = 0, cluster: np.ndarray | None = None) -> None:
-        """Add outcome 1 at the bins of ``pred`` (predictions already counted by :meth:`add`)."""
-        np.add.at(self.sum_true, self._flat_index(pred, group, cluster), 1.0)
+        """Add outcome 1 at the bins of ``pred`` (predictions already counted by :meth:`add`): each
+        bin's hits counted (np.unique), then added once; the same sums as adding 1.0 a hit, since
+        counts are whole numbers."""
+        bins, hits = np.unique(self._flat_index(pred, group, cluster), return_counts=True)
+        self.sum_true[bins] += hits
 
     def merge(self, other: "BinCounter") -> "BinCounter":
         merged = BinCounter(self.n_bins, self.n_groups)
@@ -157,18 +160,15 @@ class BinCounter:
 
     def weighted_error(self) -> np.ndarray:
         """Per group: sum_b (n_b / n) |mean_b true - mean_b pred| with n the group's count, NaN
-        where it has no row (a bootstrap replicate that drew none); the counts too may have leading
-        axes (stacked bootstrap replicates)."""
+        where it has no row (:func:`weighted_error`); the counts too may have leading axes (drawn
+        counters)."""
         totals = self.count.reshape(*self.count.shape[:-1], self.n_groups, self.n_bins).sum(axis=-1)
-        return np.where(totals > 0, self.gaps().sum(axis=-1) / np.maximum(totals, 1), np.nan)
+        return weighted_error(self.gaps().sum(axis=-1), totals)
 
     def max_error(self) -> np.ndarray | float:
-        """max over non-empty bins of |mean_b true - mean_b pred| (group 0); NaN with no row (the
-        counts too may have leading axes: stacked bootstrap replicates)."""
-        nonempty = self.count > 0
-        ratio = np.abs(self.sum_true - self.sum_pred) / np.maximum(self.count, 1)
-        found = np.max(np.where(nonempty, ratio, -np.inf), axis=-1)
-        return np.where(nonempty.any(axis=-1), found, np.nan)
+        """max over non-empty bins of |mean_b true - mean_b pred| (group 0); NaN with no row
+        (:func:`max_error`; the counts too may have leading axes)."""
+        return max_error(np.abs(self.sum_true - self.sum_pred), self.count)
 
     def without_miscalibration(self, rng: np.random.Generator, draws: int) -> BinCounter:
         """``draws`` counters of a perfectly calibrated model with these bins' counts: in each
@@ -224,6 +224,65 @@ class BinCounter:
         for name in ("count", "sum_pred", "sum_true"):
             sums = self._by_cluster(getattr(self, name))
             sums += np.reshape(state[name], sums.shape)
+
+
+def weighted_error(gap_sums: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """sum_b |sum_b true - sum_b pred| / n per group: ``gap_sums`` (..., groups) the sums over
+    each group's bins of |sum true - sum pred| (n_b |mean_b true - mean_b pred|), ``totals``
+    (..., groups) the groups' row counts n; NaN where a group has no row (a bootstrap replicate
+    that drew none)."""
+    return np.where(totals > 0, gap_sums / np.maximum(totals, 1), np.nan)
+
+
+def max_error(gaps: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """max over the non-empty bins (count > 0) of gaps / count, along the last axis: |mean_b true -
+    mean_b pred| at its largest; NaN where no bin has a row."""
+    if gaps.shape[-1] == 0:
+        return np.full(gaps.shape[:-1], np.nan)
+    nonempty = count > 0
+    found = np.max(np.where(nonempty, gaps / np.maximum(count, 1), -np.inf), axis=-1)
+    return np.where(nonempty.any(axis=-1), found, np.nan)
+
+
+class ReplicateBins:
+    """R bootstrap replicates of a counter kept per cluster of rows, read as the binned errors read
+    them. Replicate r takes cluster c ``weights[r, c]`` times, so its sums are sum_c w_rc s_c (s_c
+    the cluster's count, sum of predictions, sum of outcomes: ``state``, (clusters, n_groups
+    n_bins) each, :meth:`BinCounter.state`).
+
+    The errors read each bin's |sum true - sum pred| and the groups' row counts, and both are
+    linear in the clusters' sums: the gaps of all R replicates are |W (t - p)|, one (R, clusters) x
+    (clusters, bins) product of the clusters' differences (not one for t and one for p), over the
+    bins that hold a row in some cluster (every sum of the others is zero in every replicate), the
+    groups' rows W n_g from the clusters' row counts per group, and the per-bin counts W n only
+    where the maximum error reads them. For the classwise bins of 50,000 rows of 1,000 classes (15
+    bins, 200 clusters) that is one product over the 39% of the 15,000 bins that hold a row, where
+    the three sums took three over all of them."""
+
+    def __init__(self, n_bins: int, n_groups: int, state: dict[str, np.ndarray], weights: np.ndarray):
+        self.n_bins, self.n_groups = n_bins, n_groups
+        self.weights = np.asarray(weights, dtype=np.float64)
+        clusters = len(self.weights[0])
+        count = np.reshape(state["count"], (clusters, -1))
+        #: The bins that hold a row in some cluster, in order (a group's bins together).
+        self.bins = np.flatnonzero(count.any(axis=0))
+        sums = (np.reshape(state[name], (clusters, -1))[:, self.bins] for name in ("sum_true", "sum_pred"))
+        self.difference = next(sums) - next(sums)
+        self.count = count[:, self.bins]
+        self.totals = count.reshape(clusters, n_groups, n_bins).sum(axis=-1)
+
+    def weighted_error(self) -> np.ndarray:
+        """Per replicate and group, as :meth:`BinCounter.weighted_error`: (R, n_groups)."""
+        gaps = np.abs(self.weights @ self.difference)
+        gap_sums = np.zeros((len(self.weights), self.n_groups))
+        if len(self.bins):
+            groups, starts = np.unique(self.bins // self.n_bins, return_index=True)
+            gap_sums[:, groups] = np.add.reduceat(gaps, starts, axis=1)
+        return weighted_error(gap_sums, self.weights @ self.totals)
+
+    def max_error(self) -> np.ndarray:
+        """Per replicate, as :meth:`BinCounter.max_error`: (R,)."""
+        return max_error(np.abs(self.weights @ self.difference), self.weights @ self.count)
 
 
 #: A bin with fewer rows than this is drawn as too few to read: its band spans most of [0, 1].

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.binning import BinCounter
+from ..core.binning import BinCounter, ReplicateBins
 from ..core.numerics import cluster_totals, edge_slack
 from .batch import Batch
 
@@ -68,23 +68,39 @@ class Additive:
             else:
                 setattr(self, name, type(value)(value + state[name].item()))
 
-    def load(self, state: dict[str, np.ndarray], stacked: bool = False) -> None:
+    def load(self, state: dict[str, np.ndarray]) -> None:
         """Take another accumulator's :meth:`state` as this one's (its arrays, not copies): a
-        bootstrap replicate's state, read once (:meth:`calib.metrics.metric_set.MetricSet.values`).
-        ``stacked``: every array has a leading axis of replicates (numbers become (R,) arrays), for
-        the metrics that compute all replicates at once (``Metric.stacks``)."""
+        bootstrap replicate's state, read once (:meth:`calib.metrics.metric_set.MetricSet.values`)."""
         for name in self._names():
             value = getattr(self, name)
-            if isinstance(value, BinCounter):
+            if isinstance(value, (BinCounter, ReplicateBins)):  # a counter, after replicates or not
+                counter = BinCounter(value.n_bins, value.n_groups)
                 for key in ("count", "sum_pred", "sum_true"):
-                    array = state[f"{name}.{key}"]
-                    setattr(value, key, np.reshape(array, (len(array), -1) if stacked else -1))
+                    setattr(counter, key, np.reshape(state[f"{name}.{key}"], -1))
+                setattr(self, name, counter)
             elif isinstance(value, list):
                 setattr(self, name, [np.asarray(state[name])])
-            elif isinstance(value, np.ndarray) or stacked:
+            elif isinstance(value, np.ndarray):
                 setattr(self, name, np.asarray(state[name]))
             else:
                 setattr(self, name, type(value)(state[name].item()))
+
+    def load_replicates(self, state: dict[str, np.ndarray], weights: np.ndarray) -> None:
+        """R bootstrap replicates at once, for the metrics that compute them together
+        (``Metric.stacks``): ``state`` this accumulator's sums per cluster (its :meth:`state` when
+        split by cluster), replicate r taking cluster c ``weights[r, c]`` times. Each counter
+        becomes the replicates' :class:`calib.core.binning.ReplicateBins`, each other sum s the
+        replicates' sums W s, shaped (R, ...)."""
+        for name in self._names():
+            value = getattr(self, name)
+            if isinstance(value, (BinCounter, ReplicateBins)):
+                sums = {key: state[f"{name}.{key}"] for key in ("count", "sum_pred", "sum_true")}
+                setattr(self, name, ReplicateBins(value.n_bins, value.n_groups, sums, weights))
+            elif isinstance(value, list):
+                raise ValueError(f"{type(self).__name__}.{name} holds per-row values: its metrics read one replicate at a time")
+            else:
+                array = np.asarray(state[name])
+                setattr(self, name, (weights @ array.reshape(len(array), -1)).reshape((len(weights),) + array.shape[1:]))
 
     def _rows(self, batch: Batch):
         """The batch's rows: their count, or per cluster (a (clusters,) array)."""

@@ -99,8 +99,9 @@ class Metric:
     #: Another tool's or paper's binning reproduced under its own key, to compare with the numbers
     #: it prints (calib.metrics.conventions): asked for by name, never in a default table.
     convention: bool = False
-    #: Streamed: ``compute`` takes a state whose every array has a leading axis of R bootstrap
-    #: replicates (their counts and sums stacked) and returns the R values at once.
+    #: Streamed: ``compute`` takes the state of R bootstrap replicates at once (its counters as
+    #: :class:`calib.core.binning.ReplicateBins`, its other sums with a leading axis of R) and
+    #: returns the R values.
     stacks: bool = False
 
     @property

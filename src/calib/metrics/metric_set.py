@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 
+from .accumulators import Additive
 from .batch import Batch
 from .definitions import METRICS, MetricConfig, compute_value
 
@@ -19,15 +20,15 @@ class MetricSet:
     def __init__(self, keys: list[str], config: MetricConfig, n_classes: int, clusters: int | None = None):
         self.config, self.clusters = config, clusters
         self.metrics = [METRICS[key] for key in keys]
-        self.factories: dict[tuple, Callable[[], object]] = {}
+        self.factories: dict[tuple, Callable[[], Additive]] = {}
         self.source: dict[str, tuple] = {}
         for metric in self.metrics:
             identity, factory = metric.accumulator(config, n_classes)
             self.factories.setdefault(identity, factory)
             self.source[metric.key] = identity
-        self.accumulators: dict[tuple, object] = self.fresh(self.factories)
+        self.accumulators: dict[tuple, Additive] = self.fresh(self.factories)
 
-    def fresh(self, identities) -> dict[tuple, object]:
+    def fresh(self, identities) -> dict[tuple, Additive]:
         """New empty accumulators of ``identities`` (kept per cluster as this set's are)."""
         out = {}
         for identity in identities:
@@ -78,12 +79,18 @@ class MetricSet:
             parts[identities[int(index)]][name] = value
         return parts
 
-    def load(self, parts: dict[tuple, dict[str, np.ndarray]], stacked: bool = False) -> None:
+    def load(self, parts: dict[tuple, dict[str, np.ndarray]]) -> None:
         """Take the states of some accumulators (:meth:`split_state`) as theirs, the arrays by
-        reference (:meth:`Additive.load`); ``stacked``: R replicates' states at once, for the
-        metrics that compute them together (:meth:`stacked_values`)."""
+        reference (:meth:`Additive.load`)."""
         for identity, part in parts.items():
-            self.accumulators[identity].load(part, stacked)
+            self.accumulators[identity].load(part)
+
+    def load_replicates(self, parts: dict[tuple, dict[str, np.ndarray]], weights: np.ndarray) -> None:
+        """Take R bootstrap replicates of some accumulators at once, from their states per cluster
+        (:meth:`split_state`) and the (R, clusters) draws ``weights`` (:meth:`Additive.load_replicates`),
+        for the metrics that compute them together (:meth:`stacked_values`)."""
+        for identity, part in parts.items():
+            self.accumulators[identity].load_replicates(part, weights)
 
     def read_by(self, stacked: bool) -> set[tuple]:
         """The accumulators that the stacked metrics (or the others) read."""
@@ -91,7 +98,7 @@ class MetricSet:
 
     def stacked_values(self) -> dict[str, np.ndarray]:
         """{metric: (R,) values} of the metrics that compute R stacked replicates at once
-        (``Metric.stacks``), from a :meth:`load` ed stacked state; NaN where a replicate has none."""
+        (``Metric.stacks``), from :meth:`load_replicates`; NaN where a replicate has none."""
         out = {}
         for metric in self.metrics:
             if metric.stacks:
