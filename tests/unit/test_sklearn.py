@@ -26,7 +26,7 @@ from calib.sklearn import EXPECTED_FAILED_CHECKS, CalibratedClassifier  # noqa: 
     "options, expected",
     [
         ({"method": "ts"}, ()),
-        ({"method": "isotonic"}, ()),
+        ({"method": "isotonic"}, ("isotonic",)),
         ({"method": "sigmoid"}, ()),
         ({"method": "calib:isotonic"}, ()),
         ({"method": "mr", "alpha": 0.1}, ("options", "conformal")),
