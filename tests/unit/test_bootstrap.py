@@ -584,6 +584,13 @@ def test_an_accumulators_replicates_are_the_weighted_sums_of_its_clusters():
     accumulator.load_replicates(state, weights)
     assert np.array_equal(accumulator.n, [6.0, 21.0])
     assert isinstance(accumulator.counter, ReplicateBins) and np.array_equal(accumulator.counter.weights, weights)
+    formed, later = accumulator.counter, np.array([[0.0, 1.0, 1.0]])
+    accumulator.load_replicates(state, later)  # the next block of the same state: drawn again, not formed again
+    assert accumulator.counter is formed and np.array_equal(accumulator.n, [8.0])
+    np.testing.assert_array_equal(formed.weighted_error(), ReplicateBins(4, 1, formed.state, later).weighted_error())
+    other = {**state, "counter.count": state["counter.count"].copy()}
+    accumulator.load_replicates(other, later)  # another state's counts: formed from them
+    assert accumulator.counter is not formed and accumulator.counter.state["count"] is other["counter.count"]
     values = TopLabelValues()
     values.split_by_cluster(3)
     with pytest.raises(ValueError, match="one replicate at a time"):

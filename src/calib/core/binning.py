@@ -261,6 +261,7 @@ class ReplicateBins:
 
     def __init__(self, n_bins: int, n_groups: int, state: dict[str, np.ndarray], weights: np.ndarray):
         self.n_bins, self.n_groups = n_bins, n_groups
+        self.state = state
         self.weights = np.asarray(weights, dtype=np.float64)
         clusters = len(self.weights[0])
         count = np.reshape(state["count"], (clusters, -1))
@@ -270,6 +271,14 @@ class ReplicateBins:
         self.difference = next(sums) - next(sums)
         self.count = count[:, self.bins]
         self.totals = count.reshape(clusters, n_groups, n_bins).sum(axis=-1)
+
+    def drawn(self, state: dict[str, np.ndarray], weights: np.ndarray) -> bool:
+        """Whether these are the replicates of ``state`` (the same arrays), now drawn by ``weights``
+        (taken as this one's: the clusters' differences and counts are not formed again)."""
+        if any(self.state[name] is not state[name] for name in ("count", "sum_pred", "sum_true")):
+            return False
+        self.weights = np.asarray(weights, dtype=np.float64)
+        return True
 
     def weighted_error(self) -> np.ndarray:
         """Per replicate and group, as :meth:`BinCounter.weighted_error`: (R, n_groups)."""

@@ -74,7 +74,7 @@ class Additive:
         for name in self._names():
             value = getattr(self, name)
             if isinstance(value, (BinCounter, ReplicateBins)):  # a counter, after replicates or not
-                counter = BinCounter(value.n_bins, value.n_groups)
+                counter = value if isinstance(value, BinCounter) else BinCounter(value.n_bins, value.n_groups)
                 for key in ("count", "sum_pred", "sum_true"):
                     setattr(counter, key, np.reshape(state[f"{name}.{key}"], -1))
                 setattr(self, name, counter)
@@ -89,13 +89,15 @@ class Additive:
         """R bootstrap replicates at once, for the metrics that compute them together
         (``Metric.stacks``): ``state`` this accumulator's sums per cluster (its :meth:`state` when
         split by cluster), replicate r taking cluster c ``weights[r, c]`` times. Each counter
-        becomes the replicates' :class:`calib.core.binning.ReplicateBins`, each other sum s the
-        replicates' sums W s, shaped (R, ...)."""
+        becomes the replicates' :class:`calib.core.binning.ReplicateBins` (formed once for the same
+        state, then drawn again by each block's weights), each other sum s the replicates' sums W s,
+        shaped (R, ...)."""
         for name in self._names():
             value = getattr(self, name)
             if isinstance(value, (BinCounter, ReplicateBins)):
                 sums = {key: state[f"{name}.{key}"] for key in ("count", "sum_pred", "sum_true")}
-                setattr(self, name, ReplicateBins(value.n_bins, value.n_groups, sums, weights))
+                if not (isinstance(value, ReplicateBins) and value.drawn(sums, weights)):
+                    setattr(self, name, ReplicateBins(value.n_bins, value.n_groups, sums, weights))
             elif isinstance(value, list):
                 raise ValueError(f"{type(self).__name__}.{name} holds per-row values: its metrics read one replicate at a time")
             else:
