@@ -482,6 +482,32 @@ static int first_bin_row(const double *restrict v, double *restrict count0, doub
     return elsewhere;
 }
 
+/* first_bin_row into two places at once: a cluster's (count0, sum0) and the plain counts over every row
+ * (plain_count0, plain_sum0), the same additions to each. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+MULTIVERSION
+static int first_bin_row_twice(const double *restrict v, double *restrict count0, double *restrict sum0,
+                               double *restrict plain_count0, double *restrict plain_sum0, Py_ssize_t k,
+                               double scale, int n_bins)
+{
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    int elsewhere = 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        const int first = bin_of(v[j], scale, n_bins) == 0;
+        const double value = first ? v[j] : 0.0;
+        count0[j] += first;
+        sum0[j] += value;
+        plain_count0[j] += first;
+        plain_sum0[j] += value;
+        elsewhere |= !first;
+    }
+    return elsewhere;
+}
+
 /* A run of consecutive values in one bin: the bin (-1 before the first value), its sum so far (the
  * bin's sum before the run, then each value added in turn) and its count and hits since the run began. */
 typedef struct {
@@ -571,7 +597,10 @@ static inline __attribute__((always_inline)) void group_runs(const double *value
  * first bin go there instead: most values of many classes are in the first bin, and one pass along a row adds
  * each (its bin's sum + 0.0 for the others: the same bits) into one cluster's contiguous k numbers, where the
  * buffers' layout would write each to another cache line; the other bins' values, a few a row, are then added
- * where they belong (calib.core.binning.BinCounter folds the first bin into the buffers when read).
+ * where they belong (calib.core.binning.BinCounter folds the first bin into the buffers when read). With
+ * plain_count, plain_sum and plain_hit (k x n_bins, zeroed) and plain_first (2 k zeroed numbers of scratch),
+ * the counts over every row are filled in the same pass: the first bin's in plain_first (row by row, as a
+ * cluster's), added to the plain buffers at the end (0 + s = s: the bits of adding each value in turn).
  * Compiled without fused multiply-adds. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
@@ -580,7 +609,7 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
                             const int64_t *row_cluster, Py_ssize_t n, Py_ssize_t k,
                             int n_bins, double scale, int by_column, Py_ssize_t clusters, double *count,
                             double *sum, double *hit, double *first_count, double *first_sum, double *plain_count,
-                            double *plain_sum, double *plain_hit)
+                            double *plain_sum, double *plain_hit, double *plain_first)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -590,20 +619,36 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
             const double *v = values + t * k;
             const uint8_t *h = hits != NULL ? hits + t * k : NULL;
             const Py_ssize_t cluster = (Py_ssize_t)row_cluster[t];
-            const int elsewhere = first_bin_row(v, first_count + cluster * k, first_sum + cluster * k, k, scale, n_bins);
+            const int elsewhere = plain_first != NULL
+                ? first_bin_row_twice(v, first_count + cluster * k, first_sum + cluster * k, plain_first,
+                                      plain_first + k, k, scale, n_bins)
+                : first_bin_row(v, first_count + cluster * k, first_sum + cluster * k, k, scale, n_bins);
             if (!elsewhere && h == NULL)
                 continue;
             for (Py_ssize_t j = 0; j < k; j++) { /* the other bins' values, and every hit */
                 const int32_t b = bin_of(v[j], scale, n_bins);
-                const Py_ssize_t index = (j * (Py_ssize_t)n_bins + b) * clusters + cluster;
+                const Py_ssize_t plain_index = j * (Py_ssize_t)n_bins + b;
+                const Py_ssize_t index = plain_index * clusters + cluster;
                 if (b != 0) {
                     count[index] += 1.0;
                     sum[index] += v[j];
+                    if (plain_first != NULL) {
+                        plain_count[plain_index] += 1.0;
+                        plain_sum[plain_index] += v[j];
+                    }
                 }
-                if (h != NULL && h[j])
+                if (h != NULL && h[j]) {
                     hit[index] += 1.0;
+                    if (plain_first != NULL)
+                        plain_hit[plain_index] += 1.0;
+                }
             }
         }
+        if (plain_first != NULL) /* the plain first bin's sums, from zero, added to the bin */
+            for (Py_ssize_t j = 0; j < k; j++) {
+                plain_count[j * (Py_ssize_t)n_bins] += plain_first[j];
+                plain_sum[j * (Py_ssize_t)n_bins] += plain_first[k + j];
+            }
         return;
     }
     if (by_column) { /* every value in another group from the last: no runs */
@@ -958,13 +1003,15 @@ PyDoc_STRVAR(bin_counts_doc,
 "count, sum and the count of hits per bin, the hits from the uint8 (n, k) hits, or (not by_column)\n"
 "each row's columns from its int64 first_hit on, or none (both None). With the int64 row_cluster, each bin\n"
 "is kept per cluster (innermost), row i's in cluster row_cluster[i] (None: one cluster). By column with clusters, the float64 first_count and first_sum (clusters x k)\n"
-"take the first bin's counts and sums instead of count and sums. In group 0 with clusters, the float64\n"
-"plain_count, plain_sums and plain_hits (n_bins each) get the counts over every row in the same pass.");
+"take the first bin's counts and sums instead of count and sums. In group 0 with clusters, or by column\n"
+"with the first bin apart, the float64 plain_count, plain_sums and plain_hits (n_bins each, k n_bins by\n"
+"column, zeroed by column) get the counts over every row in the same pass.");
 
 static PyObject *bin_counts(PyObject *self, PyObject *args)
 {
     Py_buffer values, hits = {0}, first_hit = {0}, row_cluster = {0}, count, sums, hit_count;
     Py_buffer first_count = {0}, first_sum = {0}, plain[3] = {{0}, {0}, {0}};
+    double *plain_first = NULL; /* by column: the plain first bin's count and sum, k each */
     PyObject *hits_object, *first_hit_object, *row_cluster_object;
     PyObject *first_count_object = Py_None, *first_sum_object = Py_None, *plain_objects[3] = {Py_None, Py_None, Py_None};
     Py_ssize_t n, k, clusters;
@@ -999,13 +1046,20 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
         if (plain_objects[p] != Py_None && PyObject_GetBuffer(plain_objects[p], &plain[p], PyBUF_WRITABLE) < 0)
             goto done;
     if ((plain[0].obj != NULL || plain[1].obj != NULL || plain[2].obj != NULL)
-        && (plain[0].obj == NULL || plain[1].obj == NULL || plain[2].obj == NULL || by_column || row_cluster.obj == NULL)) {
-        PyErr_SetString(PyExc_ValueError, "the plain counts go in three buffers beside row_cluster, in group 0");
+        && (plain[0].obj == NULL || plain[1].obj == NULL || plain[2].obj == NULL || row_cluster.obj == NULL
+            || (by_column && first_count.obj == NULL))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the plain counts go in three buffers beside row_cluster, in group 0 or by column with the first bin apart");
         goto done;
     }
     for (int p = 0; p < 3; p++)
-        if (plain[p].obj != NULL && !check_size(&plain[p], n_bins * (Py_ssize_t)sizeof(double), "a plain count"))
+        if (plain[p].obj != NULL
+            && !check_size(&plain[p], (by_column ? k : 1) * n_bins * (Py_ssize_t)sizeof(double), "a plain count"))
             goto done;
+    if (by_column && plain[0].obj != NULL && (plain_first = calloc(2 * (size_t)(k > 0 ? k : 1), sizeof(double))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (clusters < 1 || (row_cluster.obj == NULL && clusters != 1)) {
         PyErr_SetString(PyExc_ValueError, "clusters must be at least 1, and 1 without row_cluster");
         goto done;
@@ -1041,7 +1095,7 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
                     row_cluster.obj != NULL ? row_cluster.buf : NULL, n, k,
                     n_bins, scale, by_column, clusters, count.buf, sums.buf, hit_count.buf,
                     first_count.obj != NULL ? first_count.buf : NULL, first_sum.obj != NULL ? first_sum.buf : NULL,
-                    plain[0].buf, plain[1].buf, plain[2].buf);
+                    plain[0].buf, plain[1].buf, plain[2].buf, plain_first);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
@@ -1062,6 +1116,7 @@ done:
     for (int p = 0; p < 3; p++)
         if (plain[p].obj != NULL)
             PyBuffer_Release(&plain[p]);
+    free(plain_first);
     return result;
 }
 

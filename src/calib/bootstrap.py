@@ -240,6 +240,7 @@ class BootstrapStates:
         pairs_per_row: int = 1,
         first_row: int = 0,
         row_ids: np.ndarray | None = None,
+        plain_beside: bool = False,
     ):
         self.make_metric_set = make_metric_set
         self.seed, self.clusters, self.n_strata = seed, groups, n_strata
@@ -251,6 +252,14 @@ class BootstrapStates:
             identity
             for identity, accumulator in self.metric_set.accumulators.items()
             if sum(np.size(array) for array in accumulator.state().values()) <= CHUNK_STATE_CELLS
+        ]
+        #: The accumulators added to on this thread that count their rows' plain sums in the same
+        #: pass (``plain_beside``: :meth:`update` returns them; a chunk's plain accumulators leave
+        #: them out).
+        self.plain_beside = [
+            identity
+            for identity, accumulator in self.metric_set.accumulators.items()
+            if plain_beside and accumulator.FILLS_PLAIN and identity not in self._on_workers
         ]
 
     def cells(self, rows) -> np.ndarray:
@@ -283,12 +292,14 @@ class BootstrapStates:
             accumulator.update(batch)
         return batch, {identity: accumulator.state() for identity, accumulator in filled.items()}
 
-    def update(self, prepared: tuple) -> None:
+    def update(self, prepared: tuple) -> dict[tuple, dict[str, np.ndarray]]:
         """Add a chunk that :meth:`prepare` made, in row order: its small accumulators' sums and its
-        batch to the large ones."""
+        batch to the large ones. Returns the chunk's plain sums of the :attr:`plain_beside`
+        accumulators, {identity: state}, counted in the same pass as their per-cluster sums."""
         batch, filled = prepared
-        self.metric_set.update(batch, skip=filled)
+        self.metric_set.update(batch, skip=set(filled) | set(self.plain_beside))
         self.metric_set.absorb_parts(filled)
+        return {identity: self.metric_set.accumulators[identity].update_beside_plain(batch) for identity in self.plain_beside}
 
     def cluster_state(self) -> dict[str, np.ndarray]:
         """The state per cluster, summed over the strata (what a metric state file holds)."""

@@ -220,6 +220,35 @@ def test_the_values_with_replicates_are_those_without_to_the_bit():
         assert with_replicates[key]["value"] == without[key]["value"], key  # the same sums: the same bits
 
 
+def test_plain_classwise_sums_counted_beside_the_clusters_are_those_of_their_own_pass(monkeypatch):
+    """Without groups, the classwise bins of many classes (added to per cluster on the main thread)
+    count the plain sums in the same pass; over many chunks, rows all in the first bin and values
+    on bin edges, the plain state equals the pass without replicates to the bit, and the replicates
+    equal those of the per-cluster sums alone."""
+    import calib.io.predictions as predictions
+    from calib.core.numerics import row_chunks
+
+    monkeypatch.setattr(predictions, "row_chunks", lambda n, k: row_chunks(n, k, 97 * k))  # 10 chunks
+    rng = np.random.default_rng(9)
+    probs = rng.dirichlet(np.full(40, 0.2), size=900)
+    probs[::9] = 1 / 40  # every value in the first bin
+    probs[5::9, :2], probs[5::9, 2:] = 7 / 15, 1 / 15 / 38  # on the 7th edge and under the first
+    labels = rng.integers(0, 40, 900)
+    preds = Predictions("t", probs, "probs", "t", labels, "t")
+    keys = ["cw_ece", "accuracy"]
+    fused = stream_metrics(preds, keys, MetricConfig(), bootstrap=BootstrapConfig(30, 2))
+    assert [identity[0] for identity in fused.bootstrap_states.plain_beside] == ["classwise"]
+    plain = stream_metrics(preds, keys, MetricConfig())
+    for key, array in plain.state.state().items():
+        assert np.array_equal(fused.state.state()[key], array), key
+    alone = BootstrapStates(lambda clusters=None: MetricSet(keys, MetricConfig(), 40, clusters), 2)
+    for rows in predictions.row_chunks(900, 40):
+        alone.update(alone.prepare(Batch(labels[rows], probs=probs[rows]), rows))
+    expected = alone.replicate_values(BootstrapConfig(30, 2))
+    for key in keys:
+        assert np.array_equal(fused.replicates["values"][key], expected[key]), key
+
+
 @pytest.mark.parametrize("backend", ["compiled", "numpy"])
 def test_per_cluster_bins_are_the_bins_of_each_clusters_rows_on_both_kernel_paths(backend, monkeypatch):
     """Each cluster's bins (counts, sums and hits to the bit) equal a counter of that cluster's rows
@@ -251,23 +280,26 @@ def test_per_cluster_bins_are_the_bins_of_each_clusters_rows_on_both_kernel_path
 @pytest.mark.parametrize("backend", ["compiled", "numpy"])
 def test_plain_counts_filled_beside_the_clusters_are_those_of_their_own_pass(backend, monkeypatch):
     """A counter per cluster given ``plain`` fills it as the plain counter's own add would (to the
-    bit, running sums over chunks), and its own counts as without it: values on every edge, 0 and 1."""
+    bit, running sums over chunks), and its own counts as without it: values on every edge, 0 and 1,
+    in group 0 and by column (where the first bin is kept apart per cluster)."""
     from calib.core import kernels
 
     monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels") if backend == "compiled" else None)
     rng = np.random.default_rng(3)
     values = np.sort(rng.choice(np.r_[np.arange(26) / 25, rng.random(30)], size=(240, 9)), axis=1)
     hits, first_hit, cluster = rng.random((240, 9)) < 0.5, rng.integers(0, 10, 240), rng.integers(0, 7, 240)
-    for kind in ("hits", "first_hit"):
+    values[::5] = 0.0  # rows all in the first bin
+    for kind in ("hits", "first_hit", "column"):
+        groups = 9 if kind == "column" else 1
         fused, plain, alone_plain, alone_clusters = (
-            BinCounter(25, clusters=7),
-            BinCounter(25),
-            BinCounter(25),
-            BinCounter(25, clusters=7),
+            BinCounter(25, groups, clusters=7),
+            BinCounter(25, groups),
+            BinCounter(25, groups),
+            BinCounter(25, groups, clusters=7),
         )
         for part in np.array_split(np.arange(240), 3):
             pairs = (values[part][:, 0], hits[part][:, 0]) if kind == "hits" else (values[part],)
-            first = {} if kind == "hits" else {"first_hit": first_hit[part]}
+            first = {"hits": {}, "first_hit": {"first_hit": first_hit[part]}, "column": {"by_column": True}}[kind]
             fused.add(*pairs, **first, cluster=cluster[part], plain=plain)
             alone_plain.add(*pairs, **first)
             alone_clusters.add(*pairs, **first, cluster=cluster[part])

@@ -65,10 +65,11 @@ class BinCounter:
         are then added into the running sums (no chunk-sized arrays). Group 0 or the columns are
         counted in one compiled pass where it is available (:func:`calib.core.kernels.bin_counts`);
         otherwise, and for other groups, by np.bincount (np.add.at into running sums): the same
-        counts and the same sums to the bit. ``plain`` (with ``cluster``, group 0): a counter of the
-        same bins and one cluster that the counts over every row are added into as its own
-        :meth:`add` adds them, in the same compiled pass (its sums' additions then overlap the
-        clusters': the bootstrap's per-cluster sums nearly free beside the plain ones).
+        counts and the same sums to the bit. ``plain`` (with ``cluster``, in group 0 or by column):
+        a counter of the same bins and groups and one cluster that the counts over every row are
+        added into as its own :meth:`add` adds them, in the same compiled pass (its sums' additions
+        then overlap the clusters': the bootstrap's per-cluster sums nearly free beside the plain
+        ones).
         """
         values = np.asarray(pred, dtype=np.float64)
         if by_column:
@@ -81,14 +82,15 @@ class BinCounter:
             raise ValueError("a counter of several clusters counts each row in its cluster: give cluster, and only there")
         in_place = cluster is not None  # per-cluster sums: added into the counter's, no chunk-sized arrays
         group_zero = isinstance(group, int) and group == 0
-        if plain is not None and not (in_place and group_zero and not by_column and self.n_groups == 1 and plain.clusters == 1):
-            raise ValueError("plain counts go beside per-cluster counts of group 0")
-        if plain is not None and (plain.n_bins, plain.n_groups) != (self.n_bins, 1):
-            raise ValueError("plain counts go into a counter of the same bins")
+        if plain is not None and not (in_place and plain.clusters == 1 and (by_column or (group_zero and self.n_groups == 1))):
+            raise ValueError("plain counts go beside per-cluster counts of group 0 or by column")
+        if plain is not None and (plain.n_bins, plain.n_groups) != (self.n_bins, self.n_groups):
+            raise ValueError("plain counts go into a counter of the same bins and groups")
         compiled = None
         one_block = by_column or self.n_groups == 1  # the compiled counts' layout is the counter's
         first_bin = self._first_bin() if in_place and by_column else None
-        fresh = None if plain is None else (np.zeros(self.n_bins), np.zeros(self.n_bins), np.zeros(self.n_bins))
+        size = 0 if plain is None else plain.count.size
+        fresh = None if plain is None else (np.zeros(size), np.zeros(size), np.zeros(size))
         if (by_column or group_zero) and (not in_place or one_block):
             shaped = values.reshape(-1, 1) if not by_column and first_hit is None else values
             flags = None if hits is None else hits.reshape(shaped.shape)
@@ -102,7 +104,7 @@ class BinCounter:
             if compiled is not None:
                 plain.add_counts(*fresh)
             else:
-                plain.add(values, hits, first_hit=first_hit)
+                plain.add(values, hits, first_hit=first_hit, by_column=by_column)
         if compiled is not None and in_place:
             return
         if compiled is not None:

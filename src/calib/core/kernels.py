@@ -162,8 +162,9 @@ def bin_counts(
     ``row_cluster``): two C-contiguous float64 arrays of ``clusters`` x K that take the first bin's
     counts and sums instead of ``out`` (:class:`calib.core.binning.BinCounter`'s: one cluster's K
     numbers contiguous, so a row adds its values along them where ``out``'s layout writes each to
-    another cache line). ``plain`` (group 0, with ``row_cluster``): three float64 arrays of
-    ``n_bins`` that the counts over all rows are added into in the same pass. Each bin's values are
+    another cache line). ``plain`` (with ``row_cluster``, in group 0 or by column with ``first_bin``): three
+    float64 arrays of ``n_bins`` (K ``n_bins`` by column, zeroed) that the counts over all rows are
+    added into in the same pass. Each bin's values are
     added in element order, as np.bincount (into zeros) and np.add.at (into ``out``) add them, so
     the same bits; one pass without NumPy's index array and its three bincounts."""
     if _compiled is None or not values.flags.c_contiguous or values.dtype != np.float64:

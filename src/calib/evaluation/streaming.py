@@ -185,7 +185,8 @@ def stream_metrics(
     # order, as updating here, with the sort and bin counts of two chunks running on two cores (and
     # the same values with replicates as without). With bootstrap replicates the worker also computes
     # the chunk's rows' clusters and its small per-cluster sums; the large ones (classwise bins of
-    # many classes) are added to here, in one set (a chunk's own would be as large).
+    # many classes) are added to here, in one set (a chunk's own would be as large), and without
+    # groups their rows' plain sums are counted in that same pass (the worker leaves them out).
 
     def batches(rows: slice | np.ndarray):
         """The chunk's accumulator states per side, its per-cluster sums per side (with
@@ -198,9 +199,11 @@ def stream_metrics(
         filled, prepared = {}, {}
         for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
             if side_batch is not None:
+                beside = ()  # the accumulators whose plain sums the per-cluster pass counts
                 if side in grouped:  # the rows' clusters first: the plain and per-cluster bins in one pass
                     grouped[side].assign_cells(side_batch, rows)
-                filled[side] = _filled_states(side_batch, rows, sliced.get(side), new_set)
+                    beside = grouped[side].plain_beside
+                filled[side] = _filled_states(side_batch, rows, sliced.get(side), new_set, beside)
                 if side in grouped:
                     prepared[side] = grouped[side].prepare(side_batch, rows)
         return rows, filled, prepared, in_set
@@ -220,7 +223,7 @@ def stream_metrics(
             else:
                 overall[side].absorb(state)
         for side, chunk in prepared.items():
-            grouped[side].update(chunk)
+            overall[side].absorb_parts(grouped[side].update(chunk))
         if in_set is not None and sets is not None:
             sets.update(in_set, labels[rows], rows)
     for side, states in sliced.items():
@@ -259,12 +262,13 @@ def calibrated_batch(calibrator: Calibrator, preds: Predictions, rows, features,
     return Batch(labels, log_probs=log_probs, true_probs=preds.true_probs_rows(rows), answers=preds.answers), in_set
 
 
-def _filled_states(batch: Batch, rows, sliced, new_set):
-    """A chunk's accumulator states: per group when grouped by a column, else one metric set's."""
+def _filled_states(batch: Batch, rows, sliced, new_set, skip=()):
+    """A chunk's accumulator states: per group when grouped by a column, else one metric set's
+    (zero in the accumulators of ``skip``, whose sums the bootstrap's pass counts)."""
     if sliced is not None:
         return sliced.chunk_states(batch, rows)
     chunk_set = new_set()
-    chunk_set.update(batch)
+    chunk_set.update(batch, skip=skip)
     return chunk_set.state()
 
 
@@ -292,6 +296,7 @@ def _side_accumulators(
                 pairs_per_row=pairs_per_row,
                 first_row=first_row,
                 row_ids=row_ids,
+                plain_beside=groups is None,
             )
             for side in sides
         }

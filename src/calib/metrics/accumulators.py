@@ -25,6 +25,8 @@ class Additive:
     VIEWS: tuple[str, ...] = ()
     #: The clusters the sums are kept per; None: one sum over every row.
     clusters: int | None = None
+    #: Whether :meth:`update_beside_plain` fills the plain sums in the per-cluster sums' pass.
+    FILLS_PLAIN = False
 
     def split_by_cluster(self, clusters: int) -> None:
         """Keep the sums per cluster of rows (before the first update)."""
@@ -103,6 +105,12 @@ class Additive:
             else:
                 array = np.asarray(state[name])
                 setattr(self, name, (weights @ array.reshape(len(array), -1)).reshape((len(weights),) + array.shape[1:]))
+
+    def update_beside_plain(self, batch: Batch) -> dict[str, np.ndarray]:
+        """Add ``batch`` to these per-cluster sums and return what it adds to the plain ones (the
+        :meth:`state` of a fresh accumulator of one cluster after :meth:`update`, to the bit),
+        counted in the same pass (:attr:`FILLS_PLAIN` accumulators)."""
+        raise NotImplementedError(f"{type(self).__name__} counts its plain sums in a pass of their own")
 
     def _rows(self, batch: Batch):
         """The batch's rows: their count, or per cluster (a (clusters,) array)."""
@@ -207,9 +215,19 @@ class ClasswiseBins(Additive):
         self.counter = BinCounter(n_bins, n_classes)
         self.n_classes = n_classes
 
+    FILLS_PLAIN = True
+
     def update(self, batch: Batch) -> None:
         self.counter.add(batch.probs, None, by_column=True, cluster=self._cluster(batch))
         self.counter.add_hits(batch.probs[batch.rows, batch.labels], group=batch.labels, cluster=self._cluster(batch))
+
+    def update_beside_plain(self, batch: Batch) -> dict[str, np.ndarray]:
+        plain = ClasswiseBins(self.counter.n_bins, self.n_classes)
+        self.counter.add(batch.probs, None, by_column=True, cluster=batch.cluster, plain=plain.counter)
+        own = batch.probs[batch.rows, batch.labels]
+        self.counter.add_hits(own, group=batch.labels, cluster=batch.cluster)
+        plain.counter.add_hits(own, group=batch.labels)
+        return plain.state()
 
 
 class CumulativeMassBins(Additive):
