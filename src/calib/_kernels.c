@@ -460,14 +460,14 @@ static inline int32_t bin_of(double v, double scale, int n_bins)
     return b > n_bins - 1 ? n_bins - 1 : b;
 }
 
-/* One row's values in the first bin added into count0 and sum0 (k numbers each: the count, and the value or
- * +0.0, which leaves a sum's bits as they are); returns whether any value lies in another bin. */
+/* One row's values in the first bin added into sum0 (k numbers: the value, or +0.0, which leaves a sum's bits as
+ * they are); returns whether any value lies in another bin. The first bin's counts need no pass of their own:
+ * they are the rows less the values elsewhere, which are few and counted where they are found. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
 #endif
 MULTIVERSION
-static int first_bin_row(const double *restrict v, double *restrict count0, double *restrict sum0, Py_ssize_t k,
-                         double scale, int n_bins)
+static int first_bin_row(const double *restrict v, double *restrict sum0, Py_ssize_t k, double scale, int n_bins)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -475,22 +475,19 @@ static int first_bin_row(const double *restrict v, double *restrict count0, doub
     int elsewhere = 0;
     for (Py_ssize_t j = 0; j < k; j++) {
         const int first = bin_of(v[j], scale, n_bins) == 0;
-        count0[j] += first;
         sum0[j] += first ? v[j] : 0.0;
         elsewhere |= !first;
     }
     return elsewhere;
 }
 
-/* first_bin_row into two places at once: a cluster's (count0, sum0) and the plain counts over every row
- * (plain_count0, plain_sum0), the same additions to each. */
+/* first_bin_row into two places at once: a cluster's sum0 and the plain one over every row, plain_sum0. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
 #endif
 MULTIVERSION
-static int first_bin_row_twice(const double *restrict v, double *restrict count0, double *restrict sum0,
-                               double *restrict plain_count0, double *restrict plain_sum0, Py_ssize_t k,
-                               double scale, int n_bins)
+static int first_bin_row_twice(const double *restrict v, double *restrict sum0, double *restrict plain_sum0,
+                               Py_ssize_t k, double scale, int n_bins)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -499,9 +496,7 @@ static int first_bin_row_twice(const double *restrict v, double *restrict count0
     for (Py_ssize_t j = 0; j < k; j++) {
         const int first = bin_of(v[j], scale, n_bins) == 0;
         const double value = first ? v[j] : 0.0;
-        count0[j] += first;
         sum0[j] += value;
-        plain_count0[j] += first;
         plain_sum0[j] += value;
         elsewhere |= !first;
     }
@@ -593,14 +588,16 @@ static inline __attribute__((always_inline)) void group_runs(const double *value
  * in the same pass, in a run of their own beside the cluster's: the two runs' additions overlap in the
  * processor, where two passes would each wait on one chain of additions.
  *
- * By column with first_count and first_sum (clusters x k, the cluster outermost), the count and sum of the
- * first bin go there instead: most values of many classes are in the first bin, and one pass along a row adds
- * each (its bin's sum + 0.0 for the others: the same bits) into one cluster's contiguous k numbers, where the
- * buffers' layout would write each to another cache line; the other bins' values, a few a row, are then added
- * where they belong (calib.core.binning.BinCounter folds the first bin into the buffers when read). With
- * plain_count, plain_sum and plain_hit (k x n_bins, zeroed) and plain_first (2 k zeroed numbers of scratch),
- * the counts over every row are filled in the same pass: the first bin's in plain_first (row by row, as a
- * cluster's), added to the plain buffers at the end (0 + s = s: the bits of adding each value in turn).
+ * By column with first_missing and first_sum (clusters x k, the cluster outermost), the first bin's values are
+ * summed there instead of in sums: most values of many classes are in the first bin, and one pass along a row
+ * adds each (its bin's sum + 0.0 for the others: the same bits) into one cluster's contiguous k numbers, where
+ * the buffers' layout would write each to another cache line; the other bins' values, a few a row, are then
+ * added where they belong and counted in first_missing, so the first bin's count is the cluster's rows less
+ * those (calib.core.binning.BinCounter folds the first bin into the buffers when read). With plain_count,
+ * plain_sum and plain_hit (k x n_bins, zeroed) and plain_first (2 k zeroed numbers of scratch), the counts
+ * over every row are filled in the same pass: the first bin's sums and missing values in plain_first (row by
+ * row, as a cluster's), added to the plain buffers at the end (0 + s = s: the bits of adding each value in
+ * turn; the count n less the values elsewhere, exact).
  * Compiled without fused multiply-adds. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
@@ -608,21 +605,20 @@ __attribute__((optimize("fp-contract=off")))
 static void bin_counts_rows(const double *values, const uint8_t *hits, const int64_t *first_hit,
                             const int64_t *row_cluster, Py_ssize_t n, Py_ssize_t k,
                             int n_bins, double scale, int by_column, Py_ssize_t clusters, double *count,
-                            double *sum, double *hit, double *first_count, double *first_sum, double *plain_count,
+                            double *sum, double *hit, double *first_missing, double *first_sum, double *plain_count,
                             double *plain_sum, double *plain_hit, double *plain_first)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #endif
-    if (by_column && first_count != NULL) { /* the first bin apart, one cluster's k numbers a row */
+    if (by_column && first_missing != NULL) { /* the first bin apart, one cluster's k sums a row */
         for (Py_ssize_t t = 0; t < n; t++) {
             const double *v = values + t * k;
             const uint8_t *h = hits != NULL ? hits + t * k : NULL;
             const Py_ssize_t cluster = (Py_ssize_t)row_cluster[t];
             const int elsewhere = plain_first != NULL
-                ? first_bin_row_twice(v, first_count + cluster * k, first_sum + cluster * k, plain_first,
-                                      plain_first + k, k, scale, n_bins)
-                : first_bin_row(v, first_count + cluster * k, first_sum + cluster * k, k, scale, n_bins);
+                ? first_bin_row_twice(v, first_sum + cluster * k, plain_first, k, scale, n_bins)
+                : first_bin_row(v, first_sum + cluster * k, k, scale, n_bins);
             if (!elsewhere && h == NULL)
                 continue;
             for (Py_ssize_t j = 0; j < k; j++) { /* the other bins' values, and every hit */
@@ -632,9 +628,11 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
                 if (b != 0) {
                     count[index] += 1.0;
                     sum[index] += v[j];
+                    first_missing[cluster * k + j] += 1.0;
                     if (plain_first != NULL) {
                         plain_count[plain_index] += 1.0;
                         plain_sum[plain_index] += v[j];
+                        plain_first[k + j] += 1.0;
                     }
                 }
                 if (h != NULL && h[j]) {
@@ -644,10 +642,10 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
                 }
             }
         }
-        if (plain_first != NULL) /* the plain first bin's sums, from zero, added to the bin */
+        if (plain_first != NULL) /* the plain first bin: its rows less the values elsewhere, its sums from zero */
             for (Py_ssize_t j = 0; j < k; j++) {
-                plain_count[j * (Py_ssize_t)n_bins] += plain_first[j];
-                plain_sum[j * (Py_ssize_t)n_bins] += plain_first[k + j];
+                plain_count[j * (Py_ssize_t)n_bins] += (double)n - plain_first[k + j];
+                plain_sum[j * (Py_ssize_t)n_bins] += plain_first[j];
             }
         return;
     }
@@ -997,29 +995,32 @@ done:
 
 PyDoc_STRVAR(bin_counts_doc,
 "bin_counts(values, hits, first_hit, row_cluster, n, k, n_bins, scale, by_column, clusters, count, sums,\n"
-"hit_count, first_count=None, first_sum=None, plain_count=None, plain_sums=None, plain_hits=None)\n\n"
+"hit_count, first_missing=None, first_sum=None, plain_count=None, plain_sums=None, plain_hits=None)\n\n"
 "Equal-width bin counts of the C-contiguous float64 (n, k) buffer values added into the float64 count,\n"
 "sums and hit_count buffers (k groups of n_bins when by_column, else one): the values'\n"
 "count, sum and the count of hits per bin, the hits from the uint8 (n, k) hits, or (not by_column)\n"
 "each row's columns from its int64 first_hit on, or none (both None). With the int64 row_cluster, each bin\n"
-"is kept per cluster (innermost), row i's in cluster row_cluster[i] (None: one cluster). By column with clusters, the float64 first_count and first_sum (clusters x k)\n"
-"take the first bin's counts and sums instead of count and sums. In group 0 with clusters, or by column\n"
+"is kept per cluster (innermost), row i's in cluster row_cluster[i] (None: one cluster). By column with\n"
+"clusters, the float64 first_missing and first_sum (clusters x k) take the first bin's sums instead of sums\n"
+"and count the values outside it (the first bin's count is the cluster's rows less those): count holds no\n"
+"first-bin count then.\n"
+"In group 0 with clusters, or by column\n"
 "with the first bin apart, the float64 plain_count, plain_sums and plain_hits (n_bins each, k n_bins by\n"
 "column, zeroed by column) get the counts over every row in the same pass.");
 
 static PyObject *bin_counts(PyObject *self, PyObject *args)
 {
     Py_buffer values, hits = {0}, first_hit = {0}, row_cluster = {0}, count, sums, hit_count;
-    Py_buffer first_count = {0}, first_sum = {0}, plain[3] = {{0}, {0}, {0}};
+    Py_buffer first_missing = {0}, first_sum = {0}, plain[3] = {{0}, {0}, {0}};
     double *plain_first = NULL; /* by column: the plain first bin's count and sum, k each */
     PyObject *hits_object, *first_hit_object, *row_cluster_object;
-    PyObject *first_count_object = Py_None, *first_sum_object = Py_None, *plain_objects[3] = {Py_None, Py_None, Py_None};
+    PyObject *first_missing_object = Py_None, *first_sum_object = Py_None, *plain_objects[3] = {Py_None, Py_None, Py_None};
     Py_ssize_t n, k, clusters;
     int n_bins, by_column;
     double scale;
     if (!PyArg_ParseTuple(args, "y*OOOnnidpnw*w*w*|OOOOO", &values, &hits_object, &first_hit_object,
                           &row_cluster_object, &n, &k, &n_bins, &scale, &by_column, &clusters, &count,
-                          &sums, &hit_count, &first_count_object, &first_sum_object, &plain_objects[0],
+                          &sums, &hit_count, &first_missing_object, &first_sum_object, &plain_objects[0],
                           &plain_objects[1], &plain_objects[2]))
         return NULL;
     PyObject *result = NULL;
@@ -1030,15 +1031,15 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
         goto done;
     if (row_cluster_object != Py_None && PyObject_GetBuffer(row_cluster_object, &row_cluster, PyBUF_SIMPLE) < 0)
         goto done;
-    if ((first_count_object == Py_None) != (first_sum_object == Py_None)) {
-        PyErr_SetString(PyExc_ValueError, "first_count and first_sum go together");
+    if ((first_missing_object == Py_None) != (first_sum_object == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "first_missing and first_sum go together");
         goto done;
     }
-    if (first_count_object != Py_None
-        && (PyObject_GetBuffer(first_count_object, &first_count, PyBUF_WRITABLE) < 0
+    if (first_missing_object != Py_None
+        && (PyObject_GetBuffer(first_missing_object, &first_missing, PyBUF_WRITABLE) < 0
             || PyObject_GetBuffer(first_sum_object, &first_sum, PyBUF_WRITABLE) < 0))
         goto done;
-    if (first_count.obj != NULL && (!by_column || row_cluster.obj == NULL)) {
+    if (first_missing.obj != NULL && (!by_column || row_cluster.obj == NULL)) {
         PyErr_SetString(PyExc_ValueError, "the first bin apart goes by column, with row_cluster");
         goto done;
     }
@@ -1047,7 +1048,7 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
             goto done;
     if ((plain[0].obj != NULL || plain[1].obj != NULL || plain[2].obj != NULL)
         && (plain[0].obj == NULL || plain[1].obj == NULL || plain[2].obj == NULL || row_cluster.obj == NULL
-            || (by_column && first_count.obj == NULL))) {
+            || (by_column && first_missing.obj == NULL))) {
         PyErr_SetString(PyExc_ValueError,
                         "the plain counts go in three buffers beside row_cluster, in group 0 or by column with the first bin apart");
         goto done;
@@ -1079,7 +1080,7 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
         || !check_size(&count, groups * n_bins * (Py_ssize_t)sizeof(double), "count")
         || !check_size(&sums, groups * n_bins * (Py_ssize_t)sizeof(double), "sums")
         || !check_size(&hit_count, groups * n_bins * (Py_ssize_t)sizeof(double), "hit_count")
-        || (first_count.obj != NULL && !check_size(&first_count, groups * (Py_ssize_t)sizeof(double), "first_count"))
+        || (first_missing.obj != NULL && !check_size(&first_missing, groups * (Py_ssize_t)sizeof(double), "first_missing"))
         || (first_sum.obj != NULL && !check_size(&first_sum, groups * (Py_ssize_t)sizeof(double), "first_sum")))
         goto done;
     if (row_cluster.obj != NULL) { /* every row's cluster inside the buffers */
@@ -1094,7 +1095,7 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
     bin_counts_rows(values.buf, hits.obj != NULL ? hits.buf : NULL, first_hit.obj != NULL ? first_hit.buf : NULL,
                     row_cluster.obj != NULL ? row_cluster.buf : NULL, n, k,
                     n_bins, scale, by_column, clusters, count.buf, sums.buf, hit_count.buf,
-                    first_count.obj != NULL ? first_count.buf : NULL, first_sum.obj != NULL ? first_sum.buf : NULL,
+                    first_missing.obj != NULL ? first_missing.buf : NULL, first_sum.obj != NULL ? first_sum.buf : NULL,
                     plain[0].buf, plain[1].buf, plain[2].buf, plain_first);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
@@ -1109,8 +1110,8 @@ done:
         PyBuffer_Release(&first_hit);
     if (row_cluster.obj != NULL)
         PyBuffer_Release(&row_cluster);
-    if (first_count.obj != NULL)
-        PyBuffer_Release(&first_count);
+    if (first_missing.obj != NULL)
+        PyBuffer_Release(&first_missing);
     if (first_sum.obj != NULL)
         PyBuffer_Release(&first_sum);
     for (int p = 0; p < 3; p++)

@@ -19,13 +19,14 @@ class BinCounter:
     in its cluster (``cluster`` of :meth:`add`). :meth:`state` shows them as (clusters, n_groups
     n_bins).
 
-    Kept per cluster, the first bin's counts and sums of values added by column are kept apart
-    (``first_count``, ``first_sum``: clusters x n_groups, one cluster's groups contiguous) until
-    :meth:`state` or :meth:`absorb` folds them in: most values of many classes fall in the first
-    bin, and a row's values then add along one cluster's contiguous numbers instead of each to
-    another cache line (2.4x faster at 1,000 classes). Its sums are the first bin's values added in
-    element order from zero, added to the bin when read (the other bins add each value to their
-    running sum)."""
+    Kept per cluster, the first bin of values added by column is kept apart until :meth:`state` or
+    :meth:`absorb` folds it in: its sums in ``first_sum`` (clusters x n_groups, one cluster's groups
+    contiguous), its count as the cluster's rows (``first_rows``) less the values that fell in
+    another bin (``first_missing``, counted where they are found). Most values of many classes fall
+    in the first bin, and a row's values then add along one cluster's contiguous numbers instead of
+    each to another cache line (2.4x faster at 1,000 classes). Its sums are the first bin's values
+    added in element order from zero, added to the bin when read (the other bins add each value to
+    their running sum)."""
 
     def __init__(self, n_bins: int, n_groups: int = 1, clusters: int = 1):
         self.n_bins, self.n_groups, self.clusters = n_bins, n_groups, clusters
@@ -33,8 +34,9 @@ class BinCounter:
         self.count = np.zeros(size)
         self.sum_pred = np.zeros(size)
         self.sum_true = np.zeros(size)
-        self.first_count: np.ndarray | None = None
+        self.first_missing: np.ndarray | None = None
         self.first_sum: np.ndarray | None = None
+        self.first_rows: np.ndarray | None = None
 
     def _flat_index(self, pred: np.ndarray, group, cluster: np.ndarray | None = None) -> np.ndarray:
         index = bin_index(pred, self.n_bins)
@@ -88,7 +90,7 @@ class BinCounter:
             raise ValueError("plain counts go into a counter of the same bins and groups")
         compiled = None
         one_block = by_column or self.n_groups == 1  # the compiled counts' layout is the counter's
-        first_bin = self._first_bin() if in_place and by_column else None
+        first_bin = self._first_bin(cluster) if in_place and by_column else None
         size = 0 if plain is None else plain.count.size
         fresh = None if plain is None else (np.zeros(size), np.zeros(size), np.zeros(size))
         if (by_column or group_zero) and (not in_place or one_block):
@@ -119,7 +121,7 @@ class BinCounter:
                 if first_bin is not None:  # the first bin apart, as the compiled path keeps it
                     first = flat % (self.n_bins * self.clusters) < self.clusters
                     cell = np.asarray(cluster, dtype=np.int64)[:, None] * self.n_groups + np.arange(self.n_groups)
-                    np.add.at(first_bin[0], cell.reshape(-1)[first], 1.0)
+                    np.add.at(first_bin[0], cell.reshape(-1)[~first], 1.0)
                     np.add.at(first_bin[1], cell.reshape(-1)[first], flat_values[first])
                     flat, flat_values = flat[~first], flat_values[~first]
                 np.add.at(self.count, flat, 1.0)
@@ -196,21 +198,27 @@ class BinCounter:
         drawn.sum_true[:, random] = rng.binomial(trials, rate, size=(len(trials), draws)).T
         return drawn
 
-    def _first_bin(self) -> tuple[np.ndarray, np.ndarray]:
-        """The first bin's counts and sums kept apart (made on the first use)."""
-        if self.first_count is None or self.first_sum is None:
-            self.first_count, self.first_sum = np.zeros(self.clusters * self.n_groups), np.zeros(self.clusters * self.n_groups)
-        return self.first_count, self.first_sum
+    def _first_bin(self, cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first bin kept apart (made on the first use), with the rows of ``cluster`` (each
+        row's cluster) counted in: (values outside the first bin, the first bin's sums), clusters x
+        n_groups each, for the pass to add to."""
+        if self.first_missing is None or self.first_sum is None or self.first_rows is None:
+            cells = self.clusters * self.n_groups
+            self.first_missing, self.first_sum, self.first_rows = np.zeros(cells), np.zeros(cells), np.zeros(self.clusters)
+        self.first_rows += np.bincount(np.asarray(cluster, dtype=np.int64), minlength=self.clusters)
+        return self.first_missing, self.first_sum
 
     def _fold_first_bin(self) -> None:
         """Add the first bin kept apart into the sums (their first bin holds no other value, so the
-        same bits as adding every value there), and start it again from zero."""
-        if self.first_count is None or self.first_sum is None:
+        same bits as adding every value there; its count the rows less the values elsewhere, whole
+        numbers), and start it again from zero."""
+        if self.first_missing is None or self.first_sum is None or self.first_rows is None:
             return
-        for name, apart in (("count", self.first_count), ("sum_pred", self.first_sum)):
+        first_count = self.first_rows[:, None] - self.first_missing.reshape(self.clusters, self.n_groups)
+        for name, apart in (("count", first_count), ("sum_pred", self.first_sum.reshape(self.clusters, self.n_groups))):
             first = getattr(self, name).reshape(self.n_groups, self.n_bins, self.clusters)[:, 0, :]
-            first += apart.reshape(self.clusters, self.n_groups).T
-        self.first_count = self.first_sum = None
+            first += apart.T
+        self.first_missing = self.first_sum = self.first_rows = None
 
     def state(self) -> dict:
         """The three sums, (clusters, n_groups n_bins) when kept per cluster (a view), else (n_groups n_bins,)."""

@@ -159,10 +159,11 @@ def bin_counts(
     cluster (the bootstrap's per-cluster sums), the cluster innermost (index (group n_bins + bin)
     ``clusters`` + cluster), row i's in its cluster. ``out``: three C-contiguous float64 arrays the
     counts are added into (returned), else fresh zeroed ones. ``first_bin`` (by column, with
-    ``row_cluster``): two C-contiguous float64 arrays of ``clusters`` x K that take the first bin's
-    counts and sums instead of ``out`` (:class:`calib.core.binning.BinCounter`'s: one cluster's K
-    numbers contiguous, so a row adds its values along them where ``out``'s layout writes each to
-    another cache line). ``plain`` (with ``row_cluster``, in group 0 or by column with ``first_bin``): three
+    ``row_cluster``): two C-contiguous float64 arrays of ``clusters`` x K, the count of values
+    outside the first bin and the first bin's sums, which ``out`` then leaves out
+    (:class:`calib.core.binning.BinCounter`'s: one cluster's K numbers contiguous, so a row adds its
+    values along them where ``out``'s layout writes each to another cache line; the first bin's
+    count is the cluster's rows less the values outside it). ``plain`` (with ``row_cluster``, in group 0 or by column with ``first_bin``): three
     float64 arrays of ``n_bins`` (K ``n_bins`` by column, zeroed) that the counts over all rows are
     added into in the same pass. Each bin's values are
     added in element order, as np.bincount (into zeros) and np.add.at (into ``out``) add them, so

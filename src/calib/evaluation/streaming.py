@@ -221,7 +221,7 @@ def stream_metrics(
             if side in sliced:
                 sliced[side].absorb_chunk(state)
             else:
-                overall[side].absorb(state)
+                overall[side].absorb_parts(state)
         for side, chunk in prepared.items():
             overall[side].absorb_parts(grouped[side].update(chunk))
         if in_set is not None and sets is not None:
@@ -263,13 +263,14 @@ def calibrated_batch(calibrator: Calibrator, preds: Predictions, rows, features,
 
 
 def _filled_states(batch: Batch, rows, sliced, new_set, skip=()):
-    """A chunk's accumulator states: per group when grouped by a column, else one metric set's
-    (zero in the accumulators of ``skip``, whose sums the bootstrap's pass counts)."""
+    """A chunk's accumulator states: per group when grouped by a column, else one metric set's by
+    accumulator (:meth:`MetricSet.absorb_parts`), but those of ``skip``, whose sums the bootstrap's
+    pass counts."""
     if sliced is not None:
         return sliced.chunk_states(batch, rows)
     chunk_set = new_set()
     chunk_set.update(batch, skip=skip)
-    return chunk_set.state()
+    return {identity: accumulator.state() for identity, accumulator in chunk_set.accumulators.items() if identity not in skip}
 
 
 def _side_accumulators(
