@@ -249,6 +249,68 @@ def test_plain_classwise_sums_counted_beside_the_clusters_are_those_of_their_own
         assert np.array_equal(fused.replicates["values"][key], expected[key]), key
 
 
+def test_plain_classwise_sums_are_counted_once_a_chunk_beside_the_clusters(monkeypatch):
+    """The worker threads neither count the plain classwise bins nor hand on their empty sums: each
+    chunk's plain sums come from the per-cluster pass alone, absorbed once."""
+    import calib.io.predictions as predictions
+    from calib.core.numerics import row_chunks
+    from calib.metrics.accumulators import ClasswiseBins
+
+    monkeypatch.setattr(predictions, "row_chunks", lambda n, k: row_chunks(n, k, 100 * k))  # 6 chunks
+    calls = {"update": 0, "absorb": 0}
+    for name in calls:
+        original = getattr(ClasswiseBins, name)
+
+        def counted(self, *args, _original=original, _name=name):
+            calls[_name] += self.clusters is None
+            return _original(self, *args)
+
+        monkeypatch.setattr(ClasswiseBins, name, counted)
+    rng = np.random.default_rng(10)
+    preds = Predictions("t", rng.normal(size=(600, 40)), "logits", "t", rng.integers(0, 40, 600), "t")
+    stream_metrics(preds, ["cw_ece"], MetricConfig(), bootstrap=BootstrapConfig(5, 0))
+    assert calls == {"update": 0, "absorb": 6}
+
+
+@pytest.mark.parametrize("n_groups", [3, 60])  # replicates per group (strata), and groups without
+def test_grouped_values_with_replicates_are_those_without_to_the_bit(n_groups):
+    """By groups, the plain sums come from the groups' own sets (the per-cluster pass counts no
+    plain sums then): the overall and every group's state equal the pass without replicates."""
+    from calib.evaluation.groups import groups_from_values
+
+    rng = np.random.default_rng(12)
+    logits, labels = rng.normal(size=(900, 40)), rng.integers(0, 40, 900)
+    groups = groups_from_values(rng.integers(0, n_groups, 900), 900, "g")
+    preds = Predictions("t", logits, "logits", "t", labels, "t")
+    keys = ["cw_ece", "ece", "accuracy"]
+    fused = stream_metrics(preds, keys, MetricConfig(), bootstrap=BootstrapConfig(5, 0), groups=groups)
+    plain = stream_metrics(preds, keys, MetricConfig(), groups=groups)
+    assert fused.bootstrap_states.plain_beside == []
+    for key, array in plain.state.state().items():
+        assert np.array_equal(fused.state.state()[key], array), key
+    for got, expected in zip(fused.group_states, plain.group_states):
+        for key, array in expected.state().items():
+            assert np.array_equal(got.state()[key], array), key
+
+
+@pytest.mark.parametrize("n_classes, beside", [(40, True), (5, False)])
+def test_per_cluster_sums_hold_each_row_once_whichever_thread_fills_them(n_classes, beside):
+    """Classwise bins of many classes (added to on this thread) count their plain sums in the same
+    pass; those of few classes (filled on the workers) do not: either way every cluster's bins
+    count each of its rows once per class, and the plain sums come back only from the first."""
+    states = BootstrapStates(
+        lambda clusters=None: MetricSet(["cw_ece"], MetricConfig(), n_classes, clusters), 0, plain_beside=True
+    )
+    assert bool(states.plain_beside) == beside
+    rng = np.random.default_rng(11)
+    probs, labels = rng.dirichlet(np.ones(n_classes), 300), rng.integers(0, n_classes, 300)
+    plain = states.update(states.prepare(Batch(labels, probs=probs), slice(0, 300)))
+    assert len(plain) == beside
+    rows = np.bincount(row_clusters(0, range(300)), minlength=200)
+    count = next(array for key, array in states.cluster_state().items() if key.endswith("counter.count"))
+    assert np.array_equal(count.sum(axis=1), rows * n_classes)
+
+
 @pytest.mark.parametrize("backend", ["compiled", "numpy"])
 def test_per_cluster_bins_are_the_bins_of_each_clusters_rows_on_both_kernel_paths(backend, monkeypatch):
     """Each cluster's bins (counts, sums and hits to the bit) equal a counter of that cluster's rows
@@ -310,6 +372,8 @@ def test_plain_counts_filled_beside_the_clusters_are_those_of_their_own_pass(bac
         BinCounter(25).add(values[:, 0], hits[:, 0], plain=BinCounter(25))
     with pytest.raises(ValueError, match="same bins"):
         BinCounter(25, clusters=7).add(values[:, 0], hits[:, 0], cluster=cluster, plain=BinCounter(15))
+    with pytest.raises(ValueError, match="same bins and groups"):
+        BinCounter(25, 9, clusters=7).add(values, by_column=True, cluster=cluster, plain=BinCounter(25, 3))
 
 
 @pytest.mark.parametrize("backend", ["compiled", "numpy"])
