@@ -90,7 +90,7 @@ class BinCounter:
             raise ValueError("plain counts go into a counter of the same bins and groups")
         compiled = None
         one_block = by_column or self.n_groups == 1  # the compiled counts' layout is the counter's
-        first_bin = self._first_bin(cluster) if in_place and by_column else None
+        first_bin = self._first_bin(cluster) if cluster is not None and by_column else None
         size = 0 if plain is None else plain.count.size
         fresh = None if plain is None else (np.zeros(size), np.zeros(size), np.zeros(size))
         if (by_column or group_zero) and (not in_place or one_block):
