@@ -208,6 +208,38 @@ def test_bin_counts_are_the_definition_on_edges_and_just_below(backend, n_bins):
     assert first_group.count.tolist() == expected[0, :, 0].tolist() + [0.0] * n_bins
 
 
+def test_bin_counts_by_column_add_in_turn_into_running_sums_and_into_empty_ones(backend):
+    """By column over every row the first bin's values are summed apart when the buffers' first
+    bins are empty (most values of many classes lie there): the bits of adding each value in turn,
+    rows all in the first bin, values on its edge and just below; and into buffers whose first bins
+    already hold sums, each value added to the running sum in turn as before."""
+    from reference import edge_bin
+
+    from calib.core import kernels
+    from calib.core.numerics import EDGE_STRETCH
+
+    rng = np.random.default_rng(5)
+    edge = 1 / 15
+    values = rng.choice(np.r_[0.0, edge, edge * (1 - 2.0**-45), edge - 1e-13, rng.random(8) * 0.1, 0.7, 1.0], size=(120, 9))
+    values[::4] = rng.random((30, 9)) * 0.05  # rows all in the first bin
+    hits = rng.random(values.shape) < 0.3
+    for start in (np.zeros(9 * 15), rng.random(9 * 15)):
+        expected = [start.copy(), start * 3, start.copy()]
+        for i in range(len(values)):
+            for j in range(9):
+                cell = j * 15 + edge_bin(values[i, j], 15)
+                expected[0][cell] += 1.0
+                expected[1][cell] += values[i, j]
+                expected[2][cell] += hits[i, j]
+        out = (start.copy(), start * 3, start.copy())
+        found = kernels.bin_counts(values, hits, 15, 15 * EDGE_STRETCH, True, out=out)
+        if backend == "numpy":
+            assert found is None  # NumPy's bincounts (calib.core.binning), tested beside
+            continue
+        for got, want in zip(found, expected):
+            assert np.array_equal(got, want)
+
+
 def test_bin_counts_first_hit_is_the_hits_matrix_with_runs_in_and_out_of_bins(backend):
     """Hits given as each row's first hit column count what the (N, K) matrix 1{j >= first[i]}
     counts, with first = 0 (every column), K (none) and in between; and the sums in element order
