@@ -606,7 +606,7 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
                             const int64_t *row_cluster, Py_ssize_t n, Py_ssize_t k,
                             int n_bins, double scale, int by_column, Py_ssize_t clusters, double *count,
                             double *sum, double *hit, double *first_missing, double *first_sum, double *plain_count,
-                            double *plain_sum, double *plain_hit, double *plain_first)
+                            double *plain_sum, double *plain_hit, double *plain_first, const int64_t *hit_column)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -619,6 +619,13 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
             const int elsewhere = plain_first != NULL
                 ? first_bin_row_twice(v, first_sum + cluster * k, plain_first, k, scale, n_bins)
                 : first_bin_row(v, first_sum + cluster * k, k, scale, n_bins);
+            if (hit_column != NULL) { /* the row's one hit: its column's value */
+                const Py_ssize_t j = (Py_ssize_t)hit_column[t];
+                const Py_ssize_t plain_index = j * (Py_ssize_t)n_bins + bin_of(v[j], scale, n_bins);
+                hit[plain_index * clusters + cluster] += 1.0;
+                if (plain_first != NULL)
+                    plain_hit[plain_index] += 1.0;
+            }
             if (!elsewhere && h == NULL)
                 continue;
             for (Py_ssize_t j = 0; j < k; j++) { /* the other bins' values, and every hit */
@@ -660,6 +667,10 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
                 sum[index] += v[j];
                 if (h != NULL)
                     hit[index] += h[j] != 0;
+            }
+            if (hit_column != NULL) {
+                const Py_ssize_t j = (Py_ssize_t)hit_column[t];
+                hit[(j * (Py_ssize_t)n_bins + bin_of(v[j], scale, n_bins)) * clusters + cluster] += 1.0;
             }
         }
         return;
@@ -1005,7 +1016,8 @@ static int first_bin_empty(const double *count, const double *sum, Py_ssize_t k,
 
 PyDoc_STRVAR(bin_counts_doc,
 "bin_counts(values, hits, first_hit, row_cluster, n, k, n_bins, scale, by_column, clusters, count, sums,\n"
-"hit_count, first_missing=None, first_sum=None, plain_count=None, plain_sums=None, plain_hits=None)\n\n"
+"hit_count, first_missing=None, first_sum=None, plain_count=None, plain_sums=None, plain_hits=None,\n"
+"hit_column=None)\n\n"
 "Equal-width bin counts of the C-contiguous float64 (n, k) buffer values added into the float64 count,\n"
 "sums and hit_count buffers (k groups of n_bins when by_column, else one): the values'\n"
 "count, sum and the count of hits per bin, the hits from the uint8 (n, k) hits, or (not by_column)\n"
@@ -1016,7 +1028,8 @@ PyDoc_STRVAR(bin_counts_doc,
 "first-bin count then.\n"
 "In group 0 with clusters, or by column\n"
 "with the first bin apart, the float64 plain_count, plain_sums and plain_hits (n_bins each, k n_bins by\n"
-"column, zeroed by column) get the counts over every row in the same pass.");
+"column, zeroed by column) get the counts over every row in the same pass. By column without hits, the\n"
+"int64 hit_column gives each row's one hit: its value in that column (a label's class).");
 
 static PyObject *bin_counts(PyObject *self, PyObject *args)
 {
@@ -1026,13 +1039,15 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
     double *apart = NULL;       /* by column over every row: the first bin's sums and missing counts, k each */
     PyObject *hits_object, *first_hit_object, *row_cluster_object;
     PyObject *first_missing_object = Py_None, *first_sum_object = Py_None, *plain_objects[3] = {Py_None, Py_None, Py_None};
+    PyObject *hit_column_object = Py_None;
+    Py_buffer hit_column = {0};
     Py_ssize_t n, k, clusters;
     int n_bins, by_column;
     double scale;
-    if (!PyArg_ParseTuple(args, "y*OOOnnidpnw*w*w*|OOOOO", &values, &hits_object, &first_hit_object,
+    if (!PyArg_ParseTuple(args, "y*OOOnnidpnw*w*w*|OOOOOO", &values, &hits_object, &first_hit_object,
                           &row_cluster_object, &n, &k, &n_bins, &scale, &by_column, &clusters, &count,
                           &sums, &hit_count, &first_missing_object, &first_sum_object, &plain_objects[0],
-                          &plain_objects[1], &plain_objects[2]))
+                          &plain_objects[1], &plain_objects[2], &hit_column_object))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t groups = (by_column ? k : 1) * clusters;
@@ -1094,6 +1109,22 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
         || (first_missing.obj != NULL && !check_size(&first_missing, groups * (Py_ssize_t)sizeof(double), "first_missing"))
         || (first_sum.obj != NULL && !check_size(&first_sum, groups * (Py_ssize_t)sizeof(double), "first_sum")))
         goto done;
+    if (hit_column_object != Py_None) { /* by column, without a hits matrix: each row's hit column inside the row */
+        if (PyObject_GetBuffer(hit_column_object, &hit_column, PyBUF_SIMPLE) < 0)
+            goto done;
+        if (!by_column || hits.obj != NULL) {
+            PyErr_SetString(PyExc_ValueError, "hit_column goes by column, without hits");
+            goto done;
+        }
+        if (!check_size(&hit_column, n * (Py_ssize_t)sizeof(int64_t), "hit_column"))
+            goto done;
+        const int64_t *column = hit_column.buf;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (column[i] < 0 || column[i] >= k) {
+                PyErr_SetString(PyExc_ValueError, "hit_column out of the columns");
+                goto done;
+            }
+    }
     if (row_cluster.obj != NULL) { /* every row's cluster inside the buffers */
         const int64_t *cluster = row_cluster.buf;
         for (Py_ssize_t i = 0; i < n; i++)
@@ -1115,7 +1146,8 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
                     n_bins, scale, by_column, clusters, count.buf, sums.buf, hit_count.buf,
                     apart != NULL ? apart + k : (first_missing.obj != NULL ? first_missing.buf : NULL),
                     apart != NULL ? apart : (first_sum.obj != NULL ? first_sum.buf : NULL),
-                    plain[0].buf, plain[1].buf, plain[2].buf, plain_first);
+                    plain[0].buf, plain[1].buf, plain[2].buf, plain_first,
+                    hit_column.obj != NULL ? hit_column.buf : NULL);
     if (apart != NULL)
         for (Py_ssize_t j = 0; j < k; j++) {
             ((double *)count.buf)[j * (Py_ssize_t)n_bins] += (double)n - apart[k + j];
@@ -1141,6 +1173,8 @@ done:
     for (int p = 0; p < 3; p++)
         if (plain[p].obj != NULL)
             PyBuffer_Release(&plain[p]);
+    if (hit_column.obj != NULL)
+        PyBuffer_Release(&hit_column);
     free(plain_first);
     free(apart);
     return result;

@@ -29,7 +29,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .core.numerics import cluster_totals
+from .core.numerics import cluster_totals, linear_percentiles
 
 GROUPS = 200
 #: How the rows' clusters are drawn, as a report records it: reports pair only when it is the same
@@ -424,7 +424,7 @@ def centred_interval(replicates, level: float, estimate: float | None = None) ->
     if estimate is not None and np.isfinite(estimate):
         values = values + (estimate - values.mean())
     upper = upper_percent(level)
-    lower, upper = (float(end) for end in np.percentile(values, [100.0 - upper, upper]))
+    lower, upper = (float(end) for end in linear_percentiles(values, [100.0 - upper, upper]))
     if (1.0 - level) / 2.0 * len(values) < MIN_TAIL_REPLICATES - 1e-9:  # 5 exactly, as 4.999999999999999, is 5
         reach = NormalDist().inv_cdf((1.0 + level) / 2.0) * float(np.std(values, ddof=1))
         centre = float(values.mean())

@@ -377,6 +377,36 @@ def test_plain_counts_filled_beside_the_clusters_are_those_of_their_own_pass(bac
 
 
 @pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_each_rows_hit_column_counts_its_own_value_as_an_outcome(backend, monkeypatch):
+    """By column, ``hit_column`` (a label per row) adds outcome 1 at the bin of the row's value in
+    that column, per cluster, into the plain counter beside it, and over every row alone: the
+    hits matrix 1{j = label} counts the same, with labels whose value is 0, on an edge or 1."""
+    from calib.core import kernels
+
+    monkeypatch.setattr(kernels, "_compiled", pytest.importorskip("calib._kernels") if backend == "compiled" else None)
+    rng = np.random.default_rng(13)
+    values = rng.choice(np.r_[0.0, 1 / 15, 7 / 15, 1.0, rng.random(10)], size=(150, 6))
+    labels, cluster = rng.integers(0, 6, 150), rng.integers(0, 5, 150)
+    matrix = np.arange(6)[None, :] == labels[:, None]
+    for clusters in (1, 5):
+        rows = {} if clusters == 1 else {"cluster": cluster}
+        given, expected = BinCounter(15, 6, clusters), BinCounter(15, 6, clusters)
+        plain, plain_expected = BinCounter(15, 6), BinCounter(15, 6)
+        for part in np.array_split(np.arange(150), 3):
+            parted = {key: value[part] for key, value in rows.items()}
+            beside = {} if clusters == 1 else {"plain": plain}
+            given.add(values[part], by_column=True, hit_column=labels[part], **parted, **beside)
+            expected.add(values[part], matrix[part], by_column=True, **parted)
+            plain_expected.add(values[part], matrix[part], by_column=True)
+        for name in ("count", "sum_pred", "sum_true"):
+            assert np.array_equal(given.state()[name], expected.state()[name]), (clusters, name)
+            if clusters > 1:
+                assert np.array_equal(plain.state()[name], plain_expected.state()[name]), name
+    with pytest.raises(ValueError, match="hit_column goes by column"):
+        BinCounter(15, 6).add(values, matrix, by_column=True, hit_column=labels)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
 def test_the_first_bin_kept_apart_gives_the_same_sums_across_reads_and_merges(backend, monkeypatch):
     """By column per cluster, the first bin is kept apart until read: adding, reading, merging a
     state and adding again gives on both paths the sums of that definition, value by value: the
@@ -467,6 +497,12 @@ def test_the_compiled_kernel_refuses_clusters_outside_its_buffers():
     one = [np.zeros(15) for _ in range(3)]
     with pytest.raises(ValueError, match="beside row_cluster"):  # plain counts go beside per-cluster ones only
         compiled.bin_counts(values, None, None, None, 1, 1, 15, 15.0, False, 1, *one, None, None, *one)
+    wide = [np.zeros(2 * 15) for _ in range(3)]
+    for column in (np.array([2]), np.array([-1])):  # a row's hit column outside its 2 columns
+        with pytest.raises(ValueError, match="hit_column out of the columns"):
+            compiled.bin_counts(np.array([[0.5, 0.5]]), None, None, None, 1, 2, 15, 15.0, True, 1, *wide, *[None] * 5, column)
+    with pytest.raises(ValueError, match="hit_column goes by column"):
+        compiled.bin_counts(values, None, None, None, 1, 1, 15, 15.0, False, 1, *one, *[None] * 5, np.array([0]))
 
 
 def test_small_accumulators_are_filled_on_the_workers_and_large_ones_in_place():

@@ -55,6 +55,7 @@ class BinCounter:
         first_hit: np.ndarray | None = None,
         cluster: np.ndarray | None = None,
         plain: BinCounter | None = None,
+        hit_column: np.ndarray | None = None,
     ) -> None:
         """Count predictions in [0, 1] of any shape with their binary outcomes ``hits``.
 
@@ -63,7 +64,8 @@ class BinCounter:
         predictions only, their outcomes then come through :meth:`add_hits`. ``first_hit`` (N,)
         instead of ``hits`` (group 0, an (N, K) ``pred``): the outcome of pred[i, j] is 1{j >=
         first_hit[i]}, e.g. whether the label is among the top j + 1 classes when first_hit is its
-        rank. ``cluster`` (N,): each row's cluster, in a counter made with ``clusters``; its values
+        rank. ``hit_column`` (N,) instead of ``hits`` (by column): row i's one outcome 1 is its
+        value in column hit_column[i] (its label's probability). ``cluster`` (N,): each row's cluster, in a counter made with ``clusters``; its values
         are then added into the running sums (no chunk-sized arrays). Group 0 or the columns are
         counted in one compiled pass where it is available (:func:`calib.core.kernels.bin_counts`);
         otherwise, and for other groups, by np.bincount (np.add.at into running sums): the same
@@ -80,6 +82,8 @@ class BinCounter:
         hits = None if hits is None else np.asarray(hits)
         if first_hit is not None and (hits is not None or by_column or values.ndim != 2 or not isinstance(group, int)):
             raise ValueError("first_hit goes with an (N, K) pred in group 0, without hits")
+        if hit_column is not None and (hits is not None or not by_column):
+            raise ValueError("hit_column goes by column, without hits")
         if (cluster is None) != (self.clusters == 1):
             raise ValueError("a counter of several clusters counts each row in its cluster: give cluster, and only there")
         in_place = cluster is not None  # per-cluster sums: added into the counter's, no chunk-sized arrays
@@ -100,18 +104,31 @@ class BinCounter:
                 out = (self.count, self.sum_pred, self.sum_true) if in_place else None
                 scale = self.n_bins * EDGE_STRETCH
                 compiled = kernels.bin_counts(
-                    shaped, flags, self.n_bins, scale, by_column, first_hit, cluster, self.clusters, out, first_bin, fresh
+                    shaped,
+                    flags,
+                    self.n_bins,
+                    scale,
+                    by_column,
+                    first_hit,
+                    cluster,
+                    self.clusters,
+                    out,
+                    first_bin,
+                    fresh,
+                    hit_column,
                 )
         if plain is not None:  # as its own add: fresh counts from the same pass, else its own pass
             if compiled is not None:
                 plain.add_counts(*fresh)
             else:
-                plain.add(values, hits, first_hit=first_hit, by_column=by_column)
+                plain.add(values, hits, first_hit=first_hit, by_column=by_column, hit_column=hit_column)
         if compiled is not None and in_place:
             return
         if compiled is not None:
             count, sums, hit_count = compiled
         else:
+            if hit_column is not None:  # each row's one hit, counted per bin and added once
+                self.add_hits(values[np.arange(len(values)), hit_column], group=hit_column, cluster=cluster)
             if first_hit is not None:
                 hits = np.arange(values.shape[1])[None, :] >= np.asarray(first_hit)[:, None]
             flat = self._flat_index(values, group, cluster)
@@ -274,13 +291,19 @@ class ReplicateBins:
         self.state = state
         self.weights = np.asarray(weights, dtype=np.float64)
         clusters = len(self.weights[0])
-        count = np.reshape(state["count"], (clusters, -1))
+        # (bins, clusters): a counter's own layout (its state is the transposed view), each bin's
+        # clusters contiguous
+        count, true, pred = (np.reshape(state[name], (clusters, -1)).T for name in ("count", "sum_true", "sum_pred"))
         #: The bins that hold a row in some cluster, in order (a group's bins together).
-        self.bins = np.flatnonzero(count.any(axis=0))
-        sums = (np.reshape(state[name], (clusters, -1))[:, self.bins] for name in ("sum_true", "sum_pred"))
-        self.difference = next(sums) - next(sums)
-        self.count = count[:, self.bins]
-        self.totals = count.reshape(clusters, n_groups, n_bins).sum(axis=-1)
+        self.bins = np.flatnonzero(count.any(axis=1))
+        self.difference = (true[self.bins] - pred[self.bins]).T
+        selected = count[self.bins]
+        self.count = selected.T
+        #: The groups with such bins, and where each one's bins start among them.
+        self.groups, self.group_starts = np.unique(self.bins // n_bins, return_index=True)
+        self.totals = np.zeros((clusters, n_groups))  # each cluster's rows per group (counts: exact in any order)
+        if len(self.bins):
+            self.totals[:, self.groups] = np.add.reduceat(selected, self.group_starts, axis=0).T
 
     def drawn(self, state: dict[str, np.ndarray], weights: np.ndarray) -> bool:
         """Whether these are the replicates of ``state`` (the same arrays), now drawn by ``weights``
@@ -295,8 +318,7 @@ class ReplicateBins:
         gaps = np.abs(self.weights @ self.difference)
         gap_sums = np.zeros((len(self.weights), self.n_groups))
         if len(self.bins):
-            groups, starts = np.unique(self.bins // self.n_bins, return_index=True)
-            gap_sums[:, groups] = np.add.reduceat(gaps, starts, axis=1)
+            gap_sums[:, self.groups] = np.add.reduceat(gaps, self.group_starts, axis=1)
         return weighted_error(gap_sums, self.weights @ self.totals)
 
     def max_error(self) -> np.ndarray:

@@ -148,6 +148,7 @@ def bin_counts(
     out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     first_bin: tuple[np.ndarray, np.ndarray] | None = None,
     plain: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    hit_column: np.ndarray | None = None,
 ):
     """Equal-width bin counts of ``values`` (N, K) float64 in [0, 1], compiled: bin b = min(floor(v
     ``scale``), B - 1) (:func:`calib.core.numerics.bin_index`'s rule, ``scale`` = B (1 + r) per
@@ -167,7 +168,9 @@ def bin_counts(
     float64 arrays of ``n_bins`` (K ``n_bins`` by column, zeroed) that the counts over all rows are
     added into in the same pass. Each bin's values are
     added in element order, as np.bincount (into zeros) and np.add.at (into ``out``) add them, so
-    the same bits; one pass without NumPy's index array and its three bincounts."""
+    the same bits; one pass without NumPy's index array and its three bincounts. ``hit_column``
+    (N,) (by column, without ``hits``): row i's one hit is its value in column hit_column[i], such
+    as its label's probability among a row's classes."""
     if _compiled is None or not values.flags.c_contiguous or values.dtype != np.float64:
         return None
     if hits is not None and hits.dtype != bool:
@@ -179,6 +182,7 @@ def bin_counts(
     flags = None if hits is None else np.ascontiguousarray(hits).view(np.uint8)
     first = None if first_hit is None else np.ascontiguousarray(first_hit, dtype=np.int64)
     cluster = None if row_cluster is None else np.ascontiguousarray(row_cluster, dtype=np.int64)
+    column = None if hit_column is None else np.ascontiguousarray(hit_column, dtype=np.int64)
     _compiled.bin_counts(
         values,
         flags,
@@ -192,7 +196,8 @@ def bin_counts(
         clusters,
         *out,
         *(first_bin or (None, None)),
-        *(plain or ()),
+        *(plain or (None, None, None)),
+        column,
     )
     return out
 

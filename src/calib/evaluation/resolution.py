@@ -57,7 +57,7 @@ import numpy as np
 
 from ..bootstrap import upper_percent
 from ..core.binning import clopper_pearson
-from ..core.numerics import map_in_order
+from ..core.numerics import linear_percentiles, map_in_order
 from ..errors import UsageError
 from ..metrics.definitions import METRICS
 from ..metrics.metric_set import MetricSet
@@ -130,7 +130,7 @@ def simultaneous_floors(draws: dict[str, np.ndarray], level: float) -> dict[str,
     mean = stacked.mean(axis=1, keepdims=True)
     spread = stacked.std(axis=1, ddof=1, keepdims=True)
     standard = np.divide(stacked - mean, spread, out=np.zeros_like(stacked), where=spread > 0)
-    c = float(np.percentile(standard.max(axis=0), upper_percent(level)))
+    c = float(linear_percentiles(standard.max(axis=0), [upper_percent(level)])[0])
     floors = mean[:, 0] + c * spread[:, 0]
     return {name: float(value) for name, value in zip(draws, floors)}
 

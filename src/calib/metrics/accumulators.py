@@ -218,15 +218,11 @@ class ClasswiseBins(Additive):
     FILLS_PLAIN = True
 
     def update(self, batch: Batch) -> None:
-        self.counter.add(batch.probs, None, by_column=True, cluster=self._cluster(batch))
-        self.counter.add_hits(batch.probs[batch.rows, batch.labels], group=batch.labels, cluster=self._cluster(batch))
+        self.counter.add(batch.probs, by_column=True, cluster=self._cluster(batch), hit_column=batch.labels)
 
     def update_beside_plain(self, batch: Batch) -> dict[str, np.ndarray]:
         plain = ClasswiseBins(self.counter.n_bins, self.n_classes)
-        self.counter.add(batch.probs, None, by_column=True, cluster=batch.cluster, plain=plain.counter)
-        own = batch.probs[batch.rows, batch.labels]
-        self.counter.add_hits(own, group=batch.labels, cluster=batch.cluster)
-        plain.counter.add_hits(own, group=batch.labels)
+        self.counter.add(batch.probs, by_column=True, cluster=batch.cluster, plain=plain.counter, hit_column=batch.labels)
         return plain.state()
 
 

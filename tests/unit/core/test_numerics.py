@@ -1,5 +1,6 @@
 """calib.core.numerics: the isotonic fit of fixed rows under many weightings (the one PAV of
-calib), against scikit-learn's IsotonicRegression and by hand, with ties of mixed targets."""
+calib), against scikit-learn's IsotonicRegression and by hand, with ties of mixed targets; the
+linear percentiles against NumPy's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import needs
 
-from calib.core.numerics import IsotonicProblem, isotonic_fit
+from calib.core.numerics import IsotonicProblem, isotonic_fit, linear_percentiles
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -48,3 +49,21 @@ def test_a_run_no_weighting_draws_is_left_out_and_gets_level_0():
     levels = problem.run_levels(run_weights, run_sums)[0]
     # runs: {0.1}, {0.2, 0.3} (both 0), {0.4}; the middle run weighs 1 (its 0.2 row is not drawn)
     np.testing.assert_array_equal(levels, [0.5, 0.5, 1.0])
+
+
+def test_linear_percentiles_are_numpys_to_the_bit():
+    """np.percentile's default method, bit for bit: the bootstrap's two ends at the levels in use
+    (0.95, 0.99, a Bonferroni 1 - 0.05 / 50), 0 and 100, ranks on whole numbers and between; ties,
+    one and two values, infinities and NaN."""
+    rng = np.random.default_rng(0)
+    samples = [np.array([3.0]), np.array([2.0, 1.0]), np.array([1.0, np.inf, 2.0]), np.array([0.0, np.nan, 1.0])]
+    samples += [rng.normal(size=int(n)) for n in rng.integers(2, 500, 300)]
+    samples += [rng.integers(0, 4, int(n)).astype(float) for n in rng.integers(2, 60, 100)]  # ties
+    for values in samples:
+        for level in (0.95, 0.99, 1 - 0.05 / 50, 0.5):
+            upper = round(50.0 * (1.0 + level), 9)
+            percents = [100.0 - upper, upper, 0.0, 100.0, 25.0, rng.random() * 100]
+            with np.errstate(invalid="ignore"):
+                got, expected = linear_percentiles(values, percents), np.percentile(values, percents)
+            assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (values, percents)
+    assert linear_percentiles(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), [25.0, 62.5]).tolist() == [2.0, 3.5]  # h = 1, 2.5
