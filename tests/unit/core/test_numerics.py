@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import needs
 
-from calib.core.numerics import IsotonicProblem, isotonic_fit, linear_percentiles
+from calib.core.numerics import IsotonicProblem, isotonic_fit, linear_percentiles, zeros_in_order
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -67,3 +67,9 @@ def test_linear_percentiles_are_numpys_to_the_bit():
                 got, expected = linear_percentiles(values, percents), np.percentile(values, percents)
             assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (values, percents)
     assert linear_percentiles(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), [25.0, 62.5]).tolist() == [2.0, 3.5]  # h = 1, 2.5
+
+
+@pytest.mark.parametrize("size", [0, 1, 511, 512, 513, 3_000_001])
+def test_zeros_in_order_are_zeros(size):
+    array = zeros_in_order(size)
+    assert array.dtype == np.float64 and array.shape == (size,) and not array.any()
