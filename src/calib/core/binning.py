@@ -93,13 +93,21 @@ class BinCounter:
         compiled = None
         one_block = by_column or self.n_groups == 1  # the compiled counts' layout is the counter's
         first_bin = self._first_bin(cluster) if cluster is not None and by_column else None
+        # the pass counts straight into a counter's own sums where they run on (per cluster) or are
+        # still empty (0 + x = x: the bits of fresh counts added), else into fresh ones added after
+        into_plain = plain is not None and plain.is_empty()
         size = 0 if plain is None else plain.count.size
-        fresh = None if plain is None else (np.zeros(size), np.zeros(size), np.zeros(size))
+        fresh = None
+        if plain is not None:
+            fresh = (
+                (plain.count, plain.sum_pred, plain.sum_true) if into_plain else (np.zeros(size), np.zeros(size), np.zeros(size))
+            )
+        own = in_place or (one_block and self.is_empty())
         if (by_column or group_zero) and (not in_place or one_block):
             shaped = values.reshape(-1, 1) if not by_column and first_hit is None else values
             flags = None if hits is None else hits.reshape(shaped.shape)
             if not in_place or shaped.shape[0] == len(cluster):
-                out = (self.count, self.sum_pred, self.sum_true) if in_place else None
+                out = (self.count, self.sum_pred, self.sum_true) if own else None
                 scale = self.n_bins * EDGE_STRETCH
                 compiled = kernels.bin_counts(
                     shaped,
@@ -115,12 +123,12 @@ class BinCounter:
                     fresh,
                     hit_column,
                 )
-        if plain is not None:  # as its own add: fresh counts from the same pass, else its own pass
-            if compiled is not None:
-                plain.add_counts(*fresh)
-            else:
+        if plain is not None:  # as its own add: counts from the same pass, else its own pass
+            if compiled is None:
                 plain.add(values, hits, first_hit=first_hit, by_column=by_column, hit_column=hit_column)
-        if compiled is not None and in_place:
+            elif not into_plain:
+                plain.add_counts(*fresh)
+        if compiled is not None and own:
             return
         if compiled is not None:
             count, sums, hit_count = compiled
@@ -148,6 +156,11 @@ class BinCounter:
             sums = np.bincount(flat, weights=values.reshape(-1), minlength=self.count.size)
             hit_count = None if hit_flat is None else np.bincount(hit_flat, minlength=self.count.size)
         self.add_counts(count, sums, hit_count)
+
+    def is_empty(self) -> bool:
+        """Whether nothing is counted yet: every count zero (then every sum is: a value or hit is
+        added only where its bin's count goes up)."""
+        return not self.count.any()
 
     def add_counts(self, count: np.ndarray, sums: np.ndarray, hit_count: np.ndarray | None) -> None:
         """Add one pass's fresh counts, sums of predictions and hits (those of group 0 alone: the
