@@ -128,33 +128,37 @@ class BinCounter:
                 plain.add(values, hits, first_hit=first_hit, by_column=by_column, hit_column=hit_column)
             elif not into_plain:
                 plain.add_counts(*fresh)
-        if compiled is not None and own:
-            return
         if compiled is not None:
-            count, sums, hit_count = compiled
-        else:
-            if hit_column is not None:  # each row's one hit, counted per bin and added once
-                self.add_hits(values[np.arange(len(values)), hit_column], group=hit_column, cluster=cluster)
-            if first_hit is not None:
-                hits = np.arange(values.shape[1])[None, :] >= np.asarray(first_hit)[:, None]
-            flat = self._flat_index(values, group, cluster)
-            hit_flat = None if hits is None else flat[hits.reshape(-1) != 0]
-            if in_place:  # each value added into its bin's running sum in element order, as the compiled path
-                flat_values = values.reshape(-1)
-                if first_bin is not None:  # the first bin apart, as the compiled path keeps it
-                    first = flat % (self.n_bins * self.clusters) < self.clusters
-                    cell = np.asarray(cluster, dtype=np.int64)[:, None] * self.n_groups + np.arange(self.n_groups)
-                    np.add.at(first_bin[0], cell.reshape(-1)[~first], 1.0)
-                    np.add.at(first_bin[1], cell.reshape(-1)[first], flat_values[first])
-                    flat, flat_values = flat[~first], flat_values[~first]
-                np.add.at(self.count, flat, 1.0)
-                np.add.at(self.sum_pred, flat, flat_values)
-                if hit_flat is not None:
-                    np.add.at(self.sum_true, hit_flat, 1.0)
-                return
-            count = np.bincount(flat, minlength=self.count.size)
-            sums = np.bincount(flat, weights=values.reshape(-1), minlength=self.count.size)
-            hit_count = None if hit_flat is None else np.bincount(hit_flat, minlength=self.count.size)
+            if not own:
+                self.add_counts(*compiled)
+            return
+        self._add_with_numpy(values, hits, group, first_hit, hit_column, cluster, first_bin)
+
+    def _add_with_numpy(self, values, hits, group, first_hit, hit_column, cluster, first_bin) -> None:
+        """:meth:`add` by np.bincount (into fresh counts) or np.add.at (into the running sums per
+        cluster, the first bin apart in ``first_bin``): the compiled pass's counts and sums to the bit."""
+        if hit_column is not None:  # each row's one hit, counted per bin and added once
+            self.add_hits(values[np.arange(len(values)), hit_column], group=hit_column, cluster=cluster)
+        if first_hit is not None:
+            hits = np.arange(values.shape[1])[None, :] >= np.asarray(first_hit)[:, None]
+        flat = self._flat_index(values, group, cluster)
+        hit_flat = None if hits is None else flat[hits.reshape(-1) != 0]
+        if cluster is not None:  # each value added into its bin's running sum in element order, as the compiled path
+            flat_values = values.reshape(-1)
+            if first_bin is not None:  # the first bin apart, as the compiled path keeps it
+                first = flat % (self.n_bins * self.clusters) < self.clusters
+                cell = np.asarray(cluster, dtype=np.int64)[:, None] * self.n_groups + np.arange(self.n_groups)
+                np.add.at(first_bin[0], cell.reshape(-1)[~first], 1.0)
+                np.add.at(first_bin[1], cell.reshape(-1)[first], flat_values[first])
+                flat, flat_values = flat[~first], flat_values[~first]
+            np.add.at(self.count, flat, 1.0)
+            np.add.at(self.sum_pred, flat, flat_values)
+            if hit_flat is not None:
+                np.add.at(self.sum_true, hit_flat, 1.0)
+            return
+        count = np.bincount(flat, minlength=self.count.size)
+        sums = np.bincount(flat, weights=values.reshape(-1), minlength=self.count.size)
+        hit_count = None if hit_flat is None else np.bincount(hit_flat, minlength=self.count.size)
         self.add_counts(count, sums, hit_count)
 
     def is_empty(self) -> bool:
