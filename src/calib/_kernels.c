@@ -461,33 +461,15 @@ static inline int32_t bin_of(double v, double scale, int n_bins)
 }
 
 /* One row's values in the first bin added into sum0 (k numbers: the value, or +0.0, which leaves a sum's bits as
- * they are); returns whether any value lies in another bin. The first bin's counts need no pass of their own:
- * they are the rows less the values elsewhere, which are few and counted where they are found. */
+ * they are), and into plain_sum0 too unless it is NULL (the plain sums over every row beside a cluster's);
+ * returns whether any value lies in another bin. The first bin's counts need no pass of their own: they are the
+ * rows less the values elsewhere, which are few and counted where they are found. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
 #endif
 MULTIVERSION
-static int first_bin_row(const double *restrict v, double *restrict sum0, Py_ssize_t k, double scale, int n_bins)
-{
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-    int elsewhere = 0;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        const int first = bin_of(v[j], scale, n_bins) == 0;
-        sum0[j] += first ? v[j] : 0.0;
-        elsewhere |= !first;
-    }
-    return elsewhere;
-}
-
-/* first_bin_row into two places at once: a cluster's sum0 and the plain one over every row, plain_sum0. */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("fp-contract=off")))
-#endif
-MULTIVERSION
-static int first_bin_row_twice(const double *restrict v, double *restrict sum0, double *restrict plain_sum0,
-                               Py_ssize_t k, double scale, int n_bins)
+static int first_bin_row(const double *restrict v, double *restrict sum0, double *restrict plain_sum0, Py_ssize_t k,
+                         double scale, int n_bins)
 {
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -497,10 +479,22 @@ static int first_bin_row_twice(const double *restrict v, double *restrict sum0, 
         const int first = bin_of(v[j], scale, n_bins) == 0;
         const double value = first ? v[j] : 0.0;
         sum0[j] += value;
-        plain_sum0[j] += value;
+        if (plain_sum0 != NULL)
+            plain_sum0[j] += value;
         elsewhere |= !first;
     }
     return elsewhere;
+}
+
+/* A first bin kept apart over n rows, added into the first bin of each of k groups of count and sum (n_bins
+ * each): apart holds the k groups' sums (added from zero) and then their values elsewhere, so each first bin
+ * gains n less those (exact) and its sum (0 + s = s where it was empty: the bits of adding each value in turn). */
+static void add_first_bin(double *count, double *sum, const double *apart, Py_ssize_t k, int n_bins, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < k; j++) {
+        count[j * (Py_ssize_t)n_bins] += (double)n - apart[k + j];
+        sum[j * (Py_ssize_t)n_bins] += apart[j];
+    }
 }
 
 /* A run of consecutive values in one bin: the bin (-1 before the first value), its sum so far (the
@@ -616,9 +610,7 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
             const double *v = values + t * k;
             const uint8_t *h = hits != NULL ? hits + t * k : NULL;
             const Py_ssize_t cluster = row_cluster != NULL ? (Py_ssize_t)row_cluster[t] : 0;
-            const int elsewhere = plain_first != NULL
-                ? first_bin_row_twice(v, first_sum + cluster * k, plain_first, k, scale, n_bins)
-                : first_bin_row(v, first_sum + cluster * k, k, scale, n_bins);
+            const int elsewhere = first_bin_row(v, first_sum + cluster * k, plain_first, k, scale, n_bins);
             if (hit_column != NULL) { /* the row's one hit: its column's value */
                 const Py_ssize_t j = (Py_ssize_t)hit_column[t];
                 const Py_ssize_t plain_index = j * (Py_ssize_t)n_bins + bin_of(v[j], scale, n_bins);
@@ -649,11 +641,8 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
                 }
             }
         }
-        if (plain_first != NULL) /* the plain first bin: its rows less the values elsewhere, its sums from zero */
-            for (Py_ssize_t j = 0; j < k; j++) {
-                plain_count[j * (Py_ssize_t)n_bins] += (double)n - plain_first[k + j];
-                plain_sum[j * (Py_ssize_t)n_bins] += plain_first[j];
-            }
+        if (plain_first != NULL)
+            add_first_bin(plain_count, plain_sum, plain_first, k, n_bins, n);
         return;
     }
     if (by_column) { /* every value in another group from the last: no runs */
@@ -1149,10 +1138,7 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
                     plain[0].buf, plain[1].buf, plain[2].buf, plain_first,
                     hit_column.obj != NULL ? hit_column.buf : NULL);
     if (apart != NULL)
-        for (Py_ssize_t j = 0; j < k; j++) {
-            ((double *)count.buf)[j * (Py_ssize_t)n_bins] += (double)n - apart[k + j];
-            ((double *)sums.buf)[j * (Py_ssize_t)n_bins] += apart[j];
-        }
+        add_first_bin(count.buf, sums.buf, apart, k, n_bins, n);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
