@@ -29,7 +29,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .core.numerics import cluster_totals, linear_percentiles
+from .core.numerics import cluster_totals, linear_percentiles, replicate_sums
+from .metrics.accumulators import ClasswiseBins
 
 GROUPS = 200
 #: How the rows' clusters are drawn, as a report records it: reports pair only when it is the same
@@ -253,14 +254,14 @@ class BootstrapStates:
             for identity, accumulator in self.metric_set.accumulators.items()
             if sum(np.size(array) for array in accumulator.state().values()) <= CHUNK_STATE_CELLS
         ]
-        #: The accumulators added to on this thread that count their rows' plain sums in the same
-        #: pass (``plain_beside``: :meth:`update` returns them; a chunk's plain accumulators leave
-        #: them out).
-        self.plain_beside = [
-            identity
+        #: {identity: accumulator} of the classwise bins added to on this thread, which count their
+        #: rows' plain sums in the same pass (``plain_beside``: :meth:`update` returns them; a
+        #: chunk's plain accumulators leave them out).
+        self.plain_beside = {
+            identity: accumulator
             for identity, accumulator in self.metric_set.accumulators.items()
-            if plain_beside and accumulator.FILLS_PLAIN and identity not in self._on_workers
-        ]
+            if plain_beside and isinstance(accumulator, ClasswiseBins) and identity not in self._on_workers
+        }
 
     def cells(self, rows) -> np.ndarray:
         """The cell of each of ``rows`` (a slice or indices of this input): its stratum's block of
@@ -299,7 +300,7 @@ class BootstrapStates:
         batch, filled = prepared
         self.metric_set.update(batch, skip=set(filled) | set(self.plain_beside))
         self.metric_set.absorb_parts(filled)
-        return {identity: self.metric_set.accumulators[identity].update_beside_plain(batch) for identity in self.plain_beside}
+        return {identity: accumulator.update_beside_plain(batch) for identity, accumulator in self.plain_beside.items()}
 
     def cluster_state(self) -> dict[str, np.ndarray]:
         """The state per cluster, summed over the strata (what a metric state file holds)."""
@@ -377,10 +378,7 @@ def _replicate_values(make_metric_set, state: dict[str, np.ndarray], counts: np.
         for key, values in stacked.items():
             out[key].extend(np.full(len(block), np.nan) if values is None else np.where(np.isfinite(values), values, np.nan))
         summed = {
-            identity: {
-                name: (block @ array.reshape(len(array), -1)).reshape((len(block),) + array.shape[1:])
-                for name, array in per_cluster[identity].items()
-            }
+            identity: {name: replicate_sums(block, array) for name, array in per_cluster[identity].items()}
             for identity in one_by_one
         }
         for r, weights in enumerate(block):

@@ -285,7 +285,7 @@ def test_grouped_values_with_replicates_are_those_without_to_the_bit(n_groups):
     keys = ["cw_ece", "ece", "accuracy"]
     fused = stream_metrics(preds, keys, MetricConfig(), bootstrap=BootstrapConfig(5, 0), groups=groups)
     plain = stream_metrics(preds, keys, MetricConfig(), groups=groups)
-    assert fused.bootstrap_states.plain_beside == []
+    assert fused.bootstrap_states.plain_beside == {}
     for key, array in plain.state.state().items():
         assert np.array_equal(fused.state.state()[key], array), key
     for got, expected in zip(fused.group_states, plain.group_states):

@@ -239,6 +239,13 @@ def linear_percentiles(values: np.ndarray, percents) -> np.ndarray:
     return np.where(gamma >= 0.5, high - step * (1 - gamma), low + step * gamma)
 
 
+def replicate_sums(weights: np.ndarray, per_cluster: np.ndarray) -> np.ndarray:
+    """sum_c w_rc s_c for every bootstrap replicate r: the (R, clusters) ``weights`` times the
+    clusters' sums s ``per_cluster`` (clusters, ...), one matrix product, shaped (R, ...)."""
+    array = np.asarray(per_cluster)
+    return (weights @ array.reshape(len(array), -1)).reshape((len(weights),) + array.shape[1:])
+
+
 def cluster_totals(cluster: np.ndarray, values: np.ndarray | None, clusters: int) -> np.ndarray:
     """sum_{i in c} x_i for each cluster c in [0, ``clusters``): (clusters,) for ``values`` (N,),
     (clusters, M) for (N, M); the rows' counts for None. ``cluster`` (N,): each row's cluster."""

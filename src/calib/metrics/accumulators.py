@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.binning import BinCounter, ReplicateBins
-from ..core.numerics import cluster_totals, edge_slack
+from ..core.numerics import cluster_totals, edge_slack, replicate_sums
 from .batch import Batch
 
 
@@ -25,8 +25,6 @@ class Additive:
     VIEWS: tuple[str, ...] = ()
     #: The clusters the sums are kept per; None: one sum over every row.
     clusters: int | None = None
-    #: Whether :meth:`update_beside_plain` fills the plain sums in the per-cluster sums' pass.
-    FILLS_PLAIN = False
 
     def split_by_cluster(self, clusters: int) -> None:
         """Keep the sums per cluster of rows (before the first update)."""
@@ -103,14 +101,7 @@ class Additive:
             elif isinstance(value, list):
                 raise ValueError(f"{type(self).__name__}.{name} holds per-row values: its metrics read one replicate at a time")
             else:
-                array = np.asarray(state[name])
-                setattr(self, name, (weights @ array.reshape(len(array), -1)).reshape((len(weights),) + array.shape[1:]))
-
-    def update_beside_plain(self, batch: Batch) -> dict[str, np.ndarray]:
-        """Add ``batch`` to these per-cluster sums and return what it adds to the plain ones (the
-        :meth:`state` of a fresh accumulator of one cluster after :meth:`update`, to the bit),
-        counted in the same pass (:attr:`FILLS_PLAIN` accumulators)."""
-        raise NotImplementedError(f"{type(self).__name__} counts its plain sums in a pass of their own")
+                setattr(self, name, replicate_sums(weights, state[name]))
 
     def _rows(self, batch: Batch):
         """The batch's rows: their count, or per cluster (a (clusters,) array)."""
@@ -215,12 +206,13 @@ class ClasswiseBins(Additive):
         self.counter = BinCounter(n_bins, n_classes)
         self.n_classes = n_classes
 
-    FILLS_PLAIN = True
-
     def update(self, batch: Batch) -> None:
         self.counter.add(batch.probs, by_column=True, cluster=self._cluster(batch), hit_column=batch.labels)
 
     def update_beside_plain(self, batch: Batch) -> dict[str, np.ndarray]:
+        """Add ``batch`` to these per-cluster bins and return what it adds to the plain ones (the
+        :meth:`state` of a fresh one-cluster accumulator after :meth:`update`, to the bit), counted
+        in the same compiled pass."""
         plain = ClasswiseBins(self.counter.n_bins, self.n_classes)
         self.counter.add(batch.probs, by_column=True, cluster=batch.cluster, plain=plain.counter, hit_column=batch.labels)
         return plain.state()
