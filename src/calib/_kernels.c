@@ -535,11 +535,12 @@ static inline __attribute__((always_inline)) void run_add(Run *run, Py_ssize_t b
     run->hits += is_hit;
 }
 
-/* Group 0 of bin_counts_rows: each value added to its bin's run, and with ``both`` to the plain run too. */
+/* Group 0 of bin_counts_rows with its hits given or none: each value added to its bin's run, and with ``both`` to
+ * the plain run too. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
 #endif
-static inline __attribute__((always_inline)) void group_runs(const double *values, const uint8_t *hits, const int64_t *first_hit,
+static inline __attribute__((always_inline)) void group_runs(const double *values, const uint8_t *hits,
                               const int64_t *row_cluster, Py_ssize_t n, Py_ssize_t k,
                               int n_bins, double scale, Py_ssize_t clusters, double *count, double *sum, double *hit,
                               double *plain_count, double *plain_sum, double *plain_hit, const int both)
@@ -551,11 +552,10 @@ static inline __attribute__((always_inline)) void group_runs(const double *value
     for (Py_ssize_t t = 0; t < n; t++) {
         const double *v = values + t * k;
         const uint8_t *h = hits != NULL ? hits + t * k : NULL;
-        const int64_t first = first_hit != NULL ? first_hit[t] : k;
         const Py_ssize_t cluster = row_cluster != NULL ? (Py_ssize_t)row_cluster[t] : 0;
         for (Py_ssize_t j = 0; j < k; j++) {
             const Py_ssize_t b = (Py_ssize_t)bin_of(v[j], scale, n_bins);
-            const int is_hit = h != NULL ? h[j] != 0 : j >= first;
+            const int is_hit = h != NULL && h[j] != 0;
             run_add(&run, b * clusters + cluster, v[j], is_hit, count, sum, hit);
             if (both)
                 run_add(&plain_run, b, v[j], is_hit, plain_count, plain_sum, plain_hit);
@@ -563,6 +563,69 @@ static inline __attribute__((always_inline)) void group_runs(const double *value
     }
     run_end(&run, count, sum, hit);
     if (both)
+        run_end(&plain_run, plain_count, plain_sum, plain_hit);
+}
+
+/* Group 0 with each row's hits from first_hit on (rows of cumulative masses, which stay in each bin for a run of
+ * values): a row taken run by run, each value added to the run's sum (the cluster's bin sum, and beside it the
+ * plain run's where plain_sum is given) and nothing else; the run's count is its length, its hits its positions
+ * at or after the row's first hit, added once it ends. Each bin's values are added in element order, as
+ * group_runs adds them (a plain run that goes on into the next row stays in its register; a cluster's sum is
+ * stored at a run's end and loaded at the next: the same bits), with a value's work down to its bin and its
+ * sums, so that the two sums' chains of additions overlap: 1.2 against 1.7 us a row of 1,000 masses here. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static void first_hit_runs(const double *values, const int64_t *first_hit, const int64_t *row_cluster, Py_ssize_t n,
+                           Py_ssize_t k, int n_bins, double scale, Py_ssize_t clusters, double *count, double *sum,
+                           double *hit, double *plain_count, double *plain_sum, double *plain_hit)
+{
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    Run plain_run = {-1, 0.0, 0, 0};
+    for (Py_ssize_t t = 0; t < n; t++) {
+        const double *v = values + t * k;
+        const int64_t first = first_hit[t];
+        const Py_ssize_t cluster = row_cluster != NULL ? (Py_ssize_t)row_cluster[t] : 0;
+        Py_ssize_t j = 0;
+        while (j < k) {
+            const Py_ssize_t b = (Py_ssize_t)bin_of(v[j], scale, n_bins);
+            const Py_ssize_t index = b * clusters + cluster;
+            Py_ssize_t e = j;
+            if (plain_sum != NULL) {
+                if (b != plain_run.bin) {
+                    run_end(&plain_run, plain_count, plain_sum, plain_hit);
+                    plain_run.bin = b;
+                    plain_run.sum = plain_sum[b];
+                    plain_run.count = plain_run.hits = 0;
+                }
+                double s = sum[index], p = plain_run.sum;
+                do {
+                    s += v[e];
+                    p += v[e];
+                    e++;
+                } while (e < k && bin_of(v[e], scale, n_bins) == b);
+                sum[index] = s;
+                plain_run.sum = p;
+            } else {
+                double s = sum[index];
+                do {
+                    s += v[e];
+                    e++;
+                } while (e < k && bin_of(v[e], scale, n_bins) == b);
+                sum[index] = s;
+            }
+            const Py_ssize_t from = first > j ? (Py_ssize_t)first : j;
+            const int64_t hits = e > from ? (int64_t)(e - from) : 0;
+            count[index] += (double)(e - j);
+            hit[index] += (double)hits;
+            plain_run.count += e - j; /* stored by run_end, with plain_sum */
+            plain_run.hits += hits;
+            j = e;
+        }
+    }
+    if (plain_sum != NULL)
         run_end(&plain_run, plain_count, plain_sum, plain_hit);
 }
 
@@ -664,12 +727,16 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
         }
         return;
     }
+    if (first_hit != NULL && hits == NULL) {
+        first_hit_runs(values, first_hit, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit, plain_count,
+                       plain_sum, plain_hit);
+        return;
+    }
     if (plain_count != NULL) /* two copies of the loop, with and without the plain run */
-        group_runs(values, hits, first_hit, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit,
-                   plain_count, plain_sum, plain_hit, 1);
+        group_runs(values, hits, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit, plain_count, plain_sum,
+                   plain_hit, 1);
     else
-        group_runs(values, hits, first_hit, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit,
-                   NULL, NULL, NULL, 0);
+        group_runs(values, hits, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit, NULL, NULL, NULL, 0);
 }
 
 /* Cumulative top-k mass (calib.metrics.Batch.cumulative_mass), in place: each row of m holds -p sorted

@@ -284,6 +284,54 @@ def test_bin_counts_first_hit_is_the_hits_matrix_with_runs_in_and_out_of_bins(ba
         BinCounter(n_bins, 2).add(rows, group=np.zeros((len(rows), 1), dtype=int), first_hit=first)
 
 
+def test_first_hit_runs_per_cluster_add_each_value_in_turn_across_rows_of_one_cluster(backend):
+    """Per cluster with the plain counts beside (the bootstrap's CMCE bins): each value added in
+    element order to its cluster's bin and to the plain bin, counts and hits 1{j >= first} a value,
+    by a direct loop; rows of one cluster in a row whose last bin is the next row's first (a run
+    across two rows), first hits at 0, inside a run, at the row's end (none) and beyond it."""
+    from reference import edge_bin
+
+    from calib.core.binning import BinCounter
+
+    n_bins, k, clusters = 4, 5, 3
+    rows = np.array(
+        [
+            [0.1, 0.3, 0.3, 0.9, 1.0],
+            [0.8, 0.9, 0.95, 1.0, 1.0],  # same cluster, starts in the bin the last row ended in
+            [0.2, 0.25, 0.5 * (1 - 2.0**-45), 0.5, 0.75],  # edges and just below
+            [0.6, 0.1, 0.7, 0.0, 0.75],  # not sorted: runs broken by jumps down
+            [0.3, 0.3, 0.3, 0.3, 0.3],  # one run, its hits from the middle of it
+            [0.0, 0.0, 1.0, 1.0, 1.0],
+        ]
+    )
+    first = np.array([0, 2, 5, 7, 3, 1])
+    cluster = np.array([1, 1, 0, 2, 2, 1])
+    chunks = (range(0, 2), range(2, 6))  # into running sums per cluster, a chunk's plain sums added to the last
+    count, sums, hit_count = (np.zeros((clusters, n_bins)) for _ in range(3))
+    plain = [np.zeros(n_bins) for _ in range(3)]
+    for chunk in chunks:
+        chunk_plain = [np.zeros(n_bins) for _ in range(3)]
+        for i in chunk:
+            for j in range(k):
+                b, c = edge_bin(rows[i, j], n_bins), cluster[i]
+                count[c, b] += 1
+                sums[c, b] += rows[i, j]
+                hit_count[c, b] += j >= first[i]
+                chunk_plain[0][b] += 1
+                chunk_plain[1][b] += rows[i, j]
+                chunk_plain[2][b] += j >= first[i]
+        for total, part in zip(plain, chunk_plain):
+            total += part
+    beside, counter = BinCounter(n_bins), BinCounter(n_bins, clusters=clusters)
+    for chunk in chunks:
+        part = slice(chunk.start, chunk.stop)
+        counter.add(rows[part], first_hit=first[part], cluster=cluster[part], plain=beside)
+    state = counter.state()
+    for name, want, plain_want in zip(("count", "sum_pred", "sum_true"), (count, sums, hit_count), plain):
+        assert state[name].tolist() == want.tolist(), name
+        assert getattr(beside, name).tolist() == plain_want.tolist(), name
+
+
 def test_cumulative_mass_is_the_running_sum_of_the_sorted_row_clipped(backend):
     """Each row of -p sorted non-decreasing becomes p_1 + ... + p_k added left to right and clipped
     to [0, 1], to the bit: by hand on [0.5, 0.25, 0.25]; a row whose sum rounds above 1 clipped to 1;
