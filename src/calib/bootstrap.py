@@ -213,8 +213,8 @@ def row_weights(config: BootstrapConfig, n_rows: int, pairs_per_row: int = 1, gr
 MAX_GROUPS_WITH_REPLICATES = 50
 
 
-#: Per-cluster sums of at most this many numbers are filled chunk by chunk on the worker threads
-#: (:meth:`BootstrapStates.prepare`).
+#: Per-cluster sums of at most this many numbers are filled for each chunk alone, ahead of its turn
+#: (:meth:`BootstrapStates.prepare`); the larger ones are added to in place in the chunks' turns.
 CHUNK_STATE_CELLS = 1 << 18
 
 
@@ -249,18 +249,18 @@ class BootstrapStates:
         self.row_ids = None if row_ids is None else np.asarray(row_ids, dtype=np.uint64)
         self.strata = None if strata is None else np.asarray(strata, dtype=np.int64)
         self.metric_set = make_metric_set(clusters=groups * n_strata)
-        self._on_workers = [
+        self._chunk_filled = [
             identity
             for identity, accumulator in self.metric_set.accumulators.items()
             if sum(np.size(array) for array in accumulator.state().values()) <= CHUNK_STATE_CELLS
         ]
-        #: {identity: accumulator} of the classwise bins added to on this thread, which count their
-        #: rows' plain sums in the same pass (``plain_beside``: :meth:`update` returns them; a
-        #: chunk's plain accumulators leave them out).
+        #: {identity: accumulator} of the classwise bins added to in place in the chunks' turns, which
+        #: count their rows' plain sums in the same pass (``plain_beside``: :meth:`update` returns
+        #: them; a chunk's plain accumulators leave them out).
         self.plain_beside = {
             identity: accumulator
             for identity, accumulator in self.metric_set.accumulators.items()
-            if plain_beside and isinstance(accumulator, ClasswiseBins) and identity not in self._on_workers
+            if plain_beside and isinstance(accumulator, ClasswiseBins) and identity not in self._chunk_filled
         }
 
     def cells(self, rows) -> np.ndarray:
@@ -288,14 +288,15 @@ class BootstrapStates:
         if batch.cluster is None:
             self.assign_cells(batch, rows)
         batch.compute(self.metric_set.views)
-        filled = self.metric_set.fresh(self._on_workers)
+        filled = self.metric_set.fresh(self._chunk_filled)
         for accumulator in filled.values():
             accumulator.update(batch)
         return batch, {identity: accumulator.state() for identity, accumulator in filled.items()}
 
     def update(self, prepared: tuple) -> dict[tuple, dict[str, np.ndarray]]:
-        """Add a chunk that :meth:`prepare` made, in row order: its small accumulators' sums and its
-        batch to the large ones. Returns the chunk's plain sums of the :attr:`plain_beside`
+        """Add a chunk that :meth:`prepare` made, chunks in row order (one at a time: the
+        chunk's turn, :class:`calib.core.numerics.Turns`): its small accumulators' sums and its batch
+        to the large ones. Returns the chunk's plain sums of the :attr:`plain_beside`
         accumulators, {identity: state}, counted in the same pass as their per-cluster sums."""
         batch, filled = prepared
         self.metric_set.update(batch, skip=set(filled) | set(self.plain_beside))

@@ -452,3 +452,68 @@ def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
         ).values
         values.append({**streamed, **vece, "groups": grouped})
     assert values[0] == values[1]
+
+
+def test_replicates_are_the_same_bytes_for_any_thread_count_and_a_failed_chunk_stops_the_pass(monkeypatch):
+    """With replicates each worker adds its chunk to the per-cluster sums in the chunk's turn
+    (chunks in row order): the report (values, intervals, replicates), with a calibrator's two sides
+    and without, is the same to the bit with one thread or three, over many chunks, where the
+    classwise bins of 30 classes are added to in place. A chunk that fails stops the pass with its
+    own error; the chunks after it, waiting for its turn, do not hang."""
+    import threading
+
+    import calib
+    import calib.io.predictions as predictions_module
+    from calib.core import numerics
+    from calib.evaluation import streaming
+
+    starts = set()
+
+    def chunks(n, k):  # 97 rows a chunk: 31 chunks, the last ragged
+        for rows in numerics.row_chunks(n, k, 30 * 97):
+            starts.add(rows.start)
+            yield rows
+
+    monkeypatch.setattr(predictions_module, "row_chunks", chunks)
+    rng = np.random.default_rng(11)
+    logits = 3 * rng.normal(size=(3000, 30))
+    labels = rng.integers(0, 30, len(logits))
+    fitted = calib.calibrator("ts").fit(logits[:500], labels[:500])
+    request = calib.EvaluationRequest.of(bootstrap=200)
+    reports = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv("CALIB_THREADS", threads)
+        reports.append(
+            [
+                calib.evaluate(logits, labels, request=request, calibrator=with_calibrator).to_dict()
+                for with_calibrator in (None, fitted)
+            ]
+        )
+    assert json.dumps(reports[0]) == json.dumps(reports[1])
+    assert (
+        len(starts) == 31
+        and reports[0][0]["bootstrap"]["replicates"] == 200
+        and reports[0][0]["metrics"]["cw_ece"]["ci"] is not None
+    )
+
+    read = streaming.uncalibrated_batch
+
+    def fails_on_chunk_five(preds, rows):
+        if rows.start == 5 * 97:
+            raise RuntimeError("chunk 5 could not be read")
+        return read(preds, rows)
+
+    monkeypatch.setattr(streaming, "uncalibrated_batch", fails_on_chunk_five)
+    raised = []
+
+    def evaluate():
+        try:
+            calib.evaluate(logits, labels, request=request)
+        except RuntimeError as error:
+            raised.append(str(error))
+
+    worker = threading.Thread(target=evaluate, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the pass hung after a failed chunk"
+    assert raised == ["chunk 5 could not be read"]

@@ -508,7 +508,7 @@ def test_the_compiled_kernel_refuses_clusters_outside_its_buffers():
 def test_small_accumulators_are_filled_on_the_workers_and_large_ones_in_place():
     """Both kinds give each cluster's sums: replicate values equal to the metrics of the resampled rows."""
     states = BootstrapStates(lambda clusters=None: MetricSet(["accuracy", "cw_ece"], MetricConfig(), 100, clusters), 0)
-    assert [identity[0] for identity in states._on_workers] == ["proper"]  # classwise: 200 x 100 x 15 x 3 numbers
+    assert [identity[0] for identity in states._chunk_filled] == ["proper"]  # classwise: 200 x 100 x 15 x 3 numbers
     rng = np.random.default_rng(0)
     probs, labels = rng.dirichlet(np.ones(100), 50), rng.integers(0, 100, 50)
     states.update(states.prepare(Batch(labels, probs=probs), slice(0, 50)))

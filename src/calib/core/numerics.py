@@ -327,6 +327,34 @@ def chunk_threads(workers: int, values: int) -> int:
     return max(1, min(workers, int(budget // CHUNK_WORKING_SET)))
 
 
+class Turns:
+    """Sections that run one at a time in the order of their items, on whichever thread holds an
+    item: :meth:`take` (item i) waits until the sections of items 0 .. i - 1 have run, runs its own
+    and hands the turn on, whether it ran or raised. Beside :func:`map_in_order` (whose pool starts
+    items in order), a worker thread adds its chunk to a running sum in row order itself, the same
+    additions in the same order as the consuming thread adding the chunks as they come, without a
+    third busy thread on the cores. Every item's turn must be taken, once, in order of the items
+    submitted: a worker that fails before its section takes it with ``section=None``."""
+
+    def __init__(self):
+        import threading
+
+        self._next = 0
+        self._changed = threading.Condition()
+
+    def take(self, item: int, section: Callable[[], R] | None) -> R | None:
+        """Run ``section`` (None: nothing) as item ``item``'s turn; returns what it returns."""
+        with self._changed:
+            while self._next != item:
+                self._changed.wait()
+        try:
+            return None if section is None else section()
+        finally:
+            with self._changed:
+                self._next = item + 1
+                self._changed.notify_all()
+
+
 def map_in_order(function: Callable[[T], R], items: Iterable[T], *, values: int, workers: int | None = None) -> Iterator[R]:
     """``map(function, items)`` on a pool of threads, yielding results in input order.
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..bootstrap import MAX_GROUPS_WITH_REPLICATES, BootstrapConfig, BootstrapStates, intervals
 from ..calibrators.base import CalibrationInputs, Calibrator, builds_sets
-from ..core.numerics import map_in_order
+from ..core.numerics import Turns, map_in_order
 from ..io.predictions import Predictions
 from ..metrics import Batch, MetricConfig
 from ..metrics.batch import model_batch as uncalibrated_batch
@@ -184,29 +184,23 @@ def stream_metrics(
     # thread that computed its probabilities and added here in row order: the same sums, in the same
     # order, as updating here, with the sort and bin counts of two chunks running on two cores (and
     # the same values with replicates as without). With bootstrap replicates the worker also computes
-    # the chunk's rows' clusters and its small per-cluster sums; the large ones (classwise bins of
-    # many classes) are added to here, in one set (a chunk's own would be as large), and without
-    # groups their rows' plain sums are counted in that same pass (the worker leaves them out).
+    # the chunk's rows' clusters and its small per-cluster sums, and then, in its turn (chunks in row
+    # order, Turns), adds the chunk to the large ones (classwise bins of many classes: a chunk's own
+    # would be as large), whose rows' plain sums are counted in that same pass without groups.
+    turns = Turns() if grouped else None
 
-    def batches(rows: slice | np.ndarray):
-        """The chunk's accumulator states per side, its per-cluster sums per side (with
-        replicates) and its conformal-set mask: the costly part, run on worker threads; the results
-        are combined in row order on this thread (same result for any thread count)."""
-        batch, after, in_set = uncalibrated_batch(preds, rows), None, None
-        if calibrator is not None:
-            after, in_set = calibrated_batch(calibrator, preds, rows, features, sets is not None)
-        preds.release(rows)
-        filled, prepared = {}, {}
-        for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
-            if side_batch is not None:
-                beside = ()  # the accumulators whose plain sums the per-cluster pass counts
-                if side in grouped:  # the rows' clusters first: the plain and per-cluster bins in one pass
-                    grouped[side].assign_cells(side_batch, rows)
-                    beside = grouped[side].plain_beside
-                filled[side] = _filled_states(side_batch, rows, sliced.get(side), new_set, beside)
-                if side in grouped:
-                    prepared[side] = grouped[side].prepare(side_batch, rows)
-        return rows, filled, prepared, in_set
+    def batches(item: tuple[int, slice | np.ndarray]):
+        """The chunk's accumulator states per side, the plain sums its per-cluster pass counted, and
+        its conformal-set mask: the costly part, run on worker threads; the results are combined in
+        row order on this thread (same result for any thread count)."""
+        index, rows = item
+        prepared = None
+        try:
+            filled, prepared, in_set = _chunk_states(preds, rows, calibrator, features, sets, sliced, grouped, new_set)
+        finally:  # every chunk takes its turn, so that a failed one holds none of the others up
+            add = None if prepared is None else lambda: _add_per_cluster(grouped, prepared)
+            counted = turns.take(index, add) if turns is not None else {}
+        return rows, filled, counted, in_set
 
     chunks: Iterable[slice | np.ndarray] = preds.chunks()
     if groups is not None and isinstance(preds.scores, np.ndarray):  # random access: read the rows in group order
@@ -216,14 +210,14 @@ def stream_metrics(
     overall = {"uncalibrated": uncalibrated}
     if calibrated is not None:
         overall["calibrated"] = calibrated
-    for rows, filled, prepared, in_set in map_in_order(batches, chunks, values=preds.n * preds.k):
+    for rows, filled, counted, in_set in map_in_order(batches, enumerate(chunks), values=preds.n * preds.k):
         for side, state in filled.items():
             if side in sliced:
                 sliced[side].absorb_chunk(state)
             else:
                 overall[side].absorb_parts(state)
-        for side, chunk in prepared.items():
-            overall[side].absorb_parts(grouped[side].update(chunk))
+        for side, plain in counted.items():
+            overall[side].absorb_parts(plain)
         if in_set is not None and sets is not None:
             sets.update(in_set, labels[rows], rows)
     for side, states in sliced.items():
@@ -248,6 +242,32 @@ def stream_metrics(
         sliced[main_side].sets if sliced else None,
         grouped.get(main_side),
     )
+
+
+def _chunk_states(preds: Predictions, rows, calibrator, features, sets, sliced: dict, grouped: dict, new_set):
+    """(a chunk's accumulator states per side, its per-cluster sums prepared per side (with
+    replicates, :meth:`BootstrapStates.prepare`), its conformal-set mask or None)."""
+    batch, after, in_set = uncalibrated_batch(preds, rows), None, None
+    if calibrator is not None:
+        after, in_set = calibrated_batch(calibrator, preds, rows, features, sets is not None)
+    preds.release(rows)
+    filled, prepared = {}, {}
+    for side, side_batch in (("uncalibrated", batch), ("calibrated", after)):
+        if side_batch is not None:
+            beside = ()  # the accumulators whose plain sums the per-cluster pass counts
+            if side in grouped:  # the rows' clusters first: the plain and per-cluster bins in one pass
+                grouped[side].assign_cells(side_batch, rows)
+                beside = grouped[side].plain_beside
+            filled[side] = _filled_states(side_batch, rows, sliced.get(side), new_set, beside)
+            if side in grouped:
+                prepared[side] = grouped[side].prepare(side_batch, rows)
+    return filled, prepared, in_set
+
+
+def _add_per_cluster(grouped: dict, prepared: dict) -> dict:
+    """Add a prepared chunk to each side's per-cluster sums (:meth:`BootstrapStates.update`, in the
+    chunk's turn); {side: the plain sums counted in the same pass}."""
+    return {side: grouped[side].update(chunk) for side, chunk in prepared.items()}
 
 
 def calibrated_batch(calibrator: Calibrator, preds: Predictions, rows, features, with_sets: bool):

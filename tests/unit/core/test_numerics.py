@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import needs
 
-from calib.core.numerics import IsotonicProblem, isotonic_fit, linear_percentiles, zeros_in_order
+from calib.core.numerics import IsotonicProblem, Turns, isotonic_fit, linear_percentiles, zeros_in_order
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -73,3 +73,71 @@ def test_linear_percentiles_are_numpys_to_the_bit():
 def test_zeros_in_order_are_zeros(size):
     array = zeros_in_order(size)
     assert array.dtype == np.float64 and array.shape == (size,) and not array.any()
+
+
+def _take_all(turns: Turns, items, section_of, timeout: float = 20.0) -> dict:
+    """Every item's turn taken on a thread of its own, the threads started in reverse order:
+    {item: what its take returned or raised}."""
+    import threading
+
+    out = {}
+
+    def take(item):
+        try:
+            out[item] = turns.take(item, section_of(item))
+        except Exception as error:  # noqa: BLE001 - what the section raised is the result
+            out[item] = error
+
+    threads = [threading.Thread(target=take, args=(item,)) for item in items]
+    for thread in reversed(threads):
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads), "a turn was never handed on"
+    return out
+
+
+def test_turns_run_each_section_once_in_the_order_of_the_items_whatever_the_threads():
+    """Threads that arrive last-first still run their sections first-last, one at a time."""
+    import threading
+
+    ran, running, overlapped = [], [], []
+    lock = threading.Lock()
+
+    def section_of(item):
+        def section():
+            with lock:
+                overlapped.append(bool(running))
+                running.append(item)
+            ran.append(item)
+            with lock:
+                running.remove(item)
+            return item * item
+
+        return section
+
+    out = _take_all(Turns(), range(12), section_of)
+    assert ran == list(range(12))
+    assert out == {item: item * item for item in range(12)}
+    assert not any(overlapped)
+
+
+def test_a_turn_without_a_section_or_whose_section_raises_is_handed_on():
+    """An item that failed before its section (None) and one whose section raises both let the
+    items after them run, and the error reaches the one who took that turn."""
+    ran = []
+
+    def section_of(item):
+        if item == 2:
+            return None
+        if item == 4:
+
+            def fails():
+                raise RuntimeError("section 4")
+
+            return fails
+        return lambda: ran.append(item)
+
+    out = _take_all(Turns(), range(7), section_of)
+    assert ran == [0, 1, 3, 5, 6]
+    assert out[2] is None and isinstance(out[4], RuntimeError) and str(out[4]) == "section 4"
