@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -331,14 +332,13 @@ class Turns:
     """Sections that run one at a time in the order of their items, on whichever thread holds an
     item: :meth:`take` (item i) waits until the sections of items 0 .. i - 1 have run, runs its own
     and hands the turn on, whether it ran or raised. Beside :func:`map_in_order` (whose pool starts
-    items in order), a worker thread adds its chunk to a running sum in row order itself, the same
-    additions in the same order as the consuming thread adding the chunks as they come, without a
-    third busy thread on the cores. Every item's turn must be taken, once, in order of the items
-    submitted: a worker that fails before its section takes it with ``section=None``."""
+    items in order, so the item a worker waits for is running already), a worker adds its chunk to
+    a running sum in row order itself: the same additions in the same order as the consuming thread
+    adding the chunks as they come, without a third busy thread on the cores. Every item from 0 on
+    takes its turn once, else the ones after it wait for ever: a worker that failed before its
+    section takes it with ``section=None``."""
 
     def __init__(self):
-        import threading
-
         self._next = 0
         self._changed = threading.Condition()
 

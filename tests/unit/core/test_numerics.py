@@ -88,11 +88,14 @@ def _take_all(turns: Turns, items, section_of, timeout: float = 20.0) -> dict:
         except Exception as error:  # noqa: BLE001 - what the section raised is the result
             out[item] = error
 
-    threads = [threading.Thread(target=take, args=(item,)) for item in items]
+    threads = [threading.Thread(target=take, args=(item,), daemon=True) for item in items]
+    import time
+
     for thread in reversed(threads):
         thread.start()
+    deadline = time.monotonic() + timeout
     for thread in threads:
-        thread.join(timeout)
+        thread.join(max(0.0, deadline - time.monotonic()))
     assert not any(thread.is_alive() for thread in threads), "a turn was never handed on"
     return out
 
