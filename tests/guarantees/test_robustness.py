@@ -457,7 +457,7 @@ def test_metrics_and_vece_are_the_same_bytes_for_any_thread_count(monkeypatch):
 def test_replicates_are_the_same_bytes_for_any_thread_count_and_a_failed_chunk_stops_the_pass(monkeypatch):
     """With replicates each worker adds its chunk to the per-cluster sums in the chunk's turn
     (chunks in row order): the report (values, intervals, replicates), with a calibrator's two sides
-    and without, is the same to the bit with one thread or three, over many chunks, where the
+    and without, and per group, is the same to the bit with one thread or three, over many chunks, where the
     classwise bins of 30 classes are added to in place. A chunk that fails stops the pass with its
     own error; the chunks after it, waiting for its turn, do not hang."""
     import threading
@@ -488,6 +488,7 @@ def test_replicates_are_the_same_bytes_for_any_thread_count_and_a_failed_chunk_s
                 calib.evaluate(logits, labels, request=request, calibrator=with_calibrator).to_dict()
                 for with_calibrator in (None, fitted)
             ]
+            + [calib.evaluate(logits, labels, request=request, groups=labels % 7).to_dict()]  # per group too
         )
     assert json.dumps(reports[0]) == json.dumps(reports[1])
     assert (
