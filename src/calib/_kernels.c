@@ -727,7 +727,7 @@ static void bin_counts_rows(const double *values, const uint8_t *hits, const int
         }
         return;
     }
-    if (first_hit != NULL && hits == NULL) {
+    if (first_hit != NULL) { /* without hits: bin_counts refuses the two together */
         first_hit_runs(values, first_hit, row_cluster, n, k, n_bins, scale, clusters, count, sum, hit, plain_count,
                        plain_sum, plain_hit);
         return;
@@ -1091,7 +1091,7 @@ static PyObject *bin_counts(PyObject *self, PyObject *args)
 {
     Py_buffer values, hits = {0}, first_hit = {0}, row_cluster = {0}, count, sums, hit_count;
     Py_buffer first_missing = {0}, first_sum = {0}, plain[3] = {{0}, {0}, {0}};
-    double *plain_first = NULL; /* by column: the plain first bin's count and sum, k each */
+    double *plain_first = NULL; /* by column beside clusters: the plain first bin's sums and missing counts, k each */
     double *apart = NULL;       /* by column over every row: the first bin's sums and missing counts, k each */
     PyObject *hits_object, *first_hit_object, *row_cluster_object;
     PyObject *first_missing_object = Py_None, *first_sum_object = Py_None, *plain_objects[3] = {Py_None, Py_None, Py_None};
