@@ -295,8 +295,8 @@ def test_grouped_values_with_replicates_are_those_without_to_the_bit(n_groups):
 
 @pytest.mark.parametrize("n_classes, beside", [(40, True), (5, False)])
 def test_per_cluster_sums_hold_each_row_once_whichever_thread_fills_them(n_classes, beside):
-    """Classwise bins of many classes (added to on this thread) count their plain sums in the same
-    pass; those of few classes (filled on the workers) do not: either way every cluster's bins
+    """Classwise bins of many classes (added to in place, in the chunks' turns) count their plain
+    sums in the same pass; those of few classes (filled for each chunk alone) do not: either way every cluster's bins
     count each of its rows once per class, and the plain sums come back only from the first."""
     states = BootstrapStates(
         lambda clusters=None: MetricSet(["cw_ece"], MetricConfig(), n_classes, clusters), 0, plain_beside=True
